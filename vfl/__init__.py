@@ -1,0 +1,1 @@
+"""vfl: vertical federated learning with Paillier homomorphic encryption."""

@@ -1,0 +1,15 @@
+"""Paillier cryptography for vfl: keys, fixed-point encoding, batched vector operations.
+
+Numbers only: nothing here knows about parties, messages or protocols.
+"""
+
+from vfl.crypto.encoding import DEFAULT_FRAC_BITS, FixedPoint
+from vfl.crypto.engine import Engine, SimpleEngine, get_engine, register_engine
+from vfl.crypto.keys import MIN_SECURE_BITS, PrivateKey, PublicKey, check_key_bits, generate_keypair
+from vfl.crypto.vector import Context, EncryptedVector
+
+__all__ = [
+    "Context", "DEFAULT_FRAC_BITS", "Engine", "EncryptedVector", "FixedPoint", "MIN_SECURE_BITS",
+    "PrivateKey", "PublicKey", "SimpleEngine", "check_key_bits", "generate_keypair", "get_engine",
+    "register_engine",
+]

@@ -1,0 +1,39 @@
+"""The project's exceptions: one hierarchy, so callers can catch ``VFLError``.
+
+Errors about bad input subclass ``ValueError`` (as scikit-learn raises there);
+faults while running a federation (a peer gone, a timeout, a refused handshake)
+subclass ``RuntimeError``.  Every message names what is wrong: the party, the
+column, the row, or the protocol step.
+"""
+
+
+class VFLError(Exception):
+    """Base class of every error raised by vfl."""
+
+
+class DataError(VFLError, ValueError):
+    """Input data that cannot be trained on: wrong shape, NaN, ids that differ..."""
+
+
+class ConfigurationError(VFLError, ValueError):
+    """A setting that is invalid or unsafe (a short key without the insecure flag...)."""
+
+
+class FixedPointOverflowError(VFLError, ValueError):
+    """A value does not fit the fixed-point range of the plaintext space."""
+
+
+class NotFittedError(VFLError, ValueError, AttributeError):
+    """A model was used for prediction before ``fit``."""
+
+
+class ProtocolError(VFLError, RuntimeError):
+    """A message that breaks the protocol: malformed, unexpected, oversized."""
+
+
+class PeerError(VFLError, RuntimeError):
+    """A peer is gone, timed out, or failed; the message names the peer and the step."""
+
+
+class HandshakeError(PeerError):
+    """A connection refused at the TLS handshake or at the settings check."""
