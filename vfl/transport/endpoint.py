@@ -1,0 +1,129 @@
+"""One role's view of the federation: send and receive named messages.
+
+Protocol code holds an :class:`Endpoint` and reads as if the peers were local::
+
+    ep.send("B", "u_A", "ciphertext", ciphertexts=..., exponent=32)
+    d = ep.recv("B", "d")
+
+The endpoint owns the encoding (:mod:`vfl.transport.message`), the transcript
+and the checks: a message with an unexpected name is a
+:class:`~vfl.errors.ProtocolError`; a peer that failed, vanished or stayed
+silent past the timeout is a :class:`~vfl.errors.PeerError` naming the peer and
+the step.  Underneath sits any :class:`Transport`: in-process queues or TLS.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+from vfl.errors import PeerError, ProtocolError
+from vfl.transport.message import Message, decode, encode
+
+ABORT = "abort"
+
+
+class Transport(Protocol):
+    """Moves frames (bytes) between one role and its peers."""
+
+    role: str
+
+    def send(self, receiver: str, frame: bytes) -> None: ...
+
+    def recv(self, sender: str, timeout: float | None) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+class Transcript:
+    """Every message sent: ``(iteration, sender, receiver, name, kind, bytes)``.
+
+    With ``keep_payloads=True`` the framed bytes are kept too, so tests can
+    decode and inspect everything that crossed the transport.
+    """
+
+    COLUMNS = ("iteration", "sender", "receiver", "name", "kind", "bytes")
+
+    def __init__(self, keep_payloads: bool = False):
+        self.keep_payloads = keep_payloads
+        self.records: list[tuple] = []
+        self.payloads: list[bytes] = []
+        self._lock = threading.Lock()
+
+    def record(self, message: Message, sender: str, receiver: str, frame: bytes) -> None:
+        with self._lock:
+            self.records.append((message.iteration, sender, receiver, message.name, message.kind, len(frame)))
+            if self.keep_payloads:
+                self.payloads.append(frame)
+
+    def messages(self):
+        """``(sender, receiver, Message)`` for every kept payload."""
+        return [(r[1], r[2], decode(p)) for r, p in zip(self.records, self.payloads)]
+
+    def to_frame(self):
+        import pandas as pd
+
+        return pd.DataFrame(self.records, columns=list(self.COLUMNS))
+
+
+class Endpoint:
+    """Named, typed messages between ``role`` and its ``peers`` over a transport.
+
+    Parameters
+    ----------
+    transport : Transport
+    peers : iterable of str
+        The other roles (told when this role aborts).
+    transcript : Transcript, optional
+    timeout : float, optional
+        Seconds to wait for each message; ``None`` waits as long as the transport allows.
+    on_message : callable, optional
+        Called as ``on_message(direction, peer, message, nbytes)`` for every message
+        sent (``"->"``) or received (``"<-"``): narration, progress, logging.
+    """
+
+    def __init__(self, transport: Transport, peers, transcript: Transcript | None = None,
+                 timeout: float | None = None, on_message=None):
+        self.transport = transport
+        self.role = transport.role
+        self.peers = tuple(peers)
+        self.transcript = transcript if transcript is not None else Transcript()
+        self.timeout = timeout
+        self.on_message = on_message
+        #: The training iteration messages are labelled with; protocol code sets it.
+        self.iteration = -1
+
+    def send(self, to: str, name: str, kind: str, **fields) -> int:
+        """Send a message; returns its size in bytes."""
+        message = Message(name, kind, self.iteration, fields)
+        frame = encode(message)
+        self.transport.send(to, frame)
+        self.transcript.record(message, self.role, to, frame)
+        if self.on_message:
+            self.on_message("->", to, message, len(frame))
+        return len(frame)
+
+    def recv(self, frm: str, name: str) -> Message:
+        """Wait for the message ``name`` from ``frm``."""
+        try:
+            frame = self.transport.recv(frm, self.timeout)
+        except PeerError as exc:
+            raise PeerError(f"{self.role}: waiting for {name!r} from {frm}: {exc}") from None
+        message = decode(frame)
+        if message.name == ABORT:
+            raise PeerError(f"{self.role}: {frm} stopped while {self.role} waited for {name!r}: "
+                            f"{message.fields.get('reason', 'no reason given')}")
+        if message.name != name:
+            raise ProtocolError(f"{self.role}: expected {name!r} from {frm}, got {message.name!r}")
+        if self.on_message:
+            self.on_message("<-", frm, message, len(frame))
+        return message
+
+    def abort(self, reason: str) -> None:
+        """Tell every peer that this role stopped, and why (best effort)."""
+        frame = encode(Message(ABORT, "public", self.iteration, {"reason": reason[:2000]}))
+        for peer in self.peers:
+            try:
+                self.transport.send(peer, frame)
+            except Exception:  # the peer may be gone already; nothing more to tell it
+                pass
