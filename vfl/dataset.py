@@ -1,0 +1,145 @@
+"""``VerticalDataset``: the same rows, split by columns between two parties.
+
+Every check names what is wrong — the party, the column, the row — so that a
+bad frame never reaches the protocol.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from vfl.errors import DataError
+
+
+class VerticalDataset:
+    """Aligned frames of two parties; the label column lives in exactly one of them.
+
+    Parameters
+    ----------
+    frames : mapping of party name to DataFrame or 2-D array
+        Exactly two parties.  Arrays get columns ``x0, x1, ...``.
+    label : str, optional
+        Name of the label column.  The party whose frame holds it plays B; the
+        other plays A.  Test data for prediction may leave it out.
+    id_column : str, optional
+        A column present in every frame; the ids must be the same, in the same order.
+        It is checked and then dropped from the features.
+
+    Attributes
+    ----------
+    parties : tuple of str
+        The party names, in the order given.
+    label_party : str or None
+        The party holding the label (B), if the label is present.
+    """
+
+    def __init__(self, frames: Mapping[str, object], label: str | None = None, id_column: str | None = None):
+        if not isinstance(frames, Mapping) or not frames:
+            raise DataError("no frames given: pass a mapping {party name: DataFrame} with two parties")
+        if len(frames) != 2:
+            raise DataError(f"vertical learning takes exactly two parties' frames, got {len(frames)}: {list(frames)}")
+        self.parties = tuple(str(p) for p in frames)
+        self.label = label
+        self.id_column = id_column
+        tables = {str(p): _as_frame(str(p), f) for p, f in frames.items()}
+
+        holders = [p for p, f in tables.items() if label is not None and label in f.columns]
+        if len(holders) > 1:
+            raise DataError(f"the label column {label!r} is in the frames of {' and '.join(holders)}; "
+                            "it must live in exactly one party's frame")
+        self.label_party = holders[0] if holders else None
+
+        self.ids = self._check_ids(tables) if id_column is not None else None
+        rows = {p: len(f) for p, f in tables.items()}
+        if len(set(rows.values())) != 1:
+            raise DataError("the parties have different row counts: "
+                            + ", ".join(f"party {p} has {n}" for p, n in rows.items()))
+        self.n_rows = next(iter(rows.values()))
+
+        self.labels = None
+        if self.label_party is not None:
+            self.labels = _numeric(self.label_party, tables[self.label_party][[label]], self.ids)[:, 0]
+        self._frames = {}
+        for party, frame in tables.items():
+            drop = [c for c in (id_column, label) if c is not None and c in frame.columns]
+            self._frames[party] = frame.drop(columns=drop)
+        for party, frame in self._frames.items():
+            _numeric(party, frame, self.ids)
+
+    def _check_ids(self, tables: dict[str, pd.DataFrame]) -> np.ndarray:
+        for party, frame in tables.items():
+            if self.id_column not in frame.columns:
+                raise DataError(f"party {party}: id column {self.id_column!r} is missing")
+            dup = frame[self.id_column].duplicated()
+            if dup.any():
+                row = int(np.flatnonzero(dup.to_numpy())[0])
+                raise DataError(f"party {party}: id {frame[self.id_column].iloc[row]!r} appears twice (row {row})")
+        (first, a), (second, b) = [(p, f[self.id_column].to_numpy()) for p, f in tables.items()]
+        if len(a) != len(b):
+            raise DataError(f"party {first} has {len(a)} rows (ids) but party {second} has {len(b)}")
+        differ = np.flatnonzero(a != b)
+        if differ.size:
+            rows = ", ".join(f"row {i}: {a[i]!r} vs {b[i]!r}" for i in differ[:5])
+            raise DataError(f"the parties' ids differ at {differ.size} row(s) ({first} vs {second}): {rows}; "
+                            "align the rows (same ids, same order) before training")
+        return a
+
+    # -- accessors ---------------------------------------------------------------
+    @property
+    def feature_party(self) -> str | None:
+        """The party without the label (A), when the label is present."""
+        if self.label_party is None:
+            return None
+        return next(p for p in self.parties if p != self.label_party)
+
+    def columns(self, party: str) -> list[str]:
+        return [str(c) for c in self._frame(party).columns]
+
+    def features(self, party: str) -> np.ndarray:
+        return self._frame(party).to_numpy(dtype=np.float64)
+
+    def _frame(self, party: str) -> pd.DataFrame:
+        try:
+            return self._frames[party]
+        except KeyError:
+            raise DataError(f"no party named {party!r}; parties are {list(self.parties)}") from None
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{p}: {len(self.columns(p))} columns" for p in self.parties)
+        return f"VerticalDataset({self.n_rows} rows; {cols}; label={self.label!r} at {self.label_party})"
+
+
+def _as_frame(party: str, frame) -> pd.DataFrame:
+    if isinstance(frame, pd.DataFrame):
+        table = frame
+    else:
+        array = np.asarray(frame)
+        if array.ndim != 2:
+            raise DataError(f"party {party}: expected a DataFrame or a 2-D array, got shape {array.shape}")
+        table = pd.DataFrame(array, columns=[f"x{j}" for j in range(array.shape[1])])
+    if len(table) == 0:
+        raise DataError(f"party {party}: the frame is empty (no rows)")
+    duplicated = table.columns[table.columns.duplicated()]
+    if len(duplicated):
+        raise DataError(f"party {party}: duplicate column name(s) {sorted(set(map(str, duplicated)))}")
+    return table.reset_index(drop=True)
+
+
+def _numeric(party: str, frame: pd.DataFrame, ids) -> np.ndarray:
+    for column in frame.columns:
+        dtype = frame[column].dtype
+        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+            raise DataError(f"party {party}, column {column!r}: not numeric (dtype {dtype}); "
+                            "encode categories as numbers first")
+    values = frame.to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(values)
+    if bad.any():
+        row, col = map(int, np.argwhere(bad)[0])
+        where = f"row {row}" + (f" (id {ids[row]!r})" if ids is not None else "")
+        what = "NaN" if np.isnan(values[row, col]) else "infinity"
+        raise DataError(f"party {party}, column {frame.columns[col]!r}: {what} at {where}"
+                        + (f" and {int(bad.sum()) - 1} more" if bad.sum() > 1 else ""))
+    return values

@@ -1,0 +1,248 @@
+"""Scikit-learn style estimators over the three-party protocol.
+
+Thin: they validate, build the parties, run the protocol in-process and expose
+the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
+``transcript_``).  The mathematics lives in :mod:`vfl.parties` and
+:mod:`vfl.protocols`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.metrics import accuracy_score, r2_score
+
+from vfl import inprocess
+from vfl.crypto import FixedPoint
+from vfl.dataset import VerticalDataset
+from vfl.errors import DataError, NotFittedError
+from vfl.parties import Coordinator, PartyA, PartyB
+from vfl.protocols import TrainingSettings, check_batch_size
+from vfl.transport import Transcript
+
+
+class _VerticalLinearModel(BaseEstimator):
+    _objective = ""
+
+    def __init__(self, learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None, tol=1e-4,
+                 fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
+                 inference="private", engine=None, verbose=False):
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.tol = tol
+        self.fit_intercept = fit_intercept
+        self.key_bits = key_bits
+        self.insecure = insecure
+        self.frac_bits = frac_bits
+        self.random_state = random_state
+        self.inference = inference
+        self.engine = engine
+        self.verbose = verbose
+
+    # -- fitting -------------------------------------------------------------------
+    def _settings(self) -> TrainingSettings:
+        return TrainingSettings(
+            objective=self._objective, learning_rate=self.learning_rate, max_iter=self.max_iter,
+            alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
+            key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
+            random_state=self.random_state,
+        )
+
+    def fit(self, data: VerticalDataset):
+        """Train on aligned vertical data; the party holding the label plays B.
+
+        Parameters
+        ----------
+        data : VerticalDataset
+
+        Returns
+        -------
+        self
+        """
+        settings = self._settings()
+        if not isinstance(data, VerticalDataset):
+            raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}")
+        if data.label_party is None:
+            raise DataError(f"the label column {data.label!r} is in no party's frame")
+        name_a, name_b = data.feature_party, data.label_party
+        y = self._encode_labels(data.labels, name_b)
+        party_a = PartyA(data.features(name_a), role="A")
+        party_b = PartyB(data.features(name_b), y, fit_intercept=self.fit_intercept, role="B")
+        for party, name in ((party_a, name_a), (party_b, name_b)):
+            try:
+                check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
+            except DataError as exc:
+                raise DataError(f"{exc} (party {party.role} is {name!r})") from None
+        coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
+
+        transcript = Transcript()
+        progress = _progress(self.verbose, self.max_iter)
+        try:
+            result = inprocess.train(party_a, party_b, coordinator, settings, transcript, self.engine,
+                                     on_epoch=progress.epoch if progress else None)
+        finally:
+            if progress:
+                progress.close()
+
+        self.party_names_ = {"A": name_a, "B": name_b}
+        self.feature_names_ = {name_a: data.columns(name_a), name_b: data.columns(name_b)}
+        self.coef_ = {name_a: party_a.coef, name_b: party_b.coef}
+        self.intercept_ = party_b.intercept
+        self.n_iter_ = result["n_iter"]
+        self.loss_curve_ = np.asarray(result["loss_curve"])
+        self.converged_ = result["converged"]
+        self.transcript_ = transcript.to_frame()
+        self._parties = (party_a, party_b, coordinator)
+        return self
+
+    def _encode_labels(self, labels, party: str) -> np.ndarray:
+        return labels
+
+    # -- prediction ----------------------------------------------------------------
+    def decision_function(self, data: VerticalDataset) -> np.ndarray:
+        """The scores ``z = x_A w_A + x_B w_B + b``, computed by the inference protocol."""
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        if not isinstance(data, VerticalDataset):
+            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
+        if set(data.parties) != set(self.feature_names_):
+            raise DataError(f"prediction data has parties {list(data.parties)}, "
+                            f"the model was trained with {list(self.feature_names_)}")
+        features = {}
+        for name, trained in self.feature_names_.items():
+            given = data.columns(name)
+            if given != trained:
+                missing = [c for c in trained if c not in given]
+                extra = [c for c in given if c not in trained]
+                raise DataError(f"party {name}: prediction columns differ from training "
+                                f"(missing {missing}, unexpected {extra}, or another order)")
+            features[name] = data.features(name)
+        party_a, party_b, coordinator = self._parties
+        transcript = Transcript()
+        scores = inprocess.predict(party_a, party_b, coordinator, features[self.party_names_["A"]],
+                                   features[self.party_names_["B"]], self.inference, self.frac_bits,
+                                   transcript, self.engine)
+        self.predict_transcript_ = transcript.to_frame()
+        return scores
+
+
+class VerticalLinearRegression(_VerticalLinearModel):
+    """Linear regression on vertically partitioned data, trained with Paillier encryption.
+
+    Minimises ``(1/2n) sum (z_i - y_i)^2 + (alpha/2) ||w||^2`` by gradient descent
+    from zero, following Yang et al. 2019, Table 2.
+
+    Parameters
+    ----------
+    learning_rate : float, default=0.15
+    max_iter : int, default=30
+        Maximum epochs.
+    alpha : float, default=0.01
+        L2 penalty; the intercept is not penalised.
+    batch_size : int or None, default=None
+        ``None`` is full batch.  Must exceed each party's number of weights.
+    tol : float or None, default=1e-4
+        Stop when the epoch loss changes by less than ``tol``.
+    fit_intercept : bool, default=True
+    key_bits : int, default=2048
+    insecure : bool, default=False
+        Allow ``key_bits < 2048`` (teaching and tests only).
+    frac_bits : int, default=32
+        Fixed-point precision.
+    random_state : int or None, default=None
+        Seed of the mini-batch order (cryptographic randomness always comes from the OS).
+    inference : {"private", "table3"}, default="private"
+        How prediction runs (see :mod:`vfl.protocols.inference`; ``table3`` leaks).
+    engine : str or None, default=None
+        The crypto engine (default: the fastest registered).
+    verbose : bool, default=False
+        Show a progress bar over epochs.
+
+    Attributes
+    ----------
+    coef_ : dict of str to ndarray
+        Each party's weights, in its column order.
+    intercept_ : float
+    n_iter_ : int
+    loss_curve_ : ndarray
+        The loss decrypted by the coordinator at each epoch.
+    transcript_ : DataFrame
+        Every message of training: iteration, sender, receiver, name, kind, bytes.
+    """
+
+    _objective = "linear"
+
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        return self.decision_function(data)
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """R^2 of the predictions on ``data`` (labels from ``data`` unless ``y`` is given)."""
+        return float(r2_score(_labels(data, y), self.predict(data)))
+
+
+class VerticalLogisticRegression(_VerticalLinearModel):
+    """Logistic regression on vertically partitioned data, trained with Paillier encryption.
+
+    Minimises the second-order Taylor approximation of the log loss (Hardy et al.
+    2017), ``(1/n) sum (log 2 - y_i z_i / 2 + z_i^2 / 8) + (alpha/2) ||w||^2`` with
+    ``y`` in {-1, +1}, by gradient descent from zero (Yang et al. 2019, Table 2).
+
+    Parameters are those of :class:`VerticalLinearRegression`.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+        The labels; ``classes_[1]`` is the positive class.
+    coef_, intercept_, n_iter_, loss_curve_, transcript_
+        As for :class:`VerticalLinearRegression`.
+    """
+
+    _objective = "logistic"
+
+    def _encode_labels(self, labels, party: str) -> np.ndarray:
+        classes = np.unique(labels)
+        if classes.size != 2:
+            raise DataError(f"party {party}: logistic regression needs a binary label, "
+                            f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
+        self.classes_ = classes
+        return np.where(labels == classes[1], 1.0, -1.0)
+
+    def predict_proba(self, data: VerticalDataset) -> np.ndarray:
+        """Probability of the positive class ``classes_[1]``, shape (n,)."""
+        z = self.decision_function(data)
+        return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        return self.classes_[(self.predict_proba(data) >= 0.5).astype(int)]
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """Accuracy of the predictions on ``data``."""
+        return float(accuracy_score(_labels(data, y), self.predict(data)))
+
+
+def _labels(data: VerticalDataset, y) -> np.ndarray:
+    if y is not None:
+        return np.asarray(y)
+    if data.labels is None:
+        raise DataError("score needs labels: the data has no label column and no y was given")
+    return data.labels
+
+
+class _Progress:
+    def __init__(self, total: int):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc="vfl training", unit="epoch")
+
+    def epoch(self, epoch: int, loss: float) -> None:
+        self.bar.update(1)
+        self.bar.set_postfix(loss=f"{loss:.5f}")
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _progress(verbose: bool, total: int):
+    return _Progress(total) if verbose else None

@@ -1,0 +1,58 @@
+"""Coordinator C: holds the Paillier private key; decrypts only the loss and masked values."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair
+
+
+class Coordinator:
+    """The key holder (FATE's *arbiter*).
+
+    Parameters
+    ----------
+    key_bits : int, default=2048
+    insecure : bool, default=False
+        Allow keys below 2048 bits (teaching, tests).
+    precision : FixedPoint, optional
+    engine : str, optional
+        The crypto engine to use.
+    """
+
+    role = "C"
+
+    def __init__(self, key_bits: int = 2048, insecure: bool = False, precision: FixedPoint | None = None,
+                 engine=None):
+        self.key_bits = key_bits
+        self.insecure = insecure
+        self.precision = precision or FixedPoint()
+        self.engine = engine
+        self.context: Context | None = None
+        #: decrypted mean loss per completed epoch
+        self.loss_curve: list[float] = []
+
+    def generate_keys(self) -> bytes:
+        """Table 2, step 1: make the key pair; return the public key's wire form."""
+        public_key, private_key = generate_keypair(self.key_bits, insecure=self.insecure)
+        self.context = Context(public_key, self.precision, private_key=private_key, engine=self.engine)
+        return public_key.to_bytes()
+
+    def decrypt_total(self, value: EncryptedVector) -> float:
+        """An aggregate C is allowed to see (the loss summed over the batch)."""
+        return float(self.context.decrypt(value, what="loss")[0])
+
+    def decrypt_masked(self, masked: EncryptedVector) -> list:
+        """Residues of masked values: uniform over Z_n, so they tell C nothing."""
+        return self.context.decrypt_residues(masked)
+
+    def record_epoch(self, batch_losses, batch_sizes) -> float:
+        loss = float(np.average(batch_losses, weights=batch_sizes))
+        self.loss_curve.append(loss)
+        return loss
+
+    def state(self) -> dict:
+        return {"loss_curve": list(self.loss_curve)}
+
+    def load_state(self, state: dict) -> None:
+        self.loss_curve = [float(v) for v in state["loss_curve"]]

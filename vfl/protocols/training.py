@@ -1,0 +1,175 @@
+"""Training: Yang et al. 2019, Table 2 — one program per role.
+
+Read the three programs side by side with the table::
+
+    Step  Party A                         Party B                              Party C
+    1     -                               -                                    create key pair, send public key
+    2     [[u_A]], [[L_A]]  -> B          [[d]] = [[u_A]] + (u_B - k y)  -> A
+                                          [[L]]                           -> C
+    3     [[X_A^T d]] + [[R_A]] -> C      [[X_B^T d]] + [[R_B]]          -> C  decrypt [[L]]; decrypt and return
+                                                                               X_A^T d + R_A -> A, X_B^T d + R_B -> B
+    4     unmask, update w_A              unmask, update w_B, b
+
+Linear and logistic regression differ only in the quadratic loss (see
+:mod:`vfl.parties.objectives`); ``k`` is 1 for linear and 2 for logistic.
+Before step 2 the parties agree on where to start (fresh, or the last epoch
+all of them completed, for ``--resume``) and B tells A the batch seed.  After
+each epoch C says whether to stop.
+
+Every role program takes an :class:`~vfl.transport.Endpoint`, its party and the
+shared :class:`TrainingSettings`; it runs unchanged in threads (in-process) or
+as its own process over TLS.  ``checkpoints`` maps a completed epoch to the
+party's saved state (``party.state()`` plus, for B, the batch seed), and
+``on_epoch(epoch, state)`` is called after every completed epoch.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Callable, Mapping
+
+from vfl.crypto import FixedPoint
+from vfl.errors import DataError, ProtocolError
+from vfl.parties import (Coordinator, PartyA, PartyB, get_objective, pack_residues, pack_vector,
+                         unpack_residues, unpack_vector)
+from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
+from vfl.transport import Endpoint
+
+Checkpoints = Mapping[int, dict]
+OnEpoch = Callable[[int, dict], None]
+
+
+# -- setup shared by all roles ---------------------------------------------------------
+def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine) -> None:
+    message = ep.recv("C", "public_key")
+    party.receive_public_key(message["key"], FixedPoint(settings.frac_bits), engine)
+
+
+def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None) -> int:
+    """Tell C the last epoch this party completed; C answers with the epoch to resume after."""
+    ep.send("C", "resume", "public", last_epoch=max(checkpoints) if checkpoints else -1)
+    start = ep.recv("C", "start")["epoch"]
+    if start >= 0 and (not checkpoints or start not in checkpoints):
+        raise ProtocolError(f"{ep.role}: asked to resume after epoch {start}, which it has no checkpoint for")
+    return start
+
+
+# -- Party A -------------------------------------------------------------------------
+def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: Checkpoints | None = None,
+          on_epoch: OnEpoch | None = None, engine=None) -> PartyA:
+    """Party A's program: features only; learns its own weights and nothing else."""
+    objective = get_objective(settings.objective)
+    # Step 1: receive the public key
+    _receive_key(ep, party, settings, engine)
+    start = _agree_on_start(ep, checkpoints)
+    if start >= 0:
+        party.load_state(checkpoints[start])
+    schedule = ep.recv("B", "schedule")
+    if schedule["n_rows"] != party.n_rows:
+        raise DataError(f"party A has {party.n_rows} rows but party B has {schedule['n_rows']}; "
+                        "the parties' rows must be aligned")
+    check_batch_size("A", party.n_rows, settings.batch_size, party.n_gradient_values)
+
+    for epoch in range(start + 1, settings.max_iter):
+        ep.iteration = epoch
+        for rows in batches(party.n_rows, settings.batch_size, schedule["seed"], epoch):
+            # Step 2: [[u_A]] and [[L_A]] to B
+            u_a, loss_a = party.encrypted_scores(rows, objective, settings.alpha)
+            ep.send("B", "scores", "ciphertext", **pack_vector(u_a), **pack_vector(loss_a, prefix="loss_"))
+            # Step 3: [[X_A^T d]] + [[R_A]] to C
+            d = unpack_vector(party.context, ep.recv("B", "residual"), len(rows))
+            ep.send("C", "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
+            # Step 4: unmask X_A^T d, update w_A
+            residues = unpack_residues(party.context, ep.recv("C", "gradient"), party.n_gradient_values)
+            party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+        if on_epoch:
+            on_epoch(epoch, party.state())
+        if ep.recv("C", "control")["stop"]:
+            break
+    return party
+
+
+# -- Party B -------------------------------------------------------------------------
+def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: Checkpoints | None = None,
+          on_epoch: OnEpoch | None = None, engine=None) -> PartyB:
+    """Party B's program: features and labels; learns its own weights and intercept."""
+    objective = get_objective(settings.objective)
+    # Step 1: receive the public key
+    _receive_key(ep, party, settings, engine)
+    start = _agree_on_start(ep, checkpoints)
+    if start >= 0:
+        party.load_state(checkpoints[start])
+        seed = checkpoints[start]["seed"]
+    else:
+        seed = settings.random_state if settings.random_state is not None else secrets.randbits(63)
+    check_batch_size("B", party.n_rows, settings.batch_size, party.n_gradient_values)
+    ep.send("A", "schedule", "public", seed=seed, n_rows=party.n_rows)
+    ep.send("C", "schedule", "public", n_rows=party.n_rows)
+
+    for epoch in range(start + 1, settings.max_iter):
+        ep.iteration = epoch
+        for rows in batches(party.n_rows, settings.batch_size, seed, epoch):
+            # Step 2: [[d]] to A, [[L]] to C
+            scores = ep.recv("A", "scores")
+            u_a = unpack_vector(party.context, scores, len(rows))
+            loss_a = unpack_vector(party.context, scores, 1, prefix="loss_")
+            d, loss = party.residual_and_loss(u_a, loss_a, rows, objective, settings.alpha)
+            ep.send("A", "residual", "ciphertext", **pack_vector(d))
+            ep.send("C", "loss", "ciphertext", **pack_vector(loss), n=len(rows))
+            # Step 3: [[X_B^T d]] + [[R_B]] to C
+            ep.send("C", "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
+            # Step 4: unmask, update w_B and b
+            residues = unpack_residues(party.context, ep.recv("C", "gradient"), party.n_gradient_values)
+            party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+        if on_epoch:
+            on_epoch(epoch, {**party.state(), "seed": seed})
+        if ep.recv("C", "control")["stop"]:
+            break
+    return party
+
+
+# -- Coordinator C -------------------------------------------------------------------
+def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
+          checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None) -> dict:
+    """C's program: makes the keys, decrypts the loss and masked gradients only.
+
+    Returns ``{"loss_curve": [...], "n_iter": int, "converged": bool}``.
+    """
+    # Step 1: create the key pair, send the public key to A and B
+    key = coordinator.generate_keys()
+    for peer in ("A", "B"):
+        ep.send(peer, "public_key", "public", key=key, frac_bits=settings.frac_bits)
+    # Resume after the last epoch every party completed (-1: from the start)
+    last = {peer: ep.recv(peer, "resume")["last_epoch"] for peer in ("A", "B")}
+    start = min(last["A"], last["B"], max(checkpoints) if checkpoints else -1)
+    for peer in ("A", "B"):
+        ep.send(peer, "start", "public", epoch=start)
+    coordinator.load_state(checkpoints[start] if start >= 0 else {"loss_curve": []})
+    n_rows = ep.recv("B", "schedule")["n_rows"]
+
+    converged = False
+    for epoch in range(start + 1, settings.max_iter):
+        ep.iteration = epoch
+        losses, sizes = [], []
+        for size in batch_sizes(n_rows, settings.batch_size):
+            # Step 3: decrypt [[L]]; decrypt and return the masked gradients
+            loss_message = ep.recv("B", "loss")
+            loss = unpack_vector(coordinator.context, loss_message, 1)
+            losses.append(coordinator.decrypt_total(loss) / loss_message["n"])
+            sizes.append(size)
+            for peer in ("A", "B"):
+                masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_gradient"))
+                ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_masked(masked),
+                                                                    coordinator.context))
+        previous = coordinator.loss_curve[-1] if coordinator.loss_curve else None
+        current = coordinator.record_epoch(losses, sizes)
+        converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
+        stop = converged or epoch + 1 >= settings.max_iter
+        if on_epoch:
+            on_epoch(epoch, coordinator.state())
+        for peer in ("A", "B"):
+            ep.send(peer, "control", "public", stop=stop)
+        if stop:
+            break
+    return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
+            "converged": converged}
