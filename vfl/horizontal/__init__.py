@@ -1,0 +1,50 @@
+"""Horizontal federated learning: FedAvg (McMahan et al. 2017) and AFL (Mohri et al. 2019).
+
+Clients hold different *rows* with the same features (the horizontal setting),
+unlike :mod:`vfl`'s vertical protocol where parties hold different *columns*
+of the same rows.  Everything runs in one process as a simulation; what would
+travel over the network is the flat float64 parameter vector, and its size is
+counted in every estimator's ``history_``.
+
+>>> from vfl.horizontal import FedAvg, load_dataset, partition, split_clients
+>>> X_train, X_test, y_train, y_test = load_dataset("digits")
+>>> clients = split_clients(X_train, y_train, partition(y_train, 10, "iid", seed=0))
+>>> est = FedAvg(num_rounds=5, fraction_fit=0.5, batch_size=10, random_state=0).fit(clients, X_test, y_test)
+>>> est.history_.shape[0]
+5
+"""
+
+from .afl import AgnosticFL, project_onto_simplex
+from .aggregation import AGGREGATORS, aggregate, coordinate_median, trimmed_mean, weighted_average
+from .datasets import DATASETS, load_dataset
+from .errors import (
+    EmptyClientError,
+    FederatedInputError,
+    InvalidParameterError,
+    LabelError,
+    PartitionError,
+    ShapeMismatchError,
+)
+from .fedavg import FedAvg
+from .models import MODELS, LogisticRegressionModel, MLPModel, make_model
+from .partition import (
+    PARTITIONS,
+    dirichlet_partition,
+    iid_partition,
+    partition,
+    pathological_partition,
+    split_clients,
+    unbalanced_partition,
+)
+
+__all__ = [
+    "AGGREGATORS", "DATASETS", "MODELS", "PARTITIONS",
+    "AgnosticFL", "FedAvg",
+    "LogisticRegressionModel", "MLPModel", "make_model",
+    "aggregate", "coordinate_median", "trimmed_mean", "weighted_average",
+    "project_onto_simplex",
+    "partition", "iid_partition", "pathological_partition", "unbalanced_partition",
+    "dirichlet_partition", "split_clients", "load_dataset",
+    "FederatedInputError", "EmptyClientError", "ShapeMismatchError", "LabelError",
+    "InvalidParameterError", "PartitionError",
+]

@@ -1,0 +1,130 @@
+"""Server-side aggregation math: pure functions on stacked parameter vectors.
+
+Nothing here does I/O, sampling or training.  Each function receives the flat
+parameter vectors returned by the sampled clients (one per client, all the same
+length) and returns the new global vector.  Because every client starts the
+round from the same global vector ``w_t``, aggregating models ``w_k`` or model
+deltas ``w_k - w_t`` gives the same result for all three rules below (they are
+all translation-equivariant).
+
+- :func:`weighted_average` is FederatedAveraging's rule (McMahan et al. 2017,
+  Algorithm 1): ``w = sum_k (n_k / n) w_k`` with ``n = sum_k n_k`` over the
+  clients that took part in the round.  This is Flower's ``aggregate`` and TFF's
+  ``ClientWeighting.NUM_EXAMPLES``.
+- :func:`coordinate_median` and :func:`trimmed_mean` are unweighted, coordinate
+  by coordinate, and tolerate a minority of arbitrary ("Byzantine") vectors
+  (Yin et al. 2018); they correspond to Flower's ``FedMedian`` and
+  ``FedTrimmedAvg``.  Being unweighted, a client with many examples counts as
+  much as one with few.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import EmptyClientError, InvalidParameterError, ShapeMismatchError
+
+__all__ = [
+    "AGGREGATORS",
+    "aggregate",
+    "coordinate_median",
+    "trimmed_mean",
+    "weighted_average",
+]
+
+#: Names accepted by :func:`aggregate`.
+AGGREGATORS = ("mean", "median", "trimmed_mean")
+
+
+def _stack(parameters) -> np.ndarray:
+    """Stack client vectors into an ``(m, d)`` float64 array, checking shapes."""
+    vectors = [np.asarray(p, dtype=np.float64) for p in parameters]
+    if not vectors:
+        raise EmptyClientError("cannot aggregate: no client parameter vectors were given")
+    for k, vec in enumerate(vectors):
+        if vec.ndim != 1:
+            raise ShapeMismatchError(
+                f"client {k} sent parameters of shape {vec.shape}; expected a flat vector"
+            )
+        if vec.shape != vectors[0].shape:
+            raise ShapeMismatchError(
+                f"client {k} sent {vec.shape[0]} parameters but client 0 sent "
+                f"{vectors[0].shape[0]}"
+            )
+    return np.vstack(vectors)
+
+
+def weighted_average(parameters, num_examples) -> np.ndarray:
+    """Average client vectors weighted by their number of examples.
+
+    Parameters
+    ----------
+    parameters : sequence of ndarray of shape (d,)
+        One parameter vector per participating client.
+    num_examples : sequence of int or float
+        ``n_k`` for each client; non-negative with a positive sum.
+
+    Returns
+    -------
+    ndarray of shape (d,)
+        ``sum_k n_k w_k / sum_k n_k``.
+    """
+    stacked = _stack(parameters)
+    weights = np.asarray(num_examples, dtype=np.float64)
+    if weights.shape != (stacked.shape[0],):
+        raise ShapeMismatchError(
+            f"got {stacked.shape[0]} parameter vectors but {weights.size} weights"
+        )
+    if np.any(weights < 0) or not np.all(np.isfinite(weights)):
+        raise InvalidParameterError(f"weights must be finite and non-negative, got {weights}")
+    total = weights.sum()
+    if total <= 0:
+        raise InvalidParameterError("weights sum to zero: every client reported 0 examples")
+    return (weights / total) @ stacked
+
+
+def coordinate_median(parameters) -> np.ndarray:
+    """Coordinate-wise median of the client vectors (unweighted).
+
+    With ``m`` clients, any coordinate stays within the range of the honest
+    clients' values as long as fewer than ``m / 2`` clients are malicious.
+    """
+    return np.median(_stack(parameters), axis=0)
+
+
+def trimmed_mean(parameters, beta: float = 0.2) -> np.ndarray:
+    """Coordinate-wise trimmed mean (unweighted).
+
+    For each coordinate, the ``floor(beta * m)`` largest and smallest values are
+    dropped and the rest averaged.  It tolerates up to ``floor(beta * m)``
+    malicious clients; with few clients per round (``beta * m < 1``) nothing is
+    trimmed and it equals the plain unweighted mean.
+
+    Parameters
+    ----------
+    parameters : sequence of ndarray of shape (d,)
+    beta : float, default=0.2
+        Fraction trimmed from *each* end, in ``[0, 0.5)``.  Flower's
+        ``FedTrimmedAvg`` uses the same name and default.
+    """
+    if not 0.0 <= beta < 0.5:
+        raise InvalidParameterError(f"beta must be in [0, 0.5), got {beta}")
+    stacked = _stack(parameters)
+    m = stacked.shape[0]
+    cut = int(np.floor(beta * m))
+    ordered = np.sort(stacked, axis=0)
+    return ordered[cut : m - cut].mean(axis=0)
+
+
+def aggregate(parameters, num_examples, method: str = "mean", beta: float = 0.2) -> np.ndarray:
+    """Dispatch to one of :data:`AGGREGATORS` by name.
+
+    ``num_examples`` is used by ``"mean"`` only; ``beta`` by ``"trimmed_mean"``.
+    """
+    if method == "mean":
+        return weighted_average(parameters, num_examples)
+    if method == "median":
+        return coordinate_median(parameters)
+    if method == "trimmed_mean":
+        return trimmed_mean(parameters, beta)
+    raise InvalidParameterError(f"unknown aggregator {method!r}; choose one of {AGGREGATORS}")

@@ -1,0 +1,184 @@
+"""FederatedAveraging (McMahan et al. 2017) as a scikit-learn-style estimator.
+
+Every round the server samples ``m = max(floor(C * K), min_fit_clients)`` of
+the ``K`` clients, sends them the global parameter vector, each runs
+:func:`~vfl.horizontal.clients.local_update` (E local epochs of minibatch SGD
+with batch size B), sends its vector back, and the server aggregates
+(by default the mean weighted by ``n_k``).
+
+Names of the knobs, side by side:
+
+=====================  ======================  ==================================
+this class             McMahan et al. 2017     Flower ``FedAvg`` / TFF
+=====================  ======================  ==================================
+``fraction_fit``       C                       ``fraction_fit``
+``min_fit_clients``    (the 1 in max(CK, 1))   ``min_fit_clients``
+``local_epochs``       E                       client config / ``client_optimizer_fn`` loop
+``batch_size``         B (None = infinity)     client dataset ``.batch(B)``
+``learning_rate``      eta                     client optimizer learning rate
+``num_rounds``         rounds                  ``ServerConfig(num_rounds=...)``
+``aggregator="mean"``  sum_k n_k/n w_k         weighting by ``num_examples`` /
+                                               ``ClientWeighting.NUM_EXAMPLES``
+=====================  ======================  ==================================
+
+FedSGD is ``local_epochs=1, batch_size=None``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from . import clients as _clients
+from ._checks import check_batch_size, check_fraction, check_positive_float, check_positive_int
+from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, encode_test, prepare, test_metrics
+from .aggregation import AGGREGATORS, aggregate
+from .errors import InvalidParameterError
+
+__all__ = ["FedAvg"]
+
+
+class FedAvg(FederatedClassifierMixin):
+    """Horizontal federated averaging of a numpy classifier.
+
+    Parameters
+    ----------
+    model : {"logreg", "mlp"}, default="logreg"
+        Logistic regression (sigmoid for two classes, softmax otherwise) or a
+        ReLU MLP with ``hidden_layer_sizes``.
+    num_rounds : int, default=50
+        Communication rounds.
+    fraction_fit : float in (0, 1], default=0.1
+        C, the fraction of clients sampled each round.
+    min_fit_clients : int, default=1
+        Lower bound on clients per round.
+    local_epochs : int, default=1
+        E, passes over the local data per round.
+    batch_size : int or None, default=None
+        B, the local minibatch size; None uses the whole local set as one batch.
+    learning_rate : float, default=0.1
+        Client SGD step size (eta).
+    aggregator : {"mean", "median", "trimmed_mean"}, default="mean"
+        Server rule; see :mod:`vfl.horizontal.aggregation`.
+    trim_beta : float, default=0.2
+        Fraction trimmed from each end by ``"trimmed_mean"``.
+    hidden_layer_sizes : tuple of int, default=(64, 64)
+        Hidden layers of the ``"mlp"`` model.
+    l2 : float, default=0.0
+        Ridge penalty used in every client's loss.
+    initial_parameters : ndarray or None, default=None
+        Starting global vector (Flower's name); None draws one from the model.
+    target_accuracy : float or None, default=None
+        Stop as soon as test accuracy reaches this (needs ``X_test``).
+    random_state : int, Generator or None, default=None
+        Seeds the initial vector, client sampling and local shuffling.
+    progress : bool, default=False
+        Show a tqdm progress bar over rounds.
+
+    Attributes
+    ----------
+    parameters_ : ndarray of shape (n_params,)
+        Final global parameter vector.
+    model_ : LogisticRegressionModel or MLPModel
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    n_clients_ : int
+        K, the number of clients given to ``fit``.
+    history_ : pandas.DataFrame
+        One row per round: ``round``, ``clients`` (m), ``train_loss`` (over all
+        clients' data, weighted by n_k), ``test_loss``, ``test_accuracy`` (NaN
+        without a test set), ``bytes_down`` (server to the sampled clients),
+        ``bytes_up`` (clients to server) and the running ``bytes_total``.
+        Bytes count the float64 parameter vectors only.
+    rounds_to_target_ : int or None
+        First round whose test accuracy reached ``target_accuracy``.
+    """
+
+    def __init__(self, model="logreg", *, num_rounds=50, fraction_fit=0.1, min_fit_clients=1,
+                 local_epochs=1, batch_size=None, learning_rate=0.1, aggregator="mean",
+                 trim_beta=0.2, hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None,
+                 target_accuracy=None, random_state=None, progress=False):
+        self.model = model
+        self.num_rounds = num_rounds
+        self.fraction_fit = fraction_fit
+        self.min_fit_clients = min_fit_clients
+        self.local_epochs = local_epochs
+        self.batch_size = batch_size
+        self.learning_rate = learning_rate
+        self.aggregator = aggregator
+        self.trim_beta = trim_beta
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.l2 = l2
+        self.initial_parameters = initial_parameters
+        self.target_accuracy = target_accuracy
+        self.random_state = random_state
+        self.progress = progress
+
+    def _check_params(self):
+        check_positive_int("num_rounds", self.num_rounds)
+        check_fraction("fraction_fit (C)", self.fraction_fit)
+        check_positive_int("local_epochs (E)", self.local_epochs)
+        check_batch_size(self.batch_size)
+        check_positive_float("learning_rate", self.learning_rate)
+        if self.aggregator not in AGGREGATORS:
+            raise InvalidParameterError(f"unknown aggregator {self.aggregator!r}; choose one of {AGGREGATORS}")
+        if not 0.0 <= self.trim_beta < 0.5:
+            raise InvalidParameterError(f"trim_beta must be in [0, 0.5), got {self.trim_beta!r}")
+        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
+            raise InvalidParameterError(f"target_accuracy must be in (0, 1], got {self.target_accuracy!r}")
+
+    def fit(self, clients, X_test=None, y_test=None, *, classes=None):
+        """Run ``num_rounds`` rounds of federated averaging.
+
+        Parameters
+        ----------
+        clients : sequence of (X_k, y_k)
+            One pair per client: ``X_k`` of shape ``(n_k, n_features)`` (same
+            ``n_features`` for all), ``y_k`` of shape ``(n_k,)``.
+        X_test, y_test : array-like, optional
+            Held-out set for ``test_accuracy`` in ``history_``.
+        classes : array-like, optional
+            Full label set, if some label is on no client.
+
+        Returns
+        -------
+        self
+        """
+        self._check_params()
+        rng = np.random.default_rng(self.random_state)
+        classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
+                                          self.l2, self.initial_parameters, rng)
+        X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
+        if self.target_accuracy is not None and X_test is None:
+            raise InvalidParameterError("target_accuracy needs X_test and y_test")
+        n_k = np.array([X.shape[0] for X, _ in data])
+        m = _clients.num_fit_clients(len(data), self.fraction_fit, self.min_fit_clients)
+        vector_bytes = model.n_params * BYTES_PER_FLOAT
+
+        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, len(data)
+        self.rounds_to_target_ = None
+        rows, total = [], 0
+        bar = tqdm(range(1, self.num_rounds + 1), desc="FedAvg", unit="round", disable=not self.progress)
+        for t in bar:
+            sampled = _clients.sample_clients(rng, len(data), m)
+            updates = [
+                _clients.local_update(model, w, *data[k], local_epochs=self.local_epochs,
+                                      batch_size=self.batch_size, learning_rate=self.learning_rate,
+                                      rng=child)
+                for k, child in zip(sampled, rng.spawn(m))
+            ]
+            w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
+            train_loss = float(np.average([cross_entropy(model, w, X, y) for X, y in data], weights=n_k))
+            test_loss, test_acc = test_metrics(model, w, X_test, y_test)
+            total += 2 * m * vector_bytes
+            rows.append({"round": t, "clients": m, "train_loss": train_loss, "test_loss": test_loss,
+                         "test_accuracy": test_acc, "bytes_down": m * vector_bytes,
+                         "bytes_up": m * vector_bytes, "bytes_total": total})
+            bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}")
+            if self.target_accuracy is not None and test_acc >= self.target_accuracy:
+                self.rounds_to_target_ = t
+                break
+        self.parameters_ = w
+        self.history_ = pd.DataFrame(rows)
+        return self

@@ -1,0 +1,145 @@
+"""Split one labelled data set by rows into simulated clients.
+
+Each function returns a list with one integer index array per client; the
+arrays are disjoint and together cover every row exactly once.  Pass the list
+to :func:`split_clients` to get the ``[(X_k, y_k), ...]`` that
+:class:`~vfl.horizontal.FedAvg` takes.  All randomness comes from ``seed`` (an
+int, ``None`` or a :class:`numpy.random.Generator`), so equal seeds give equal
+partitions.
+
+- ``iid``: shuffle, then cut into near-equal parts.
+- ``pathological``: McMahan et al. (2017)'s non-IID MNIST split: sort rows by
+  label, cut into ``n_clients * shards_per_client`` shards, give every client
+  ``shards_per_client`` random shards, so most clients see only two labels.
+- ``unbalanced``: IID labels, but client sizes drawn from a log-normal with
+  shape ``sigma`` (0 gives equal sizes, larger is more skewed).
+- ``dirichlet``: label skew of Hsu et al. (2019): for every class, the share
+  of each client is drawn from ``Dirichlet(alpha, ..., alpha)``; small
+  ``alpha`` (0.1) is very skewed, large (100) is close to IID.  Draws are
+  repeated until every client holds at least ``min_size`` rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import InvalidParameterError, PartitionError, ShapeMismatchError
+
+__all__ = [
+    "PARTITIONS",
+    "dirichlet_partition",
+    "iid_partition",
+    "partition",
+    "pathological_partition",
+    "split_clients",
+    "unbalanced_partition",
+]
+
+#: Names accepted by :func:`partition`.
+PARTITIONS = ("iid", "pathological", "unbalanced", "dirichlet")
+
+
+def _check_counts(n_samples: int, n_clients: int, per_client: int = 1) -> None:
+    if isinstance(n_clients, bool) or not isinstance(n_clients, (int, np.integer)) or n_clients < 1:
+        raise InvalidParameterError(f"n_clients must be a positive integer, got {n_clients!r}")
+    if n_samples < n_clients * per_client:
+        raise PartitionError(
+            f"cannot give {n_clients} clients {per_client} row(s) each from only {n_samples} rows"
+        )
+
+
+def _labels(y) -> np.ndarray:
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ShapeMismatchError(f"y must be one-dimensional, got shape {y.shape}")
+    return y
+
+
+def iid_partition(n_samples: int, n_clients: int, seed=None) -> list[np.ndarray]:
+    """Shuffle the rows and cut them into ``n_clients`` near-equal parts."""
+    _check_counts(n_samples, n_clients)
+    rng = np.random.default_rng(seed)
+    return np.array_split(rng.permutation(n_samples), n_clients)
+
+
+def pathological_partition(y, n_clients: int, shards_per_client: int = 2, seed=None) -> list[np.ndarray]:
+    """McMahan's non-IID split: sort by label, deal ``shards_per_client`` shards each."""
+    y = _labels(y)
+    if shards_per_client < 1:
+        raise InvalidParameterError(f"shards_per_client must be >= 1, got {shards_per_client}")
+    _check_counts(y.size, n_clients, shards_per_client)
+    rng = np.random.default_rng(seed)
+    shuffled = rng.permutation(y.size)  # random order within each label
+    by_label = shuffled[np.argsort(y[shuffled], kind="stable")]
+    shards = np.array_split(by_label, n_clients * shards_per_client)
+    order = rng.permutation(len(shards))
+    return [
+        np.concatenate([shards[s] for s in order[k * shards_per_client : (k + 1) * shards_per_client]])
+        for k in range(n_clients)
+    ]
+
+
+def unbalanced_partition(n_samples: int, n_clients: int, sigma: float = 1.0, min_size: int = 1, seed=None) -> list[np.ndarray]:
+    """IID rows, client sizes proportional to log-normal draws (at least ``min_size``)."""
+    if sigma < 0:
+        raise InvalidParameterError(f"sigma must be >= 0, got {sigma}")
+    if min_size < 1:
+        raise InvalidParameterError(f"min_size must be >= 1, got {min_size}")
+    _check_counts(n_samples, n_clients, min_size)
+    rng = np.random.default_rng(seed)
+    share = rng.lognormal(0.0, sigma, size=n_clients)
+    spare = n_samples - n_clients * min_size
+    exact = share / share.sum() * spare
+    sizes = min_size + np.floor(exact).astype(int)
+    leftover = n_samples - sizes.sum()
+    sizes[np.argsort(exact - np.floor(exact))[::-1][:leftover]] += 1
+    return np.split(rng.permutation(n_samples), np.cumsum(sizes)[:-1])
+
+
+def dirichlet_partition(y, n_clients: int, alpha: float = 0.5, min_size: int = 1, seed=None, max_tries: int = 1000) -> list[np.ndarray]:
+    """Label skew: per class, client shares ~ ``Dirichlet(alpha)``."""
+    y = _labels(y)
+    if not alpha > 0:
+        raise InvalidParameterError(f"alpha must be > 0, got {alpha}")
+    if min_size < 1:
+        raise InvalidParameterError(f"min_size must be >= 1, got {min_size}")
+    _check_counts(y.size, n_clients, min_size)
+    rng = np.random.default_rng(seed)
+    by_class = [np.flatnonzero(y == c) for c in np.unique(y)]
+    for _ in range(max_tries):
+        parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
+        for idx in by_class:
+            idx = rng.permutation(idx)
+            cuts = (np.cumsum(rng.dirichlet(np.full(n_clients, alpha))) * idx.size).astype(int)[:-1]
+            for k, piece in enumerate(np.split(idx, cuts)):
+                parts[k].append(piece)
+        result = [np.concatenate(p) for p in parts]
+        if min(r.size for r in result) >= min_size:
+            return [rng.permutation(r) for r in result]
+    raise PartitionError(
+        f"no Dirichlet(alpha={alpha}) draw in {max_tries} tries gave all {n_clients} clients "
+        f">= {min_size} rows; increase alpha or use fewer clients"
+    )
+
+
+def partition(y, n_clients: int, method: str = "iid", *, alpha: float = 0.5, shards_per_client: int = 2,
+              sigma: float = 1.0, min_size: int = 1, seed=None) -> list[np.ndarray]:
+    """Partition rows by ``method`` (one of :data:`PARTITIONS`); see the module doc."""
+    y = _labels(y)
+    if method == "iid":
+        return iid_partition(y.size, n_clients, seed=seed)
+    if method == "pathological":
+        return pathological_partition(y, n_clients, shards_per_client, seed=seed)
+    if method == "unbalanced":
+        return unbalanced_partition(y.size, n_clients, sigma, min_size, seed=seed)
+    if method == "dirichlet":
+        return dirichlet_partition(y, n_clients, alpha, min_size, seed=seed)
+    raise InvalidParameterError(f"unknown partition {method!r}; choose one of {PARTITIONS}")
+
+
+def split_clients(X, y, parts) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Turn index arrays into a list of ``(X_k, y_k)`` pairs."""
+    X, y = np.asarray(X), np.asarray(y)
+    if X.shape[0] != y.shape[0]:
+        raise ShapeMismatchError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
+    return [(X[idx], y[idx]) for idx in parts]
