@@ -1,0 +1,228 @@
+"""The TLS network transport on 127.0.0.1: links, frames, refusals, failures."""
+
+import socket
+import ssl
+import stat
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from vfl.errors import HandshakeError, PeerError, ProtocolError
+from vfl.transport import Endpoint, Transcript
+from vfl.transport.network import NetworkSettings, NetworkTransport, parse_address
+from vfl.transport.tls import TLSFiles, certificate_role, load_certificate, write_federation_certs
+from vfl_net_helpers import connect_all, federation_certs, free_ports  # noqa: F401 - pytest fixtures
+
+
+def close_all(transports):
+    for t in transports.values():
+        t.close()
+
+
+def test_certificates_name_roles_and_keys_are_private(federation_certs):
+    ours, _ = federation_certs
+    for role, files in ours.items():
+        cert = load_certificate(files.certificate)
+        assert certificate_role(cert) == role
+        assert stat.S_IMODE(files.key.stat().st_mode) == 0o600
+    assert stat.S_IMODE((ours["A"].ca.parent / "ca.key").stat().st_mode) == 0o600
+
+
+def test_three_roles_exchange_messages(federation_certs, connect_all):
+    ours, _ = federation_certs
+    transports, errors = connect_all(ours)
+    assert not errors
+    try:
+        transcript = Transcript()
+        eps = {r: Endpoint(t, [p for p in "ABC" if p != r], transcript, timeout=5) for r, t in transports.items()}
+        big = np.arange(200_000, dtype=float)  # 1.6 MB: several TLS records, sent both ways at once
+        results = {}
+
+        def program(role):
+            for peer in eps[role].peers:
+                eps[role].send(peer, "hello", "public", text=f"{role}->{peer}", data=big)
+            results[role] = [eps[role].recv(peer, "hello") for peer in eps[role].peers]
+
+        threads = [threading.Thread(target=program, args=(r,)) for r in eps]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        for role, messages in results.items():
+            peers = eps[role].peers
+            assert [m["text"] for m in messages] == [f"{p}->{role}" for p in peers]
+            np.testing.assert_array_equal(messages[0]["data"], big)
+        assert len(transcript.records) == 6
+        sent, received = transports["A"].traffic()["B"]
+        assert sent > 1_600_000 and received > 1_600_000
+    finally:
+        close_all(transports)
+
+
+def test_dialler_retries_until_the_listener_starts(federation_certs, free_ports):
+    ours, _ = federation_certs
+    addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
+    settings = NetworkSettings(connect_timeout=10)
+    got = {}
+    dialler = threading.Thread(target=lambda: got.setdefault("A", NetworkTransport.connect("A", addresses, ours["A"],
+                                                                                          settings)))
+    dialler.start()
+    time.sleep(0.8)  # A is already retrying
+    b = NetworkTransport.connect("B", addresses, ours["B"], settings)
+    dialler.join(10)
+    try:
+        got["A"].send("B", b"ping")
+        assert b.recv("A", 5) == b"ping"
+    finally:
+        b.close()
+        got["A"].close()
+
+
+def test_peer_that_never_starts(federation_certs, connect_all):
+    ours, _ = federation_certs
+    settings = NetworkSettings(connect_timeout=1.0)
+    start = time.monotonic()
+    transports, errors = connect_all({"A": ours["A"], "B": ours["B"]}, settings=settings)
+    assert time.monotonic() - start < 5
+    assert not transports
+    assert "could not reach C" in str(errors["A"]) or "could not reach C" in str(errors["B"])
+    assert "connecting" in str(errors["A"])
+
+
+def test_listener_reports_a_missing_dialler(federation_certs, free_ports):
+    ours, _ = federation_certs
+    addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
+    with pytest.raises(PeerError, match="B: connecting: A did not connect within 0.5 s"):
+        NetworkTransport.connect("B", addresses, ours["B"], NetworkSettings(connect_timeout=0.5))
+
+
+def test_certificate_from_another_ca_is_refused(federation_certs, connect_all):
+    ours, theirs = federation_certs
+    # A knows the federation's CA (it is public) but its own certificate was signed by another CA.
+    rogue = TLSFiles(ours["B"].ca, theirs["A"].certificate, theirs["A"].key)
+    transports, errors = connect_all({"A": rogue, "B": ours["B"]}, roles=("A", "B"),
+                                     settings=NetworkSettings(connect_timeout=1.0))
+    close_all(transports)
+    assert isinstance(errors["A"], HandshakeError)
+    assert "refused at the TLS handshake" in str(errors["A"]) and "certificate" in str(errors["A"])
+    assert "A did not connect" in str(errors["B"]) and "TLS handshake" in str(errors["B"])
+
+
+def test_peer_trusting_another_ca_refuses_us(federation_certs, connect_all):
+    ours, theirs = federation_certs
+    transports, errors = connect_all({"A": theirs["A"], "B": ours["B"]}, roles=("A", "B"),
+                                     settings=NetworkSettings(connect_timeout=1.0))
+    close_all(transports)
+    assert "CERTIFICATE_VERIFY_FAILED" in str(errors["A"])
+
+
+def test_certificate_for_another_role_is_refused(federation_certs, connect_all):
+    ours, _ = federation_certs
+    # The party running as A holds C's certificate: B sees a peer claiming A with a certificate naming C.
+    transports, errors = connect_all({"A": ours["C"], "B": ours["B"]}, roles=("A", "B"),
+                                     settings=NetworkSettings(connect_timeout=1.0))
+    close_all(transports)
+    assert isinstance(errors["A"], HandshakeError)
+    assert "claims role 'A' but its certificate names 'C'" in str(errors["A"])
+    assert "claims role 'A'" in str(errors["B"])
+
+
+def test_listener_with_another_roles_certificate_is_refused(federation_certs, connect_all):
+    ours, _ = federation_certs
+    transports, errors = connect_all({"A": ours["A"], "B": ours["C"]}, roles=("A", "B"),
+                                     settings=NetworkSettings(connect_timeout=1.0))
+    close_all(transports)
+    assert "holds a certificate for 'C', not 'B'" in str(errors["A"])
+
+
+def test_client_without_certificate_is_refused(federation_certs, free_ports):
+    ours, _ = federation_certs
+    (port_a, port_b) = free_ports(2)
+    addresses = {"A": ("127.0.0.1", port_a), "B": ("127.0.0.1", port_b)}
+    outcome = {}
+
+    def listen():
+        try:
+            NetworkTransport.connect("B", addresses, ours["B"], NetworkSettings(connect_timeout=1.0))
+        except PeerError as exc:
+            outcome["B"] = exc
+
+    thread = threading.Thread(target=listen)
+    thread.start()
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.load_verify_locations(ours["B"].ca)
+    time.sleep(0.3)
+    with pytest.raises((ssl.SSLError, ConnectionError)):
+        with socket.create_connection(("127.0.0.1", port_b), timeout=2) as raw:
+            with ctx.wrap_socket(raw) as sock:
+                sock.sendall(b"\x00\x00\x00\x02{}")
+                assert sock.recv(10)  # the server's alert arrives here, under TLS 1.3
+    thread.join(5)
+    assert "certificate" in str(outcome["B"]).lower()
+
+
+def test_oversized_frame_is_refused(federation_certs, connect_all, free_ports):
+    ours, _ = federation_certs
+    addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
+    got = {}
+
+    def run(role, max_frame):
+        got[role] = NetworkTransport.connect(role, addresses, ours[role],
+                                             NetworkSettings(connect_timeout=5, max_frame_bytes=max_frame))
+
+    threads = [threading.Thread(target=run, args=("A", 10_000_000)), threading.Thread(target=run, args=("B", 1000))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    try:
+        got["A"].send("B", b"x" * 5000)
+        with pytest.raises(ProtocolError, match="A sent a frame of 5000 bytes, above the maximum of 1000"):
+            got["B"].recv("A", 5)
+        with pytest.raises(ProtocolError, match="above the maximum of 1000"):
+            got["B"].send("A", b"y" * 1001)
+        with pytest.raises(PeerError, match="B closed the connection"):
+            got["A"].recv("B", 5)
+    finally:
+        close_all(got)
+
+
+def test_malformed_frame_and_silence_and_departure(federation_certs, connect_all):
+    ours, _ = federation_certs
+    transports, errors = connect_all({"A": ours["A"], "B": ours["B"]}, roles=("A", "B"))
+    assert not errors
+    try:
+        b = Endpoint(transports["B"], ["A"], timeout=0.5)
+        transports["A"].send("B", b"not a vfl message")
+        with pytest.raises(ProtocolError, match="bad magic"):
+            b.recv("A", "u")
+        with pytest.raises(PeerError, match="B: waiting for 'u' from A: no message from A within 0.5 s"):
+            b.recv("A", "u")
+        transports["A"].close()
+        with pytest.raises(PeerError, match="waiting for 'u' from A: A closed the connection"):
+            b.recv("A", "u")
+        with pytest.raises(PeerError):
+            transports["B"].send("A", b"late")
+            time.sleep(0.2)
+            transports["B"].send("A", b"later")
+    finally:
+        close_all(transports)
+
+
+def test_parse_address():
+    assert parse_address("example.org:7001") == ("example.org", 7001)
+    assert parse_address("[::1]:80") == ("::1", 80)
+    with pytest.raises(ValueError):
+        parse_address("nohost")
+
+
+def test_federation_certs_with_hosts(tmp_path):
+    files = write_federation_certs(tmp_path, ["A", "B"], hosts={"A": ["10.0.0.1", "a.example"]})
+    from cryptography import x509
+
+    san = load_certificate(files["A"].certificate).extensions.get_extension_for_class(x509.SubjectAlternativeName)
+    assert "a.example" in san.value.get_values_for_type(x509.DNSName)
+    assert isinstance(files["B"], TLSFiles)

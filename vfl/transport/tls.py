@@ -1,0 +1,264 @@
+"""Certificates and TLS contexts for a federation: one CA, one certificate per role.
+
+A federation has a certificate authority (CA) that signs one certificate per
+role.  The role is the certificate's subject common name (CN) and also one of
+its subject alternative names (``DNS:<role>``); host names and IP addresses the
+party is reached at may be added beside it.  Every connection is TLS 1.3 with
+certificates required on both sides, and after the handshake each side reads
+the role from the peer's verified certificate (:func:`peer_role`) and compares
+it with the role the peer claims.
+
+Keys are ECDSA P-256.  Private keys are written unencrypted with permissions
+``0600``: protect the folder they live in.  Roles are plain strings here; this
+module knows nothing of parties or protocols.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import ipaddress
+import os
+import re
+import ssl
+from dataclasses import dataclass
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from vfl.errors import ConfigurationError, HandshakeError
+
+#: Role names: a DNS label, so the role can also be a subject alternative name.
+ROLE_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+CA_FILE = "ca.pem"
+CA_KEY_FILE = "ca.key"
+DEFAULT_HOSTS = ("localhost", "127.0.0.1")
+
+
+def check_role(role: str) -> str:
+    """Return ``role`` if it is a valid role name, else raise :class:`ConfigurationError`."""
+    if not isinstance(role, str) or not ROLE_PATTERN.match(role):
+        raise ConfigurationError(f"invalid role name {role!r}: use letters, digits and '-' (a DNS label)")
+    return role
+
+
+@dataclass(frozen=True)
+class TLSFiles:
+    """Where one party's TLS material lives.
+
+    Parameters
+    ----------
+    ca : path
+        The federation CA certificate (PEM), trusted to sign every party.
+    certificate : path
+        This party's certificate (PEM), signed by the CA.
+    key : path
+        This party's private key (PEM, unencrypted, mode 0600).
+    """
+
+    ca: Path
+    certificate: Path
+    key: Path
+
+    @classmethod
+    def in_folder(cls, folder, role: str) -> "TLSFiles":
+        """The file names :func:`write_federation_certs` uses for ``role``."""
+        folder = Path(folder)
+        return cls(folder / CA_FILE, folder / f"{role}.pem", folder / f"{role}.key")
+
+
+# --------------------------------------------------------------------------- certificates
+
+def _now() -> _dt.datetime:
+    return _dt.datetime.now(_dt.timezone.utc)
+
+
+def _new_key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def make_ca(name: str = "vfl federation CA", days: int = 365):
+    """A new self-signed CA: ``(private_key, certificate)``."""
+    key = _new_key()
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject).issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                     crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def _alt_names(role: str, hosts) -> list[x509.GeneralName]:
+    names: list[x509.GeneralName] = [x509.DNSName(role)]
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    unique = []
+    for name in names:
+        if name not in unique:
+            unique.append(name)
+    return unique
+
+
+def make_party_cert(ca_key, ca_cert, role: str, hosts=DEFAULT_HOSTS, days: int = 365):
+    """A key and certificate for ``role``, signed by the CA: ``(private_key, certificate)``.
+
+    The role is the subject CN and a ``DNS:`` alternative name; ``hosts`` (names
+    or IP addresses) are added as further alternative names.  The certificate
+    may serve both ends of a connection (server and client authentication).
+    """
+    check_role(role)
+    key = _new_key()
+    now = _now()
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, role)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _dt.timedelta(minutes=5))
+        .not_valid_after(now + _dt.timedelta(days=days))
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=True, key_cert_sign=False,
+                                     crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                       critical=False)
+        .add_extension(x509.SubjectAlternativeName(_alt_names(role, hosts)), critical=False)
+        .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return key, cert
+
+
+def write_private_key(path, key) -> Path:
+    """Write ``key`` as unencrypted PEM, readable by its owner only (mode 0600)."""
+    path = Path(path)
+    data = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode under O_CREAT; force it
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    return path
+
+
+def write_certificate(path, cert) -> Path:
+    path = Path(path)
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+def load_certificate(path) -> x509.Certificate:
+    try:
+        return x509.load_pem_x509_certificate(Path(path).read_bytes())
+    except (OSError, ValueError) as exc:
+        raise ConfigurationError(f"cannot read the certificate {path}: {exc}") from None
+
+
+def load_private_key(path):
+    try:
+        return serialization.load_pem_private_key(Path(path).read_bytes(), password=None)
+    except (OSError, ValueError, TypeError) as exc:
+        raise ConfigurationError(f"cannot read the private key {path}: {exc}") from None
+
+
+def write_federation_certs(folder, roles, hosts=DEFAULT_HOSTS, days: int = 365,
+                           ca_name: str = "vfl federation CA") -> dict[str, TLSFiles]:
+    """Make a CA and one key + certificate per role in ``folder``.
+
+    Writes ``ca.pem``, ``ca.key`` (keep it offline: it can sign new parties),
+    and ``<role>.pem`` / ``<role>.key`` per role; keys get mode 0600.  Returns
+    each role's :class:`TLSFiles`.  ``hosts`` is either a list applied to every
+    role or a dict ``{role: [hosts]}``.
+    """
+    roles = [check_role(r) for r in roles]
+    if len(set(roles)) != len(roles):
+        raise ConfigurationError(f"roles must be distinct, got {roles}")
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    ca_key, ca_cert = make_ca(ca_name, days)
+    write_private_key(folder / CA_KEY_FILE, ca_key)
+    write_certificate(folder / CA_FILE, ca_cert)
+    files = {}
+    for role in roles:
+        role_hosts = hosts.get(role, DEFAULT_HOSTS) if isinstance(hosts, dict) else hosts
+        key, cert = make_party_cert(ca_key, ca_cert, role, role_hosts, days)
+        tls = TLSFiles.in_folder(folder, role)
+        write_private_key(tls.key, key)
+        write_certificate(tls.certificate, cert)
+        files[role] = tls
+    return files
+
+
+def certificate_role(cert: x509.Certificate) -> str | None:
+    """The role a certificate names (its CN), or ``None``."""
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    return str(names[0].value) if names else None
+
+
+# --------------------------------------------------------------------------- TLS contexts
+
+def _context(purpose: int, files: TLSFiles) -> ssl.SSLContext:
+    ctx = ssl.SSLContext(purpose)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    if purpose == ssl.PROTOCOL_TLS_CLIENT:
+        # The role, not the host name, identifies a peer: checked by peer_role() after the handshake.
+        ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.verify_flags |= ssl.VERIFY_X509_STRICT
+    for what, path in (("CA certificate", files.ca), ("certificate", files.certificate), ("key", files.key)):
+        if not Path(path).is_file():
+            raise ConfigurationError(f"the {what} file {path} does not exist")
+    try:
+        ctx.load_verify_locations(cafile=str(files.ca))
+        ctx.load_cert_chain(certfile=str(files.certificate), keyfile=str(files.key))
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigurationError(f"cannot load the TLS files {files}: {exc}") from None
+    return ctx
+
+
+def server_context(files: TLSFiles) -> ssl.SSLContext:
+    """Context for the listening end: TLS 1.3, a CA-signed client certificate required."""
+    return _context(ssl.PROTOCOL_TLS_SERVER, files)
+
+
+def client_context(files: TLSFiles) -> ssl.SSLContext:
+    """Context for the dialling end: TLS 1.3, a CA-signed server certificate required."""
+    return _context(ssl.PROTOCOL_TLS_CLIENT, files)
+
+
+def peer_role(sock: ssl.SSLSocket) -> str:
+    """The role named by the peer's verified certificate (CN, also a ``DNS:`` alt name).
+
+    Raises
+    ------
+    HandshakeError
+        If the peer sent no certificate or it does not name a role consistently.
+    """
+    cert = sock.getpeercert()
+    if not cert:
+        raise HandshakeError("the peer presented no verified certificate")
+    cns = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
+    dns = {value for key, value in cert.get("subjectAltName", ()) if key == "DNS"}
+    if len(cns) != 1 or cns[0] not in dns or not ROLE_PATTERN.match(cns[0]):
+        raise HandshakeError(f"the peer's certificate does not name a role (CN {cns}, DNS names {sorted(dns)})")
+    return cns[0]
