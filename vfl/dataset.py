@@ -61,7 +61,7 @@ class VerticalDataset:
 
         self.labels = None
         if self.label_party is not None:
-            self.labels = _numeric(self.label_party, tables[self.label_party][[label]], self.ids)[:, 0]
+            self.labels = _label_values(self.label_party, tables[self.label_party][label], self.ids)
         self._frames = {}
         for party, frame in tables.items():
             drop = [c for c in (id_column, label) if c is not None and c in frame.columns]
@@ -76,13 +76,13 @@ class VerticalDataset:
             dup = frame[self.id_column].duplicated()
             if dup.any():
                 row = int(np.flatnonzero(dup.to_numpy())[0])
-                raise DataError(f"party {party}: id {frame[self.id_column].iloc[row]!r} appears twice (row {row})")
+                raise DataError(f"party {party}: id {_show(frame[self.id_column].iloc[row])} appears twice (row {row})")
         (first, a), (second, b) = [(p, f[self.id_column].to_numpy()) for p, f in tables.items()]
         if len(a) != len(b):
             raise DataError(f"party {first} has {len(a)} rows (ids) but party {second} has {len(b)}")
         differ = np.flatnonzero(a != b)
         if differ.size:
-            rows = ", ".join(f"row {i}: {a[i]!r} vs {b[i]!r}" for i in differ[:5])
+            rows = ", ".join(f"row {i}: {_show(a[i])} vs {_show(b[i])}" for i in differ[:5])
             raise DataError(f"the parties' ids differ at {differ.size} row(s) ({first} vs {second}): {rows}; "
                             "align the rows (same ids, same order) before training")
         return a
@@ -112,6 +112,11 @@ class VerticalDataset:
         return f"VerticalDataset({self.n_rows} rows; {cols}; label={self.label!r} at {self.label_party})"
 
 
+def _show(value) -> str:
+    """An id as the user wrote it (``1004``, ``'c-17'``), not as numpy's repr."""
+    return repr(value.item() if isinstance(value, np.generic) else value)
+
+
 def _as_frame(party: str, frame) -> pd.DataFrame:
     if isinstance(frame, pd.DataFrame):
         table = frame
@@ -128,6 +133,21 @@ def _as_frame(party: str, frame) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
+def _label_values(party: str, column: pd.Series, ids) -> np.ndarray:
+    """The labels as given (numbers, or any two class values such as strings); none missing."""
+    values = column.to_numpy()
+    missing = np.array(column.isna(), dtype=bool)
+    if pd.api.types.is_numeric_dtype(column.dtype):
+        values = values.astype(np.float64)
+        missing |= ~np.isfinite(values)
+    if missing.any():
+        row = int(np.flatnonzero(missing)[0])
+        where = f"row {row}" + (f" (id {_show(ids[row])})" if ids is not None else "")
+        what = "NaN" if pd.isna(values[row]) else "infinity"
+        raise DataError(f"party {party}, column {column.name!r}: {what} at {where}")
+    return values
+
+
 def _numeric(party: str, frame: pd.DataFrame, ids) -> np.ndarray:
     for column in frame.columns:
         dtype = frame[column].dtype
@@ -138,7 +158,7 @@ def _numeric(party: str, frame: pd.DataFrame, ids) -> np.ndarray:
     bad = ~np.isfinite(values)
     if bad.any():
         row, col = map(int, np.argwhere(bad)[0])
-        where = f"row {row}" + (f" (id {ids[row]!r})" if ids is not None else "")
+        where = f"row {row}" + (f" (id {_show(ids[row])})" if ids is not None else "")
         what = "NaN" if np.isnan(values[row, col]) else "infinity"
         raise DataError(f"party {party}, column {frame.columns[col]!r}: {what} at {where}"
                         + (f" and {int(bad.sum()) - 1} more" if bad.sum() > 1 else ""))

@@ -68,13 +68,11 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         name_a, name_b = data.feature_party, data.label_party
         y = self._encode_labels(data.labels, name_b)
-        party_a = PartyA(data.features(name_a), role="A")
-        party_b = PartyB(data.features(name_b), y, fit_intercept=self.fit_intercept, role="B")
-        for party, name in ((party_a, name_a), (party_b, name_b)):
-            try:
-                check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
-            except DataError as exc:
-                raise DataError(f"{exc} (party {party.role} is {name!r})") from None
+        party_a = PartyA(data.features(name_a), role=_label("A", name_a), columns=data.columns(name_a))
+        party_b = PartyB(data.features(name_b), y, fit_intercept=self.fit_intercept, role=_label("B", name_b),
+                         columns=data.columns(name_b))
+        for party in (party_a, party_b):
+            check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
 
         transcript = Transcript()
@@ -174,6 +172,12 @@ class VerticalLinearRegression(_VerticalLinearModel):
 
     _objective = "linear"
 
+    def _encode_labels(self, labels, party: str) -> np.ndarray:
+        try:
+            return np.asarray(labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise DataError(f"party {party}: linear regression needs a numeric label") from None
+
     def predict(self, data: VerticalDataset) -> np.ndarray:
         return self.decision_function(data)
 
@@ -220,6 +224,11 @@ class VerticalLogisticRegression(_VerticalLinearModel):
     def score(self, data: VerticalDataset, y=None) -> float:
         """Accuracy of the predictions on ``data``."""
         return float(accuracy_score(_labels(data, y), self.predict(data)))
+
+
+def _label(role: str, name: str) -> str:
+    """How errors name a party: its role, and the user's name for it when that differs."""
+    return role if name == role else f"{role} ({name!r})"
 
 
 def _labels(data: VerticalDataset, y) -> np.ndarray:

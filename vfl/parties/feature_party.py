@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import gmpy2
 import numpy as np
 
 from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
-from vfl.errors import DataError, ProtocolError
+from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.objectives import Objective
 
 
@@ -21,19 +22,22 @@ class FeatureParty:
     fit_intercept : bool
     role : str
         Used in error messages.
+    columns : list of str, optional
+        Column names, used in error messages.
     """
 
     role = "?"
 
-    def __init__(self, features, fit_intercept: bool = False, role: str | None = None):
+    def __init__(self, features, fit_intercept: bool = False, role: str | None = None, columns=None):
         self.role = role or self.role
         x = np.asarray(features, dtype=np.float64)
-        if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] == 0:
+        if x.ndim != 2 or x.shape[0] == 0 or (x.shape[1] == 0 and not fit_intercept):
             raise DataError(f"party {self.role}: features must be a non-empty 2-D array, got shape {x.shape}")
+        self.columns = list(columns) if columns is not None else [f"column {j}" for j in range(x.shape[1])]
         bad = ~np.isfinite(x)
         if bad.any():
             row, col = map(int, np.argwhere(bad)[0])
-            raise DataError(f"party {self.role}: non-finite value {x[row, col]} at row {row}, column {col}")
+            raise DataError(f"party {self.role}, {self._column(col)}: non-finite value {x[row, col]} at row {row}")
         self.features = x
         self.fit_intercept = bool(fit_intercept)
         #: weights, then the intercept if there is one
@@ -77,8 +81,24 @@ class FeatureParty:
         return 0.5 * alpha * float(coef @ coef)
 
     # -- keys ------------------------------------------------------------------
+    def _column(self, j: int) -> str:
+        name = self.columns[j]
+        return name if name.startswith("column ") else f"column {name!r}"
+
     def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None) -> None:
-        self.context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
+        """Keep the public key, and check every feature fits its fixed-point range."""
+        context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
+        if self.features.size:
+            # float(mpfr) is inf when the range exceeds every double: then every finite value fits
+            limit = float(gmpy2.mpfr(context.public_key.max_int) / 2 ** precision.frac_bits)
+            big = np.abs(self.features) >= limit
+            if big.any():
+                row, col = map(int, np.argwhere(big)[0])
+                raise FixedPointOverflowError(
+                    f"party {self.role}, {self._column(col)}: value {self.features[row, col]:.3g} at row {row} is "
+                    f"outside the fixed-point range of a {context.public_key.key_bits}-bit key "
+                    f"with {precision.frac_bits} fractional bits; scale the column down")
+        self.context = context
 
     def _ctx(self) -> Context:
         if self.context is None:

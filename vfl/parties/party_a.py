@@ -17,8 +17,8 @@ class PartyA(FeatureParty):
 
     role = "A"
 
-    def __init__(self, features, role: str = "A"):
-        super().__init__(features, fit_intercept=False, role=role)
+    def __init__(self, features, role: str = "A", columns=None):
+        super().__init__(features, fit_intercept=False, role=role, columns=columns)
 
     def encrypted_scores(self, rows, objective: Objective, alpha: float) -> tuple[EncryptedVector, EncryptedVector]:
         """Table 2, step 2: ``[[u_A]]`` and A's part of the loss, ``[[a sum u_A^2 + n alpha/2 ||w_A||^2]]``.

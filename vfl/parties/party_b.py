@@ -23,8 +23,8 @@ class PartyB(FeatureParty):
 
     role = "B"
 
-    def __init__(self, features, labels, fit_intercept: bool = True, role: str = "B"):
-        super().__init__(features, fit_intercept=fit_intercept, role=role)
+    def __init__(self, features, labels, fit_intercept: bool = True, role: str = "B", columns=None):
+        super().__init__(features, fit_intercept=fit_intercept, role=role, columns=columns)
         y = np.asarray(labels, dtype=np.float64).ravel()
         if y.shape[0] != self.n_rows:
             raise DataError(f"party {self.role}: {y.shape[0]} labels for {self.n_rows} rows")

@@ -1,0 +1,159 @@
+"""Bad input gets a clear error naming the party, column or row: never a wrong model, never a hang."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from conftest import make_vertical
+from vfl import (ConfigurationError, DataError, FixedPointOverflowError, NotFittedError, VerticalDataset,
+                 VerticalLinearRegression, VerticalLogisticRegression)
+
+FAST = dict(key_bits=1024, insecure=True, max_iter=1)
+
+
+def frames(**kwargs):
+    frame_a, frame_b, _, _ = make_vertical(n_rows=30, **kwargs)
+    return frame_a, frame_b
+
+
+def test_row_counts_differ():
+    a, b = frames(ids=False)
+    with pytest.raises(DataError, match="party A has 29.*party B has 30"):
+        VerticalDataset({"A": a.iloc[:29], "B": b}, label="y")
+
+
+def test_ids_differ_names_the_rows():
+    a, b = frames()
+    b.loc[4, "id"] = -1
+    with pytest.raises(DataError, match=r"row 4: 1004 vs -1"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_ids_in_another_order():
+    a, b = frames()
+    with pytest.raises(DataError, match="same ids, same order"):
+        VerticalDataset({"A": a, "B": b.iloc[::-1]}, label="y", id_column="id")
+
+
+def test_missing_or_duplicate_ids():
+    a, b = frames()
+    with pytest.raises(DataError, match="party B: id column 'id' is missing"):
+        VerticalDataset({"A": a, "B": b.drop(columns="id")}, label="y", id_column="id")
+    a.loc[3, "id"] = a.loc[2, "id"]
+    with pytest.raises(DataError, match="party A: id 1002 appears twice"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+@pytest.mark.parametrize("value,word", [(np.nan, "NaN"), (np.inf, "infinity")])
+def test_nan_and_infinity_name_party_column_row(value, word):
+    a, b = frames()
+    a.loc[7, "a1"] = value
+    with pytest.raises(DataError, match=rf"party A, column 'a1': {word} at row 7 \(id 1007\)"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_nan_label():
+    a, b = frames()
+    b["y"] = b["y"].astype(float)
+    b.loc[2, "y"] = np.nan
+    with pytest.raises(DataError, match="party B, column 'y': NaN at row 2"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_non_numeric_column():
+    a, b = frames()
+    a["city"] = "Lausanne"
+    with pytest.raises(DataError, match="party A, column 'city': not numeric"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_label_not_binary_for_logistic():
+    a, b = frames(task="linear")
+    data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    with pytest.raises(DataError, match="party B: logistic regression needs a binary label, found 30"):
+        VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_no_frames_and_label_placement():
+    a, b = frames()
+    with pytest.raises(DataError, match="no frames"):
+        VerticalDataset({}, label="y")
+    with pytest.raises(DataError, match="exactly two parties"):
+        VerticalDataset({"A": a}, label="y")
+    with pytest.raises(DataError, match="in the frames of A and B"):
+        VerticalDataset({"A": a.assign(y=1), "B": b}, label="y")
+    data = VerticalDataset({"A": a, "B": b}, label="target", id_column="id")
+    with pytest.raises(DataError, match="'target' is in no party's frame"):
+        VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_empty_frame():
+    a, b = frames()
+    with pytest.raises(DataError, match="party A: the frame is empty"):
+        VerticalDataset({"A": a.iloc[:0], "B": b}, label="y")
+
+
+def test_duplicate_columns():
+    a, b = frames()
+    a.columns = ["id", "a0", "a0", "a2"]
+    with pytest.raises(DataError, match=r"party A: duplicate column name\(s\) \['a0'\]"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_short_key_without_flag(vertical_data):
+    with pytest.raises(ConfigurationError, match="insecure=True"):
+        VerticalLogisticRegression(key_bits=1024).fit(vertical_data)
+
+
+@pytest.mark.parametrize("param,value", [("learning_rate", 0), ("max_iter", 0), ("alpha", -1), ("batch_size", 0),
+                                         ("tol", -1.0), ("frac_bits", 4), ("max_iter", 2.5)])
+def test_bad_hyperparameters(vertical_data, param, value):
+    with pytest.raises(ConfigurationError, match=param):
+        VerticalLogisticRegression(**{**FAST, param: value}).fit(vertical_data)
+
+
+def test_overflowing_values_name_the_cell():
+    a, b = frames()
+    a.loc[5, "a2"] = 1e300
+    data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    with pytest.raises(FixedPointOverflowError, match="party A, column 'a2': value 1e\\+300 at row 5"):
+        VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_batch_not_larger_than_feature_count(vertical_data):
+    # A learns 3 weights per step; B 2 weights + intercept = 3 values
+    with pytest.raises(DataError, match="party A: a batch of 3 rows.*batch_size > 3"):
+        VerticalLogisticRegression(batch_size=3, **FAST).fit(vertical_data)
+    _, narrow_b = frames(n_a=2, n_b=6)
+    wide = VerticalDataset({"A": frames(n_a=2, n_b=6)[0], "B": narrow_b}, label="y", id_column="id")
+    with pytest.raises(DataError, match="party B: a batch of 7 rows.*batch_size > 7"):
+        VerticalLogisticRegression(batch_size=7, **FAST).fit(wide)
+    wide_a = pd.DataFrame(np.random.default_rng(0).normal(size=(30, 40)))
+    _, b = frames(ids=False)
+    data = VerticalDataset({"bank": wide_a, "B": b}, label="y")
+    with pytest.raises(DataError, match=r"party A \('bank'\): the data set is not larger than the 40"):
+        VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_predict_before_fit(vertical_data):
+    with pytest.raises(NotFittedError, match="not fitted"):
+        VerticalLogisticRegression().predict_proba(vertical_data)
+    with pytest.raises(NotFittedError):
+        VerticalLinearRegression().predict(vertical_data)
+
+
+def test_prediction_columns_differ(vertical_frames):
+    a, b, _, _ = vertical_frames
+    model = VerticalLogisticRegression(**FAST).fit(VerticalDataset({"A": a, "B": b}, label="y", id_column="id"))
+    renamed = a.rename(columns={"a1": "other"})
+    test = VerticalDataset({"A": renamed, "B": b.drop(columns="y")}, id_column="id")
+    with pytest.raises(DataError, match=r"party A: prediction columns differ.*missing \['a1'\], unexpected \['other'\]"):
+        model.predict(test)
+    test = VerticalDataset({"X": a, "B": b}, label="y", id_column="id")
+    with pytest.raises(DataError, match="parties"):
+        model.predict(test)
+
+
+def test_fit_takes_a_dataset():
+    with pytest.raises(DataError, match="VerticalDataset"):
+        VerticalLogisticRegression(**FAST).fit(np.zeros((3, 3)))

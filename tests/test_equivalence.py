@@ -1,0 +1,92 @@
+"""Federated training equals centralized gradient descent on the same objective, step for step."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.datasets import load_breast_cancer, load_diabetes
+from sklearn.linear_model import LogisticRegression
+from sklearn.metrics import roc_auc_score
+from sklearn.preprocessing import StandardScaler
+
+from conftest import make_vertical
+from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
+from vfl.centralized import fit_gradient_descent
+
+# Each encoded value is off by at most 2**-33; errors stay far below this after a few epochs.
+ATOL = 1e-7
+
+
+def reference(model, x, y):
+    settings = model._settings()
+    target = np.where(y == model.classes_[1], 1.0, -1.0) if hasattr(model, "classes_") else y
+    return fit_gradient_descent(x, target, settings)
+
+
+def assert_matches(model, ref, n_a):
+    np.testing.assert_allclose(model.coef_["A"], ref["coef"][:n_a], atol=ATOL, rtol=0)
+    np.testing.assert_allclose(model.coef_["B"], ref["coef"][n_a:], atol=ATOL, rtol=0)
+    assert model.intercept_ == pytest.approx(ref["intercept"], abs=ATOL)
+    assert model.n_iter_ == ref["n_iter"]
+    np.testing.assert_allclose(model.loss_curve_, ref["loss_curve"], atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("task", ["linear", "logistic"])
+@pytest.mark.parametrize("batch_size,alpha,fit_intercept", [(None, 0.0, True), (None, 0.1, False), (25, 0.01, True)])
+def test_generated_data(task, batch_size, alpha, fit_intercept):
+    frame_a, frame_b, x, y = make_vertical(n_rows=60, task=task, seed=3)
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
+    model = cls(learning_rate=0.2, max_iter=4, alpha=alpha, batch_size=batch_size, tol=None,
+                fit_intercept=fit_intercept, key_bits=1024, insecure=True, random_state=7).fit(data)
+    assert_matches(model, reference(model, x, y), 3)
+    assert len(model.loss_curve_) == 4
+
+
+def test_tol_stops_both_at_the_same_epoch():
+    frame_a, frame_b, x, y = make_vertical(n_rows=50, task="linear", seed=5)
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    model = VerticalLinearRegression(learning_rate=0.5, max_iter=40, alpha=0.0, tol=1e-3, key_bits=1024,
+                                     insecure=True).fit(data)
+    ref = reference(model, x, y)
+    assert 1 < model.n_iter_ < 40 and model.converged_
+    assert_matches(model, ref, 3)
+
+
+def split_columns(x, y, n_a, names=("A", "B")):
+    frame_a = pd.DataFrame(x[:, :n_a], columns=[f"f{j}" for j in range(n_a)])
+    frame_b = pd.DataFrame(x[:, n_a:], columns=[f"f{j}" for j in range(n_a, x.shape[1])])
+    frame_b["target"] = y
+    return VerticalDataset({names[0]: frame_a, names[1]: frame_b}, label="target")
+
+
+def test_diabetes_linear():
+    x, y = load_diabetes(return_X_y=True)
+    x = StandardScaler().fit_transform(x)
+    y = (y - y.mean()) / y.std()
+    model = VerticalLinearRegression(learning_rate=0.3, max_iter=6, alpha=0.01, tol=None, key_bits=1024,
+                                     insecure=True)
+    model.fit(split_columns(x, y, 6))
+    assert_matches(model, reference(model, x, y), 6)
+    assert model.loss_curve_[-1] < model.loss_curve_[0]
+
+
+def test_breast_cancer_logistic_matches_and_auc_close_to_sklearn():
+    x, y = load_breast_cancer(return_X_y=True)
+    x = StandardScaler().fit_transform(x)
+    data = split_columns(x, y, 20)
+    model = VerticalLogisticRegression(learning_rate=0.15, max_iter=8, alpha=0.01, tol=None, key_bits=1024,
+                                       insecure=True).fit(data)
+    assert_matches(model, reference(model, x, y), 20)
+    auc = roc_auc_score(y, model.predict_proba(data))
+    sk_auc = roc_auc_score(y, LogisticRegression(max_iter=1000).fit(x, y).predict_proba(x)[:, 1])
+    assert abs(auc - sk_auc) < 0.01
+
+
+def test_end_to_end_with_2048_bit_key():
+    frame_a, frame_b, x, y = make_vertical(n_rows=24, task="logistic", seed=11)
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    model = VerticalLogisticRegression(max_iter=2, tol=None).fit(data)
+    assert model._parties[2].context.public_key.key_bits == 2048
+    assert_matches(model, reference(model, x, y), 3)
+    proba = model.predict_proba(data)
+    assert proba.shape == (24,) and np.all((proba > 0) & (proba < 1))

@@ -1,0 +1,132 @@
+"""The estimators behave like scikit-learn's, and the protocol resumes exactly."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+
+from conftest import make_vertical
+from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression, inprocess
+from vfl.parties import Coordinator, PartyA, PartyB
+from vfl.protocols import TrainingSettings, run_a, run_b, run_c
+from vfl.transport import Endpoint, InProcessNetwork, run_roles
+
+FAST = dict(key_bits=1024, insecure=True)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    frame_a, frame_b, x, y = make_vertical(n_rows=50, seed=8)
+    data = VerticalDataset({"bank": frame_a, "shop": frame_b}, label="y", id_column="id")
+    return VerticalLogisticRegression(max_iter=3, tol=None, **FAST).fit(data), data, y
+
+
+def test_params_follow_scikit_learn(fitted):
+    model, _, _ = fitted
+    params = model.get_params()
+    assert params["learning_rate"] == 0.15 and params["key_bits"] == 1024
+    copy = clone(model).set_params(max_iter=7)
+    assert copy.max_iter == 7 and not hasattr(copy, "coef_")
+
+
+def test_fitted_attributes(fitted):
+    model, data, y = fitted
+    assert set(model.coef_) == {"bank", "shop"}
+    assert model.coef_["bank"].shape == (3,) and model.coef_["shop"].shape == (2,)
+    assert isinstance(model.intercept_, float) and model.n_iter_ == 3
+    assert model.loss_curve_.shape == (3,) and model.loss_curve_[0] == pytest.approx(np.log(2))
+    assert list(model.classes_) == [0, 1]
+    t = model.transcript_
+    assert list(t.columns) == ["iteration", "sender", "receiver", "name", "kind", "bytes"]
+    assert set(t["kind"]) == {"public", "ciphertext", "masked"} and (t["bytes"] > 0).all()
+    assert sorted(t.loc[t.iteration >= 0, "iteration"].unique()) == [0, 1, 2]
+
+
+def test_predictions(fitted):
+    model, data, y = fitted
+    proba = model.predict_proba(data)
+    assert proba.shape == (50,)
+    np.testing.assert_array_equal(model.predict(data), (proba >= 0.5).astype(int))
+    assert model.score(data) == pytest.approx(np.mean(model.predict(data) == y))
+    # test data without the label, in the same party names
+    frame_a, frame_b, _, _ = make_vertical(n_rows=50, seed=8)
+    unlabeled = VerticalDataset({"bank": frame_a, "shop": frame_b.drop(columns="y")}, id_column="id")
+    np.testing.assert_allclose(model.predict_proba(unlabeled), proba)
+
+
+def test_table3_inference_gives_the_same_scores(fitted):
+    model, data, _ = fitted
+    private = model.decision_function(data)
+    leaky = clone(model).set_params(inference="table3")
+    leaky.__dict__.update({k: v for k, v in model.__dict__.items() if k.endswith("_") or k == "_parties"})
+    leaky.inference = "table3"
+    np.testing.assert_allclose(leaky.decision_function(data), private, atol=1e-8)
+    assert "plaintext" in set(leaky.predict_transcript_["kind"])
+    assert "plaintext" not in set(model.predict_transcript_["kind"])
+
+
+def test_string_class_labels_and_numpy_frames():
+    _, _, x, y = make_vertical(n_rows=40, seed=9, ids=False)
+    frame_b = pd.DataFrame(x[:, 3:])
+    frame_b["label"] = np.where(y == 1, "malignant", "benign")
+    data = VerticalDataset({"A": x[:, :3], "B": frame_b}, label="label")
+    model = VerticalLogisticRegression(max_iter=2, **FAST).fit(data)
+    assert list(model.classes_) == ["benign", "malignant"]
+    assert set(model.predict(data)) <= {"benign", "malignant"}
+
+
+def test_linear_regression_score_is_r2():
+    frame_a, frame_b, x, y = make_vertical(n_rows=40, task="linear", seed=10)
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    model = VerticalLinearRegression(learning_rate=0.5, max_iter=15, alpha=0.0, tol=None, **FAST).fit(data)
+    pred = model.predict(data)
+    r2 = 1 - np.sum((y - pred) ** 2) / np.sum((y - y.mean()) ** 2)
+    assert model.score(data) == pytest.approx(r2) and r2 > 0.8
+
+
+def test_verbose_shows_progress(capsys, vertical_data):
+    VerticalLogisticRegression(max_iter=2, verbose=True, **FAST).fit(vertical_data)
+    assert "vfl training" in capsys.readouterr().err
+
+
+def _run(x, y, settings, checkpoints=None, stop_after=None):
+    """Run the role programs; record every party's state after each epoch."""
+    saved = {"A": {}, "B": {}, "C": {}}
+    a, b, c = PartyA(x[:, :3]), PartyB(x[:, 3:], y), Coordinator(1024, insecure=True)
+    network = InProcessNetwork("ABC")
+    ep = {r: Endpoint(network.transport(r), [p for p in "ABC" if p != r]) for r in "ABC"}
+
+    def keep(role):
+        def on_epoch(epoch, state):
+            saved[role][epoch] = state
+            if stop_after is not None and epoch == stop_after and role == "C":
+                raise KeyboardInterrupt("killed")
+        return on_epoch
+
+    ck = checkpoints or {"A": None, "B": None, "C": None}
+    try:
+        run_roles(network, {
+            "A": lambda: run_a(ep["A"], a, settings, ck["A"], keep("A")),
+            "B": lambda: run_b(ep["B"], b, settings, ck["B"], keep("B")),
+            "C": lambda: run_c(ep["C"], c, settings, ck["C"], keep("C")),
+        })
+    except KeyboardInterrupt:
+        pass
+    return a, b, c, saved
+
+
+def test_resume_after_a_kill_equals_an_uninterrupted_run():
+    _, _, x, y = make_vertical(n_rows=60, seed=12)
+    y = np.where(y == 1, 1.0, -1.0)
+    settings = TrainingSettings(objective="logistic", max_iter=5, tol=None, batch_size=20, random_state=None,
+                                key_bits=1024, insecure=True)
+    # the run dies in epoch 2 after C has checkpointed epoch 2 but maybe before the others did
+    _, _, _, saved = _run(x, y, settings, stop_after=2)
+    saved["A"].pop(2, None)  # A had not written epoch 2 yet: all resume after epoch 1
+    a, b, c, _ = _run(x, y, settings, checkpoints=saved)
+    seed = saved["B"][1]["seed"]
+    fresh_settings = TrainingSettings(**{**settings.to_dict(), "random_state": seed})
+    a0, b0, c0, _ = _run(x, y, fresh_settings)
+    np.testing.assert_array_equal(a.params, a0.params)
+    np.testing.assert_array_equal(b.params, b0.params)
+    assert c.loss_curve == c0.loss_curve and len(c.loss_curve) == 5

@@ -1,0 +1,130 @@
+"""What each party receives, read from every message that crossed the transport."""
+
+import gmpy2
+import numpy as np
+import pytest
+
+from conftest import make_vertical
+from vfl import inprocess
+from vfl.crypto import FixedPoint
+from vfl.parties import LOGISTIC, Coordinator, PartyA, PartyB
+from vfl.protocols import TrainingSettings
+from vfl.transport import BigInts, Transcript
+
+
+@pytest.fixture(scope="module")
+def run():
+    """A logistic run with every payload kept, plus the parties (C's key to inspect ciphertexts)."""
+    _, _, x, y = make_vertical(n_rows=40, task="logistic", seed=2)
+    labels = np.where(y == 1, 1.0, -1.0)
+    settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, key_bits=1024, insecure=True,
+                                learning_rate=0.2, alpha=0.01)
+    a, b = PartyA(x[:, :3]), PartyB(x[:, 3:], labels)
+    c = Coordinator(1024, insecure=True)
+    transcript = Transcript(keep_payloads=True)
+    inprocess.train(a, b, c, settings, transcript)
+    scores = inprocess.predict(a, b, c, x[:, :3], x[:, 3:], transcript=transcript)
+    return {"x": x, "y": labels, "a": a, "b": b, "c": c, "messages": transcript.messages(),
+            "payloads": transcript.payloads, "scores": scores}
+
+
+def received(run, role):
+    return [m for _, to, m in run["messages"] if to == role]
+
+
+def float_arrays(message):
+    return [v for v in message.fields.values() if isinstance(v, np.ndarray)]
+
+
+def test_no_payload_is_a_pickle(run):
+    assert run["payloads"] and all(p[:4] == b"VFL1" and b"\x80\x04\x95" not in p[:16] for p in run["payloads"])
+
+
+def test_private_prediction_gives_b_the_true_scores(run):
+    a, b = run["a"], run["b"]
+    expected = a.scores() + b.scores()
+    np.testing.assert_allclose(run["scores"], expected, atol=1e-8)
+
+
+def test_a_receives_no_labels_and_no_plaintext_from_b(run):
+    for message in received(run, "A"):
+        assert message.kind in ("public", "ciphertext", "masked"), message.name
+        assert not float_arrays(message), message.name
+        for value in message.fields.values():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                assert len(np.atleast_1d(value)) == 1  # only scalars: seed, counts, epochs
+
+
+def test_b_receives_no_plaintext_scores_of_a(run):
+    for message in received(run, "B"):
+        assert message.kind in ("public", "ciphertext", "masked"), message.name
+        assert not float_arrays(message), message.name
+
+
+def test_c_receives_only_aggregates_and_masked_values(run):
+    c, a, b = run["c"], run["a"], run["b"]
+    n = c.context.public_key.n
+    n_rows = run["x"].shape[0]
+    for message in received(run, "C"):
+        assert not float_arrays(message), message.name
+        if message.name == "masked_gradient":
+            ciphertexts = message["ciphertexts"].to_ints()
+            assert len(ciphertexts) in (a.n_gradient_values, b.n_gradient_values)  # never per-sample
+            residues = [c.context.private_key.raw_decrypt(ct) for ct in ciphertexts]
+            # masked: the residues are spread over all of Z_n, not small signed numbers
+            assert all(n // 2 ** 40 < r < n - n // 2 ** 40 for r in residues)
+        if message.name == "loss":
+            assert len(message["ciphertexts"]) == 1
+        if message.name == "masked_scores":
+            assert len(message["ciphertexts"]) == n_rows
+            residues = [c.context.private_key.raw_decrypt(ct) for ct in message["ciphertexts"].to_ints()]
+            assert all(n // 2 ** 40 < r < n - n // 2 ** 40 for r in residues)
+
+
+def test_masks_are_fresh_for_every_message(run):
+    c = run["c"]
+    seen = []
+    for message in received(run, "C"):
+        if message.name == "masked_gradient":
+            seen.extend(c.context.private_key.raw_decrypt(ct) for ct in message["ciphertexts"].to_ints())
+    assert len(seen) == len(set(seen))
+
+
+def test_a_cannot_divide_out_its_own_randomness(run):
+    """A knows [[u_A]]; dividing B's [[d]] by it must not give (1 + n)^(u_B - 2y) = 1 + (u_B - 2y) n."""
+    a, b, c = run["a"], run["b"], run["c"]
+    pk = c.context.public_key
+    n, n2 = pk.n, pk.nsquare
+    sent = [m for s, to, m in run["messages"] if s == "A" and to == "B" and m.name == "scores" and m.iteration >= 0]
+    got = [m for s, to, m in run["messages"] if s == "B" and to == "A" and m.name == "residual"]
+    assert sent and len(sent) == len(got)
+    # the plaintext B added in the first iteration (weights were zero then, so u_B = b = 0)
+    offset = FixedPoint().encode(-LOGISTIC.kappa * run["y"], pk.max_int)
+    u_a = [gmpy2.mpz(v) for v in sent[0]["ciphertexts"].to_ints()]
+    d = [gmpy2.mpz(v) for v in got[0]["ciphertexts"].to_ints()]
+    revealed = [dc * gmpy2.invert(uc, n2) % n2 for dc, uc in zip(d, u_a)]
+    plain = [(1 + (o % n) * n) % n2 for o in offset]
+    assert all(r != p for r, p in zip(revealed, plain))
+    # without the re-randomization the same division would reveal it: the check can fail
+    naive = [uc * p % n2 for uc, p in zip(u_a, plain)]
+    assert [v * gmpy2.invert(uc, n2) % n2 for v, uc in zip(naive, u_a)] == plain
+
+
+def test_every_ciphertext_field_is_fixed_width(run):
+    width = run["c"].context.public_key.ciphertext_bytes
+    for _, _, message in run["messages"]:
+        if message.kind == "ciphertext":
+            assert isinstance(message["ciphertexts"], BigInts) and message["ciphertexts"].width == width
+
+
+def test_table3_variant_is_labelled_plaintext():
+    _, _, x, y = make_vertical(n_rows=30, seed=4)
+    a, b = PartyA(x[:, :3]), PartyB(x[:, 3:], np.where(y == 1, 1.0, -1.0))
+    a.params[:] = 0.5
+    b.params[:] = -0.25
+    c = Coordinator(1024, insecure=True)
+    transcript = Transcript(keep_payloads=True)
+    scores = inprocess.predict(a, b, c, x[:, :3], x[:, 3:], mode="table3", transcript=transcript)
+    np.testing.assert_allclose(scores, a.scores() + b.scores())
+    to_c = [m for _, to, m in transcript.messages() if to == "C"]
+    assert {m.kind for m in to_c} == {"plaintext"}
