@@ -2,35 +2,14 @@
 
 import pytest
 
+from vertical_data import make_vertical
+from vfl import VerticalDataset
 from vfl.crypto import generate_keypair
 
 
 @pytest.fixture(scope="session")
 def keypair_1024():
     return generate_keypair(1024, insecure=True)
-
-
-import numpy as np
-import pandas as pd
-
-from vfl import VerticalDataset
-
-
-def make_vertical(n_rows=80, n_a=3, n_b=2, task="logistic", seed=0, ids=True):
-    """Generated data split by columns: party "A" features, party "B" features and label "y"."""
-    rng = np.random.default_rng(seed)
-    x = rng.normal(size=(n_rows, n_a + n_b))
-    w = rng.normal(size=n_a + n_b)
-    z = x @ w + 0.3
-    y = (z + rng.normal(scale=0.5, size=n_rows) > 0).astype(int) if task == "logistic" else z + rng.normal(
-        scale=0.1, size=n_rows)
-    frame_a = pd.DataFrame(x[:, :n_a], columns=[f"a{j}" for j in range(n_a)])
-    frame_b = pd.DataFrame(x[:, n_a:], columns=[f"b{j}" for j in range(n_b)])
-    frame_b["y"] = y
-    if ids:
-        frame_a.insert(0, "id", np.arange(n_rows) + 1000)
-        frame_b.insert(0, "id", np.arange(n_rows) + 1000)
-    return frame_a, frame_b, x, y
 
 
 @pytest.fixture

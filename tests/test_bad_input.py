@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from conftest import make_vertical
+from vertical_data import make_vertical
 from vfl import (ConfigurationError, DataError, FixedPointOverflowError, NotFittedError, VerticalDataset,
                  VerticalLinearRegression, VerticalLogisticRegression)
 

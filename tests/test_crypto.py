@@ -7,7 +7,7 @@ from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey, generate
 from vfl.errors import ConfigurationError, FixedPointOverflowError
 
 
-@pytest.fixture(scope="module", params=["simple"])
+@pytest.fixture(scope="module", params=["simple", "fast"])
 def ctx(request, keypair_1024):
     pk, sk = keypair_1024
     return Context(pk, private_key=sk, engine=request.param)

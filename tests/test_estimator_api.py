@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from conftest import make_vertical
+from vertical_data import make_vertical
 from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression, inprocess
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.protocols import TrainingSettings, run_a, run_b, run_c

@@ -4,7 +4,7 @@ import gmpy2
 import numpy as np
 import pytest
 
-from conftest import make_vertical
+from vertical_data import make_vertical
 from vfl import inprocess
 from vfl.crypto import FixedPoint
 from vfl.parties import LOGISTIC, Coordinator, PartyA, PartyB
