@@ -15,6 +15,7 @@ import sys
 #: Modules that each contribute one or more subcommands.
 SUBCOMMAND_MODULES = (
     "vfl.horizontal.cli",
+    "vfl.federation.cli",
 )
 
 

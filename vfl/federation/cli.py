@@ -1,0 +1,189 @@
+"""The ``vfl certs``, ``vfl party``, ``vfl predict`` and ``vfl demo`` subcommands.
+
+Exit codes: 0 success; 1 the federation failed (a peer gone, silent, refused...);
+2 bad input (configuration, data, command line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from vfl.errors import ConfigurationError, DataError, VFLError
+
+THREE_MACHINES = """\
+one command per machine, each with its own data (see docs/network.md):
+  machine A:  vfl party --config federation.toml --role A --data a.csv
+  machine B:  vfl party --config federation.toml --role B --data b.csv
+  machine C:  vfl party --config federation.toml --role C
+"""
+
+
+def register(subparsers) -> None:
+    """Add the federation subcommands to the ``vfl`` parser."""
+    _register_certs(subparsers)
+    _register_party(subparsers)
+    _register_predict(subparsers)
+    _register_demo(subparsers)
+
+
+def _register_certs(subparsers) -> None:
+    p = subparsers.add_parser(
+        "certs", help="make a federation CA and one key + certificate per party",
+        description="Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
+                    "(ROLE.key, mode 0600) and a certificate signed by the CA (ROLE.pem) naming its role. "
+                    "Give each machine ca.pem, its own ROLE.pem and ROLE.key; keep ca.key offline.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("directory", type=Path, help="folder to write into (created if missing)")
+    p.add_argument("--parties", nargs="+", default=["A", "B", "C"], metavar="ROLE",
+                   help="roles to make certificates for (default: A B C)")
+    p.add_argument("--hosts", nargs="*", default=None, metavar="HOST",
+                   help="host names or IP addresses to add to every certificate, or ROLE=HOST to add to one "
+                        "(default: localhost 127.0.0.1); informative: peers are checked by role")
+    p.add_argument("--days", type=int, default=365, help="validity in days (default: 365)")
+    p.add_argument("--force", action="store_true", help="overwrite an existing ca.pem in DIRECTORY")
+    p.set_defaults(func=_certs)
+
+
+def _register_party(subparsers) -> None:
+    p = subparsers.add_parser(
+        "party", help="run one party (A, B or C) of federated training as this process",
+        description="Run one party of vertical federated training over mutually authenticated TLS. "
+                    "Connects to the other parties named in the federation file (retrying while they start), "
+                    "checks that all share the same settings, trains, and writes this party's model shard "
+                    "(A, B) to WORKDIR/model_ROLE.json.",
+        epilog=THREE_MACHINES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    p.add_argument("--resume", action="store_true",
+                   help="continue after the last epoch every party completed (from WORKDIR/checkpoints)")
+    p.add_argument("--progress", action="store_true", help="show a progress bar over the epochs")
+    p.set_defaults(func=_party)
+
+
+def _register_predict(subparsers) -> None:
+    p = subparsers.add_parser(
+        "predict", help="run one party of federated prediction from its model shard",
+        description="Score new rows with the trained model, each party using only its own shard and data. "
+                    "Party B learns the scores and writes them (id, score, and for logistic models "
+                    "probability and prediction).",
+        epilog=THREE_MACHINES.replace("vfl party", "vfl predict"),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    _common(p)
+    p.add_argument("--model", type=Path, default=None,
+                   help="this party's model shard (default: WORKDIR/model_ROLE.json)")
+    p.add_argument("--output", type=Path, default=None, help="party B: the scores CSV (default: WORKDIR/scores.csv)")
+    p.set_defaults(func=_predict)
+
+
+def _register_demo(subparsers) -> None:
+    p = subparsers.add_parser(
+        "demo", help="three parties as three processes on 127.0.0.1, narrated (breast cancer, 2048-bit keys)",
+        description="Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
+                    "train logistic regression on scikit-learn's breast cancer data split by columns, "
+                    "run federated prediction, and compare the AUC with centralized training. "
+                    "Narrates every protocol step.")
+    p.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
+    p.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: 64)")
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048; "
+                                                               "smaller keys are insecure, for quick looks)")
+    p.add_argument("--quiet", action="store_true", help="no per-step lines; only losses and the summary")
+    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                   help="work in DIR and keep it (certificates, CSVs, shards, transcripts)")
+    p.set_defaults(func=_demo)
+
+
+def _common(p) -> None:
+    p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
+    p.add_argument("--role", required=True, choices=["A", "B", "C"], help="which party this process is")
+    p.add_argument("--data", type=Path, default=None,
+                   help="this party's CSV with an id column (A, B; B's holds the label); not for C")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="where this party keeps checkpoints, its shard and transcripts (default: ./vfl-ROLE)")
+    p.add_argument("--narrate", action="store_true", help="print one line per protocol step")
+
+
+def _run(args, action) -> int:
+    where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
+    try:
+        action()
+        return 0
+    except (ConfigurationError, DataError) as exc:
+        print(f"{where}: error: {exc}", file=sys.stderr)
+        return 2
+    except VFLError as exc:
+        print(f"{where}: error: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:
+        print(f"{where}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _workdir(args) -> Path:
+    return args.workdir if args.workdir is not None else Path(f"vfl-{args.role}")
+
+
+def _certs(args) -> int:
+    from vfl.transport.tls import CA_FILE, DEFAULT_HOSTS, write_federation_certs
+
+    def action():
+        if (args.directory / CA_FILE).exists() and not args.force:
+            raise ConfigurationError(f"{args.directory / CA_FILE} exists; pass --force to make a new CA "
+                                     "(every party then needs new certificates)")
+        hosts = _hosts(args.hosts, args.parties, DEFAULT_HOSTS)
+        files = write_federation_certs(args.directory, args.parties, hosts=hosts, days=args.days)
+        print(f"CA: {args.directory / CA_FILE} (give to every party); "
+              f"{args.directory / 'ca.key'} (keep offline: it signs parties)")
+        for role, tls in files.items():
+            print(f"party {role}: {tls.certificate} and {tls.key} (mode 0600): copy to {role}'s machine only")
+
+    return _run(args, action)
+
+
+def _hosts(given, roles, default):
+    if given is None:
+        return list(default)
+    common = [h for h in given if "=" not in h]
+    per_role = {r: list(common) for r in roles}
+    for item in given:
+        if "=" in item:
+            role, host = item.split("=", 1)
+            if role not in per_role:
+                raise ConfigurationError(f"--hosts {item}: {role!r} is not one of {roles}")
+            per_role[role].append(host)
+    return per_role
+
+
+def _party(args) -> int:
+    from vfl.federation.config import load_config
+    from vfl.federation.runner import train
+
+    def action():
+        summary = train(load_config(args.config), args.role, args.data, _workdir(args), args.resume,
+                        narrate=args.narrate, progress=args.progress)
+        if args.role == "C":
+            print(f"party C: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}")
+        else:
+            print(f"party {args.role}: model shard written to {summary['model']}")
+
+    return _run(args, action)
+
+
+def _predict(args) -> int:
+    from vfl.federation.config import load_config
+    from vfl.federation.runner import predict
+
+    def action():
+        summary = predict(load_config(args.config), args.role, args.data, args.model, _workdir(args),
+                          args.output, narrate=args.narrate)
+        if "scores" in summary:
+            print(f"party B: scores written to {summary['scores']}")
+
+    return _run(args, action)
+
+
+def _demo(args) -> int:
+    from vfl.federation.demo import run_demo
+
+    return _run(args, lambda: run_demo(iterations=args.iterations, batch_size=args.batch_size,
+                                       key_bits=args.key_bits, quiet=args.quiet, keep=args.keep))

@@ -1,0 +1,257 @@
+"""``federation.toml``: who the parties are, where they listen, and the settings they share.
+
+Every machine keeps a copy of the same file; each party reads only its own
+certificate and key from it (the others' entries may point nowhere)::
+
+    [federation]
+    ca = "certs/ca.pem"                 # paths are relative to this file
+
+    [parties.A]
+    address = "10.0.0.1:7001"           # host:port this party listens on (if another role dials it)
+    certificate = "certs/A.pem"
+    key = "certs/A.key"                 # only party A needs this file
+    [parties.B]
+    address = "10.0.0.2:7002"
+    certificate = "certs/B.pem"
+    key = "certs/B.key"
+    [parties.C]
+    address = "10.0.0.3:7003"
+    certificate = "certs/C.pem"
+    key = "certs/C.key"
+
+    [training]                          # shared: compared between parties at connect
+    model = "logistic"                  # or "linear"
+    learning_rate = 0.15
+    iterations = 30                     # epochs
+    batch_size = 0                      # 0: full batch
+    alpha = 0.01
+    tol = 1e-4                          # 0: always run every iteration
+    fit_intercept = true
+    key_bits = 2048
+    insecure = false                    # must be true for key_bits < 2048
+    frac_bits = 32
+    random_state = 0                    # batch-order seed; leave out to let B draw one
+
+    [prediction]
+    mode = "private"                    # or "table3" (teaching only: C sees partial scores)
+
+    [data]
+    id_column = "id"
+    label = "label"                     # B's label column
+
+    [network]                           # local: may differ between machines
+    connect_timeout = 120               # seconds to reach every peer, retries included
+    timeout = 300                       # seconds to wait for any one message
+    max_frame_bytes = 67108864
+
+The *shared* part (``[training]``, ``[prediction]`` and the set of roles) is
+hashed into a fingerprint that parties compare when they connect.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vfl.errors import ConfigurationError
+from vfl.protocols import TrainingSettings
+from vfl.transport.network import NetworkSettings, parse_address
+from vfl.transport.tls import TLSFiles, check_role
+
+ROLES = ("A", "B", "C")
+#: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
+_ALIASES = {"model": "objective", "iterations": "max_iter"}
+_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES)
+_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network"}
+
+
+@dataclass(frozen=True)
+class PartyEntry:
+    """One party's entry: its address and TLS files."""
+
+    role: str
+    address: tuple[str, int]
+    certificate: Path
+    key: Path
+
+
+@dataclass(frozen=True)
+class FederationConfig:
+    """A parsed ``federation.toml``."""
+
+    path: Path
+    ca: Path
+    parties: dict[str, PartyEntry]
+    training: TrainingSettings
+    prediction_mode: str = "private"
+    id_column: str = "id"
+    label: str = "label"
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    timeout: float = 300.0
+
+    def tls(self, role: str) -> TLSFiles:
+        entry = self.party(role)
+        return TLSFiles(self.ca, entry.certificate, entry.key)
+
+    def party(self, role: str) -> PartyEntry:
+        try:
+            return self.parties[role]
+        except KeyError:
+            raise ConfigurationError(f"{self.path}: no party {role!r}; the file names {sorted(self.parties)}") \
+                from None
+
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        return {role: entry.address for role, entry in self.parties.items()}
+
+    def shared(self, task: str) -> dict:
+        """What every party must agree on for ``task`` ("train" or "predict")."""
+        return {"task": task, "roles": sorted(self.parties), "training": self.training.to_dict(),
+                "prediction_mode": self.prediction_mode}
+
+    def fingerprint(self, task: str) -> str:
+        """SHA-256 of the canonical JSON of :meth:`shared`."""
+        canonical = json.dumps(self.shared(task), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load_config(path) -> FederationConfig:
+    """Read and check ``federation.toml``; raise :class:`ConfigurationError` naming what is wrong."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the federation file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{path}: not valid TOML: {exc}") from None
+    where = str(path)
+    _unknown(where, raw, _SECTIONS)
+    base = path.resolve().parent
+    federation = _section(where, raw, "federation")
+    _unknown(f"{where} [federation]", federation, {"ca"})
+    ca = _path(base, _required(f"{where} [federation]", federation, "ca"))
+
+    parties_raw = _section(where, raw, "parties")
+    if set(parties_raw) != set(ROLES):
+        raise ConfigurationError(f"{where}: [parties] must name exactly A, B and C, got {sorted(parties_raw)}")
+    parties = {}
+    for role, entry in parties_raw.items():
+        check_role(role)
+        here = f"{where} [parties.{role}]"
+        if not isinstance(entry, dict):
+            raise ConfigurationError(f"{here}: expected a table")
+        _unknown(here, entry, {"address", "certificate", "key"})
+        parties[role] = PartyEntry(role, parse_address(_required(here, entry, "address")),
+                                   _path(base, _required(here, entry, "certificate")),
+                                   _path(base, _required(here, entry, "key")))
+    addresses = [p.address for p in parties.values()]
+    if len(set(addresses)) != len(addresses):
+        raise ConfigurationError(f"{where}: two parties share an address: {addresses}")
+
+    training = _training(f"{where} [training]", _section(where, raw, "training"))
+    prediction = _section(where, raw, "prediction", required=False)
+    _unknown(f"{where} [prediction]", prediction, {"mode"})
+    mode = prediction.get("mode", "private")
+    if mode not in ("private", "table3"):
+        raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
+    data = _section(where, raw, "data", required=False)
+    _unknown(f"{where} [data]", data, {"id_column", "label"})
+    network = _section(where, raw, "network", required=False)
+    _unknown(f"{where} [network]", network, {"connect_timeout", "timeout", "max_frame_bytes"})
+    timeout = _number(f"{where} [network]", network, "timeout", 300.0)
+    try:
+        net = NetworkSettings(connect_timeout=_number(f"{where} [network]", network, "connect_timeout", 120.0),
+                              send_timeout=timeout,
+                              max_frame_bytes=int(network.get("max_frame_bytes", NetworkSettings.max_frame_bytes)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{where} [network]: {exc}") from None
+    return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
+                            id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
+                            network=net, timeout=timeout)
+
+
+def _training(where: str, table: dict) -> TrainingSettings:
+    _unknown(where, table, _TRAINING_KEYS)
+    values = {}
+    for key, value in table.items():
+        name = _ALIASES.get(key, key)
+        if name in values:
+            raise ConfigurationError(f"{where}: {name!r} is given twice (as {key!r} and another name)")
+        values[name] = value
+    # TOML has no null: 0 means "none" for the batch size (full batch) and the tolerance (run every epoch).
+    if values.get("batch_size") == 0:
+        values["batch_size"] = None
+    if values.get("tol") == 0:
+        values["tol"] = None
+    try:
+        return TrainingSettings(**values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+
+
+def _section(where: str, raw: dict, name: str, required: bool = True) -> dict:
+    if name not in raw:
+        if required:
+            raise ConfigurationError(f"{where}: the [{name}] section is missing")
+        return {}
+    if not isinstance(raw[name], dict):
+        raise ConfigurationError(f"{where}: [{name}] must be a table")
+    return raw[name]
+
+
+def _unknown(where: str, table: dict, allowed) -> None:
+    extra = sorted(set(table) - set(allowed))
+    if extra:
+        raise ConfigurationError(f"{where}: unknown key(s) {extra}; expected some of {sorted(allowed)}")
+
+
+def _required(where: str, table: dict, key: str):
+    if key not in table:
+        raise ConfigurationError(f"{where}: {key!r} is missing")
+    return table[key]
+
+
+def _path(base: Path, value) -> Path:
+    if not isinstance(value, str):
+        raise ConfigurationError(f"expected a file path, got {value!r}")
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _number(where: str, table: dict, key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigurationError(f"{where}: {key} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
+                 prediction_mode: str = "private", id_column: str = "id", label: str = "label") -> Path:
+    """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
+
+    ``parties`` maps a role to ``{"address": "host:port", "certificate": path, "key": path}``.
+    """
+    lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
+    for role in sorted(parties):
+        lines.append(f"[parties.{role}]")
+        lines += [f"{k} = {_toml(str(v))}" for k, v in parties[role].items()]
+        lines.append("")
+    for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
+                         ("data", {"id_column": id_column, "label": label}), ("network", network or {})):
+        lines.append(f"[{title}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
+        lines.append("")
+    path = Path(path)
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string

@@ -1,0 +1,122 @@
+"""One party's CSV: an id column, its feature columns and (party B) the label.
+
+Rows are put in the order of their ids (compared as text), so that parties
+holding the same ids hold them in the same order without ever exchanging them.
+At connect, A and B compare only a digest of their sorted ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from vfl.errors import DataError
+
+
+@dataclass
+class PartyData:
+    """The rows of one party, sorted by id."""
+
+    ids: list[str]
+    columns: list[str]
+    features: np.ndarray
+    labels: np.ndarray | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return len(self.ids)
+
+    def ids_digest(self) -> str:
+        """SHA-256 of the sorted ids: equal digests, same rows (the ids themselves are never sent)."""
+        h = hashlib.sha256()
+        for i in self.ids:
+            h.update(i.encode("utf-8") + b"\n")
+        return h.hexdigest()
+
+
+def load_csv(path, role: str, id_column: str = "id", label: str | None = None, columns=None,
+             label_required: bool = True) -> PartyData:
+    """Read party ``role``'s CSV.
+
+    Parameters
+    ----------
+    path : path
+    role : str
+        Used in error messages.
+    id_column : str
+    label : str, optional
+        The label column (party B); ``None`` for a party without labels.
+    columns : list of str, optional
+        The feature columns expected, in this order (prediction: the columns the
+        model was trained on).  By default every column but the id and label.
+    label_required : bool
+        Whether the label column must be present (training) or may be absent (prediction).
+    """
+    try:
+        frame = pd.read_csv(path, dtype={id_column: str}, keep_default_na=True)
+    except FileNotFoundError:
+        raise DataError(f"party {role}: data file {path} does not exist") from None
+    except (OSError, ValueError, pd.errors.ParserError) as exc:
+        raise DataError(f"party {role}: cannot read {path} as CSV: {exc}") from None
+    where = f"party {role} ({path})"
+    if id_column not in frame.columns:
+        raise DataError(f"{where}: the id column {id_column!r} is missing; columns are {list(frame.columns)[:10]}")
+    if frame.empty:
+        raise DataError(f"{where}: no rows")
+    ids = frame[id_column]
+    if ids.isna().any():
+        raise DataError(f"{where}: row {int(np.flatnonzero(ids.isna().to_numpy())[0])} has no id")
+    duplicated = ids.duplicated()
+    if duplicated.any():
+        row = int(np.flatnonzero(duplicated.to_numpy())[0])
+        raise DataError(f"{where}: id {ids.iloc[row]!r} appears twice (row {row})")
+    frame = frame.assign(**{id_column: ids.astype(str)}).sort_values(id_column, kind="stable").reset_index(drop=True)
+
+    labels = None
+    if label is not None and label in frame.columns:
+        labels = frame[label].to_numpy()
+        missing = frame[label].isna().to_numpy()
+        if missing.any():
+            row = int(np.flatnonzero(missing)[0])
+            raise DataError(f"{where}: no label at id {frame[id_column].iloc[row]!r}")
+    elif label is not None and label_required:
+        raise DataError(f"{where}: the label column {label!r} is missing")
+
+    available = [c for c in frame.columns if c not in (id_column, label)]
+    if columns is None:
+        columns = available
+    else:
+        missing = [c for c in columns if c not in frame.columns]
+        extra = [c for c in available if c not in columns]
+        if missing or extra:
+            raise DataError(f"{where}: columns differ from the model's (missing {missing}, unexpected {extra})")
+    if not columns:
+        raise DataError(f"{where}: no feature columns besides {id_column!r}")
+    for column in columns:
+        if not pd.api.types.is_numeric_dtype(frame[column].dtype):
+            raise DataError(f"{where}, column {column!r}: not numeric (dtype {frame[column].dtype})")
+    features = frame[list(columns)].to_numpy(dtype=np.float64)
+    bad = ~np.isfinite(features)
+    if bad.any():
+        row, col = map(int, np.argwhere(bad)[0])
+        raise DataError(f"{where}, column {columns[col]!r}: missing or infinite value at id "
+                        f"{frame[id_column].iloc[row]!r}")
+    return PartyData(ids=frame[id_column].tolist(), columns=[str(c) for c in columns], features=features,
+                     labels=labels)
+
+
+def encode_labels(labels: np.ndarray, objective: str, role: str = "B") -> tuple[np.ndarray, list]:
+    """Labels in the objective's coding, and the classes (logistic: ``classes[1]`` is +1)."""
+    if objective == "linear":
+        try:
+            return np.asarray(labels, dtype=np.float64), []
+        except (TypeError, ValueError):
+            raise DataError(f"party {role}: linear regression needs a numeric label") from None
+    classes = np.unique(labels)
+    if classes.size != 2:
+        raise DataError(f"party {role}: logistic regression needs a binary label, found {classes.size} "
+                        f"distinct value(s): {classes[:10].tolist()}")
+    return np.where(labels == classes[1], 1.0, -1.0), [c.item() if hasattr(c, "item") else c for c in classes]

@@ -1,0 +1,90 @@
+"""One line per protocol step, for a learner watching a party run.
+
+A :class:`Narrator` is an ``Endpoint(on_message=...)`` hook.  Each message is
+narrated once, by its sender: who sends what to whom, what kind of value it is
+(``ciphertext``: Paillier-encrypted; ``masked``: decrypted but hidden by a
+random mask only the receiver can remove; ``public``: harmless in clear;
+``plaintext``: a value in clear that is not public), how many values and how
+many bytes.  Lines start with ``[ROLE]`` so three parties can share a screen.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from vfl.transport.message import BigInts
+
+#: What each protocol message carries, in the notation of Yang et al. 2019.
+DESCRIPTIONS = {
+    "hello": "settings fingerprint (and, between A and B, a digest of the row ids)",
+    "public_key": "Paillier public key n",
+    "resume": "the last epoch it completed",
+    "start": "the epoch to resume after (-1: from the start)",
+    "schedule": "batch-order seed and row count",
+    "scores": "encrypted partial scores [[u_A]] (and A's loss part [[L_A]])",
+    "residual": "encrypted residuals [[d]] = [[u_A]] + u_B - k y",
+    "loss": "encrypted batch loss [[L]]",
+    "masked_gradient": "encrypted gradient plus mask [[X^T d + R]]",
+    "gradient": "decrypted gradient, still masked: X^T d + R",
+    "control": "continue or stop",
+    "rows": "number of rows to score",
+    "masked_scores": "encrypted scores plus mask [[z + R]]",
+    "partial_scores": "partial scores in clear (Table 3: C learns them)",
+    "abort": "this party stopped, and why",
+}
+
+
+def describe(message) -> tuple[str, int]:
+    """A short description of ``message`` and how many big integers it carries."""
+    count = sum(len(v) for v in message.fields.values() if isinstance(v, BigInts))
+    text = DESCRIPTIONS.get(message.name, message.name)
+    if message.name == "schedule" and "seed" not in message.fields:
+        text = "row count"
+    if message.name == "scores" and message.kind == "plaintext":
+        text = "scores z"
+    elif message.name == "scores" and "loss_ciphertexts" not in message.fields and message.kind == "ciphertext":
+        text = "encrypted partial scores [[u_A]]"
+    elif message.name == "scores" and message.kind == "masked":
+        text = "decrypted scores, still masked: z + R"
+    return text, count
+
+
+class Narrator:
+    """Prints one line per message sent by ``role``; ``loss(epoch, value)`` prints C's loss.
+
+    Parameters
+    ----------
+    role : str
+    total_epochs : int, optional
+        Shown as ``epoch 3/30``.
+    stream : file, optional
+        Default: standard output, flushed after every line.
+    phase : str
+        How messages outside any epoch are labelled ("setup", "predict").
+    """
+
+    def __init__(self, role: str, total_epochs: int | None = None, stream=None, phase: str = "setup"):
+        self.role = role
+        self.total = total_epochs
+        self.stream = stream if stream is not None else sys.stdout
+        self.phase = phase
+
+    def __call__(self, direction: str, peer: str, message, nbytes: int) -> None:
+        if direction != "->":
+            return
+        text, count = describe(message)
+        values = f"{count} value{'s' if count != 1 else ''}, " if count else ""
+        self.say(f"{self._when(message.iteration)}{self.role} -> {peer}  {message.name}: {text}  "
+                 f"[{message.kind}, {values}{nbytes:,} bytes]")
+
+    def loss(self, epoch: int, value: float) -> None:
+        self.say(f"epoch {self._epoch(epoch)} done: C decrypts the loss: {value:.6f}")
+
+    def say(self, text: str) -> None:
+        print(f"[{self.role}] {text}", file=self.stream, flush=True)
+
+    def _when(self, iteration: int) -> str:
+        return f"epoch {self._epoch(iteration)}  " if iteration >= 0 else f"{self.phase}  "
+
+    def _epoch(self, epoch: int) -> str:
+        return f"{epoch + 1}/{self.total}" if self.total else f"{epoch + 1}"

@@ -1,0 +1,271 @@
+"""Run one party of a federation as its own process: connect, check, train or predict, write results.
+
+The role programs of :mod:`vfl.protocols` run unchanged; this module gives them
+a :class:`~vfl.transport.network.NetworkTransport` instead of in-process queues,
+and surrounds them with what a real deployment needs:
+
+* at connect, every pair of parties exchanges a ``hello`` with the fingerprint
+  of the shared settings (and A and B a digest of their row ids); any
+  difference stops the run with an error saying what differs;
+* after every epoch, the party writes a checkpoint; with ``resume`` it starts
+  after the last epoch every party completed;
+* at the end, A and B write their model shards and every party its transcript
+  (the messages it sent); B writes the scores of a prediction;
+* on any failure the party tells its peers why (``abort``), closes its links,
+  and the error names the peer and the protocol step.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vfl.crypto import FixedPoint
+from vfl.errors import ConfigurationError, DataError, HandshakeError
+from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
+from vfl.federation.config import ROLES, FederationConfig
+from vfl.federation.data import PartyData, encode_labels, load_csv
+from vfl.federation.narration import Narrator
+from vfl.parties import Coordinator, PartyA, PartyB
+from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.transport import Endpoint, Transcript
+from vfl.transport.network import NetworkTransport
+from vfl.transport.tls import certificate_role, load_certificate
+
+
+def check_own_certificate(config: FederationConfig, role: str) -> None:
+    """Refuse early, with a local error, a certificate that names another role."""
+    named = certificate_role(load_certificate(config.party(role).certificate))
+    if named != role:
+        raise ConfigurationError(f"party {role}: the certificate {config.party(role).certificate} is "
+                                 f"party {named}'s; peers would refuse it")
+
+
+class Session:
+    """One party's connection to the federation, for one task ("train" or "predict").
+
+    Use as a context manager: on an exception the peers are told why, and every
+    link is closed on exit.
+    """
+
+    def __init__(self, config: FederationConfig, role: str, task: str, narrator: Narrator | None = None):
+        if role not in ROLES:
+            raise ConfigurationError(f"role must be one of {ROLES}, got {role!r}")
+        self.config, self.role, self.task = config, role, task
+        self.narrator = narrator
+        self.transcript = Transcript()
+        self.transport: NetworkTransport | None = None
+        self.endpoint: Endpoint | None = None
+
+    def __enter__(self) -> "Session":
+        check_own_certificate(self.config, self.role)
+        self.transport = NetworkTransport.connect(self.role, self.config.addresses(), self.config.tls(self.role),
+                                                  self.config.network)
+        self.endpoint = Endpoint(self.transport, [r for r in ROLES if r != self.role], self.transcript,
+                                 timeout=self.config.timeout, on_message=self.narrator)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc is not None and self.endpoint is not None:
+            self.endpoint.abort(f"party {self.role}: {type(exc).__name__}: {exc}")
+        if self.transport is not None:
+            self.transport.close()
+
+    def hello(self, extra: dict | None = None) -> dict[str, dict]:
+        """Exchange settings fingerprints with every peer (and ``extra`` fields with A/B); return theirs."""
+        ep = self.endpoint
+        shared = self.config.shared(self.task)
+        mine = {"fingerprint": self.config.fingerprint(self.task), "shared": json.dumps(shared, sort_keys=True)}
+        for peer in ep.peers:
+            fields = dict(mine, **(extra or {})) if {peer, self.role} == {"A", "B"} else mine
+            ep.send(peer, "hello", "public", **fields)
+        theirs = {}
+        for peer in ep.peers:
+            message = ep.recv(peer, "hello")
+            if message["fingerprint"] != mine["fingerprint"]:
+                raise HandshakeError(f"party {self.role}: settings differ between {self.role} and {peer}: "
+                                     f"{_differences(shared, message['shared'], self.role, peer)}; every party "
+                                     "must use the same [training] and [prediction] settings and the same command")
+            theirs[peer] = message.fields
+        return theirs
+
+    def save_transcript(self, path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.transcript.to_frame().to_csv(path, index=False)
+        return path
+
+
+def _differences(mine: dict, theirs_json: str, me: str, peer: str) -> str:
+    try:
+        theirs = json.loads(theirs_json)
+    except (TypeError, ValueError):
+        return "the peer sent unreadable settings"
+    flat_mine, flat_theirs = _flatten(mine), _flatten(theirs)
+    keys = sorted(set(flat_mine) | set(flat_theirs))
+    diffs = [f"{k} = {flat_mine.get(k)!r} at {me}, {flat_theirs.get(k)!r} at {peer}"
+             for k in keys if flat_mine.get(k) != flat_theirs.get(k)]
+    return "; ".join(diffs) or "fingerprints differ"
+
+
+def _flatten(obj: dict, prefix: str = "") -> dict:
+    out = {}
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            out.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _check_rows(role: str, data: PartyData, theirs: dict[str, dict]) -> None:
+    """A and B must hold the same ids (compared by digest only)."""
+    peer = "B" if role == "A" else "A"
+    other = theirs.get(peer, {})
+    if other.get("ids_digest") != data.ids_digest():
+        raise DataError(f"party {role}: parties {role} and {peer} hold different row ids ({data.n_rows} rows at "
+                        f"{role}, {other.get('n_rows')} at {peer}); each CSV must hold the same ids")
+
+
+# --------------------------------------------------------------------------- training
+
+def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
+          narrate: bool = False, progress: bool = False) -> dict:
+    """Run party ``role``'s part of training; write its shard, transcript, and (C) the loss curve.
+
+    Returns a summary dict (``epochs``, ``loss_curve`` for C, the written paths).
+    """
+    settings = config.training
+    workdir = Path(workdir)
+    store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
+    checkpoints = store.load() if resume else {}
+    if not resume:
+        store.clear()
+    party, data, classes = _training_party(config, role, data_path)
+    narrator = Narrator(role, settings.max_iter) if narrate else None
+    bar = _bar(progress, role, settings.max_iter)
+    if narrator and checkpoints:
+        narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
+
+    def on_epoch(epoch: int, state: dict) -> None:
+        store.save(epoch, state)
+        loss = state["loss_curve"][-1] if role == "C" else None
+        if narrator and loss is not None:
+            narrator.loss(epoch, loss)
+        if bar is not None:
+            bar.update(1)
+            if loss is not None:
+                bar.set_postfix(loss=f"{loss:.5f}")
+
+    try:
+        with Session(config, role, "train", narrator) as session:
+            extra = {"ids_digest": data.ids_digest(), "n_rows": data.n_rows} if data else None
+            theirs = session.hello(extra)
+            if data:
+                _check_rows(role, data, theirs)
+            program = {"A": run_a, "B": run_b, "C": run_c}[role]
+            result = program(session.endpoint, party, settings, checkpoints or None, on_epoch)
+            summary = {"role": role, "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
+    finally:
+        if bar is not None:
+            bar.close()
+    if role == "C":
+        summary.update(loss_curve=result["loss_curve"], epochs=result["n_iter"], converged=result["converged"])
+        write_json(workdir / "training_C.json", summary, private=False)
+    else:
+        summary["model"] = str(write_shard(workdir / f"model_{role}.json", role, settings.objective, data.columns,
+                                           party.params, party.fit_intercept, config.fingerprint("train"),
+                                           classes, config.label if role == "B" else None))
+    store.clear()  # finished: the shard is the result
+    return summary
+
+
+def _training_party(config: FederationConfig, role: str, data_path):
+    settings = config.training
+    if role == "C":
+        if data_path is not None:
+            raise ConfigurationError("party C holds no data: leave out --data")
+        return Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None, None
+    if data_path is None:
+        raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    if role == "A":
+        data = load_csv(data_path, "A", config.id_column)
+        return PartyA(data.features, columns=data.columns), data, None
+    data = load_csv(data_path, "B", config.id_column, label=config.label)
+    labels, classes = encode_labels(data.labels, settings.objective)
+    party = PartyB(data.features, labels, fit_intercept=settings.fit_intercept, columns=data.columns)
+    return party, data, classes
+
+
+# --------------------------------------------------------------------------- prediction
+
+def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
+            output=None, narrate: bool = False) -> dict:
+    """Run party ``role``'s part of federated prediction; B writes the scores CSV."""
+    settings = config.training
+    workdir = Path(workdir)
+    shard = data = None
+    if role == "C":
+        if data_path is not None:
+            raise ConfigurationError("party C holds no data: leave out --data")
+        party = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
+    else:
+        if data_path is None:
+            raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+        shard = read_shard(model_path or workdir / f"model_{role}.json", role)
+        data = load_csv(data_path, role, config.id_column, label=config.label if role == "B" else None,
+                        columns=shard["columns"], label_required=False)
+        if role == "A":
+            party = PartyA(data.features, columns=data.columns)
+        else:
+            party = PartyB(data.features, np.zeros(data.n_rows), fit_intercept=shard["fit_intercept"],
+                           columns=data.columns)
+        party.load_state({"params": shard_params(shard)})
+    narrator = Narrator(role, phase="predict") if narrate else None
+    with Session(config, role, "predict", narrator) as session:
+        extra = ({"ids_digest": data.ids_digest(), "n_rows": data.n_rows, "trained_with": shard["trained_with"]}
+                 if data else None)
+        theirs = session.hello(extra)
+        if data:
+            _check_rows(role, data, theirs)
+            peer = "B" if role == "A" else "A"
+            if theirs[peer].get("trained_with") != shard["trained_with"]:
+                raise DataError(f"party {role}: the model shards of A and B come from trainings with different "
+                                "settings; use the shards of one training run")
+        mode, frac_bits = config.prediction_mode, settings.frac_bits
+        summary = {"role": role}
+        if role == "A":
+            predict_a(session.endpoint, party, data.features, mode, frac_bits)
+        elif role == "B":
+            scores = predict_b(session.endpoint, party, data.features, mode, frac_bits)
+            summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
+                                                 config.id_column))
+        else:
+            predict_c(session.endpoint, party, mode)
+        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
+    return summary
+
+
+def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:
+    """B's output: one row per id with the score, and for logistic models the probability and class."""
+    frame = pd.DataFrame({id_column: ids, "score": scores})
+    if shard.get("objective") == "logistic":
+        probability = 1.0 / (1.0 + np.exp(-np.clip(scores, -500, 500)))
+        frame["probability"] = probability
+        classes = shard.get("classes") or [0, 1]
+        frame["prediction"] = np.where(probability >= 0.5, classes[1], classes[0])
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path
+
+
+def _bar(enabled: bool, role: str, total: int):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=f"party {role}", unit="epoch")
