@@ -75,6 +75,24 @@ class FixedPoint:
                 )
         return encoded
 
+    def encode_matrix(self, values, max_int: int, exponent: int | None = None, what: str = "value"):
+        """A 2-D float array encoded row by row: an int64 array when every entry fits in 62 bits.
+
+        Larger entries fall back to a list of lists of ``mpz`` (as :meth:`encode`).
+        Same rounding and the same overflow checks as :meth:`encode`.
+        """
+        exponent = self.frac_bits if exponent is None else exponent
+        matrix = np.asarray(values, dtype=np.float64)
+        if matrix.ndim != 2:
+            raise ValueError(f"encode_matrix takes a 2-D array, got shape {matrix.shape}")
+        with np.errstate(over="ignore", invalid="ignore"):
+            scaled = np.rint(np.ldexp(matrix, exponent))
+        if matrix.size and np.isfinite(scaled).all() and float(np.max(np.abs(scaled))) < 2.0 ** 62 \
+                and 2 ** 62 <= max_int:
+            return scaled.astype(np.int64)
+        return [self.encode(row, max_int, exponent, what) for row in matrix] if matrix.size else \
+            np.zeros(matrix.shape, dtype=np.int64)
+
     @staticmethod
     def decode(residues, n: int, max_int: int, exponent: int, what: str = "value") -> np.ndarray:
         """Floats from residues in ``[0, n)`` at ``exponent`` fractional bits.

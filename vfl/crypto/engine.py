@@ -13,6 +13,7 @@ arguments are signed integers (negative ``m`` means ``n - |m|``).
 
 from __future__ import annotations
 
+import os
 from typing import Protocol, Sequence
 
 import gmpy2
@@ -69,7 +70,7 @@ class SimpleEngine:
 
     def mul_plain(self, public_key, ciphertexts, scalars):
         n2 = public_key.nsquare
-        return [_signed_powmod(c, k, n2) for c, k in zip(ciphertexts, scalars)]
+        return [_signed_powmod(c, int(k), n2) for c, k in zip(ciphertexts, scalars)]
 
     def lincomb(self, public_key, ciphertexts, columns):
         """For each column ``e`` of exponents: the encryption of ``sum_i e_i * m_i``.
@@ -78,6 +79,8 @@ class SimpleEngine:
         one modular inverse instead of one per negative term.
         """
         n2 = public_key.nsquare
+        if hasattr(columns, "tolist"):          # an (m, n) integer array
+            columns = columns.tolist()
         out = []
         for column in columns:
             pos, neg = gmpy2.mpz(1), gmpy2.mpz(1)
@@ -112,8 +115,12 @@ def register_engine(engine: Engine, default: bool = False) -> None:
 
 
 def get_engine(name: str | None = None) -> Engine:
-    """The engine called ``name``, or the default one."""
-    key = _DEFAULT if name is None else name
+    """The engine called ``name``, or the default one.
+
+    The default is the fast engine (:mod:`vfl.crypto.fast`); the environment
+    variable ``VFL_ENGINE`` (for example ``VFL_ENGINE=simple``) overrides it.
+    """
+    key = (os.environ.get("VFL_ENGINE") or _DEFAULT) if name is None else name
     try:
         return _ENGINES[key]
     except KeyError:

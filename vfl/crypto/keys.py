@@ -59,8 +59,21 @@ class PublicKey:
         #: Bytes of one plaintext (an element of Z_n) in fixed-width encoding.
         self.plaintext_bytes = (self.key_bits + 7) // 8
 
+    @property
+    def h_s(self):
+        """The DJN obfuscation base ``h_s = (-x^2)^n mod n^2``, derived from ``n`` (see :mod:`vfl.crypto.djn`).
+
+        Every party derives the same value from the modulus, so the wire form
+        below needs nothing more than ``n``, and keys imported from ``phe`` work as they are.
+        """
+        hs = getattr(self, "_h_s", None)
+        if hs is None:
+            from vfl.crypto.djn import djn_tables
+            hs = self._h_s = djn_tables(self.n)[0]
+        return hs
+
     def to_bytes(self) -> bytes:
-        """The modulus, big-endian."""
+        """The modulus, big-endian (``h_s`` is a function of it)."""
         return int(self.n).to_bytes(self.plaintext_bytes, "big")
 
     @classmethod

@@ -51,6 +51,10 @@ class Context:
     def encode(self, values, exponent: int | None = None, what: str = "value") -> list:
         return self.precision.encode(values, self.public_key.max_int, exponent, what)
 
+    def encode_matrix(self, values, exponent: int | None = None, what: str = "value"):
+        """Rows of a 2-D array encoded: an ``(m, n)`` int64 array when it fits, else lists of ``mpz``."""
+        return self.precision.encode_matrix(values, self.public_key.max_int, exponent, what)
+
     def encrypt(self, values, what: str = "value") -> "EncryptedVector":
         """Encrypt a 1-D float array (or scalar) at ``frac_bits`` fractional bits."""
         values = np.atleast_1d(np.asarray(values, dtype=np.float64))
@@ -183,12 +187,15 @@ class EncryptedVector:
         if rows.ndim != 2:
             raise ValueError(f"matmul takes a 1-D or 2-D plaintext, got shape {matrix.shape}")
         self._check_length(rows.shape[1], "matmul")
-        columns = [self.context.encode(row, what="matrix entry") for row in rows]
+        columns = self.context.encode_matrix(rows, what="matrix entry")
         return self._new(self._engine.lincomb(self._pk, self.ciphertexts, columns),
                          self.exponent + self.context.frac_bits)
 
     def sum(self) -> "EncryptedVector":
         """The encrypted sum of all entries (a vector of length 1)."""
+        engine_sum = getattr(self._engine, "sum", None)
+        if engine_sum is not None:
+            return self._new([engine_sum(self._pk, self.ciphertexts)])
         n2 = self._pk.nsquare
         total = 1
         for c in self.ciphertexts:

@@ -1,0 +1,72 @@
+"""Work spread over worker processes gives the same results, survives a dead worker and shuts down."""
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from vfl.crypto import FastEngine, SimpleEngine, workers
+
+SIMPLE = SimpleEngine()
+
+
+@pytest.fixture
+def two_workers(monkeypatch):
+    monkeypatch.setenv("VFL_WORKERS", "2")
+    yield
+    workers.shutdown()
+
+
+def test_parallel_calls_are_correct_and_shut_down(two_workers, keypair_1024):
+    pk, sk = keypair_1024
+    engine = FastEngine()
+    values = list(range(-60, 60))                  # 120 encryptions: above the parallel threshold
+    cts = engine.encrypt(pk, values)
+    pool = workers.get_pool()
+    assert pool is not None and len(pool.workers) == 2 and pool.any_alive()
+    assert [v - pk.n if v > pk.n // 2 else v for v in engine.decrypt(sk, cts)] == values
+    matrix = np.random.default_rng(0).integers(-2 ** 36, 2 ** 36, size=(12, 120))
+    assert engine.lincomb(pk, cts, matrix) == SIMPLE.lincomb(pk, cts, matrix.tolist())
+    assert set(engine.decrypt(sk, engine.rerandomize(pk, cts))) == set(engine.decrypt(sk, cts))
+    processes = [w.process for w in pool.workers]
+    workers.shutdown()
+    assert all(p.poll() is not None for p in processes)
+
+
+def test_a_killed_worker_does_not_lose_work(two_workers, keypair_1024):
+    pk, sk = keypair_1024
+    engine = FastEngine()
+    engine.encrypt(pk, [0] * 100)
+    victim = workers.get_pool().workers[0].process
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    values = list(range(100))
+    assert engine.decrypt(sk, engine.encrypt(pk, values)) == values
+    assert engine.decrypt(sk, engine.encrypt(pk, values)) == values
+
+
+def test_threads_share_the_pool(two_workers, keypair_1024):
+    pk, sk = keypair_1024
+    engine = FastEngine()
+    results, errors = {}, []
+
+    def party(k):
+        try:
+            results[k] = engine.decrypt(sk, engine.encrypt(pk, [k] * 80))
+        except Exception as exc:               # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=party, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and all(results[k] == [k] * 80 for k in range(3))
+
+
+def test_no_pool_when_disabled(monkeypatch):
+    monkeypatch.setenv("VFL_WORKERS", "1")
+    assert workers.get_pool() is None
+    assert workers.run(pow, [(2, 5), (3, 2)]) == [32, 9]

@@ -1,0 +1,259 @@
+"""Worker processes for the fast engine: both cores, started safely, stopped cleanly.
+
+Modular multiplication in ``gmpy2`` holds the GIL, so a second core needs a
+second process.  The workers are plain child interpreters started with
+``subprocess`` (``python -c <bootstrap>``) and fed pickled tasks over
+their stdin/stdout pipes, one task at a time (the workers import ``vfl.crypto``
+and nothing else of the package):
+
+* no ``fork`` of a process that may be running threads (the estimators run the
+  three parties as threads), and no re-import of the caller's ``__main__``, so
+  scripts without an ``if __name__ == "__main__"`` guard keep working (the
+  ``spawn`` and ``forkserver`` start methods of :mod:`multiprocessing` re-run
+  the main script in every worker);
+* a worker whose parent dies reads end-of-file and exits; at interpreter exit
+  the pool closes the pipes and waits for the workers (killing any that hang);
+* workers hold no private key: they draw obfuscators from their own
+  ``os.urandom``, multiply ciphertexts and raise them to public exponents.
+
+``VFL_WORKERS`` sets the number of processes (``0`` or ``1``: no pool, all work in
+the calling thread); by default one per usable core.  Tasks from several
+threads share the pool first come, first served.  If a worker dies, its task is
+run again in the calling thread and the worker is replaced on the next call.
+"""
+
+from __future__ import annotations
+
+import atexit
+import concurrent.futures as cf
+import os
+import pickle
+import queue
+import struct
+import subprocess
+import sys
+import threading
+
+_HEADER = struct.Struct("!Q")
+
+
+def _in_worker() -> bool:
+    return os.environ.get("VFL_IN_WORKER") == "1"
+
+
+def worker_count() -> int:
+    """Processes the pool uses (``VFL_WORKERS``, else the number of usable cores)."""
+    if _in_worker():
+        return 0
+    env = os.environ.get("VFL_WORKERS")
+    if env is not None and env.strip():
+        try:
+            return max(0, int(env))
+        except ValueError:
+            return 0
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+# A worker imports ``vfl.crypto`` only, not the ``vfl`` package's ``__init__`` (estimators,
+# scikit-learn...): the package is stubbed with just its path before anything is imported.
+_BOOTSTRAP = (
+    "import sys, types\n"
+    "pkg = types.ModuleType('vfl'); pkg.__path__ = [sys.argv[1]]; sys.modules['vfl'] = pkg\n"
+    "from vfl.crypto._worker import main\n"
+    "main()\n"
+)
+
+
+class WorkerDied(RuntimeError):
+    """A worker process exited or broke the pipe protocol."""
+
+
+def _write_frame(stream, payload: bytes) -> None:
+    stream.write(_HEADER.pack(len(payload)))
+    stream.write(payload)
+    stream.flush()
+
+
+def _read_frame(stream) -> bytes:
+    header = stream.read(_HEADER.size)
+    if len(header) < _HEADER.size:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError
+    return data
+
+
+class _Worker:
+    """One child interpreter and the thread in this process that feeds it."""
+
+    def __init__(self, jobs: "queue.Queue", on_death=None):
+        self.on_death = on_death
+        package_dir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ, VFL_IN_WORKER="1", VFL_WORKERS="0")
+        self.process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, package_dir],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                        close_fds=True)
+        self.jobs = jobs
+        self.alive = True
+        self.thread = threading.Thread(target=self._feed, name="vfl-worker-feeder", daemon=True)
+        self.thread.start()
+
+    def _feed(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                break
+            future, fn, args = job
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                _write_frame(self.process.stdin, pickle.dumps((fn.__module__, fn.__qualname__, args),
+                                                              protocol=pickle.HIGHEST_PROTOCOL))
+                ok, value = pickle.loads(_read_frame(self.process.stdout))
+            except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+                self.alive = False
+                future.set_exception(WorkerDied(f"vfl worker process {self.process.pid} died: {exc!r}"))
+                if self.on_death is not None:
+                    self.on_death()
+                break
+            if ok:
+                future.set_result(value)
+            else:
+                future.set_exception(value)
+        self.alive = False
+        self.close()
+
+    def close(self, timeout: float = 5.0) -> None:
+        try:
+            if self.process.stdin and not self.process.stdin.closed:
+                self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        for stream in (self.process.stdout,):
+            try:
+                stream.close()
+            except OSError:
+                pass
+
+
+class WorkerPool:
+    """A fixed number of worker processes sharing one first-come, first-served job queue."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.jobs: "queue.Queue" = queue.Queue()
+        self.lock = threading.Lock()
+        self.workers: list[_Worker] = []
+        self.closed = False
+        self.deaths = 0
+
+    def _died(self) -> None:
+        with self.lock:
+            self.deaths += 1
+            if self.deaths >= 3:            # workers cannot run here: stop using them
+                global _DISABLED
+                _DISABLED = True
+                self.closed = True
+
+    def any_alive(self) -> bool:
+        return any(w.alive for w in self.workers)
+
+    def _ensure(self) -> None:
+        with self.lock:
+            if self.closed:
+                raise RuntimeError("worker pool is shut down")
+            self.workers = [w for w in self.workers if w.alive]
+            while len(self.workers) < self.size:
+                self.workers.append(_Worker(self.jobs, self._died))
+
+    def submit(self, fn, *args) -> cf.Future:
+        self._ensure()
+        future: cf.Future = cf.Future()
+        self.jobs.put((future, fn, args))
+        return future
+
+    def shutdown(self) -> None:
+        with self.lock:
+            self.closed = True
+            workers, self.workers = self.workers, []
+        # Fail whatever is still queued, then stop every feeder.
+        while True:
+            try:
+                job = self.jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                job[0].cancel()
+        for _ in workers:
+            self.jobs.put(None)
+        for w in workers:
+            w.thread.join(timeout=10)
+            w.close()
+
+
+_LOCK = threading.Lock()
+_POOL: WorkerPool | None = None
+_DISABLED = False
+
+
+def get_pool() -> WorkerPool | None:
+    """The shared pool, or ``None`` when work should stay in this process."""
+    global _POOL
+    size = worker_count()
+    if size < 2 or _DISABLED:
+        return None
+    with _LOCK:
+        if _POOL is None or _POOL.closed:
+            _POOL = WorkerPool(size)
+        return _POOL
+
+
+def shutdown() -> None:
+    """Stop the worker processes (also run at interpreter exit); a later call starts new ones."""
+    global _POOL
+    with _LOCK:
+        pool, _POOL = _POOL, None
+    if pool is not None:
+        pool.shutdown()
+
+
+def run(fn, tasks: list) -> list:
+    """``[fn(*args) for args in tasks]``, spread over the worker processes when there are several tasks.
+
+    ``fn`` must be a module-level function importable by the workers.
+    """
+    pool = get_pool() if len(tasks) > 1 else None
+    if pool is None:
+        return [fn(*args) for args in tasks]
+    try:
+        futures = [pool.submit(fn, *args) for args in tasks]
+    except RuntimeError:                       # shut down meanwhile
+        return [fn(*args) for args in tasks]
+    results = []
+    for future, args in zip(futures, tasks):
+        while True:
+            try:
+                results.append(future.result(timeout=1.0))
+                break
+            except cf.TimeoutError:
+                if pool.any_alive() or not future.cancel():
+                    continue
+                results.append(fn(*args))        # every worker is gone: do it here
+                break
+            except (WorkerDied, cf.CancelledError):
+                results.append(fn(*args))
+                break
+    return results
+
+
+atexit.register(shutdown)
