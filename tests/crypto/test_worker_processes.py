@@ -70,3 +70,23 @@ def test_no_pool_when_disabled(monkeypatch):
     monkeypatch.setenv("VFL_WORKERS", "1")
     assert workers.get_pool() is None
     assert workers.run(pow, [(2, 5), (3, 2)]) == [32, 9]
+
+
+def test_worker_codec_round_trip_and_refusals():
+    import gmpy2
+
+    from vfl.crypto import _codec
+
+    value = (True, [gmpy2.mpz(0), gmpy2.mpz(-5), gmpy2.mpz(2) ** 4100], None,
+             [1, -2 ** 200, "chunk", 0.5, False, (gmpy2.mpz(7), [])],
+             np.arange(-6, 6, dtype=np.int64).reshape(3, 4)[:, ::2],
+             np.array([2 ** 63 + 5], dtype=np.uint64))
+    back = _codec.decode(_codec.encode(value))
+    assert back[:4] == value[:4]
+    assert np.array_equal(back[4], value[4]) and back[4].dtype == np.int64
+    assert np.array_equal(back[5], value[5]) and back[5].dtype == np.uint64
+    for bad in (object(), np.zeros(2), {"a": 1}):
+        with pytest.raises(TypeError):
+            _codec.encode(bad)
+    with pytest.raises(ValueError):
+        _codec.decode(b"X")

@@ -1,17 +1,18 @@
 """Entry point of a vfl worker process (started by :mod:`vfl.crypto.workers`).
 
-Reads length-prefixed pickled ``(module, function, args)`` tasks from stdin and
-writes ``(ok, result_or_exception)`` to stdout until stdin closes.  Only its
-parent writes to its stdin.
+Reads length-prefixed ``(module, function, args)`` tasks (:mod:`vfl.crypto._codec`)
+from stdin and writes ``(True, result)`` or ``(False, error type, message)`` to
+stdout until stdin closes.  Only its parent writes to its stdin, and only
+functions of ``vfl.crypto`` modules are run.
 """
 
 import importlib
 import os
-import pickle
 import sys
 
 
 def main() -> None:
+    from vfl.crypto import _codec
     from vfl.crypto.workers import _read_frame, _write_frame
 
     # The protocol owns the real stdout; anything printed goes to stderr instead.
@@ -25,17 +26,13 @@ def main() -> None:
         except EOFError:
             break
         try:
-            module, name, args = pickle.loads(frame)
-            if not module.startswith(allowed):
+            module, name, args = _codec.decode(frame)
+            if not module.startswith(allowed) or not name.startswith("_task_"):
                 raise ValueError(f"refusing task {module}.{name}")
             fn = getattr(importlib.import_module(module), name)
-            reply = (True, fn(*args))
-        except Exception as exc:               # the parent re-raises it
-            reply = (False, exc)
-        try:
-            payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
-        except Exception as exc:
-            payload = pickle.dumps((False, RuntimeError(f"unpicklable worker result: {exc!r}")))
+            payload = _codec.encode((True, fn(*args)))
+        except Exception as exc:               # the parent raises it as a WorkerError
+            payload = _codec.encode((False, type(exc).__name__, str(exc)))
         try:
             _write_frame(wire_out, payload)
         except (BrokenPipeError, OSError):

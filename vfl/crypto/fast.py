@@ -39,7 +39,7 @@ MAX_OBFUSCATORS_PER_TASK = 4_096
 MAX_BUCKET_ROWS = 32_768
 
 
-# -- work done in worker processes (module-level so it pickles) ---------------------
+# -- work done in worker processes (module-level "_task_" functions, run by name) -----
 
 def _task_obfuscators(n: int, count: int) -> list:
     return djn_tables(n)[1].random_powers(count)

@@ -2,9 +2,10 @@
 
 Modular multiplication in ``gmpy2`` holds the GIL, so a second core needs a
 second process.  The workers are plain child interpreters started with
-``subprocess`` (``python -c <bootstrap>``) and fed pickled tasks over
-their stdin/stdout pipes, one task at a time (the workers import ``vfl.crypto``
-and nothing else of the package):
+``subprocess`` (``python -c <bootstrap>``) and fed tasks over
+their stdin/stdout pipes, one task at a time, in an explicit binary format
+(:mod:`vfl.crypto._codec`: integers, ``mpz``, integer arrays, lists; no pickle).
+The workers import ``vfl.crypto`` and nothing else of the package:
 
 * no ``fork`` of a process that may be running threads (the estimators run the
   three parties as threads), and no re-import of the caller's ``__main__``, so
@@ -27,12 +28,13 @@ from __future__ import annotations
 import atexit
 import concurrent.futures as cf
 import os
-import pickle
 import queue
 import struct
 import subprocess
 import sys
 import threading
+
+from vfl.crypto import _codec
 
 _HEADER = struct.Struct("!Q")
 
@@ -69,6 +71,10 @@ _BOOTSTRAP = (
 
 class WorkerDied(RuntimeError):
     """A worker process exited or broke the pipe protocol."""
+
+
+class WorkerError(RuntimeError):
+    """A task raised an exception inside a worker."""
 
 
 def _write_frame(stream, payload: bytes) -> None:
@@ -112,19 +118,18 @@ class _Worker:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                _write_frame(self.process.stdin, pickle.dumps((fn.__module__, fn.__qualname__, args),
-                                                              protocol=pickle.HIGHEST_PROTOCOL))
-                ok, value = pickle.loads(_read_frame(self.process.stdout))
-            except (OSError, EOFError, pickle.UnpicklingError, ValueError) as exc:
+                _write_frame(self.process.stdin, _codec.encode((fn.__module__, fn.__qualname__, list(args))))
+                reply = _codec.decode(_read_frame(self.process.stdout))
+            except (OSError, EOFError, ValueError, struct.error) as exc:
                 self.alive = False
                 future.set_exception(WorkerDied(f"vfl worker process {self.process.pid} died: {exc!r}"))
                 if self.on_death is not None:
                     self.on_death()
                 break
-            if ok:
-                future.set_result(value)
+            if reply[0]:
+                future.set_result(reply[1])
             else:
-                future.set_exception(value)
+                future.set_exception(WorkerError(f"{reply[1]} in a vfl worker: {reply[2]}"))
         self.alive = False
         self.close()
 
