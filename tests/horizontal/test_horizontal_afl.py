@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from vfl.horizontal import AgnosticFL, FedAvg, partition, project_onto_simplex, split_clients
-from vfl.horizontal.errors import ShapeMismatchError
+from vfl.horizontal.errors import InvalidParameterError, ShapeMismatchError
 
 
 def test_simplex_projection_known_points():
@@ -32,6 +32,14 @@ def test_simplex_projection_rejects_bad_shapes():
         project_onto_simplex(np.zeros((2, 2)))
     with pytest.raises(ShapeMismatchError):
         project_onto_simplex([])
+    with pytest.raises(InvalidParameterError, match="NaN or infinite"):
+        project_onto_simplex([1.0, np.inf])
+
+
+def test_simplex_projection_shift_invariant_and_stable():
+    v = np.array([3.0, 1.0, -2.0])
+    np.testing.assert_allclose(project_onto_simplex(v + 1e12), project_onto_simplex(v), atol=1e-3)
+    np.testing.assert_allclose(project_onto_simplex([1e300, 0.0]), [1.0, 0.0])
 
 
 @pytest.fixture(scope="module")

@@ -143,3 +143,15 @@ def test_malicious_client_breaks_mean_only(digits, monkeypatch, aggregator):
         assert accuracy < 0.5
     else:
         assert accuracy > 0.9
+
+
+@pytest.mark.parametrize("estimator", ["fedavg", "afl"])
+def test_divergence_stops_with_a_warning(digits, estimator):
+    from vfl.horizontal import AgnosticFL
+
+    X, Xt, y, yt = digits
+    clients = split_clients(X, y, partition(y, 4, "iid", seed=0))
+    cls = FedAvg if estimator == "fedavg" else AgnosticFL
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        est = cls("mlp", num_rounds=50, fraction_fit=1.0, learning_rate=1e4, random_state=0).fit(clients, Xt, yt)
+    assert len(est.history_) < 50

@@ -26,6 +26,8 @@ several belong to the same domain.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
@@ -33,7 +35,7 @@ from tqdm.auto import tqdm
 from . import clients as _clients
 from ._checks import check_batch_size, check_fraction, check_positive_float, check_positive_int
 from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, encode_test, prepare, test_metrics
-from .errors import ShapeMismatchError
+from .errors import InvalidParameterError, ShapeMismatchError
 
 __all__ = ["AgnosticFL", "project_onto_simplex"]
 
@@ -48,6 +50,9 @@ def project_onto_simplex(v) -> np.ndarray:
     v = np.asarray(v, dtype=np.float64)
     if v.ndim != 1 or v.size == 0:
         raise ShapeMismatchError(f"expected a non-empty 1-D vector, got shape {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise InvalidParameterError("cannot project a vector with NaN or infinite entries")
+    v = v - v.max()  # the projection is unchanged by adding a constant to every entry
     u = np.sort(v)[::-1]
     cumulative = np.cumsum(u) - 1.0
     j = np.arange(1, v.size + 1)
@@ -138,27 +143,36 @@ class AgnosticFL(FederatedClassifierMixin):
 
         self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, p
         lam = np.full(p, 1.0 / p)
-        w_avg, lam_avg = np.zeros_like(w), np.zeros(p)
+        w_avg, lam_avg, current = np.zeros_like(w), np.zeros(p), w
+        losses = np.array([cross_entropy(model, w, X, y) for X, y in data])
         rows, total = [], 0
         bar = tqdm(range(1, self.num_rounds + 1), desc="AFL", unit="round", disable=not self.progress)
         for t in bar:
             sampled = _clients.sample_clients(rng, p, m)
             grad_w, grad_lam = np.zeros_like(w), np.zeros(p)
-            for k in sampled:
-                X, y = data[k]
-                if batch_size is not None and batch_size < X.shape[0]:
-                    rows_k = rng.choice(X.shape[0], size=batch_size, replace=False)
-                    X, y = X[rows_k], y[rows_k]
-                loss_k, g_k = model.loss_and_grad(w, X, y)
-                grad_w += (p / m) * lam[k] * g_k
-                grad_lam[k] = (p / m) * loss_k
-            w = w - self.learning_rate * grad_w
-            lam = project_onto_simplex(lam + self.lambda_learning_rate * grad_lam)
+            with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+                for k in sampled:
+                    X, y = data[k]
+                    if batch_size is not None and batch_size < X.shape[0]:
+                        rows_k = rng.choice(X.shape[0], size=batch_size, replace=False)
+                        X, y = X[rows_k], y[rows_k]
+                    loss_k, g_k = model.loss_and_grad(w, X, y)
+                    grad_w += (p / m) * lam[k] * g_k
+                    grad_lam[k] = (p / m) * loss_k
+                w = w - self.learning_rate * grad_w
+                ascent = lam + self.lambda_learning_rate * grad_lam
+            if not (np.all(np.isfinite(w)) and np.all(np.isfinite(ascent))):
+                warnings.warn(f"AFL diverged: parameters became non-finite in round {t}; stopping with "
+                              f"round {t - 1}'s model. Lower learning_rate (now {self.learning_rate}).",
+                              RuntimeWarning, stacklevel=2)
+                break
+            lam = project_onto_simplex(ascent)
             w_avg += (w - w_avg) / t
             lam_avg += (lam - lam_avg) / t
             current = w_avg if self.average_iterates else w
-            losses = np.array([cross_entropy(model, current, X, y) for X, y in data])
-            test_loss, test_acc = test_metrics(model, current, X_test, y_test)
+            with np.errstate(over="ignore", invalid="ignore"):
+                losses = np.array([cross_entropy(model, current, X, y) for X, y in data])
+                test_loss, test_acc = test_metrics(model, current, X_test, y_test)
             down, up = m * model.n_params * BYTES_PER_FLOAT, m * (model.n_params + 1) * BYTES_PER_FLOAT
             total += down + up
             rows.append({"round": t, "clients": m, "train_loss": float(np.average(losses, weights=n_k)),
@@ -167,7 +181,7 @@ class AgnosticFL(FederatedClassifierMixin):
                          "bytes_down": down, "bytes_up": up, "bytes_total": total})
             bar.set_postfix(worst=f"{losses.max():.4f}", acc=f"{test_acc:.3f}")
         self.parameters_ = current
-        self.lambda_ = lam_avg
+        self.lambda_ = lam_avg if rows else lam
         self.domain_losses_ = losses
         self.history_ = pd.DataFrame(rows)
         return self

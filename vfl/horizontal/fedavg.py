@@ -26,6 +26,8 @@ FedSGD is ``local_epochs=1, batch_size=None``.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
@@ -153,6 +155,7 @@ class FedAvg(FederatedClassifierMixin):
         if self.target_accuracy is not None and X_test is None:
             raise InvalidParameterError("target_accuracy needs X_test and y_test")
         n_k = np.array([X.shape[0] for X, _ in data])
+        X_all, y_all = np.vstack([X for X, _ in data]), np.concatenate([y for _, y in data])
         m = _clients.num_fit_clients(len(data), self.fraction_fit, self.min_fit_clients)
         vector_bytes = model.n_params * BYTES_PER_FLOAT
 
@@ -162,20 +165,25 @@ class FedAvg(FederatedClassifierMixin):
         bar = tqdm(range(1, self.num_rounds + 1), desc="FedAvg", unit="round", disable=not self.progress)
         for t in bar:
             sampled = _clients.sample_clients(rng, len(data), m)
-            updates = [
-                _clients.local_update(model, w, *data[k], local_epochs=self.local_epochs,
-                                      batch_size=self.batch_size, learning_rate=self.learning_rate,
-                                      rng=child)
-                for k, child in zip(sampled, rng.spawn(m))
-            ]
-            w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
-            train_loss = float(np.average([cross_entropy(model, w, X, y) for X, y in data], weights=n_k))
-            test_loss, test_acc = test_metrics(model, w, X_test, y_test)
+            with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
+                updates = [
+                    _clients.local_update(model, w, *data[k], local_epochs=self.local_epochs,
+                                          batch_size=self.batch_size, learning_rate=self.learning_rate,
+                                          rng=child)
+                    for k, child in zip(sampled, rng.spawn(m))
+                ]
+                w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
+                train_loss = cross_entropy(model, w, X_all, y_all)  # = sum_k n_k/n L_k
+                test_loss, test_acc = test_metrics(model, w, X_test, y_test)
             total += 2 * m * vector_bytes
             rows.append({"round": t, "clients": m, "train_loss": train_loss, "test_loss": test_loss,
                          "test_accuracy": test_acc, "bytes_down": m * vector_bytes,
                          "bytes_up": m * vector_bytes, "bytes_total": total})
             bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}")
+            if not np.all(np.isfinite(w)):
+                warnings.warn(f"FedAvg diverged: parameters became non-finite in round {t}; stopping. "
+                              f"Lower learning_rate (now {self.learning_rate}).", RuntimeWarning, stacklevel=2)
+                break
             if self.target_accuracy is not None and test_acc >= self.target_accuracy:
                 self.rounds_to_target_ = t
                 break
