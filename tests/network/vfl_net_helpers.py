@@ -57,3 +57,122 @@ def free_ports():
 @pytest.fixture
 def connect_all():
     return _connect_all
+
+
+# --------------------------------------------------------------------------- party processes
+
+import os  # noqa: E402
+import queue  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from vfl.federation.config import write_config  # noqa: E402
+
+FAST_TRAINING = {"model": "logistic", "learning_rate": 0.3, "iterations": 6, "batch_size": 20, "alpha": 0.01,
+                 "tol": 0, "key_bits": 1024, "insecure": True, "random_state": 7}
+
+
+def write_party_data(folder, n_rows=60, seed=0):
+    """CSVs for A (3 columns) and B (2 columns and a label), each in its own row order; train and test."""
+    rng = np.random.default_rng(seed)
+    paths = {}
+    for split, n in (("train", n_rows), ("test", 25)):
+        x = rng.normal(size=(n, 5))
+        y = (x @ np.array([1.0, -1.0, 0.5, 2.0, -0.5]) + rng.normal(scale=0.5, size=n) > 0).astype(int)
+        ids = [f"r{split}{i:03d}" for i in range(n)]
+        a = pd.DataFrame(x[:, :3], columns=["a0", "a1", "a2"]).assign(id=ids)
+        b = pd.DataFrame(x[:, 3:], columns=["b0", "b1"]).assign(id=ids)
+        if split == "train":
+            b["label"] = np.where(y == 1, "yes", "no")
+        for role, frame in (("A", a), ("B", b)):
+            path = folder / f"{role}_{split}.csv"
+            frame.iloc[rng.permutation(n)].to_csv(path, index=False)
+            paths[(role, split)] = path
+    return paths
+
+
+def write_federation_file(path, tls_by_role, ports, training=None, network=None):
+    parties = {role: {"address": f"127.0.0.1:{port}", "certificate": tls.certificate, "key": tls.key}
+               for (role, tls), port in zip(sorted(tls_by_role.items()), ports)}
+    net = {"connect_timeout": 5, "timeout": 4}
+    net.update(network or {})
+    return write_config(path, tls_by_role["A"].ca, parties, dict(FAST_TRAINING, **(training or {})), net)
+
+
+class Party:
+    """One ``python -m vfl`` process whose output lines are collected by a thread."""
+
+    def __init__(self, args, cwd=None):
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "vfl", *map(str, args)], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
+        self.lines = queue.Queue()
+        self.out, self.err = [], []
+        self._threads = [self._pump(self.proc.stdout, self.out), self._pump(self.proc.stderr, self.err)]
+
+    def _pump(self, stream, sink):
+        def run():
+            for line in stream:
+                sink.append(line)
+                self.lines.put(line)
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        return thread
+
+    def wait_for_line(self, text, timeout=60):
+        """Block until a line containing ``text`` is printed; fail the test past ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                if text in self.lines.get(timeout=0.1):
+                    return
+            except queue.Empty:
+                if self.proc.poll() is not None and self.lines.empty():
+                    break
+        raise AssertionError(f"no line with {text!r}; stdout={''.join(self.out)} stderr={''.join(self.err)}")
+
+    def finish(self, timeout=60):
+        """Wait for the exit; return ``(code, stdout, stderr)``."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise AssertionError(f"process did not stop within {timeout} s: {''.join(self.err)}")
+        for thread in self._threads:
+            thread.join(5)
+        return self.proc.returncode, "".join(self.out), "".join(self.err)
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_parties(command, config, data, workdir, roles=("A", "B", "C"), extra=(), split=None):
+    """Start ``vfl COMMAND`` for each role; returns ``{role: Party}``."""
+    split = split or ("train" if command == "party" else "test")
+    parties = {}
+    for role in roles:
+        args = [command, "--config", config, "--role", role, "--workdir", workdir / role, *extra]
+        if role != "C":
+            args += ["--data", data[(role, split)]]
+        parties[role] = Party(args)
+    return parties
+
+
+@pytest.fixture
+def federation(tmp_path, federation_certs):
+    """A federation of three parties on free ports, with data; a function makes its federation.toml."""
+    ours, _ = federation_certs
+    data = write_party_data(tmp_path)
+    ports = _free_ports(3)
+
+    def make(name="federation.toml", training=None, network=None, tls=None, fresh_ports=False):
+        chosen = _free_ports(3) if fresh_ports else ports
+        return write_federation_file(tmp_path / name, tls or ours, chosen, training, network)
+
+    return {"make": make, "data": data, "dir": tmp_path, "certs": federation_certs}

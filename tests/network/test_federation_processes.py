@@ -1,0 +1,200 @@
+"""Parties A, B and C as three operating-system processes on 127.0.0.1: runs, faults and resume.
+
+Small data, 1024-bit keys (insecure, for speed) and timeouts of a few seconds.
+"""
+
+import json
+import os
+import signal
+import stat
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vfl.cli import main as vfl_main
+from vfl.transport.tls import TLSFiles
+from vfl_net_helpers import federation, federation_certs, start_parties  # noqa: F401 - pytest fixtures
+
+
+def finish_all(parties, timeout=60):
+    return {role: p.finish(timeout) for role, p in parties.items()}
+
+
+def kill_all(parties):
+    for p in parties.values():
+        p.kill()
+
+
+def shard(workdir, role):
+    return json.loads((workdir / role / f"model_{role}.json").read_text())
+
+
+def test_training_then_prediction(federation):
+    config, data, work = federation["make"](), federation["data"], federation["dir"] / "run"
+    parties = start_parties("party", config, data, work)
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    a, b = shard(work, "A"), shard(work, "B")
+    assert a["columns"] == ["a0", "a1", "a2"] and "intercept" not in a
+    assert b["columns"] == ["b0", "b1"] and b["classes"] == ["no", "yes"]
+    assert stat.S_IMODE((work / "A" / "model_A.json").stat().st_mode) == 0o600
+    assert not list((work / "A" / "checkpoints").glob("*.json"))  # finished: checkpoints removed
+    transcript = pd.read_csv(work / "C" / "transcript_train.csv")
+    assert list(transcript.columns) == ["iteration", "sender", "receiver", "name", "kind", "bytes"]
+    assert set(transcript["sender"]) == {"C"} and "gradient" in set(transcript["name"])
+
+    parties = start_parties("predict", config, data, work)
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    scores = pd.read_csv(work / "B" / "scores.csv").set_index("id")
+    xa = pd.read_csv(data[("A", "test")]).set_index("id")[a["columns"]]
+    xb = pd.read_csv(data[("B", "test")]).set_index("id").loc[xa.index, b["columns"]]
+    expected = xa.to_numpy() @ a["coef"] + xb.to_numpy() @ b["coef"] + b["intercept"]
+    np.testing.assert_allclose(scores.loc[xa.index, "score"], expected, atol=1e-6)
+    assert set(scores["prediction"]) <= {"yes", "no"}
+
+
+def test_resumed_run_equals_uninterrupted_run(federation):
+    config, data, base = federation["make"](training={"iterations": 8}), federation["data"], federation["dir"]
+    config_whole = federation["make"]("whole.toml", training={"iterations": 8}, fresh_ports=True)
+    reference = start_parties("party", config_whole, data, base / "whole")
+    interrupted = start_parties("party", config, data, base / "cut", extra=["--narrate"])
+    try:
+        interrupted["C"].wait_for_line("epoch 4/8 done")
+        interrupted["A"].proc.send_signal(signal.SIGKILL)
+        cut = finish_all(interrupted)
+        whole = finish_all(reference)
+    finally:
+        kill_all(reference)
+        kill_all(interrupted)
+    assert all(code == 0 for code, _, _ in whole.values())
+    assert cut["B"][0] != 0 and cut["C"][0] != 0
+    assert list((base / "cut" / "B" / "checkpoints").glob("epoch-*.json"))
+
+    resumed = start_parties("party", config, data, base / "cut", extra=["--resume", "--narrate"])
+    try:
+        results = finish_all(resumed)
+    finally:
+        kill_all(resumed)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    assert "resume: has checkpoints" in results["C"][1]
+    epochs = pd.read_csv(base / "cut" / "C" / "transcript_train.csv")["iteration"]
+    assert epochs.max() == 7 and epochs[epochs >= 0].min() >= 3  # started after epoch 4 (or 3), not from 0
+    for role in ("A", "B"):
+        assert shard(base / "cut", role) == shard(base / "whole", role)
+    whole_c = json.loads((base / "whole" / "C" / "training_C.json").read_text())
+    cut_c = json.loads((base / "cut" / "C" / "training_C.json").read_text())
+    assert cut_c["loss_curve"] == whole_c["loss_curve"]
+
+
+def test_peer_killed_mid_training(federation):
+    config, data, work = federation["make"](training={"iterations": 500}), federation["data"], federation["dir"]
+    parties = start_parties("party", config, data, work, extra=["--narrate"])
+    try:
+        parties["C"].wait_for_line("epoch 2/500 done")
+        parties["B"].proc.send_signal(signal.SIGKILL)
+        start = time.monotonic()
+        results = finish_all(parties, timeout=30)
+        assert time.monotonic() - start < 10
+    finally:
+        kill_all(parties)
+    for role in ("A", "C"):
+        code, out, err = results[role]
+        assert code == 1, err
+        assert "B" in err and "waiting for" in err, err
+
+
+def test_peer_stops_answering(federation):
+    config, data, work = federation["make"](training={"iterations": 500}, network={"timeout": 2}), \
+        federation["data"], federation["dir"]
+    parties = start_parties("party", config, data, work, extra=["--narrate"])
+    try:
+        parties["C"].wait_for_line("epoch 2/500 done")
+        os.kill(parties["C"].proc.pid, signal.SIGSTOP)
+        start = time.monotonic()
+        a, b = parties["A"].finish(30), parties["B"].finish(30)
+        assert time.monotonic() - start < 10
+    finally:
+        kill_all(parties)
+    assert a[0] == 1 and b[0] == 1
+    assert "within 2 s" in a[2] + b[2] and "from C" in a[2] + b[2]
+    assert "waiting for" in a[2] and "waiting for" in b[2]
+
+
+def test_peer_that_never_starts(federation):
+    config, data, work = federation["make"](network={"connect_timeout": 2}), federation["data"], federation["dir"]
+    parties = start_parties("party", config, data, work, roles=("A", "B"))
+    try:
+        results = finish_all(parties, timeout=30)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 1, err
+        assert "connecting" in err and "reach C" in err, err
+
+
+def test_settings_that_differ_are_refused_at_connect(federation):
+    data, work = federation["data"], federation["dir"]
+    shared = federation["make"]()
+    other = federation["make"]("other.toml", training={"learning_rate": 0.05})
+    parties = start_parties("party", shared, data, work, roles=("A", "B"))
+    parties.update(start_parties("party", other, data, work, roles=("C",)))
+    try:
+        results = finish_all(parties, timeout=30)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code != 0, err
+        assert "settings differ" in err, err
+    assert "training.learning_rate = 0.05 at C" in results["C"][2] or "0.05 at C" in results["A"][2]
+
+
+def test_certificate_from_another_ca_is_refused_at_handshake(federation):
+    ours, theirs = federation["certs"]
+    data, work = federation["data"], federation["dir"]
+    tls = dict(ours, A=TLSFiles(ours["A"].ca, theirs["A"].certificate, theirs["A"].key))
+    rogue = federation["make"]("rogue.toml", tls=tls, network={"connect_timeout": 2})
+    honest = federation["make"](network={"connect_timeout": 2})
+    parties = start_parties("party", rogue, data, work, roles=("A",))
+    parties.update(start_parties("party", honest, data, work, roles=("B", "C")))
+    try:
+        results = finish_all(parties, timeout=30)
+    finally:
+        kill_all(parties)
+    assert results["A"][0] == 1 and "refused at the TLS handshake" in results["A"][2]
+    # A dials B first: B refuses its certificate, and A stops before dialling C.
+    assert results["B"][0] == 1 and "A did not connect" in results["B"][2]
+    assert "TLS handshake" in results["B"][2] and "CERTIFICATE_VERIFY_FAILED" in results["B"][2]
+    assert results["C"][0] == 1 and "A did not connect" in results["C"][2]
+
+
+def test_certs_command_and_help(tmp_path, capsys):
+    assert vfl_main(["certs", str(tmp_path / "c"), "--parties", "A", "B", "C", "--hosts", "B=10.0.0.2"]) == 0
+    assert stat.S_IMODE((tmp_path / "c" / "B.key").stat().st_mode) == 0o600
+    assert vfl_main(["certs", str(tmp_path / "c")]) == 2  # refuses to replace the CA without --force
+    assert "exists" in capsys.readouterr().err
+    for command in ("certs", "party", "predict", "demo"):
+        with pytest.raises(SystemExit) as exit_:
+            vfl_main([command, "--help"])
+        assert exit_.value.code == 0
+
+
+def test_bad_configuration_exits_2(tmp_path, federation, capsys):
+    config = federation["make"]()
+    assert vfl_main(["party", "--config", str(config), "--role", "C", "--data", "x.csv"]) == 2
+    assert "party C holds no data" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text(config.read_text().replace("learning_rate", "learnin_rate"))
+    assert vfl_main(["party", "--config", str(bad), "--role", "A", "--data", "x.csv"]) == 2
+    assert "unknown key(s) ['learnin_rate']" in capsys.readouterr().err
