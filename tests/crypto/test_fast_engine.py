@@ -47,6 +47,11 @@ def test_comb_powers_equal_powmod(keys):
     rows = comb.random_indices(4)
     for row, power in zip(rows, comb.powers(rows)):
         assert power == gmpy2.powmod(hs, comb.exponent(row), pk.nsquare)
+    _, large = djn.djn_tables(pk.n, 14, 8)                    # the table for long calls
+    assert large.bits >= pk.key_bits // 2 and large.cells < comb.cells
+    rows = large.random_indices(2)
+    for row, power in zip(rows, large.powers(rows)):
+        assert power == gmpy2.powmod(hs, large.exponent(row), pk.nsquare)
     # a small table with a ragged last block, on a small modulus
     small = djn.FixedBaseComb(7, 1000003, 23, rows=5, blocks=3)
     rows = small.random_indices(20)

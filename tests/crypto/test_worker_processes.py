@@ -90,3 +90,21 @@ def test_worker_codec_round_trip_and_refusals():
             _codec.encode(bad)
     with pytest.raises(ValueError):
         _codec.decode(b"X")
+
+
+def test_column_split_schedule_gives_the_same_results(two_workers, keypair_1024, monkeypatch):
+    pk, _ = keypair_1024
+    engine = FastEngine()
+    rng = np.random.default_rng(5)
+    cts = SIMPLE.encrypt(pk, [int(v) for v in rng.integers(-2 ** 30, 2 ** 30, 90)])
+    matrix = rng.integers(-2 ** 36, 2 ** 36, size=(7, 90))
+    matrix[2] = 2 ** 32                              # a constant column: needs prod c_i from one task only
+    # long columns are split between the workers by column, not by row
+    long_schedule = engine._lincomb_schedule(10_000, [36] * 20, True)
+    assert {(lo, hi) for lo, hi, *_ in long_schedule} == {(0, 10_000)}
+    assert sum(task[5] for task in long_schedule) == 1
+    # force that shape (and a row split under it) on a small problem
+    forced = [(0, 50, [0, 1, 2], "buckets", 0, True), (0, 50, [3, 4, 5], "buckets", 0, False),
+              (50, 90, [0, 1, 2], "subset", 4, True), (50, 90, [3, 4, 5], "buckets", 0, False)]
+    monkeypatch.setattr(engine, "_lincomb_schedule", lambda rows, bits, needs_total: forced)
+    assert engine.lincomb(pk, cts, matrix) == SIMPLE.lincomb(pk, cts, matrix.tolist())

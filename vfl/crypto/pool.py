@@ -64,7 +64,7 @@ class ObfuscatorPool:
 
     def fill(self, public_key, count: int) -> int:
         """Compute ``count`` obfuscators now (in the worker processes) and keep them; returns how many were added."""
-        from vfl.crypto.fast import MAX_OBFUSCATORS_PER_TASK, _split, _task_obfuscators
+        from vfl.crypto.fast import LARGE_COMB_CALL, MAX_OBFUSCATORS_PER_TASK, _split, _task_obfuscators
 
         key = int(public_key.n)
         with self._lock:
@@ -76,7 +76,8 @@ class ObfuscatorPool:
                 return 0
             parts = max(workers.worker_count(), -(-count // MAX_OBFUSCATORS_PER_TASK))
             made = []
-            for chunk in workers.run(_task_obfuscators, [(key, hi - lo) for lo, hi in _split(count, parts)]):
+            large = count >= LARGE_COMB_CALL
+            for chunk in workers.run(_task_obfuscators, [(key, hi - lo, large) for lo, hi in _split(count, parts)]):
                 made.extend(chunk)
             with self._lock:
                 self._store.setdefault(key, deque()).extend(made)

@@ -1,0 +1,228 @@
+"""``python -m vfl.bench``: vfl's protocol against the textbook phe implementation, side by side.
+
+For each size it runs one training job of vfl's real protocol (the three role
+programs in threads, :mod:`vfl.inprocess`) in a fresh process, and one iteration
+of the same protocol written the textbook way (:mod:`vfl.bench.textbook`), then
+prints seconds per iteration, the ratio, bytes sent per iteration, peak memory,
+and micro figures (encryptions, multi-exponentiation terms and decryptions per
+second).  It generates its own data (:mod:`vfl.bench.data`).  The full run takes
+about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
+``--quick`` takes about a minute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _parse_sizes(text: str) -> list[int]:
+    return [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(prog="python -m vfl.bench", description="vfl against the textbook phe implementation, side by side: seconds and bytes per training iteration, micro figures.",
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true",
+                   help="569 rows only, fewer iterations and shorter micro figures (about a minute)")
+    p.add_argument("--sizes", type=_parse_sizes, default=None,
+                   help="comma-separated row counts (default 569,10000,100000)")
+    p.add_argument("--features", type=int, default=30, help="features in total, 20 at A and the rest at B")
+    p.add_argument("--key-bits", type=int, default=2048, help="Paillier modulus size (below 2048 is insecure)")
+    p.add_argument("--iterations", type=int, default=None,
+                   help="vfl iterations per size (default 5, 3 from 10,000 rows, 2 from 50,000)")
+    p.add_argument("--textbook-max-rows", type=int, default=10_000,
+                   help="measure the textbook baseline up to this many rows; larger sizes get a linear estimate "
+                        "from the largest measured size, marked '~' (default 10000)")
+    p.add_argument("--no-textbook", action="store_true", help="skip the textbook baseline")
+    p.add_argument("--no-micro", action="store_true", help="skip the micro figures")
+    p.add_argument("--engine", default="default", help="vfl crypto engine (default: the fast engine)")
+    p.add_argument("--json", metavar="PATH", help="also write every figure to PATH as JSON")
+    args = p.parse_args(argv)
+    if args.sizes is None:
+        args.sizes = [569] if args.quick else [569, 10_000, 100_000]
+    return args
+
+
+def machine() -> dict:
+    import gmpy2
+
+    model = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            mem = int(next(line.split()[1] for line in f if line.startswith("MemTotal"))) / 2 ** 20
+    except (OSError, StopIteration):
+        mem = float("nan")
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count()
+    return {"cpu": model, "cores": cores, "memory_gb": round(mem, 1), "python": platform.python_version(),
+            "gmpy2": gmpy2.version(), "gmp": gmpy2.mp_version(), "platform": platform.platform()}
+
+
+def load() -> str:
+    try:
+        return "%.2f %.2f %.2f" % os.getloadavg()
+    except OSError:
+        return "?"
+
+
+def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str) -> dict:
+    """vfl's protocol in a fresh process (so its memory figures are its own)."""
+    cmd = [sys.executable, "-m", "vfl.bench.run_vfl", str(rows), str(features), str(key_bits), str(iterations),
+           engine]
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run_textbook(rows: int, features: int, key_bits: int, start=None, keys=None) -> dict:
+    """One textbook iteration from the weights ``start`` (``{"A": [...], "B": [...]}``, zeros if ``None``)."""
+    from phe import paillier
+    from tqdm import tqdm
+
+    from vfl.bench.data import make_data
+    from vfl.bench.textbook import textbook_iteration, textbook_work
+    from vfl.parties import LOGISTIC
+
+    x_a, x_b, y, _ = make_data(rows, features)
+    phe_pk, phe_sk = keys or paillier.generate_paillier_keypair(n_length=key_bits)
+    total = textbook_work(rows, x_a.shape[1], x_b.shape[1])
+    with tqdm(total=total, desc=f"textbook {rows}x{features}", unit="op", unit_scale=True, leave=False,
+              file=sys.stderr, mininterval=0.5) as bar:
+        w_a = np.asarray(start["A"]) if start else np.zeros(x_a.shape[1])
+        w_b = np.asarray(start["B"]) if start else np.zeros(x_b.shape[1] + 1)
+        result = textbook_iteration(phe_pk, phe_sk, x_a, x_b, y, w_a, w_b, LOGISTIC, alpha=0.01, learning_rate=0.1,
+                                    progress=bar.update)
+    return {"seconds": result.seconds, "bytes": result.bytes_sent, "loss": result.loss,
+            "params": {"A": result.params_a.tolist(), "B": result.params_b.tolist()}, "phases": result.phases}
+
+
+def _fmt_bytes(b) -> str:
+    if b is None:
+        return "-"
+    for unit, size in (("GB", 2 ** 30), ("MB", 2 ** 20), ("kB", 2 ** 10)):
+        if b >= size:
+            return f"{b / size:.1f} {unit}"
+    return f"{b} B"
+
+
+def _fmt_s(s, approx=False) -> str:
+    if s is None:
+        return "-"
+    text = f"{s:.3f}" if s < 10 else f"{s:.1f}"
+    return ("~" + text) if approx else text
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+    line = lambda r: "| " + " | ".join(str(v).rjust(w) for v, w in zip(r, widths)) + " |"
+    sep = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
+    return "\n".join([line(header), sep] + [line(r) for r in rows])
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    from tqdm import tqdm
+
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}, "
+          f"gmpy2 {info['gmpy2']}, {info['gmp']}")
+    print(f"load average at start: {load()}")
+    if args.key_bits < 2048:
+        print(f"warning: {args.key_bits}-bit keys are insecure; use them to try the benchmark, not to quote it")
+    report = {"machine": info, "args": {k: v for k, v in vars(args).items()}, "sizes": [], "micro": []}
+    measured_textbook = {}
+    results = []
+    for rows in tqdm(args.sizes, desc="sizes", unit="size", file=sys.stderr, leave=False):
+        iterations = args.iterations or (5 if rows < 10_000 else 3 if rows < 50_000 else 2)
+        if args.quick and args.iterations is None:
+            iterations = 3
+        started = time.perf_counter()
+        vfl = run_vfl(rows, args.features, args.key_bits, iterations, args.engine)
+        vfl["load_after"] = load()
+        textbook, approx = None, False
+        if not args.no_textbook:
+            # From the weights after vfl's first step: a typical iteration (from all-zero weights
+            # every residual is exactly -2y and phe's exponent juggling is cheaper than usual).
+            start = {p: vfl["params"][p][0] for p in ("A", "B")} if vfl["params"]["A"] else None
+            if rows <= args.textbook_max_rows:
+                textbook = run_textbook(rows, args.features, args.key_bits, start)
+                measured_textbook[rows] = textbook
+            else:
+                base = max(measured_textbook) if measured_textbook else min(args.textbook_max_rows, 1000)
+                if base not in measured_textbook:
+                    measured_textbook[base] = run_textbook(base, args.features, args.key_bits, None)
+                ref = measured_textbook[base]
+                textbook = {"seconds": ref["seconds"] * rows / base, "bytes": int(ref["bytes"] * rows / base),
+                            "estimated_from_rows": base}
+                approx = True
+        steady = float(np.mean(vfl["iterations"])) if vfl["iterations"] else vfl["first"]
+        entry = {"rows": rows, "features": args.features, "key_bits": args.key_bits, "vfl": vfl,
+                 "vfl_seconds_per_iteration": steady, "textbook": textbook, "textbook_estimated": approx,
+                 "wall_seconds": time.perf_counter() - started}
+        if textbook is not None:
+            entry["ratio"] = textbook["seconds"] / steady
+            if "params" in textbook and len(vfl["params"]["A"]) >= 2:
+                entry["max_weight_difference"] = max(
+                    float(np.max(np.abs(np.subtract(textbook["params"][p], vfl["params"][p][1])))) for p in ("A", "B"))
+        report["sizes"].append(entry)
+        results.append(entry)
+
+    if not args.no_micro:
+        from vfl.bench.micro import MICRO_STEPS, micro_figures
+        from vfl.crypto import generate_keypair
+
+        pk, sk = generate_keypair(args.key_bits, insecure=args.key_bits < 2048)
+        with tqdm(total=MICRO_STEPS, desc="micro figures", file=sys.stderr, leave=False) as bar:
+            report["micro"] = micro_figures(pk, sk, quick=args.quick, progress=bar.update)
+        from vfl.crypto import workers
+        workers.shutdown()
+
+    print()
+    header = ["rows", "features", "key bits", "textbook s/iter", "vfl s/iter", "ratio", "textbook bytes/iter",
+              "vfl bytes/iter", "vfl 1st iter (setup incl.)", "peak RSS parties / worker"]
+    body = []
+    for e in results:
+        tb = e["textbook"]
+        body.append([e["rows"], e["features"], e["key_bits"],
+                     _fmt_s(tb["seconds"], e["textbook_estimated"]) if tb else "-",
+                     _fmt_s(e["vfl_seconds_per_iteration"]),
+                     (("~" if e["textbook_estimated"] else "") + f"{e['ratio']:.1f}x") if tb else "-",
+                     (("~" if e["textbook_estimated"] else "") + _fmt_bytes(tb["bytes"])) if tb else "-",
+                     _fmt_bytes(int(np.mean(e["vfl"]["bytes"][1:] or e["vfl"]["bytes"]))),
+                     _fmt_s(e["vfl"]["first"]),
+                     f"{e['vfl']['rss_parties_mb']:.0f} / {e['vfl']['rss_worker_mb']:.0f} MB"])
+    print(table(body, header))
+    if any(e["textbook_estimated"] for e in results):
+        print("~ textbook estimated linearly from the largest size measured in this run "
+              "(its cost is per value: n encryptions, n x m multiplications)")
+    for e in results:
+        if "max_weight_difference" in e:
+            print(f"{e['rows']} rows: the textbook step from vfl's weights after step 1 lands on vfl's weights "
+                  f"after step 2 within {e['max_weight_difference']:.1e}")
+    if report["micro"]:
+        print()
+        print(table([[m["what"], m["detail"], m["implementation"], f"{m['per_second']:,.0f}"]
+                     for m in report["micro"]], ["micro figure", "detail", "implementation", "per second"]))
+    print(f"\nload average at end: {load()}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=2, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
