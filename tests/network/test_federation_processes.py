@@ -15,7 +15,8 @@ import pytest
 
 from vfl.cli import main as vfl_main
 from vfl.transport.tls import TLSFiles
-from vfl_net_helpers import federation, federation_certs, start_parties  # noqa: F401 - pytest fixtures
+from vfl_net_helpers import (_free_ports, federation, federation_certs, start_parties,  # noqa: F401 - fixtures
+                             write_federation_file, write_party_data)
 
 
 def finish_all(parties, timeout=60):
@@ -31,14 +32,25 @@ def shard(workdir, role):
     return json.loads((workdir / role / f"model_{role}.json").read_text())
 
 
-def test_training_then_prediction(federation):
-    config, data, work = federation["make"](), federation["data"], federation["dir"] / "run"
-    parties = start_parties("party", config, data, work)
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory, federation_certs):
+    """One uninterrupted training run of 8 epochs, shared by the prediction and the resume tests."""
+    folder = tmp_path_factory.mktemp("reference")
+    data = write_party_data(folder)
+    training = {"iterations": 8}
+    config = write_federation_file(folder / "federation.toml", federation_certs[0], _free_ports(3), training)
+    parties = start_parties("party", config, data, folder / "run")
     try:
         results = finish_all(parties)
     finally:
         kill_all(parties)
-    for role, (code, out, err) in results.items():
+    return {"config": config, "data": data, "work": folder / "run", "results": results, "training": training,
+            "folder": folder}
+
+
+def test_training_then_prediction(reference_run):
+    config, data, work = reference_run["config"], reference_run["data"], reference_run["work"]
+    for role, (code, out, err) in reference_run["results"].items():
         assert code == 0, f"{role}: {err}"
     a, b = shard(work, "A"), shard(work, "B")
     assert a["columns"] == ["a0", "a1", "a2"] and "intercept" not in a
@@ -64,20 +76,16 @@ def test_training_then_prediction(federation):
     assert set(scores["prediction"]) <= {"yes", "no"}
 
 
-def test_resumed_run_equals_uninterrupted_run(federation):
-    config, data, base = federation["make"](training={"iterations": 8}), federation["data"], federation["dir"]
-    config_whole = federation["make"]("whole.toml", training={"iterations": 8}, fresh_ports=True)
-    reference = start_parties("party", config_whole, data, base / "whole")
+def test_resumed_run_equals_uninterrupted_run(reference_run, federation_certs):
+    data, base, whole = reference_run["data"], reference_run["folder"], reference_run["work"]
+    config = write_federation_file(base / "cut.toml", federation_certs[0], _free_ports(3), reference_run["training"])
     interrupted = start_parties("party", config, data, base / "cut", extra=["--narrate"])
     try:
         interrupted["C"].wait_for_line("epoch 4/8 done")
         interrupted["A"].proc.send_signal(signal.SIGKILL)
         cut = finish_all(interrupted)
-        whole = finish_all(reference)
     finally:
-        kill_all(reference)
         kill_all(interrupted)
-    assert all(code == 0 for code, _, _ in whole.values())
     assert cut["B"][0] != 0 and cut["C"][0] != 0
     assert list((base / "cut" / "B" / "checkpoints").glob("epoch-*.json"))
 
@@ -92,8 +100,8 @@ def test_resumed_run_equals_uninterrupted_run(federation):
     epochs = pd.read_csv(base / "cut" / "C" / "transcript_train.csv")["iteration"]
     assert epochs.max() == 7 and epochs[epochs >= 0].min() >= 3  # started after epoch 4 (or 3), not from 0
     for role in ("A", "B"):
-        assert shard(base / "cut", role) == shard(base / "whole", role)
-    whole_c = json.loads((base / "whole" / "C" / "training_C.json").read_text())
+        assert shard(base / "cut", role) == shard(whole, role)
+    whole_c = json.loads((whole / "C" / "training_C.json").read_text())
     cut_c = json.loads((base / "cut" / "C" / "training_C.json").read_text())
     assert cut_c["loss_curve"] == whole_c["loss_curve"]
 
@@ -116,7 +124,7 @@ def test_peer_killed_mid_training(federation):
 
 
 def test_peer_stops_answering(federation):
-    config, data, work = federation["make"](training={"iterations": 500}, network={"timeout": 2}), \
+    config, data, work = federation["make"](training={"iterations": 500}, network={"timeout": 3}), \
         federation["data"], federation["dir"]
     parties = start_parties("party", config, data, work, extra=["--narrate"])
     try:
@@ -128,12 +136,12 @@ def test_peer_stops_answering(federation):
     finally:
         kill_all(parties)
     assert a[0] == 1 and b[0] == 1
-    assert "within 2 s" in a[2] + b[2] and "from C" in a[2] + b[2]
+    assert "within 3 s" in a[2] + b[2] and "from C" in a[2] + b[2]
     assert "waiting for" in a[2] and "waiting for" in b[2]
 
 
 def test_peer_that_never_starts(federation):
-    config, data, work = federation["make"](network={"connect_timeout": 2}), federation["data"], federation["dir"]
+    config, data, work = federation["make"](network={"connect_timeout": 6}), federation["data"], federation["dir"]
     parties = start_parties("party", config, data, work, roles=("A", "B"))
     try:
         results = finish_all(parties, timeout=30)
@@ -164,8 +172,8 @@ def test_certificate_from_another_ca_is_refused_at_handshake(federation):
     ours, theirs = federation["certs"]
     data, work = federation["data"], federation["dir"]
     tls = dict(ours, A=TLSFiles(ours["A"].ca, theirs["A"].certificate, theirs["A"].key))
-    rogue = federation["make"]("rogue.toml", tls=tls, network={"connect_timeout": 2})
-    honest = federation["make"](network={"connect_timeout": 2})
+    rogue = federation["make"]("rogue.toml", tls=tls, network={"connect_timeout": 30})
+    honest = federation["make"](network={"connect_timeout": 6})
     parties = start_parties("party", rogue, data, work, roles=("A",))
     parties.update(start_parties("party", honest, data, work, roles=("B", "C")))
     try:

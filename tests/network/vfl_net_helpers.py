@@ -98,7 +98,8 @@ def write_party_data(folder, n_rows=60, seed=0):
 def write_federation_file(path, tls_by_role, ports, training=None, network=None):
     parties = {role: {"address": f"127.0.0.1:{port}", "certificate": tls.certificate, "key": tls.key}
                for (role, tls), port in zip(sorted(tls_by_role.items()), ports)}
-    net = {"connect_timeout": 5, "timeout": 4}
+    # Generous by default: under load, three interpreters may take several seconds to start.
+    net = {"connect_timeout": 30, "timeout": 20}
     net.update(network or {})
     return write_config(path, tls_by_role["A"].ca, parties, dict(FAST_TRAINING, **(training or {})), net)
 

@@ -201,11 +201,45 @@ class _Link:
             raise type(item)(str(item))
         return item
 
-    def close(self) -> None:
+    def begin_close(self) -> None:
+        """Stop reading frames, and tell the peer nothing more will come (FIN, after what was sent)."""
         self.closing = True
-        self._shutdown()
         if threading.current_thread() is not self.thread:
             self.thread.join(timeout=1.0)
+        with self.lock:
+            try:
+                self.sock.shutdown(socket.SHUT_WR)
+            except (OSError, ValueError):
+                pass
+
+    def finish_close(self, deadline: float) -> None:
+        """Discard what the peer still sends until it closes too (or ``deadline``), then close.
+
+        Closing a socket that holds unread data makes the kernel reset the connection, and a
+        reset can destroy data the peer has received but not read yet, such as this party's
+        last message (an ``abort`` saying why it stopped).  Hence this lingering close.
+        """
+        while time.monotonic() < deadline:
+            with self.lock:
+                try:
+                    data = self.sock.recv(_CHUNK)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    data = None
+                except (OSError, ValueError):
+                    break
+            if data == b"":
+                break
+            if data is None:
+                try:
+                    select.select([self.sock], [], [], _POLL)
+                except (OSError, ValueError):
+                    break
+        with self.lock:
+            self.sock.close()
+
+    def close(self, linger: float = 2.0) -> None:
+        self.begin_close()
+        self.finish_close(time.monotonic() + linger)
 
     def _shutdown(self) -> None:
         with self.lock:
@@ -382,10 +416,18 @@ class NetworkTransport:
         """The next frame from ``sender``; :class:`PeerError` on timeout or if the peer is gone."""
         return self._link(sender).recv(timeout)
 
-    def close(self) -> None:
-        """Close every link (peers see the connection end)."""
-        for link in list(self.links.values()):
-            link.close()
+    def close(self, linger: float = 2.0) -> None:
+        """Close every link: the peers see the end of the stream after everything sent.
+
+        Waits up to ``linger`` seconds for the peers to close their ends too (see
+        ``_Link.finish_close``).
+        """
+        links = list(self.links.values())
+        for link in links:
+            link.begin_close()
+        deadline = time.monotonic() + linger
+        for link in links:
+            link.finish_close(deadline)
         listener = getattr(self, "_listener", None)
         if listener is not None:
             listener.close()
