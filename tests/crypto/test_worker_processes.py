@@ -108,3 +108,26 @@ def test_column_split_schedule_gives_the_same_results(two_workers, keypair_1024,
               (50, 90, [0, 1, 2], "subset", 4, True), (50, 90, [3, 4, 5], "buckets", 0, False)]
     monkeypatch.setattr(engine, "_lincomb_schedule", lambda rows, bits, needs_total: forced)
     assert engine.lincomb(pk, cts, matrix) == SIMPLE.lincomb(pk, cts, matrix.tolist())
+
+
+def test_script_without_main_guard_exits_cleanly(tmp_path):
+    """Workers must not re-run the caller's script, and must not keep the interpreter alive at exit."""
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "no_guard.py"
+    script.write_text(
+        "from vfl.crypto import FastEngine, generate_keypair, workers\n"
+        "pk, sk = generate_keypair(1024, insecure=True)\n"
+        "engine = FastEngine()\n"
+        "cts = engine.encrypt(pk, list(range(150)))\n"
+        "assert workers.get_pool() is not None and workers.get_pool().any_alive()\n"
+        "assert engine.decrypt(sk, cts) == list(range(150))\n"
+        "print('done')\n")
+    env = dict(os.environ, VFL_WORKERS="2")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("done") == 1            # the script ran once, not once per worker
+    assert time.monotonic() - started < 60

@@ -59,12 +59,14 @@ def main(argv=None) -> None:
         party.apply_update = recording
 
     lock = threading.Lock()
-    bar = tqdm(total=iterations * 8, desc=f"vfl {rows}x{features}", unit="msg", delay=2.0, leave=False,
+    # 8 set-up messages, then 9 per iteration (scores, residual, loss, 2 gradients, 2 answers, 2 controls)
+    bar = tqdm(total=8 + 9 * iterations, desc=f"vfl {rows}x{features}", unit="msg", delay=2.0, leave=False,
                file=sys.stderr)
 
     def on_message(direction, peer, message, nbytes):
         if direction == "->":
             with lock:
+                bar.set_postfix_str(f"iteration {message.iteration}: {message.name} to {peer}", refresh=False)
                 bar.update(1)
 
     stamps = []

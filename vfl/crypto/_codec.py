@@ -21,9 +21,14 @@ _DTYPES = {"i8": np.int64, "u8": np.uint64, "u2": np.uint16, "i4": np.int32, "u4
 
 
 def encode(value) -> bytes:
+    return b"".join(encode_parts(value))
+
+
+def encode_parts(value) -> list:
+    """The encoding as a list of byte strings (written one after another, never joined)."""
     out: list[bytes] = []
     _encode(value, out)
-    return b"".join(out)
+    return out
 
 
 def _int_bytes(x: int) -> bytes:

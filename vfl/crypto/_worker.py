@@ -15,8 +15,9 @@ def main() -> None:
     from vfl.crypto import _codec
     from vfl.crypto.workers import _read_frame, _write_frame
 
-    # The protocol owns the real stdout; anything printed goes to stderr instead.
-    wire_out = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    # The protocol owns the pipe that was stdout; anything printed (by Python or C) goes to stderr.
+    wire_out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
     sys.stdout = sys.stderr
     wire_in = sys.stdin.buffer
     allowed = ("vfl.crypto.",)
@@ -30,9 +31,9 @@ def main() -> None:
             if not module.startswith(allowed) or not name.startswith("_task_"):
                 raise ValueError(f"refusing task {module}.{name}")
             fn = getattr(importlib.import_module(module), name)
-            payload = _codec.encode((True, fn(*args)))
+            payload = _codec.encode_parts((True, fn(*args)))
         except Exception as exc:               # the parent raises it as a WorkerError
-            payload = _codec.encode((False, type(exc).__name__, str(exc)))
+            payload = _codec.encode_parts((False, type(exc).__name__, str(exc)))
         try:
             _write_frame(wire_out, payload)
         except (BrokenPipeError, OSError):

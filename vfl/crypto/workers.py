@@ -77,9 +77,11 @@ class WorkerError(RuntimeError):
     """A task raised an exception inside a worker."""
 
 
-def _write_frame(stream, payload: bytes) -> None:
-    stream.write(_HEADER.pack(len(payload)))
-    stream.write(payload)
+def _write_frame(stream, payload) -> None:
+    """One frame: the length, then the payload (bytes, or a list of byte strings written in turn)."""
+    parts = [payload] if isinstance(payload, (bytes, bytearray)) else payload
+    stream.write(_HEADER.pack(sum(len(p) for p in parts)))
+    stream.writelines(parts)
     stream.flush()
 
 
@@ -118,7 +120,7 @@ class _Worker:
             if not future.set_running_or_notify_cancel():
                 continue
             try:
-                _write_frame(self.process.stdin, _codec.encode((fn.__module__, fn.__qualname__, list(args))))
+                _write_frame(self.process.stdin, _codec.encode_parts((fn.__module__, fn.__qualname__, list(args))))
                 reply = _codec.decode(_read_frame(self.process.stdout))
             except (OSError, EOFError, ValueError, struct.error) as exc:
                 self.alive = False
