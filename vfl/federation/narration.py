@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
+
 from vfl.transport.message import BigInts
 
 #: What each protocol message carries, in the notation of Yang et al. 2019.
 DESCRIPTIONS = {
-    "hello": "settings fingerprint (and, between A and B, a digest of the row ids)",
+    "hello": "settings fingerprint and a digest of the row ids",
     "public_key": "Paillier public key n",
     "resume": "the last epoch it completed",
     "start": "the epoch to resume after (-1: from the start)",
@@ -36,8 +38,11 @@ DESCRIPTIONS = {
 
 def describe(message) -> tuple[str, int]:
     """A short description of ``message`` and how many big integers it carries."""
-    count = sum(len(v) for v in message.fields.values() if isinstance(v, BigInts))
+    count = sum(len(v) if isinstance(v, BigInts) else int(v.size)
+                for v in message.fields.values() if isinstance(v, (BigInts, np.ndarray)))
     text = DESCRIPTIONS.get(message.name, message.name)
+    if message.name == "hello" and "ids_digest" not in message.fields:
+        text = "settings fingerprint"
     if message.name == "schedule" and "seed" not in message.fields:
         text = "row count"
     if message.name == "scores" and message.kind == "plaintext":

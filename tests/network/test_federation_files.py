@@ -1,0 +1,133 @@
+"""federation.toml, party CSVs, checkpoints, shards and narration: the files around a party process."""
+
+import io
+import json
+import re
+import stat
+
+import pandas as pd
+import pytest
+
+from vfl.errors import ConfigurationError, DataError
+from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_params, write_shard
+from vfl.federation.config import load_config, write_config
+from vfl.federation.data import encode_labels, load_csv
+from vfl.federation.narration import Narrator
+from vfl.federation.runner import _differences
+from vfl.transport import BigInts, Message
+
+PARTIES = {r: {"address": f"127.0.0.1:{7000 + i}", "certificate": f"certs/{r}.pem", "key": f"certs/{r}.key"}
+           for i, r in enumerate("ABC")}
+TRAINING = {"model": "logistic", "learning_rate": 0.2, "iterations": 5, "batch_size": 0, "tol": 0,
+            "key_bits": 1024, "insecure": True}
+
+
+def test_config_round_trip_and_fingerprint(tmp_path):
+    path = write_config(tmp_path / "f.toml", "certs/ca.pem", PARTIES, TRAINING, {"timeout": 9, "connect_timeout": 3})
+    config = load_config(path)
+    assert config.ca == tmp_path / "certs" / "ca.pem"  # relative to the file
+    assert config.party("B").address == ("127.0.0.1", 7001)
+    assert config.training.objective == "logistic" and config.training.max_iter == 5
+    assert config.training.batch_size is None and config.training.tol is None
+    assert config.timeout == 9 and config.network.connect_timeout == 3
+    # Network settings are local; training settings are shared.
+    other_net = load_config(write_config(tmp_path / "g.toml", "certs/ca.pem", PARTIES, TRAINING, {"timeout": 50}))
+    assert other_net.fingerprint("train") == config.fingerprint("train")
+    other = load_config(write_config(tmp_path / "h.toml", "certs/ca.pem", PARTIES, dict(TRAINING, learning_rate=0.3)))
+    assert other.fingerprint("train") != config.fingerprint("train")
+    assert config.fingerprint("train") != config.fingerprint("predict")
+    diff = _differences(config.shared("train"), json.dumps(other.shared("train")), "A", "C")
+    assert diff == "training.learning_rate = 0.2 at A, 0.3 at C"
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace("learning_rate", "learnin_rate"), "unknown key(s) ['learnin_rate']"),
+    (lambda t: t.replace("insecure = true", "insecure = false"), "below the secure minimum"),
+    (lambda t: t.replace("[parties.C]", "[parties.D]"), "must name exactly A, B and C"),
+    (lambda t: t.replace('address = "127.0.0.1:7001"', 'address = "nowhere"'), "expected host:port"),
+    (lambda t: t.replace("[training]", "[trainin]"), "unknown key(s) ['trainin']"),
+    (lambda t: t + "\n[[", "not valid TOML"),
+])
+def test_config_errors_say_what_is_wrong(tmp_path, edit, message):
+    path = write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING)
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(ConfigurationError, match="cannot read the federation file"):
+        load_config(tmp_path / "none.toml")
+
+
+def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
+    frame = pd.DataFrame({"id": ["c", "a", "b"], "x": [3.0, 1.0, 2.0], "label": ["n", "y", "y"]})
+    frame.to_csv(tmp_path / "one.csv", index=False)
+    frame.iloc[[2, 0, 1]].to_csv(tmp_path / "two.csv", index=False)
+    one = load_csv(tmp_path / "one.csv", "B", label="label")
+    two = load_csv(tmp_path / "two.csv", "B", label="label")
+    assert one.ids == ["a", "b", "c"] and one.features[:, 0].tolist() == [1.0, 2.0, 3.0]
+    assert one.ids_digest() == two.ids_digest() and one.columns == ["x"]
+    labels, classes = encode_labels(one.labels, "logistic")
+    assert labels.tolist() == [1.0, 1.0, -1.0] and classes == ["n", "y"]
+
+
+@pytest.mark.parametrize("csv, kwargs, message", [
+    ("id,x\n1,2\n1,3\n", {}, "id '1' appears twice"),
+    ("key,x\n1,2\n", {}, "id column 'id' is missing"),
+    ("id,x\n1,abc\n2,3\n", {}, "column 'x': not numeric"),
+    ("id,x\n1,\n2,3\n", {}, "column 'x': missing or infinite value at id '1'"),
+    ("id,x\n1,2\n", {"label": "y"}, "label column 'y' is missing"),
+    ("id,x,z\n1,2,3\n", {"columns": ["x"]}, r"unexpected \['z'\]"),
+    ("id\n1\n", {}, "no feature columns"),
+])
+def test_csv_errors_name_party_column_and_row(tmp_path, csv, kwargs, message):
+    (tmp_path / "d.csv").write_text(csv)
+    with pytest.raises(DataError, match=message):
+        load_csv(tmp_path / "d.csv", "A", **kwargs)
+
+
+def test_missing_csv(tmp_path):
+    with pytest.raises(DataError, match="party A: data file .* does not exist"):
+        load_csv(tmp_path / "none.csv", "A")
+
+
+def test_checkpoints_keep_the_last_few_and_refuse_other_settings(tmp_path):
+    store = CheckpointStore(tmp_path / "ck", "A", "fingerprint-1")
+    for epoch in range(6):
+        store.save(epoch, {"params": [float(epoch)]})
+    assert store.epochs() == list(range(6 - KEEP, 6))
+    assert store.load()[5] == {"params": [5.0]}
+    assert stat.S_IMODE((tmp_path / "ck" / "epoch-000005.json").stat().st_mode) == 0o600
+    with pytest.raises(ConfigurationError, match="made with other settings"):
+        CheckpointStore(tmp_path / "ck", "A", "fingerprint-2").load()
+    with pytest.raises(DataError, match="not party B's"):
+        CheckpointStore(tmp_path / "ck", "B", "fingerprint-1").load()
+    store.clear()
+    assert store.load() == {}
+
+
+def test_shards(tmp_path):
+    path = write_shard(tmp_path / "b.json", "B", "logistic", ["x", "y"], [0.5, -1.0, 0.25], True, "fp",
+                       classes=["no", "yes"], label="label")
+    shard = read_shard(path, "B")
+    assert shard["coef"] == [0.5, -1.0] and shard["intercept"] == 0.25
+    assert shard_params(shard) == [0.5, -1.0, 0.25]
+    with pytest.raises(DataError, match="not party A's model shard"):
+        read_shard(path, "A")
+
+
+def test_narrator_one_line_per_message():
+    out = io.StringIO()
+    narrator = Narrator("A", total_epochs=3, stream=out)
+    message = Message("masked_gradient", "ciphertext", 1, {"ciphertexts": BigInts.from_ints([1, 2, 3], 256),
+                                                           "exponent": 4})
+    narrator("->", "C", message, 1234)
+    narrator("<-", "C", message, 1234)  # received messages are narrated by their sender
+    narrator.loss(1, 0.5)
+    lines = out.getvalue().splitlines()
+    assert lines == [
+        "[A] epoch 2/3  A -> C  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
+        "[ciphertext, 3 values, 1,234 bytes]",
+        "[A] epoch 2/3 done: C decrypts the loss: 0.500000",
+    ]
