@@ -31,8 +31,9 @@ from vfl.crypto import multiexp, workers
 from vfl.crypto.djn import djn_tables
 from vfl.crypto.engine import SimpleEngine
 
-#: Below this many modular multiplications a call runs in the calling thread (~25 ms).
-PARALLEL_THRESHOLD = 5_000
+#: Below this many modular multiplications (~8 ms at 2048 bits) a call runs in the calling
+#: thread; above it the workers' round trip (well under a millisecond) is worth paying.
+PARALLEL_THRESHOLD = 1_500
 #: Obfuscators per worker task at most (keeps each message and each worker's memory small).
 MAX_OBFUSCATORS_PER_TASK = 4_096
 #: Comb tables ``(rows h, blocks v)``: the small one (32,768 entries, ~18 MB at 2048 bits,
