@@ -206,3 +206,13 @@ def test_bad_configuration_exits_2(tmp_path, federation, capsys):
     bad.write_text(config.read_text().replace("learning_rate", "learnin_rate"))
     assert vfl_main(["party", "--config", str(bad), "--role", "A", "--data", "x.csv"]) == 2
     assert "unknown key(s) ['learnin_rate']" in capsys.readouterr().err
+
+
+def test_demo_runs_end_to_end(capsys):
+    from vfl.federation.demo import run_demo
+
+    result = run_demo(iterations=1, key_bits=1024, quiet=True)
+    out = capsys.readouterr().out
+    assert result["auc"] > 0.9 and result["weight_gap"] < 1e-6
+    assert "C decrypts the loss" in out and "bytes on each link" in out
+    assert result["bytes"]["train A->B"] > 0

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from pathlib import Path
 
 from vfl.errors import ConfigurationError, DataError, VFLError
@@ -18,6 +19,11 @@ one command per machine, each with its own data (see docs/network.md):
   machine B:  vfl party --config federation.toml --role B --data b.csv
   machine C:  vfl party --config federation.toml --role C
 """
+
+
+def _wrap(text: str) -> str:
+    """Descriptions keep their own line breaks (the epilogs are laid out by hand), so wrap them here."""
+    return textwrap.fill(" ".join(text.split()), 78)
 
 
 def register(subparsers) -> None:
@@ -31,9 +37,10 @@ def register(subparsers) -> None:
 def _register_certs(subparsers) -> None:
     p = subparsers.add_parser(
         "certs", help="make a federation CA and one key + certificate per party",
-        description="Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
-                    "(ROLE.key, mode 0600) and a certificate signed by the CA (ROLE.pem) naming its role. "
-                    "Give each machine ca.pem, its own ROLE.pem and ROLE.key; keep ca.key offline.",
+        description=_wrap(
+            "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
+            "(ROLE.key, mode 0600) and a certificate signed by the CA (ROLE.pem) naming its role. "
+            "Give each machine ca.pem, its own ROLE.pem and ROLE.key; keep ca.key offline."),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("directory", type=Path, help="folder to write into (created if missing)")
     p.add_argument("--parties", nargs="+", default=["A", "B", "C"], metavar="ROLE",
@@ -49,10 +56,11 @@ def _register_certs(subparsers) -> None:
 def _register_party(subparsers) -> None:
     p = subparsers.add_parser(
         "party", help="run one party (A, B or C) of federated training as this process",
-        description="Run one party of vertical federated training over mutually authenticated TLS. "
-                    "Connects to the other parties named in the federation file (retrying while they start), "
-                    "checks that all share the same settings, trains, and writes this party's model shard "
-                    "(A, B) to WORKDIR/model_ROLE.json.",
+        description=_wrap(
+            "Run one party of vertical federated training over mutually authenticated TLS. "
+            "Connects to the other parties named in the federation file (retrying while they start), "
+            "checks that all share the same settings, trains, and writes this party's model shard "
+            "(A, B) to WORKDIR/model_ROLE.json."),
         epilog=THREE_MACHINES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--resume", action="store_true",
@@ -64,9 +72,10 @@ def _register_party(subparsers) -> None:
 def _register_predict(subparsers) -> None:
     p = subparsers.add_parser(
         "predict", help="run one party of federated prediction from its model shard",
-        description="Score new rows with the trained model, each party using only its own shard and data. "
-                    "Party B learns the scores and writes them (id, score, and for logistic models "
-                    "probability and prediction).",
+        description=_wrap(
+            "Score new rows with the trained model, each party using only its own shard and data. "
+            "Party B learns the scores and writes them (id, score, and for logistic models "
+            "probability and prediction)."),
         epilog=THREE_MACHINES.replace("vfl party", "vfl predict"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
@@ -79,10 +88,11 @@ def _register_predict(subparsers) -> None:
 def _register_demo(subparsers) -> None:
     p = subparsers.add_parser(
         "demo", help="three parties as three processes on 127.0.0.1, narrated (breast cancer, 2048-bit keys)",
-        description="Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
-                    "train logistic regression on scikit-learn's breast cancer data split by columns, "
-                    "run federated prediction, and compare the AUC with centralized training. "
-                    "Narrates every protocol step.")
+        description=_wrap(
+            "Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
+            "train logistic regression on scikit-learn's breast cancer data split by columns, "
+            "run federated prediction, and compare the AUC with centralized training. "
+            "Narrates every protocol step."))
     p.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
     p.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: 64)")
     p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048; "

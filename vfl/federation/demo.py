@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import re
 import socket
@@ -219,8 +220,9 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
     auc = roc_auc_score(y_test, scores.loc[test_ids, "score"])
 
     # Centralized: the same columns pooled in one place, standardized as the parties did.
+    # Rows in id order, as the parties hold them, so that the batches are the same rows.
     cols = prep["columns"]["A"] + prep["columns"]["B"]
-    frame, train, test = prep["frame"], prep["train"], prep["test"]
+    frame, train, test = prep["frame"], np.sort(prep["train"]), prep["test"]
     mean, std = frame.loc[train, cols].mean(), frame.loc[train, cols].std(ddof=0)
     x_train = ((frame.loc[train, cols] - mean) / std).round(6).to_numpy()
     x_test = ((frame.loc[test, cols] - mean) / std).round(6).to_numpy()
@@ -228,10 +230,15 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
     gd = fit_gradient_descent(x_train, np.where(y_train == 1, 1.0, -1.0), config.training)
     auc_gd = roc_auc_score(y_test, x_test @ gd["coef"] + gd["intercept"])
     auc_sk = roc_auc_score(y_test, LogisticRegression(max_iter=1000).fit(x_train, y_train).decision_function(x_test))
+    shards = [json.loads((folder / r / f"model_{r}.json").read_text()) for r in ("A", "B")]
+    federated = np.array(shards[0]["coef"] + shards[1]["coef"] + [shards[1]["intercept"]])
+    weight_gap = float(np.max(np.abs(federated - np.append(gd["coef"], gd["intercept"]))))
     print(f"\nAUC on {len(test)} held-out rows:\n"
           f"  federated (A, B, C over TLS)                     {auc:.4f}\n"
           f"  centralized, same gradient descent, pooled data  {auc_gd:.4f}\n"
-          f"  centralized, scikit-learn LogisticRegression     {auc_sk:.4f}")
+          f"  centralized, scikit-learn LogisticRegression     {auc_sk:.4f}\n"
+          f"largest difference between a federated and a centralized weight: {weight_gap:.1e} "
+          f"(fixed-point precision)")
 
     links = []
     for phase in ("train", "predict"):
@@ -247,5 +254,5 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
         print(f"  {phase:8s} {sender} -> {receiver}  {int(row['count']):5d} messages  {int(row['sum']):>12,} bytes")
     print("by kind:  " + ", ".join(f"{phase} {kind} {int(v):,}" for (phase, kind), v in per_kind.items()))
     print("never sent: any feature value, any label, any party's weights, the private key.")
-    return {"auc": auc, "auc_centralized": auc_gd, "auc_sklearn": auc_sk,
+    return {"auc": auc, "auc_centralized": auc_gd, "auc_sklearn": auc_sk, "weight_gap": weight_gap,
             "bytes": {f"{p} {s}->{r}": int(v) for (p, s, r), v in per_link["sum"].items()}}
