@@ -4,7 +4,6 @@ Small data, 1024-bit keys (insecure, for speed) and timeouts of a few seconds.
 """
 
 import json
-import os
 import signal
 import stat
 import time
@@ -82,7 +81,7 @@ def test_resumed_run_equals_uninterrupted_run(reference_run, federation_certs):
     interrupted = start_parties("party", config, data, base / "cut", extra=["--narrate"])
     try:
         interrupted["C"].wait_for_line("epoch 4/8 done")
-        interrupted["A"].proc.send_signal(signal.SIGKILL)
+        interrupted["A"].signal(signal.SIGKILL)
         cut = finish_all(interrupted)
     finally:
         kill_all(interrupted)
@@ -111,7 +110,7 @@ def test_peer_killed_mid_training(federation):
     parties = start_parties("party", config, data, work, extra=["--narrate"])
     try:
         parties["C"].wait_for_line("epoch 2/500 done")
-        parties["B"].proc.send_signal(signal.SIGKILL)
+        parties["B"].signal(signal.SIGKILL)
         start = time.monotonic()
         results = finish_all(parties, timeout=30)
         assert time.monotonic() - start < 10
@@ -129,7 +128,7 @@ def test_peer_stops_answering(federation):
     parties = start_parties("party", config, data, work, extra=["--narrate"])
     try:
         parties["C"].wait_for_line("epoch 2/500 done")
-        os.kill(parties["C"].proc.pid, signal.SIGSTOP)
+        parties["C"].signal(signal.SIGSTOP)
         start = time.monotonic()
         a, b = parties["A"].finish(30), parties["B"].finish(30)
         assert time.monotonic() - start < 10
@@ -141,7 +140,7 @@ def test_peer_stops_answering(federation):
 
 
 def test_peer_that_never_starts(federation):
-    config, data, work = federation["make"](network={"connect_timeout": 6}), federation["data"], federation["dir"]
+    config, data, work = federation["make"](network={"connect_timeout": 3}), federation["data"], federation["dir"]
     parties = start_parties("party", config, data, work, roles=("A", "B"))
     try:
         results = finish_all(parties, timeout=30)
@@ -173,7 +172,7 @@ def test_certificate_from_another_ca_is_refused_at_handshake(federation):
     data, work = federation["data"], federation["dir"]
     tls = dict(ours, A=TLSFiles(ours["A"].ca, theirs["A"].certificate, theirs["A"].key))
     rogue = federation["make"]("rogue.toml", tls=tls, network={"connect_timeout": 30})
-    honest = federation["make"](network={"connect_timeout": 6})
+    honest = federation["make"](network={"connect_timeout": 3})
     parties = start_parties("party", rogue, data, work, roles=("A",))
     parties.update(start_parties("party", honest, data, work, roles=("B", "C")))
     try:

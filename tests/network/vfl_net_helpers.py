@@ -61,9 +61,10 @@ def connect_all():
 
 # --------------------------------------------------------------------------- party processes
 
+import itertools  # noqa: E402
+import multiprocessing  # noqa: E402
 import os  # noqa: E402
-import queue  # noqa: E402
-import subprocess  # noqa: E402
+import signal  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -104,53 +105,77 @@ def write_federation_file(path, tls_by_role, ports, training=None, network=None)
     return write_config(path, tls_by_role["A"].ca, parties, dict(FAST_TRAINING, **(training or {})), net)
 
 
+def _run_vfl(args, out_path, err_path):
+    """A party process: ``vfl ARGS`` with its standard output and error in files."""
+    out, err = open(out_path, "w", buffering=1), open(err_path, "w", buffering=1)
+    os.dup2(out.fileno(), 1)
+    os.dup2(err.fileno(), 2)
+    sys.stdout, sys.stderr = out, err
+    from vfl.cli import main
+
+    code = main([str(a) for a in args])
+    out.flush()
+    err.flush()
+    os._exit(code)
+
+
+# Party processes are forked from a server that imported vfl once: real processes (they can be
+# killed, stopped, and have their own sockets), without paying the imports for every one.
+_CONTEXT = multiprocessing.get_context("forkserver")
+_CONTEXT.set_forkserver_preload(["vfl.cli", "vfl.federation.cli", "vfl.federation.runner"])
+_COUNTER = itertools.count()
+
+
 class Party:
-    """One ``python -m vfl`` process whose output lines are collected by a thread."""
+    """One party process running ``vfl ARGS``; its output lines are read from files."""
 
-    def __init__(self, args, cwd=None):
-        env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen([sys.executable, "-m", "vfl", *map(str, args)], stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True, cwd=cwd, env=env)
-        self.lines = queue.Queue()
-        self.out, self.err = [], []
-        self._threads = [self._pump(self.proc.stdout, self.out), self._pump(self.proc.stderr, self.err)]
+    def __init__(self, args, folder):
+        folder.mkdir(parents=True, exist_ok=True)
+        n = next(_COUNTER)
+        self.out_path, self.err_path = folder / f"out-{n}.txt", folder / f"err-{n}.txt"
+        self.proc = _CONTEXT.Process(target=_run_vfl, args=(list(map(str, args)), self.out_path, self.err_path),
+                                     daemon=True)
+        self.proc.start()
+        self._seen = 0
 
-    def _pump(self, stream, sink):
-        def run():
-            for line in stream:
-                sink.append(line)
-                self.lines.put(line)
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
-        return thread
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def signal(self, sig):
+        os.kill(self.proc.pid, sig)
+
+    def _lines(self):
+        return self.out_path.read_text().splitlines() if self.out_path.exists() else []
 
     def wait_for_line(self, text, timeout=60):
         """Block until a line containing ``text`` is printed; fail the test past ``timeout``."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            try:
-                if text in self.lines.get(timeout=0.1):
-                    return
-            except queue.Empty:
-                if self.proc.poll() is not None and self.lines.empty():
-                    break
-        raise AssertionError(f"no line with {text!r}; stdout={''.join(self.out)} stderr={''.join(self.err)}")
+            if any(text in line for line in self._lines()):
+                return
+            if not self.proc.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no line with {text!r}; stdout={self._read(self.out_path)} "
+                             f"stderr={self._read(self.err_path)}")
+
+    @staticmethod
+    def _read(path):
+        return path.read_text() if path.exists() else ""
 
     def finish(self, timeout=60):
         """Wait for the exit; return ``(code, stdout, stderr)``."""
-        try:
-            self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            raise AssertionError(f"process did not stop within {timeout} s: {''.join(self.err)}")
-        for thread in self._threads:
-            thread.join(5)
-        return self.proc.returncode, "".join(self.out), "".join(self.err)
+        self.proc.join(timeout)
+        if self.proc.is_alive():
+            self.kill()
+            raise AssertionError(f"process did not stop within {timeout} s: {self._read(self.err_path)}")
+        return self.proc.exitcode, self._read(self.out_path), self._read(self.err_path)
 
     def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
+        if self.proc.is_alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.join(5)
 
 
 def start_parties(command, config, data, workdir, roles=("A", "B", "C"), extra=(), split=None):
@@ -161,7 +186,7 @@ def start_parties(command, config, data, workdir, roles=("A", "B", "C"), extra=(
         args = [command, "--config", config, "--role", role, "--workdir", workdir / role, *extra]
         if role != "C":
             args += ["--data", data[(role, split)]]
-        parties[role] = Party(args)
+        parties[role] = Party(args, workdir / "output")
     return parties
 
 
