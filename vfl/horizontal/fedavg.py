@@ -41,6 +41,11 @@ from .errors import InvalidParameterError
 __all__ = ["FedAvg"]
 
 
+def _child_rngs(rng: np.random.Generator, m: int) -> list[np.random.Generator]:
+    """Independent generators for the sampled clients' shuffling (numpy >= 1.24)."""
+    return [np.random.default_rng(seed) for seed in rng.integers(0, 2**63 - 1, size=m)]
+
+
 class FedAvg(FederatedClassifierMixin):
     """Horizontal federated averaging of a numpy classifier.
 
@@ -170,7 +175,7 @@ class FedAvg(FederatedClassifierMixin):
                     _clients.local_update(model, w, *data[k], local_epochs=self.local_epochs,
                                           batch_size=self.batch_size, learning_rate=self.learning_rate,
                                           rng=child)
-                    for k, child in zip(sampled, rng.spawn(m))
+                    for k, child in zip(sampled, _child_rngs(rng, m))
                 ]
                 w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
                 train_loss = cross_entropy(model, w, X_all, y_all)  # = sum_k n_k/n L_k
