@@ -122,6 +122,8 @@ class Processes:
                 on_line(self.lines.get(timeout=0.1))
             except queue.Empty:
                 pass
+            if any(p.poll() not in (None, 0) for p in self.procs.values()):
+                deadline = min(deadline, time.monotonic() + 15)  # the others stop by themselves, or are stopped
             if time.monotonic() > deadline:
                 self.kill()
         for proc in self.procs.values():
