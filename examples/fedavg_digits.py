@@ -11,7 +11,7 @@ setting on a small grid; the reported number is the median over three seeds
 FedAvg with Agnostic Federated Learning on a Dirichlet label-skewed split.
 
 Prints the tables and writes docs/figures/fedavg_digits.png.  Runs in about
-two minutes on 2 cores (two worker processes).
+one to two minutes on 2 cores (two worker processes).
 """
 
 from __future__ import annotations
