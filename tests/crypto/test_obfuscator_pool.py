@@ -65,3 +65,16 @@ def test_capacity_and_background_refill(pk):
     assert not set(taken) & set(pool._store[int(pk.n)])   # ...by new values
     pool.clear()
     assert pool.available(pk) == 0
+
+
+def test_old_keys_are_forgotten(keypair_1024, monkeypatch):
+    monkeypatch.setenv("VFL_WORKERS", "0")
+    from vfl.crypto import generate_keypair, get_engine
+
+    pk = keypair_1024[0]
+    other = generate_keypair(512, insecure=True)[0]
+    pool = ObfuscatorPool(max_keys=1)
+    pool.fill(pk, 5)
+    pool.fill(other, 5)
+    assert pool.available(pk) == 0 and pool.available(other) == 5
+    assert get_engine("fast+pool").pool is not None and get_engine("fast+pool").name == "fast+pool"

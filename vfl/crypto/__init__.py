@@ -11,6 +11,9 @@ from vfl.crypto.keys import MIN_SECURE_BITS, PrivateKey, PublicKey, check_key_bi
 from vfl.crypto.vector import Context, EncryptedVector
 
 register_engine(FastEngine(), default=True)
+#: The fast engine with obfuscators computed ahead of need, refilled in the background:
+#: for parties on machines of their own, whose cores idle while they wait for their peers.
+register_engine(FastEngine(pool=ObfuscatorPool(refill=True), name="fast+pool"))
 
 __all__ = [
     "Context", "DEFAULT_FRAC_BITS", "Engine", "EncryptedVector", "FastEngine", "FixedPoint", "MIN_SECURE_BITS",

@@ -103,12 +103,16 @@ class FastEngine:
     pool : ObfuscatorPool, optional
         Where obfuscators computed ahead of need are kept; ``None`` computes them
         on demand.
+    name : str, default="fast"
+        The name to register the engine under.
     """
 
     name = "fast"
 
-    def __init__(self, pool=None):
+    def __init__(self, pool=None, name: str | None = None):
         self.pool = pool
+        if name is not None:
+            self.name = name
         self._simple = SimpleEngine()
         self._threads: cf.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()

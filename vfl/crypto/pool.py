@@ -31,12 +31,15 @@ class ObfuscatorPool:
     ----------
     capacity : int
         Most obfuscators kept per key.
+    max_keys : int
+        Keys kept at most; filling for another key forgets the oldest one's store.
     refill : bool
         Refill in the background what each :meth:`take` removed.
     """
 
-    def __init__(self, capacity: int = 200_000, refill: bool = False):
+    def __init__(self, capacity: int = 200_000, refill: bool = False, max_keys: int = 2):
         self.capacity = capacity
+        self.max_keys = max_keys
         self.refill = refill
         self._store: dict[int, deque] = {}
         self._lock = threading.Lock()
@@ -80,6 +83,9 @@ class ObfuscatorPool:
             for chunk in workers.run(_task_obfuscators, [(key, hi - lo, large) for lo, hi in _split(count, parts)]):
                 made.extend(chunk)
             with self._lock:
+                if key not in self._store:
+                    while len(self._store) >= self.max_keys:
+                        self._store.pop(next(iter(self._store)))
                 self._store.setdefault(key, deque()).extend(made)
             return len(made)
         finally:
