@@ -131,3 +131,19 @@ def test_script_without_main_guard_exits_cleanly(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.count("done") == 1            # the script ran once, not once per worker
     assert time.monotonic() - started < 60
+
+
+def test_shutdown_does_not_wait_for_a_running_task(two_workers, keypair_1024):
+    import time
+
+    pk, _ = keypair_1024
+    pool = workers.get_pool()
+    from vfl.crypto.fast import _task_obfuscators
+
+    future = pool.submit(_task_obfuscators, int(pk.n), 200_000)      # minutes of work
+    time.sleep(0.5)
+    started = time.monotonic()
+    workers.shutdown()
+    assert time.monotonic() - started < 10
+    assert future.done()
+    assert workers.get_pool() is not None                 # a later call starts a new pool

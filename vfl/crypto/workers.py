@@ -135,22 +135,22 @@ class _Worker:
         self.alive = False
         self.close()
 
-    def close(self, timeout: float = 5.0) -> None:
+    def stop(self) -> None:
+        """Close the worker's stdin: an idle worker exits at once."""
         try:
             if self.process.stdin and not self.process.stdin.closed:
                 self.process.stdin.close()
-        except OSError:
+        except (OSError, ValueError):
             pass
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the worker, wait up to ``timeout`` seconds, then kill it (its work is pure: nothing is lost)."""
+        self.stop()
         try:
             self.process.wait(timeout)
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
-        for stream in (self.process.stdout,):
-            try:
-                stream.close()
-            except OSError:
-                pass
 
 
 class WorkerPool:
@@ -166,6 +166,8 @@ class WorkerPool:
 
     def _died(self) -> None:
         with self.lock:
+            if self.closed:                 # killed by shutdown(), not a failure
+                return
             self.deaths += 1
             if self.deaths >= 3:            # workers cannot run here: stop using them
                 global _DISABLED
@@ -176,12 +178,18 @@ class WorkerPool:
         return any(w.alive for w in self.workers)
 
     def _ensure(self) -> None:
+        global _DISABLED
         with self.lock:
             if self.closed:
                 raise RuntimeError("worker pool is shut down")
             self.workers = [w for w in self.workers if w.alive]
-            while len(self.workers) < self.size:
-                self.workers.append(_Worker(self.jobs, self._died))
+            try:
+                while len(self.workers) < self.size:
+                    self.workers.append(_Worker(self.jobs, self._died))
+            except OSError:                 # cannot start an interpreter here: work in-process
+                _DISABLED = True
+                self.closed = True
+                raise
 
     def submit(self, fn, *args) -> cf.Future:
         self._ensure()
@@ -189,11 +197,14 @@ class WorkerPool:
         self.jobs.put((future, fn, args))
         return future
 
-    def shutdown(self) -> None:
+    def shutdown(self, timeout: float = 2.0) -> None:
+        """Cancel queued work, let idle workers exit, kill busy ones after ``timeout`` seconds.
+
+        Never waits for a running task to finish: interpreter exit stays prompt.
+        """
         with self.lock:
             self.closed = True
             workers, self.workers = self.workers, []
-        # Fail whatever is still queued, then stop every feeder.
         while True:
             try:
                 job = self.jobs.get_nowait()
@@ -204,8 +215,11 @@ class WorkerPool:
         for _ in workers:
             self.jobs.put(None)
         for w in workers:
-            w.thread.join(timeout=10)
-            w.close()
+            w.stop()
+        for w in workers:
+            w.close(timeout)
+        for w in workers:
+            w.thread.join(timeout)
 
 
 _LOCK = threading.Lock()
@@ -244,7 +258,7 @@ def run(fn, tasks: list) -> list:
         return [fn(*args) for args in tasks]
     try:
         futures = [pool.submit(fn, *args) for args in tasks]
-    except RuntimeError:                       # shut down meanwhile
+    except (RuntimeError, OSError):            # shut down meanwhile, or no interpreter to start
         return [fn(*args) for args in tasks]
     results = []
     for future, args in zip(futures, tasks):
