@@ -135,11 +135,57 @@ def test_batch_not_larger_than_feature_count(vertical_data):
         VerticalLogisticRegression(**FAST).fit(data)
 
 
-def test_predict_before_fit(vertical_data):
+@pytest.mark.parametrize("cls,method", [(VerticalLogisticRegression, "predict_proba"),
+                                        (VerticalLogisticRegression, "predict"),
+                                        (VerticalLogisticRegression, "score"),
+                                        (VerticalLogisticRegression, "decision_function"),
+                                        (VerticalLinearRegression, "predict"),
+                                        (VerticalLinearRegression, "score")])
+def test_predict_before_fit(vertical_data, cls, method):
     with pytest.raises(NotFittedError, match="not fitted"):
-        VerticalLogisticRegression().predict_proba(vertical_data)
-    with pytest.raises(NotFittedError):
-        VerticalLinearRegression().predict(vertical_data)
+        getattr(cls(), method)(vertical_data)
+
+
+def test_shuffled_frames_without_ids_are_refused():
+    a, b = frames(ids=False)
+    shuffled = b.sample(frac=1.0, random_state=0)        # index labels travel with the rows
+    with pytest.raises(DataError, match=r"different index labels at \d+ row\(s\) \(row 0: 0 vs \d+"):
+        VerticalDataset({"A": a, "B": shuffled}, label="y")
+    VerticalDataset({"A": a, "B": shuffled.reset_index(drop=True)}, label="y")   # the user's word that it is aligned
+
+
+def test_label_of_mixed_types():
+    a, b = frames()
+    b["y"] = ["yes" if v else 0 for v in b["y"]]
+    data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    with pytest.raises(DataError, match=r"party B: the label mixes value types \(int, str\)"):
+        VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_label_given_with_arrays_in_both_parties():
+    with pytest.raises(DataError, match="give the labelled party as a DataFrame"):
+        VerticalDataset({"A": np.zeros((5, 3)), "B": np.ones((5, 3))}, label="x2")
+
+
+def test_diverging_training_stops_instead_of_wrapping():
+    """A learning rate that makes the scores explode ends with a clear error at the party, not a wrong model."""
+    rng = np.random.default_rng(0)
+    a = pd.DataFrame(rng.normal(size=(40, 2)), columns=["a0", "a1"])
+    b = pd.DataFrame(rng.normal(size=(40, 2)), columns=["b0", "b1"]).assign(y=rng.normal(size=40))
+    data = VerticalDataset({"A": a, "B": b}, label="y")
+    model = VerticalLinearRegression(learning_rate=50.0, max_iter=200, tol=None, key_bits=512, insecure=True)
+    with pytest.raises(FixedPointOverflowError, match=r"party [AB]: partial scores.*reach .*diverges"):
+        model.fit(data)
+
+
+def test_values_that_would_wrap_a_short_key_are_refused():
+    """Features that fit one encoding but whose gradient products would wrap around Z_n."""
+    rng = np.random.default_rng(1)
+    a = pd.DataFrame(rng.normal(size=(30, 2)) * [1e70, 1.0], columns=["big", "a1"])
+    b = pd.DataFrame(rng.normal(size=(30, 1)), columns=["b0"]).assign(y=rng.normal(size=30) * 1e30)
+    data = VerticalDataset({"A": a, "B": b}, label="y")
+    with pytest.raises(FixedPointOverflowError, match=r"party A, column 'big': value .* at row \d+ is outside"):
+        VerticalLinearRegression(learning_rate=1e-100, max_iter=1, key_bits=512, insecure=True).fit(data)
 
 
 def test_prediction_columns_differ(vertical_frames):

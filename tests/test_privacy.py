@@ -1,20 +1,24 @@
 """What each party receives, read from every message that crossed the transport."""
 
+import pickle
+
 import gmpy2
 import numpy as np
 import pytest
 
 from vertical_data import make_vertical
 from vfl import inprocess
-from vfl.crypto import FixedPoint
+from vfl.crypto import FixedPoint, vector
+from vfl.crypto.randomness import uniform_below
 from vfl.parties import LOGISTIC, Coordinator, PartyA, PartyB
 from vfl.protocols import TrainingSettings
 from vfl.transport import BigInts, Transcript
+from vfl.transport.message import decode
 
 
 @pytest.fixture(scope="module")
 def run():
-    """A logistic run with every payload kept, plus the parties (C's key to inspect ciphertexts)."""
+    """A logistic run with every payload and every mask kept, plus the parties (C's key to inspect ciphertexts)."""
     _, _, x, y = make_vertical(n_rows=40, task="logistic", seed=2)
     labels = np.where(y == 1, 1.0, -1.0)
     settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, key_bits=1024, insecure=True,
@@ -22,10 +26,19 @@ def run():
     a, b = PartyA(x[:, :3]), PartyB(x[:, 3:], labels)
     c = Coordinator(1024, insecure=True)
     transcript = Transcript(keep_payloads=True)
-    inprocess.train(a, b, c, settings, transcript)
-    scores = inprocess.predict(a, b, c, x[:, :3], x[:, 3:], transcript=transcript)
+    masks = []
+
+    def recording_uniform_below(n, count):
+        drawn = uniform_below(n, count)
+        masks.append((int(n), [int(m) for m in drawn]))
+        return drawn
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(vector, "uniform_below", recording_uniform_below)
+        inprocess.train(a, b, c, settings, transcript)
+        scores = inprocess.predict(a, b, c, x[:, :3], x[:, 3:], transcript=transcript)
     return {"x": x, "y": labels, "a": a, "b": b, "c": c, "messages": transcript.messages(),
-            "payloads": transcript.payloads, "scores": scores}
+            "payloads": transcript.payloads, "scores": scores, "masks": masks}
 
 
 def received(run, role):
@@ -36,8 +49,32 @@ def float_arrays(message):
     return [v for v in message.fields.values() if isinstance(v, np.ndarray)]
 
 
-def test_no_payload_is_a_pickle(run):
-    assert run["payloads"] and all(p[:4] == b"VFL1" and b"\x80\x04\x95" not in p[:16] for p in run["payloads"])
+def test_every_payload_decodes_to_plain_typed_fields(run):
+    """Each frame is the documented format (JSON header, raw numbers), never a pickle."""
+    assert run["payloads"]
+    for payload in run["payloads"]:
+        assert payload[:4] == b"VFL1" and not payload.startswith(b"\x80")
+        message = decode(payload)
+        for name, value in message.fields.items():
+            assert value is None or isinstance(value, (bool, int, float, str, np.ndarray, BigInts, bytes)), name
+            if isinstance(value, np.ndarray):
+                assert value.dtype in (np.float64, np.int64), name
+            if isinstance(value, bytes):
+                assert not value.startswith(b"\x80"), name    # pickle protocol 2+ opens with PROTO
+
+
+def test_nothing_is_unpickled_during_a_run(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise AssertionError("something was unpickled")
+
+    monkeypatch.setattr(pickle, "loads", refuse)
+    monkeypatch.setattr(pickle, "load", refuse)
+    monkeypatch.setattr(pickle, "Unpickler", refuse)
+    _, _, x, y = make_vertical(n_rows=24, task="linear", seed=6)
+    a, b, c = PartyA(x[:, :3]), PartyB(x[:, 3:], y), Coordinator(1024, insecure=True)
+    settings = TrainingSettings(objective="linear", max_iter=1, tol=None, key_bits=1024, insecure=True)
+    inprocess.train(a, b, c, settings, Transcript())
+    inprocess.predict(a, b, c, x[:, :3], x[:, 3:], transcript=Transcript())
 
 
 def test_private_prediction_gives_b_the_true_scores(run):
@@ -82,11 +119,21 @@ def test_c_receives_only_aggregates_and_masked_values(run):
 
 
 def test_masks_are_fresh_for_every_message(run):
+    """One mask drawn per masked value sent to C, none reused, drawn from all of Z_n."""
+    n = int(run["c"].context.public_key.n)
+    masked_values = sum(len(m["ciphertexts"]) for m in received(run, "C")
+                        if m.name in ("masked_gradient", "masked_scores"))
+    masks = [m for modulus, drawn in run["masks"] for m in drawn]
+    assert {modulus for modulus, _ in run["masks"]} == {n}
+    assert len(masks) == masked_values
+    assert len(set(masks)) == len(masks)
+    assert all(0 <= m < n for m in masks)
+    # uniform over Z_n: a random element's top 8 bits are almost never all zero, its bit length near n's
+    assert sum(m.bit_length() > n.bit_length() - 8 for m in masks) >= 0.9 * len(masks)
+    # and the residues C decrypts for the gradients are distinct as well
     c = run["c"]
-    seen = []
-    for message in received(run, "C"):
-        if message.name == "masked_gradient":
-            seen.extend(c.context.private_key.raw_decrypt(ct) for ct in message["ciphertexts"].to_ints())
+    seen = [c.context.private_key.raw_decrypt(ct) for m in received(run, "C") if m.name == "masked_gradient"
+            for ct in m["ciphertexts"].to_ints()]
     assert len(seen) == len(set(seen))
 
 

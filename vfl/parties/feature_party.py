@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import gmpy2
+import math
+
 import numpy as np
 
 from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
@@ -86,19 +87,40 @@ class FeatureParty:
         return name if name.startswith("column ") else f"column {name!r}"
 
     def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None) -> None:
-        """Keep the public key, and check every feature fits its fixed-point range."""
+        """Keep the public key, and check every feature fits the fixed-point range.
+
+        The check is the data half of :func:`score_bound`'s budget: with scores
+        within that bound, no gradient over any batch of these rows can wrap.
+        """
         context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
         if self.features.size:
-            # float(mpfr) is inf when the range exceeds every double: then every finite value fits
-            limit = float(gmpy2.mpfr(context.public_key.max_int) / 2 ** precision.frac_bits)
+            log_limit = _product_bits(context) - 1 - math.log2(2 * self.n_rows) - _score_bits(context, self.n_rows)
+            limit = math.ldexp(1.0, math.floor(log_limit)) if log_limit < 1024 else math.inf
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
                 raise FixedPointOverflowError(
                     f"party {self.role}, {self._column(col)}: value {self.features[row, col]:.3g} at row {row} is "
                     f"outside the fixed-point range of a {context.public_key.key_bits}-bit key "
-                    f"with {precision.frac_bits} fractional bits; scale the column down")
+                    f"with {precision.frac_bits} fractional bits (|value| < {limit:.3g} for {self.n_rows} rows); "
+                    "scale the column down")
         self.context = context
+
+    def check_range(self, values, bound: float, what: str, n: int | None = None) -> None:
+        """Refuse to go on when a value this party is about to encrypt could make a sum wrap around Z_n.
+
+        Each party holds its own contributions below public bounds
+        (:func:`score_bound`, :func:`loss_part_bound`, :func:`prediction_bound`),
+        so neither needs to know, or trust, the other's magnitudes.
+        """
+        worst = float(np.max(np.abs(values))) if np.size(values) else 0.0
+        if not worst <= bound:
+            ctx = self._ctx()
+            batch = f" for a batch of {n} rows" if n else ""
+            raise FixedPointOverflowError(
+                f"party {self.role}: {what} reach {worst:.3g}, beyond the {bound:.3g} that the fixed-point range "
+                f"of a {ctx.public_key.key_bits}-bit key with {ctx.frac_bits} fractional bits allows{batch}; "
+                "the training diverges (lower learning_rate) or the features need scaling down")
 
     def _ctx(self) -> Context:
         if self.context is None:
@@ -136,3 +158,40 @@ class FeatureParty:
         if params.shape != self.params.shape:
             raise DataError(f"party {self.role}: saved state has {params.size} weights, data has {self.params.size}")
         self.params = params
+
+
+
+def _product_bits(context: Context) -> int:
+    """Bits of real magnitude a value carried at twice the fractional bits (a product) may use."""
+    return int(context.public_key.max_int).bit_length() - 1 - 2 * context.frac_bits
+
+
+def _score_bits(context: Context, n: int) -> int:
+    return math.floor((_product_bits(context) - 4 - math.log2(3 * n)) / 2)
+
+
+def score_bound(context: Context, n: int) -> float:
+    """The largest share of a score each party may contribute in a batch of ``n`` rows.
+
+    A public function of the key, the precision and the batch size.  With
+    ``|u_A| <= S`` at A and ``|u_B| + kappa |y| <= S`` at B, every residual is
+    below ``2 S`` and the batch loss's cross term below a sixth of the range;
+    each party's own loss part is held below a quarter (:func:`loss_part_bound`);
+    with the feature check of :meth:`FeatureParty.receive_public_key`, the
+    gradients ``X^T d`` stay below half.  So nothing the coordinator decrypts
+    can have wrapped around Z_n.
+    """
+    bits = _score_bits(context, n)
+    return math.ldexp(1.0, bits) if bits < 1024 else math.inf
+
+
+def loss_part_bound(context: Context) -> float:
+    """The largest loss part a party may add to the encrypted batch loss."""
+    bits = _product_bits(context) - 2
+    return math.ldexp(1.0, bits) if bits < 1024 else math.inf
+
+
+def prediction_bound(context: Context) -> float:
+    """The largest partial score a party may contribute to an encrypted prediction."""
+    bits = int(context.public_key.max_int).bit_length() - 2 - context.frac_bits
+    return math.ldexp(1.0, bits) if bits < 1024 else math.inf

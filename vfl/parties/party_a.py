@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from vfl.crypto import EncryptedVector
-from vfl.parties.feature_party import FeatureParty
+from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
 
 
@@ -26,6 +26,8 @@ class PartyA(FeatureParty):
         Both are fresh encryptions, so they may leave A as they are.
         """
         u = self.scores(rows)
+        self.check_range(u, score_bound(self._ctx(), len(u)), "partial scores", len(u))
         loss_part = objective.a * float(u @ u) + len(u) * self.penalty(alpha)
+        self.check_range(loss_part, loss_part_bound(self._ctx()), "its loss part (penalty included)", len(u))
         ctx = self._ctx()
         return ctx.encrypt(u, what="party A score"), ctx.encrypt([loss_part], what="party A loss part")

@@ -6,7 +6,7 @@ import numpy as np
 
 from vfl.crypto import EncryptedVector
 from vfl.errors import DataError
-from vfl.parties.feature_party import FeatureParty
+from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
 
 
@@ -41,9 +41,12 @@ class PartyB(FeatureParty):
         """
         y = self.labels[rows]
         u_b = self.scores(rows)
+        self.check_range(np.abs(u_b) + objective.kappa * np.abs(y), score_bound(self._ctx(), len(y)),
+                         "partial scores and labels", len(y))
         d = (u_a + (u_b - objective.kappa * y)).rerandomize()
         cross = 2.0 * objective.a * u_b + objective.b * y
         own = float(np.sum(objective.a * u_b * u_b + objective.b * y * u_b + objective.c(y)))
         own += len(y) * self.penalty(alpha)
+        self.check_range(own, loss_part_bound(self._ctx()), "its loss part (penalty included)", len(y))
         total_loss = (loss_a + cross @ u_a + own).rerandomize()
         return d, total_loss
