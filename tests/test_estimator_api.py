@@ -6,7 +6,7 @@ import pytest
 from sklearn.base import clone
 
 from vertical_data import make_vertical
-from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression, inprocess
+from vfl import DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression, inprocess
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.protocols import TrainingSettings, run_a, run_b, run_c
 from vfl.transport import Endpoint, InProcessNetwork, run_roles
@@ -73,6 +73,21 @@ def test_string_class_labels_and_numpy_frames():
     model = VerticalLogisticRegression(max_iter=2, **FAST).fit(data)
     assert list(model.classes_) == ["benign", "malignant"]
     assert set(model.predict(data)) <= {"benign", "malignant"}
+    # arrays at prediction time are matched to the training columns by position, as in scikit-learn
+    test = VerticalDataset({"A": x[:, :3], "B": x[:, 3:]})
+    np.testing.assert_allclose(model.predict_proba(test), model.predict_proba(data), atol=1e-8)
+    with pytest.raises(DataError, match="party B: prediction columns differ"):
+        model.predict_proba(VerticalDataset({"A": x[:, :3], "B": x[:, 2:]}))
+
+
+@pytest.mark.parametrize("labels", [np.array([False, True]), np.array([3, 7])])
+def test_class_labels_keep_their_type(labels):
+    frame_a, frame_b, _, y = make_vertical(n_rows=30, seed=12)
+    frame_b["y"] = labels[y]
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    model = VerticalLogisticRegression(max_iter=2, **FAST).fit(data)
+    assert model.classes_.dtype == labels.dtype and list(model.classes_) == list(labels)
+    assert model.predict(data).dtype == labels.dtype
 
 
 def test_linear_regression_score_is_r2():

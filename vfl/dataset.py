@@ -20,7 +20,10 @@ class VerticalDataset:
     Parameters
     ----------
     frames : mapping of party name to DataFrame or 2-D array
-        Exactly two parties.  Arrays get columns ``x0, x1, ...``.
+        Exactly two parties.  Arrays get columns ``x0, x1, ...`` and are matched
+        to the training columns by position at prediction time.  Without
+        ``id_column``, rows are matched by position, and two DataFrames must
+        have the same index.
     label : str, optional
         Name of the label column.  The party whose frame holds it plays B; the
         other plays A.  Test data for prediction may leave it out.
@@ -44,12 +47,18 @@ class VerticalDataset:
         self.parties = tuple(str(p) for p in frames)
         self.label = label
         self.id_column = id_column
+        #: parties whose data came as arrays: their columns are positional (``x0, x1, ...``)
+        self.positional = {str(p): not isinstance(f, pd.DataFrame) for p, f in frames.items()}
+        if id_column is None:
+            _check_index(frames)
         tables = {str(p): _as_frame(str(p), f) for p, f in frames.items()}
 
         holders = [p for p, f in tables.items() if label is not None and label in f.columns]
         if len(holders) > 1:
+            hint = (" (arrays get columns x0, x1, ...: give the labelled party as a DataFrame with named columns)"
+                    if any(self.positional.values()) else "")
             raise DataError(f"the label column {label!r} is in the frames of {' and '.join(holders)}; "
-                            "it must live in exactly one party's frame")
+                            f"it must live in exactly one party's frame{hint}")
         self.label_party = holders[0] if holders else None
 
         self.ids = self._check_ids(tables) if id_column is not None else None
@@ -117,6 +126,21 @@ def _show(value) -> str:
     return repr(value.item() if isinstance(value, np.generic) else value)
 
 
+def _check_index(frames: Mapping[str, object]) -> None:
+    """Without ids rows are matched by position: refuse two DataFrames whose index labels disagree."""
+    tables = [(str(p), f) for p, f in frames.items() if isinstance(f, pd.DataFrame)]
+    if len(tables) != 2 or len(tables[0][1]) != len(tables[1][1]):
+        return
+    (first, a), (second, b) = tables
+    if a.index.equals(b.index):
+        return
+    differ = np.flatnonzero(a.index.to_numpy() != b.index.to_numpy())
+    shown = ", ".join(f"row {i}: {_show(a.index[i])} vs {_show(b.index[i])}" for i in differ[:3])
+    raise DataError(f"the frames of {first} and {second} have different index labels at {differ.size} row(s) "
+                    f"({shown}); without id_column rows are matched by position, so align the frames or pass "
+                    "id_column (or reset_index(drop=True) on both if their order is already the same)")
+
+
 def _as_frame(party: str, frame) -> pd.DataFrame:
     if isinstance(frame, pd.DataFrame):
         table = frame
@@ -137,9 +161,8 @@ def _label_values(party: str, column: pd.Series, ids) -> np.ndarray:
     """The labels as given (numbers, or any two class values such as strings); none missing."""
     values = column.to_numpy()
     missing = np.array(column.isna(), dtype=bool)
-    if pd.api.types.is_numeric_dtype(column.dtype):
-        values = values.astype(np.float64)
-        missing |= ~np.isfinite(values)
+    if pd.api.types.is_numeric_dtype(column.dtype) and not missing.any():
+        missing |= ~np.isfinite(values.astype(np.float64))   # the values keep their type (int, bool, float)
     if missing.any():
         row = int(np.flatnonzero(missing)[0])
         where = f"row {row}" + (f" (id {_show(ids[row])})" if ids is not None else "")

@@ -111,7 +111,9 @@ class _VerticalLinearModel(BaseEstimator):
         features = {}
         for name, trained in self.feature_names_.items():
             given = data.columns(name)
-            if given != trained:
+            if data.positional.get(name) and len(given) == len(trained):
+                pass    # an array: its columns are taken in the training order, as scikit-learn does
+            elif given != trained:
                 missing = [c for c in trained if c not in given]
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
@@ -179,11 +181,13 @@ class VerticalLinearRegression(_VerticalLinearModel):
             raise DataError(f"party {party}: linear regression needs a numeric label") from None
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
+        """The predicted target of each row, shape (n,)."""
         return self.decision_function(data)
 
     def score(self, data: VerticalDataset, y=None) -> float:
         """R^2 of the predictions on ``data`` (labels from ``data`` unless ``y`` is given)."""
-        return float(r2_score(_labels(data, y), self.predict(data)))
+        predicted = self.predict(data)
+        return float(r2_score(_labels(data, y), predicted))
 
 
 class VerticalLogisticRegression(_VerticalLinearModel):
@@ -206,7 +210,12 @@ class VerticalLogisticRegression(_VerticalLinearModel):
     _objective = "logistic"
 
     def _encode_labels(self, labels, party: str) -> np.ndarray:
-        classes = np.unique(labels)
+        try:
+            classes = np.unique(labels)
+        except TypeError:
+            kinds = sorted({type(v).__name__ for v in labels})
+            raise DataError(f"party {party}: the label mixes value types ({', '.join(kinds)}); "
+                            "use one type for both classes") from None
         if classes.size != 2:
             raise DataError(f"party {party}: logistic regression needs a binary label, "
                             f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
@@ -219,11 +228,14 @@ class VerticalLogisticRegression(_VerticalLinearModel):
         return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
-        return self.classes_[(self.predict_proba(data) >= 0.5).astype(int)]
+        """The predicted class of each row (``classes_[1]`` where the probability is at least 0.5)."""
+        proba = self.predict_proba(data)
+        return self.classes_[(proba >= 0.5).astype(int)]
 
     def score(self, data: VerticalDataset, y=None) -> float:
         """Accuracy of the predictions on ``data``."""
-        return float(accuracy_score(_labels(data, y), self.predict(data)))
+        predicted = self.predict(data)
+        return float(accuracy_score(_labels(data, y), predicted))
 
 
 def _label(role: str, name: str) -> str:
