@@ -42,6 +42,27 @@ def test_missing_or_duplicate_ids():
     a.loc[3, "id"] = a.loc[2, "id"]
     with pytest.raises(DataError, match="party A: id 1002 appears twice"):
         VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    a, b = frames()
+    b["id"] = b["id"].astype(float)
+    b.loc[6, "id"] = np.nan
+    with pytest.raises(DataError, match="party B: id column 'id' has no value at row 6"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_fit_without_a_label_column_named():
+    a, b = frames()
+    with pytest.raises(DataError, match="fit needs labels"):
+        VerticalLogisticRegression(**FAST).fit(VerticalDataset({"A": a, "B": b}, id_column="id"))
+
+
+def test_prediction_values_outside_the_range(vertical_frames):
+    a, b, _, _ = vertical_frames
+    model = VerticalLinearRegression(tol=None, **{**FAST, "key_bits": 512}).fit(
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id"))
+    huge = a.assign(a0=a["a0"] * 1e200)
+    test = VerticalDataset({"A": huge, "B": b.drop(columns="y")}, id_column="id")
+    with pytest.raises(FixedPointOverflowError, match="party A: partial scores reach .*scale the prediction data"):
+        model.predict(test)
 
 
 @pytest.mark.parametrize("value,word", [(np.nan, "NaN"), (np.inf, "infinity")])

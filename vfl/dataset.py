@@ -82,6 +82,10 @@ class VerticalDataset:
         for party, frame in tables.items():
             if self.id_column not in frame.columns:
                 raise DataError(f"party {party}: id column {self.id_column!r} is missing")
+            missing = frame[self.id_column].isna().to_numpy()
+            if missing.any():
+                raise DataError(f"party {party}: id column {self.id_column!r} has no value at row "
+                                f"{int(np.flatnonzero(missing)[0])}")
             dup = frame[self.id_column].duplicated()
             if dup.any():
                 row = int(np.flatnonzero(dup.to_numpy())[0])

@@ -64,6 +64,8 @@ class _VerticalLinearModel(BaseEstimator):
         settings = self._settings()
         if not isinstance(data, VerticalDataset):
             raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}")
+        if data.label is None:
+            raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
         if data.label_party is None:
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         name_a, name_b = data.feature_party, data.label_party
@@ -167,9 +169,18 @@ class VerticalLinearRegression(_VerticalLinearModel):
     intercept_ : float
     n_iter_ : int
     loss_curve_ : ndarray
-        The loss decrypted by the coordinator at each epoch.
+        The loss decrypted by the coordinator at each epoch: the objective at the
+        weights each batch started from, averaged over the epoch's batches (so the
+        first entry is the loss at zero weights).
     transcript_ : DataFrame
         Every message of training: iteration, sender, receiver, name, kind, bytes.
+
+    Notes
+    -----
+    The estimator runs all three parties in this process, for experiments and
+    teaching: a fitted estimator holds every party's data and the coordinator's
+    private key, so do not share or pickle it.  To keep the parties apart, run
+    each as its own process (``vfl party``, see docs/network.md).
     """
 
     _objective = "linear"

@@ -59,7 +59,7 @@ class FixedPoint:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise FixedPointOverflowError(
-                f"{what} {flat[i]!r} at position {i} cannot be encoded with {exponent} fractional bits"
+                f"{what} {float(flat[i])!r} at position {i} cannot be encoded with {exponent} fractional bits"
             )
         # Values below 2**53 convert through int64 at C speed; larger ones go one by one.
         if flat.size and float(np.max(np.abs(scaled))) < 2.0 ** 53:
@@ -70,7 +70,7 @@ class FixedPoint:
         for i, x in enumerate(encoded):
             if abs(x) > limit:
                 raise FixedPointOverflowError(
-                    f"{what} {flat[i]!r} at position {i} is outside the fixed-point range "
+                    f"{what} {float(flat[i]):.6g} at position {i} is outside the fixed-point range "
                     f"(|value| must stay below {float(limit) / 2.0 ** exponent:.3g})"
                 )
         return encoded

@@ -106,7 +106,9 @@ class FeatureParty:
                     "scale the column down")
         self.context = context
 
-    def check_range(self, values, bound: float, what: str, n: int | None = None) -> None:
+    def check_range(self, values, bound: float, what: str, n: int | None = None,
+                    advice: str = "the training diverges (lower learning_rate) or the features need scaling down"
+                    ) -> None:
         """Refuse to go on when a value this party is about to encrypt could make a sum wrap around Z_n.
 
         Each party holds its own contributions below public bounds
@@ -119,8 +121,7 @@ class FeatureParty:
             batch = f" for a batch of {n} rows" if n else ""
             raise FixedPointOverflowError(
                 f"party {self.role}: {what} reach {worst:.3g}, beyond the {bound:.3g} that the fixed-point range "
-                f"of a {ctx.public_key.key_bits}-bit key with {ctx.frac_bits} fractional bits allows{batch}; "
-                "the training diverges (lower learning_rate) or the features need scaling down")
+                f"of a {ctx.public_key.key_bits}-bit key with {ctx.frac_bits} fractional bits allows{batch}; {advice}")
 
     def _ctx(self) -> Context:
         if self.context is None:

@@ -25,6 +25,7 @@ from vfl.parties import (Coordinator, PartyA, PartyB, pack_residues, pack_vector
 from vfl.transport import Endpoint
 
 MODES = ("private", "table3")
+_SCALE = "scale the prediction data as the training data was scaled"
 
 
 def _check_mode(mode: str) -> None:
@@ -54,7 +55,7 @@ def predict_a(ep: Endpoint, party: PartyA, features, mode: str = "private", frac
         raise DataError(f"party A has {x.shape[0]} prediction rows but party B has {n_rows}")
     u_a = party.scores(features=x)
     if mode == "private":
-        party.check_range(u_a, prediction_bound(party.context), "partial scores")
+        party.check_range(u_a, prediction_bound(party.context), "partial scores", advice=_SCALE)
         ep.send("B", "scores", "ciphertext", **pack_vector(party.context.encrypt(u_a, what="party A score")))
     else:
         ep.send("C", "partial_scores", "plaintext", scores=u_a)
@@ -74,7 +75,7 @@ def predict_b(ep: Endpoint, party: PartyB, features, mode: str = "private", frac
         if scores.shape != u_b.shape:
             raise DataError(f"party B: C returned {scores.shape[0]} scores for {u_b.shape[0]} rows")
         return scores
-    party.check_range(u_b, prediction_bound(party.context), "partial scores")
+    party.check_range(u_b, prediction_bound(party.context), "partial scores", advice=_SCALE)
     u_a = unpack_vector(party.context, ep.recv("A", "scores"), len(u_b))
     masked, mask = party.context.mask(u_a + u_b)
     ep.send("C", "masked_scores", "ciphertext", **pack_vector(masked))
