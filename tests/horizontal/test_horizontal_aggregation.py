@@ -1,7 +1,17 @@
+import re
+import warnings
+
 import numpy as np
 import pytest
 
-from vfl.horizontal import aggregate, coordinate_median, trimmed_mean, weighted_average
+from vfl.horizontal import (
+    FedAvg,
+    aggregate,
+    coordinate_median,
+    max_tolerated_faults,
+    trimmed_mean,
+    weighted_average,
+)
 from vfl.horizontal.errors import EmptyClientError, InvalidParameterError, ShapeMismatchError
 
 
@@ -68,5 +78,82 @@ def test_aggregation_errors():
         weighted_average([np.zeros(2)], [0])
     with pytest.raises(InvalidParameterError, match="beta"):
         trimmed_mean([np.zeros(2)], beta=0.5)
+    with pytest.raises(InvalidParameterError, match=r"beta must be in \[0, 0.5\), got 'x'"):
+        trimmed_mean([np.zeros(2)], beta="x")
+    with pytest.raises(InvalidParameterError, match="beta"):
+        aggregate([np.zeros(2)], [1], "trimmed_mean", beta=np.nan)
     with pytest.raises(InvalidParameterError, match="unknown aggregator"):
         aggregate([np.zeros(2)], [1], "krum")
+
+
+@pytest.mark.parametrize("method, m, beta, expected", [
+    ("mean", 10, 0.2, 0),
+    ("median", 1, 0.2, 0), ("median", 2, 0.2, 0), ("median", 3, 0.2, 1), ("median", 10, 0.2, 4),
+    ("median", 11, 0.2, 5),
+    ("trimmed_mean", 4, 0.2, 0), ("trimmed_mean", 5, 0.2, 1), ("trimmed_mean", 10, 0.2, 2),
+    ("trimmed_mean", 10, 0.0, 0), ("trimmed_mean", 10, 0.1, 1), ("trimmed_mean", 3, 0.49, 1),
+])
+def test_max_tolerated_faults(method, m, beta, expected):
+    assert max_tolerated_faults(method, m, beta) == expected
+
+
+@pytest.mark.parametrize("method, m, beta", [("median", 3, 0.2), ("median", 10, 0.2), ("trimmed_mean", 5, 0.2),
+                                             ("trimmed_mean", 10, 0.1), ("trimmed_mean", 7, 0.3)])
+def test_max_tolerated_faults_is_attained(method, m, beta):
+    # f = max_tolerated_faults bad vectors (at +/- huge values) keep the aggregate
+    # inside the honest range; f + 1 of them do not
+    rng = np.random.default_rng(0)
+    f = max_tolerated_faults(method, m, beta)
+    for bad_count, stays in ((f, True), (f + 1, False)):
+        honest = [rng.uniform(-1, 1, size=4) for _ in range(m - bad_count)]
+        bad = [np.full(4, 1e9)] * bad_count
+        agg = aggregate(honest + bad, np.ones(m), method, beta)
+        inside = np.all((agg >= np.min(honest, axis=0)) & (agg <= np.max(honest, axis=0)))
+        assert inside == stays, (bad_count, agg)
+
+
+def test_max_tolerated_faults_errors():
+    with pytest.raises(InvalidParameterError, match="unknown aggregator"):
+        max_tolerated_faults("krum", 5)
+    with pytest.raises(InvalidParameterError, match="n_clients"):
+        max_tolerated_faults("median", 0)
+    with pytest.raises(InvalidParameterError, match="beta"):
+        max_tolerated_faults("trimmed_mean", 5, beta=0.5)
+
+
+def _clients(k):
+    rng = np.random.default_rng(0)
+    return [(rng.normal(size=(8, 3)), np.arange(8) % 2) for _ in range(k)]
+
+
+def _not_robust_warnings(**params):
+    """Fit 3 rounds on 10 clients; return the messages of the robust-aggregator warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        FedAvg(num_rounds=3, learning_rate=0.1, random_state=0, **params).fit(_clients(10))
+    return [str(w.message) for w in caught
+            if issubclass(w.category, RuntimeWarning) and "tolerates no malicious client" in str(w.message)]
+
+
+@pytest.mark.parametrize("params, expected", [
+    (dict(aggregator="median", fraction_fit=0.1), r"median of 1 value\(s\) is that value.*m >= 3"),
+    (dict(aggregator="median", fraction_fit=0.2), r"median of 2 value\(s\) is their mean"),
+    (dict(aggregator="trimmed_mean", fraction_fit=0.4, trim_beta=0.2),
+     r"trim_beta=0.2 and m=4 .* floor\(0.2 \* 4\) = 0 .* needs m >= 5, or raise trim_beta"),
+    (dict(aggregator="trimmed_mean", fraction_fit=0.1, min_fit_clients=2, trim_beta=0.3), r"m=2 .* m >= 4"),
+    (dict(aggregator="trimmed_mean", fraction_fit=1.0, trim_beta=0.0), "use trim_beta > 0"),
+])
+def test_robust_aggregator_that_protects_nothing_warns_once_per_fit(params, expected):
+    messages = _not_robust_warnings(**params)
+    assert len(messages) == 1  # once per fit, not once per round
+    assert re.search(expected, messages[0]), messages
+
+
+@pytest.mark.parametrize("params", [
+    dict(aggregator="mean", fraction_fit=0.1),
+    dict(aggregator="median", fraction_fit=0.3),
+    dict(aggregator="trimmed_mean", fraction_fit=0.5, trim_beta=0.2),
+    dict(aggregator="trimmed_mean", fraction_fit=0.1, min_fit_clients=5),
+])
+def test_robust_aggregator_with_enough_clients_does_not_warn(params):
+    assert _not_robust_warnings(**params) == []

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.exceptions import NotFittedError
 
-from vfl.horizontal import AgnosticFL, FedAvg
+from vfl.horizontal import AgnosticFL, FedAvg, LogisticRegressionModel, MLPModel, load_dataset
 from vfl.horizontal.errors import (
     EmptyClientError,
     FederatedInputError,
@@ -81,3 +81,78 @@ def test_afl_bad_input():
         AgnosticFL(lambda_learning_rate=0).fit([client(), client()])
     with pytest.raises(ShapeMismatchError, match="client 1 has 3 features"):
         AgnosticFL().fit([client(), client(d=3)])
+
+
+# Wrong *types* must get the same clear InvalidParameterError as wrong values,
+# never a bare TypeError from a comparison inside fit.
+@pytest.mark.parametrize("params, message", [
+    (dict(trim_beta="x"), r"trim_beta must be in \[0, 0.5\), got 'x'"),
+    (dict(trim_beta=float("nan")), "trim_beta"),
+    (dict(target_accuracy="x"), r"target_accuracy must be in \(0, 1\], got 'x'"),
+    (dict(target_accuracy=0.0), "target_accuracy"),
+    (dict(target_train_objective="x"), "target_train_objective must be a finite number >= 0"),
+    (dict(target_train_objective=-0.1), "target_train_objective"),
+    (dict(num_rounds=2.5), "num_rounds must be an integer >= 1, got 2.5"),
+    (dict(num_rounds=True), "num_rounds"),
+    (dict(fraction_fit="0.5"), r"fraction_fit \(C\)"),
+    (dict(min_fit_clients=1.5), "min_fit_clients must be an integer"),
+    (dict(local_epochs="2"), r"local_epochs \(E\)"),
+    (dict(learning_rate="0.1"), "learning_rate"),
+    (dict(learning_rate=float("inf")), "learning_rate"),
+    (dict(aggregator=None), "unknown aggregator"),
+    (dict(aggregator=["mean"]), "unknown aggregator"),
+    (dict(l2="x"), "l2 must be a finite number >= 0"),
+    (dict(l2=True), "l2"),
+    (dict(hidden_layer_sizes=64), "hidden_layer_sizes"),
+    (dict(hidden_layer_sizes="64"), "hidden_layer_sizes"),
+    (dict(hidden_layer_sizes=(16, 2.5)), "hidden_layer_sizes"),
+    (dict(hidden_layer_sizes=()), "hidden_layer_sizes"),
+    (dict(model="mlp", hidden_layer_sizes=(8, 0)), "hidden_layer_sizes"),
+    (dict(initial_parameters="abc"), "initial_parameters must be a numeric vector"),
+    (dict(initial_parameters=[0.0, 0.0, np.nan, 0.0, 0.0]), "initial_parameters contains NaN"),
+    (dict(random_state="x"), "random_state must be None, a non-negative integer or a numpy Generator"),
+    (dict(random_state=-1), "random_state"),
+    (dict(random_state=1.5), "random_state"),
+])
+def test_wrongly_typed_hyperparameters(params, message):
+    with pytest.raises(InvalidParameterError, match=message):
+        FedAvg(**{"num_rounds": 1, **params}).fit([client(), client()])
+
+
+@pytest.mark.parametrize("params, message", [
+    (dict(lambda_learning_rate="x"), "lambda_learning_rate"),
+    (dict(num_rounds="10"), "num_rounds"),
+    (dict(min_fit_clients=0), "min_fit_clients"),
+    (dict(batch_size=1.5), r"batch_size \(B\)"),
+    (dict(random_state="seed"), "random_state"),
+    (dict(l2=-1.0), "l2"),
+    (dict(hidden_layer_sizes=[4, "x"]), "hidden_layer_sizes"),
+])
+def test_afl_wrongly_typed_hyperparameters(params, message):
+    with pytest.raises(InvalidParameterError, match=message):
+        AgnosticFL(**{"num_rounds": 1, **params}).fit([client(), client()])
+
+
+def test_generator_and_numpy_scalars_are_accepted():
+    clients = [client(), client()]
+    est = FedAvg(num_rounds=np.int64(2), fraction_fit=np.float64(1.0), trim_beta=np.float32(0.1),
+                 aggregator="trimmed_mean", min_fit_clients=np.int32(2), l2=np.float64(0.0),
+                 target_accuracy=np.float64(1.0), random_state=np.random.default_rng(0))
+    with pytest.warns(RuntimeWarning, match="trims floor"):  # 0.1 * 2 < 1: nothing trimmed
+        est.fit(clients, *client())
+    assert len(est.history_) >= 1
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda: LogisticRegressionModel(4, "x"), "n_classes must be an integer >= 2"),
+    (lambda: LogisticRegressionModel(4.5, 2), "n_features"),
+    (lambda: LogisticRegressionModel(4, 2, l2=-1), "l2"),
+    (lambda: MLPModel(4, 3, (2.5,)), "hidden_layer_sizes"),
+    (lambda: MLPModel(0, 3, (4,)), "n_features must be an integer >= 1"),
+    (lambda: MLPModel(4, 3, (4,), l2=float("nan")), "l2"),
+    (lambda: load_dataset("iris", test_size="x"), r"test_size must be in \(0, 1\)"),
+    (lambda: load_dataset("iris", test_size=1.0), "test_size"),
+])
+def test_models_and_datasets_reject_bad_arguments(build, message):
+    with pytest.raises(InvalidParameterError, match=message):
+        build()

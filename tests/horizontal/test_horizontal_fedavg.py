@@ -95,14 +95,95 @@ def test_history_sampling_and_bytes(digits):
 
 
 def test_more_local_computation_needs_fewer_rounds(digits):
+    # McMahan's Table 2 effect on IID data: more local updates per round
+    # (u = E * n_k / B) cut the rounds to a target accuracy.  The target is
+    # high enough that every setting needs several rounds (at 0.9, E=5/B=10
+    # got there in round 1, which compared nothing).
     X, Xt, y, yt = digits
     clients = split_clients(X, y, partition(y, 10, "iid", seed=0))
-    kw = dict(fraction_fit=0.5, learning_rate=0.1, target_accuracy=0.9, num_rounds=300, random_state=0)
-    fedsgd = FedAvg(local_epochs=1, batch_size=None, **kw).fit(clients, Xt, yt)
-    fedavg = FedAvg(local_epochs=5, batch_size=10, **kw).fit(clients, Xt, yt)
-    assert fedavg.rounds_to_target_ is not None and fedsgd.rounds_to_target_ is not None
-    assert fedavg.rounds_to_target_ < fedsgd.rounds_to_target_
-    assert len(fedavg.history_) == fedavg.rounds_to_target_
+    kw = dict(fraction_fit=0.5, learning_rate=0.1, target_accuracy=0.94, num_rounds=300, random_state=0)
+    settings = [(1, None), (5, None), (1, 10), (5, 10)]  # u = 1, 5, ~11.5, ~57.5: FedSGD first
+    rounds = []
+    for epochs, batch in settings:
+        est = FedAvg(local_epochs=epochs, batch_size=batch, **kw).fit(clients, Xt, yt)
+        assert est.rounds_to_target_ is not None, (epochs, batch)
+        assert len(est.history_) == est.rounds_to_target_
+        assert est.history_["test_accuracy"].iloc[-1] >= 0.94 > est.history_["test_accuracy"].iloc[:-1].max()
+        rounds.append(est.rounds_to_target_)
+    assert min(rounds) >= 3, rounds
+    assert all(a > b for a, b in zip(rounds, rounds[1:])), rounds
+    assert rounds[0] >= 5 * rounds[-1], rounds  # FedSGD needs many times the rounds of E=5, B=10
+
+
+def test_server_weights_by_examples_of_the_sampled_clients_only(cancer, monkeypatch):
+    # With C < 1, w_{t+1} = sum_{k in S_t} n_k w_k / sum_{k in S_t} n_k: n is
+    # summed over this round's participants S_t, not over all K clients.
+    # Checked for two rounds against an independent computation of each
+    # sampled client's E = 2 full-batch gradient steps.
+    X, _, y, _ = cancer
+    parts = partition(y, 6, "unbalanced", sigma=1.0, min_size=10, seed=4)
+    clients = split_clients(X, y, parts)
+    sizes = np.array([p.size for p in parts])
+    assert sizes.max() > 2 * sizes.min()
+    drawn = []
+    real_sample = clients_module.sample_clients
+
+    def recording_sample(rng, n_available, m):
+        chosen = real_sample(rng, n_available, m)
+        drawn.append(chosen.copy())
+        return chosen
+
+    monkeypatch.setattr(clients_module, "sample_clients", recording_sample)
+    lr, w = 0.3, np.zeros(X.shape[1] + 1)
+    est = FedAvg(num_rounds=2, fraction_fit=0.5, local_epochs=2, batch_size=None, learning_rate=lr,
+                 random_state=1).fit(clients)
+    assert len(drawn) == 2 and all(d.size == 3 for d in drawn)
+    assert list(est.history_["clients"]) == [3, 3]
+    for sampled in drawn:
+        local = np.array([sigmoid_gd(*clients[k], w, lr, 2)[-1] for k in sampled])
+        n_sampled = sizes[sampled]
+        expected = n_sampled @ local / n_sampled.sum()
+        # the two plausible mistakes give clearly different vectors
+        over_all_k = n_sampled @ local / sizes.sum()
+        unweighted = local.mean(axis=0)
+        assert not np.allclose(expected, over_all_k, atol=1e-3)
+        assert not np.allclose(expected, unweighted, atol=1e-3)
+        w = expected
+    np.testing.assert_allclose(est.parameters_, w, rtol=1e-10, atol=1e-12)
+
+
+def test_train_objective_and_target_train_objective(cancer):
+    X, Xt, y, yt = cancer
+    clients = split_clients(X, y, partition(y, 4, "iid", seed=0))
+    l2 = 0.05
+    full = FedAvg(num_rounds=40, fraction_fit=1.0, batch_size=None, learning_rate=0.5, l2=l2,
+                  random_state=0).fit(clients, Xt, yt)
+    h = full.history_
+    # train_objective = pooled log loss + l2/2 ||coef||^2, the loss the clients minimise
+    pooled = (np.vstack([c[0] for c in clients]), np.concatenate([c[1] for c in clients]))
+    assert h["train_objective"].iloc[-1] == pytest.approx(full.model_.loss(full.parameters_, *pooled), rel=1e-12)
+    penalty = 0.5 * l2 * np.sum(full.parameters_[:-1] ** 2)
+    assert h["train_objective"].iloc[-1] - h["train_loss"].iloc[-1] == pytest.approx(penalty, rel=1e-9)
+    # stop at the first round whose objective is at or below the target
+    target = float(h["train_objective"].iloc[24])
+    est = FedAvg(num_rounds=40, fraction_fit=1.0, batch_size=None, learning_rate=0.5, l2=l2,
+                 target_train_objective=target, random_state=0).fit(clients, Xt, yt)
+    first = int(np.argmax(h["train_objective"].to_numpy() <= target)) + 1
+    assert est.rounds_to_target_ == first == len(est.history_)
+    np.testing.assert_array_equal(est.history_["train_objective"], h["train_objective"].iloc[:first])
+    # unreachable target: all rounds run, no rounds_to_target_
+    never = FedAvg(num_rounds=5, fraction_fit=1.0, batch_size=None, target_train_objective=0.0,
+                   random_state=0).fit(clients)
+    assert never.rounds_to_target_ is None and len(never.history_) == 5
+    # both targets: stop at the first round where both are met, whichever binds
+    objective, accuracy = h["train_objective"].to_numpy(), h["test_accuracy"].to_numpy()
+    for target_objective, target_accuracy in ((objective[24], accuracy[9]), (objective[9], accuracy[-1])):
+        alone = (int(np.argmax(objective <= target_objective)) + 1, int(np.argmax(accuracy >= target_accuracy)) + 1)
+        assert alone[0] != alone[1]
+        both = FedAvg(num_rounds=40, fraction_fit=1.0, batch_size=None, learning_rate=0.5, l2=l2, random_state=0,
+                      target_train_objective=target_objective, target_accuracy=target_accuracy).fit(clients, Xt, yt)
+        expected = int(np.argmax((objective <= target_objective) & (accuracy >= target_accuracy))) + 1
+        assert both.rounds_to_target_ == len(both.history_) == expected == max(alone)
 
 
 def test_same_seed_same_model_and_mlp_learns(digits):

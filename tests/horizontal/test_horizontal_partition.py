@@ -86,3 +86,46 @@ def test_partition_errors():
         partition(Y, 0)
     with pytest.raises(InvalidParameterError, match="unknown partition"):
         partition(Y, 2, "by_zip_code")
+
+
+@pytest.mark.parametrize("sigma", [np.nan, np.inf, -np.inf, -0.5, "1.0", None, True])
+def test_unbalanced_rejects_non_finite_or_negative_sigma(sigma):
+    # NaN used to give NaN shares and sizes like [0, 4, 0, 100] for 100 rows
+    with pytest.raises(InvalidParameterError, match="sigma must be a finite number >= 0"):
+        unbalanced_partition(100, 4, sigma=sigma, seed=0)
+    with pytest.raises(InvalidParameterError, match="sigma"):
+        partition(Y, 4, "unbalanced", sigma=sigma, seed=0)
+
+
+def test_unbalanced_huge_sigma_is_still_an_exact_cover():
+    # exp(N(0, 1000)) overflows; the shares are normalised in log space
+    parts = unbalanced_partition(1000, 10, sigma=1000.0, min_size=5, seed=0)
+    assert_exact_cover(parts, 1000)
+    assert min(p.size for p in parts) >= 5
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: partition(Y, 10, "pathological", shards_per_client=2.5), "shards_per_client must be an integer >= 1"),
+    (lambda: partition(Y, 10, "pathological", shards_per_client="2"), "shards_per_client"),
+    (lambda: pathological_partition(Y, 10, shards_per_client=0), "shards_per_client"),
+    (lambda: partition(Y, 2.5), "n_clients must be an integer >= 1"),
+    (lambda: partition(Y, "3", "pathological"), "n_clients"),
+    (lambda: partition(Y, 4, "dirichlet", alpha="x"), "alpha must be a finite number > 0"),
+    (lambda: partition(Y, 4, "dirichlet", alpha=np.inf), "alpha"),
+    (lambda: partition(Y, 4, "dirichlet", alpha=np.nan), "alpha"),
+    (lambda: partition(Y, 4, "dirichlet", min_size=1.5), "min_size must be an integer >= 1"),
+    (lambda: partition(Y, 4, "unbalanced", min_size=0), "min_size"),
+    (lambda: dirichlet_partition(Y, 4, max_tries=0), "max_tries"),
+    (lambda: iid_partition(10.0, 2), "n_samples must be an integer"),
+    (lambda: partition(Y, 4, seed="x"), "seed must be None, a non-negative integer"),
+    (lambda: partition(Y, 4, "pathological", seed=-3), "seed"),
+])
+def test_partition_bad_arguments_get_clear_errors(call, message):
+    with pytest.raises(InvalidParameterError, match=message):
+        call()
+
+
+def test_partition_accepts_numpy_integers_and_generators():
+    parts = partition(Y, np.int64(5), "pathological", shards_per_client=np.int32(2),
+                      seed=np.random.default_rng(0))
+    assert_exact_cover(parts, Y.size)

@@ -15,7 +15,14 @@ counted in every estimator's ``history_``.
 """
 
 from .afl import AgnosticFL, project_onto_simplex
-from .aggregation import AGGREGATORS, aggregate, coordinate_median, trimmed_mean, weighted_average
+from .aggregation import (
+    AGGREGATORS,
+    aggregate,
+    coordinate_median,
+    max_tolerated_faults,
+    trimmed_mean,
+    weighted_average,
+)
 from .datasets import DATASETS, load_dataset
 from .errors import (
     EmptyClientError,
@@ -41,7 +48,7 @@ __all__ = [
     "AGGREGATORS", "DATASETS", "MODELS", "PARTITIONS",
     "AgnosticFL", "FedAvg",
     "LogisticRegressionModel", "MLPModel", "make_model",
-    "aggregate", "coordinate_median", "trimmed_mean", "weighted_average",
+    "aggregate", "coordinate_median", "max_tolerated_faults", "trimmed_mean", "weighted_average",
     "project_onto_simplex",
     "partition", "iid_partition", "pathological_partition", "unbalanced_partition",
     "dirichlet_partition", "split_clients", "load_dataset",

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
+from ._checks import check_hidden_layer_sizes, check_nonnegative_float
 from .clients import check_clients, encode_labels
 from .errors import InvalidParameterError, LabelError, ShapeMismatchError
 from .models import make_model
@@ -15,21 +14,55 @@ BYTES_PER_FLOAT = np.dtype(np.float64).itemsize
 
 
 def prepare(clients, classes, model_name, hidden_layer_sizes, l2, initial_parameters, rng):
-    """Check clients, encode labels, build the model and the starting vector."""
+    """Check clients, encode labels, build the model and the starting vector.
+
+    Parameters
+    ----------
+    clients : sequence of (X_k, y_k)
+    classes : array-like or None
+    model_name : str
+    hidden_layer_sizes : sequence of int
+        Checked even for ``"logreg"``, which ignores it.
+    l2 : float
+    initial_parameters : array-like or None
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    classes : ndarray
+    encoded : list of (ndarray, ndarray)
+        Clients with labels as class indices.
+    model : LogisticRegressionModel or MLPModel
+    w : ndarray of shape (model.n_params,)
+        The starting vector.
+
+    Raises
+    ------
+    InvalidParameterError
+        Bad ``l2`` or ``hidden_layer_sizes``, unknown model, non-numeric or
+        non-finite ``initial_parameters``.
+    ShapeMismatchError
+        ``initial_parameters`` of the wrong length.
+    """
+    check_nonnegative_float("l2", l2)
+    check_hidden_layer_sizes(hidden_layer_sizes)
     clients = check_clients(clients)
     classes, encoded = encode_labels(clients, classes)
-    if not (isinstance(l2, numbers.Real) and 0 <= l2 < np.inf):
-        raise InvalidParameterError(f"l2 must be a finite number >= 0, got {l2!r}")
     model = make_model(model_name, encoded[0][0].shape[1], classes.size,
                        hidden_layer_sizes=hidden_layer_sizes, l2=l2)
     if initial_parameters is None:
         w = model.init_params(rng)
     else:
-        w = np.array(initial_parameters, dtype=np.float64, copy=True)
+        try:
+            w = np.array(initial_parameters, dtype=np.float64, copy=True)
+        except (TypeError, ValueError) as exc:
+            raise InvalidParameterError(f"initial_parameters must be a numeric vector ({exc})") from None
         if w.shape != (model.n_params,):
             raise ShapeMismatchError(
                 f"initial_parameters has shape {w.shape}; the {model_name} model needs ({model.n_params},)"
             )
+        if not np.all(np.isfinite(w)):
+            raise InvalidParameterError("initial_parameters contains NaN or infinite values")
     return classes, encoded, model, w
 
 

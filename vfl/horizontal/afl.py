@@ -33,7 +33,13 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import check_batch_size, check_fraction, check_positive_float, check_positive_int
+from ._checks import (
+    check_batch_size,
+    check_fraction,
+    check_positive_float,
+    check_positive_int,
+    check_random_state,
+)
 from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, encode_test, prepare, test_metrics
 from .errors import InvalidParameterError, ShapeMismatchError
 
@@ -130,10 +136,11 @@ class AgnosticFL(FederatedClassifierMixin):
         """
         check_positive_int("num_rounds", self.num_rounds)
         check_fraction("fraction_fit", self.fraction_fit)
+        check_positive_int("min_fit_clients", self.min_fit_clients)
         batch_size = check_batch_size(self.batch_size)
         check_positive_float("learning_rate", self.learning_rate)
         check_positive_float("lambda_learning_rate", self.lambda_learning_rate)
-        rng = np.random.default_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
                                           self.l2, self.initial_parameters, rng)
         X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)

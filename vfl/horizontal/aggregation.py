@@ -16,18 +16,25 @@ all translation-equivariant).
   (Yin et al. 2018); they correspond to Flower's ``FedMedian`` and
   ``FedTrimmedAvg``.  Being unweighted, a client with many examples counts as
   much as one with few.
+
+:func:`max_tolerated_faults` says how many bad vectors a rule survives for a
+given number of clients per round; with too few clients (one or two for the
+median, ``beta * m < 1`` for the trimmed mean) that number is zero and the
+robust rules give no protection at all.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_interval, check_positive_int
 from .errors import EmptyClientError, InvalidParameterError, ShapeMismatchError
 
 __all__ = [
     "AGGREGATORS",
     "aggregate",
     "coordinate_median",
+    "max_tolerated_faults",
     "trimmed_mean",
     "weighted_average",
 ]
@@ -106,20 +113,79 @@ def trimmed_mean(parameters, beta: float = 0.2) -> np.ndarray:
     beta : float, default=0.2
         Fraction trimmed from *each* end, in ``[0, 0.5)``.  Flower's
         ``FedTrimmedAvg`` uses the same name and default.
+
+    Returns
+    -------
+    ndarray of shape (d,)
     """
-    if not 0.0 <= beta < 0.5:
-        raise InvalidParameterError(f"beta must be in [0, 0.5), got {beta}")
+    beta = check_interval("beta", beta, 0.0, 0.5, closed="left")
     stacked = _stack(parameters)
     m = stacked.shape[0]
-    cut = int(np.floor(beta * m))
+    cut = _trim_count(beta, m)
     ordered = np.sort(stacked, axis=0)
     return ordered[cut : m - cut].mean(axis=0)
+
+
+def _trim_count(beta: float, m: int) -> int:
+    """``floor(beta * m)``, the values :func:`trimmed_mean` drops from each end."""
+    return int(np.floor(beta * m))
+
+
+def max_tolerated_faults(method: str, n_clients: int, beta: float = 0.2) -> int:
+    """How many arbitrary client vectors a rule tolerates among ``n_clients``.
+
+    "Tolerates ``f``" means: with at most ``f`` of the ``n_clients`` vectors
+    replaced by anything at all, every coordinate of the aggregate stays
+    within the range of the honest clients' values.
+
+    Parameters
+    ----------
+    method : {"mean", "median", "trimmed_mean"}
+    n_clients : int
+        ``m``, the number of vectors aggregated (clients sampled per round).
+    beta : float, default=0.2
+        The trimmed mean's fraction, in ``[0, 0.5)``; ignored otherwise.
+
+    Returns
+    -------
+    int
+        0 for ``"mean"`` (one vector can move it anywhere); ``(m - 1) // 2``
+        for ``"median"`` (so 0 with one or two clients: the median of one
+        value is that value, of two their mean); ``floor(beta * m)`` for
+        ``"trimmed_mean"`` (0 whenever ``beta * m < 1``, when nothing is
+        trimmed and it is the plain unweighted mean).
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown ``method``, ``n_clients < 1`` or ``beta`` outside ``[0, 0.5)``.
+    """
+    m = check_positive_int("n_clients", n_clients)
+    if method == "mean":
+        return 0
+    if method == "median":
+        return (m - 1) // 2
+    if method == "trimmed_mean":
+        return _trim_count(check_interval("beta", beta, 0.0, 0.5, closed="left"), m)
+    raise InvalidParameterError(f"unknown aggregator {method!r}; choose one of {AGGREGATORS}")
 
 
 def aggregate(parameters, num_examples, method: str = "mean", beta: float = 0.2) -> np.ndarray:
     """Dispatch to one of :data:`AGGREGATORS` by name.
 
-    ``num_examples`` is used by ``"mean"`` only; ``beta`` by ``"trimmed_mean"``.
+    Parameters
+    ----------
+    parameters : sequence of ndarray of shape (d,)
+        One vector per participating client.
+    num_examples : sequence of int or float
+        ``n_k`` per client; used by ``"mean"`` only.
+    method : {"mean", "median", "trimmed_mean"}, default="mean"
+    beta : float, default=0.2
+        Used by ``"trimmed_mean"`` only.
+
+    Returns
+    -------
+    ndarray of shape (d,)
     """
     if method == "mean":
         return weighted_average(parameters, num_examples)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from .afl import AgnosticFL
 from .aggregation import AGGREGATORS
@@ -129,10 +130,14 @@ def run(args: argparse.Namespace) -> int:
         else:
             est = FedAvg(args.model, local_epochs=args.local_epochs, aggregator=args.aggregator,
                          trim_beta=args.trim_beta, **common)
-        est.fit(clients, X_test, y_test, classes=sorted(set(y_train)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", RuntimeWarning)
+            est.fit(clients, X_test, y_test, classes=sorted(set(y_train)))
     except FederatedInputError as exc:
         print(f"vfl fedavg: error: {exc}", file=sys.stderr)
         return 2
+    for warning in caught:  # e.g. divergence, or a robust aggregator with too few clients per round
+        print(f"vfl fedavg: warning: {warning.message}", file=sys.stderr)
     sizes = [len(idx) for idx in parts]
     knobs = f"C={args.fraction}, " + ("" if args.algorithm == "afl" else f"E={args.local_epochs}, ")
     knobs += f"B={'all' if args.batch_size is None else args.batch_size}"

@@ -26,6 +26,7 @@ FedSGD is ``local_epochs=1, batch_size=None``.
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -33,9 +34,17 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import check_batch_size, check_fraction, check_positive_float, check_positive_int
+from ._checks import (
+    check_batch_size,
+    check_fraction,
+    check_interval,
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_random_state,
+)
 from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, encode_test, prepare, test_metrics
-from .aggregation import AGGREGATORS, aggregate
+from .aggregation import AGGREGATORS, aggregate, max_tolerated_faults
 from .errors import InvalidParameterError
 
 __all__ = ["FedAvg"]
@@ -67,8 +76,12 @@ class FedAvg(FederatedClassifierMixin):
     learning_rate : float, default=0.1
         Client SGD step size (eta).
     aggregator : {"mean", "median", "trimmed_mean"}, default="mean"
-        Server rule; see :mod:`vfl.horizontal.aggregation`.
-    trim_beta : float, default=0.2
+        Server rule; see :mod:`vfl.horizontal.aggregation`.  The robust rules
+        need enough clients per round to protect anything: ``fit`` warns
+        (``RuntimeWarning``, once) when they would tolerate no bad client,
+        i.e. ``"median"`` with ``m <= 2`` or ``"trimmed_mean"`` with
+        ``floor(trim_beta * m) == 0``.
+    trim_beta : float in [0, 0.5), default=0.2
         Fraction trimmed from each end by ``"trimmed_mean"``.
     hidden_layer_sizes : tuple of int, default=(64, 64)
         Hidden layers of the ``"mlp"`` model.
@@ -76,8 +89,12 @@ class FedAvg(FederatedClassifierMixin):
         Ridge penalty used in every client's loss.
     initial_parameters : ndarray or None, default=None
         Starting global vector (Flower's name); None draws one from the model.
-    target_accuracy : float or None, default=None
+    target_accuracy : float in (0, 1] or None, default=None
         Stop as soon as test accuracy reaches this (needs ``X_test``).
+    target_train_objective : float or None, default=None
+        Stop as soon as ``train_objective`` (see ``history_``) is at or below
+        this finite value ``>= 0``, e.g. the centralised optimum plus a small
+        tolerance.  With both targets given, training stops when both are met.
     random_state : int, Generator or None, default=None
         Seeds the initial vector, client sampling and local shuffling.
     progress : bool, default=False
@@ -93,19 +110,23 @@ class FedAvg(FederatedClassifierMixin):
     n_clients_ : int
         K, the number of clients given to ``fit``.
     history_ : pandas.DataFrame
-        One row per round: ``round``, ``clients`` (m), ``train_loss`` (over all
-        clients' data, weighted by n_k), ``test_loss``, ``test_accuracy`` (NaN
-        without a test set), ``bytes_down`` (server to the sampled clients),
-        ``bytes_up`` (clients to server) and the running ``bytes_total``.
-        Bytes count the float64 parameter vectors only.
+        One row per round: ``round``, ``clients`` (m), ``train_loss`` (log
+        loss over all clients' data, i.e. weighted by n_k), ``train_objective``
+        (``train_loss`` plus the L2 term: the objective the clients minimise,
+        equal to ``train_loss`` when ``l2=0``), ``test_loss``,
+        ``test_accuracy`` (NaN without a test set), ``bytes_down`` (server to
+        the sampled clients), ``bytes_up`` (clients to server) and the running
+        ``bytes_total``.  Bytes count the float64 parameter vectors only.
     rounds_to_target_ : int or None
-        First round whose test accuracy reached ``target_accuracy``.
+        First round at which the given target(s), ``target_accuracy`` and/or
+        ``target_train_objective``, were reached; None if not reached or none
+        given.
     """
 
     def __init__(self, model="logreg", *, num_rounds=50, fraction_fit=0.1, min_fit_clients=1,
                  local_epochs=1, batch_size=None, learning_rate=0.1, aggregator="mean",
                  trim_beta=0.2, hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None,
-                 target_accuracy=None, random_state=None, progress=False):
+                 target_accuracy=None, target_train_objective=None, random_state=None, progress=False):
         self.model = model
         self.num_rounds = num_rounds
         self.fraction_fit = fraction_fit
@@ -119,21 +140,54 @@ class FedAvg(FederatedClassifierMixin):
         self.l2 = l2
         self.initial_parameters = initial_parameters
         self.target_accuracy = target_accuracy
+        self.target_train_objective = target_train_objective
         self.random_state = random_state
         self.progress = progress
 
     def _check_params(self):
+        """Validate the scalar hyperparameters (the rest are checked in ``prepare``).
+
+        Raises
+        ------
+        InvalidParameterError
+            A value of the wrong type or outside its range.
+        """
         check_positive_int("num_rounds", self.num_rounds)
         check_fraction("fraction_fit (C)", self.fraction_fit)
+        check_positive_int("min_fit_clients", self.min_fit_clients)
         check_positive_int("local_epochs (E)", self.local_epochs)
         check_batch_size(self.batch_size)
         check_positive_float("learning_rate", self.learning_rate)
-        if self.aggregator not in AGGREGATORS:
+        if not isinstance(self.aggregator, str) or self.aggregator not in AGGREGATORS:
             raise InvalidParameterError(f"unknown aggregator {self.aggregator!r}; choose one of {AGGREGATORS}")
-        if not 0.0 <= self.trim_beta < 0.5:
-            raise InvalidParameterError(f"trim_beta must be in [0, 0.5), got {self.trim_beta!r}")
-        if self.target_accuracy is not None and not 0.0 < self.target_accuracy <= 1.0:
-            raise InvalidParameterError(f"target_accuracy must be in (0, 1], got {self.target_accuracy!r}")
+        check_interval("trim_beta", self.trim_beta, 0.0, 0.5, closed="left")
+        if self.target_accuracy is not None:
+            check_interval("target_accuracy", self.target_accuracy, 0.0, 1.0, closed="right")
+        if self.target_train_objective is not None:
+            check_nonnegative_float("target_train_objective", self.target_train_objective)
+
+    def _warn_if_not_robust(self, m: int) -> None:
+        """Warn once if the robust aggregator tolerates no bad client with ``m`` per round."""
+        if self.aggregator == "mean" or max_tolerated_faults(self.aggregator, m, self.trim_beta) > 0:
+            return
+        more = "sample more clients per round (raise fraction_fit or min_fit_clients)"
+        if self.aggregator == "median":
+            what = "that value" if m == 1 else "their mean"
+            message = (f"aggregator='median' with m={m} client(s) per round tolerates no malicious client "
+                       f"(the median of {m} value(s) is {what}); {more}: it needs m >= 3")
+        else:
+            beta = float(self.trim_beta)
+            if beta == 0.0:
+                advice = "use trim_beta > 0"
+            else:
+                needed = math.ceil(1.0 / beta)
+                while math.floor(beta * needed) < 1:  # guard against 1 / beta rounding down
+                    needed += 1
+                advice = f"{more}: it needs m >= {needed}, or raise trim_beta"
+            message = (f"aggregator='trimmed_mean' with trim_beta={beta:g} and m={m} client(s) per round "
+                       f"trims floor({beta:g} * {m}) = 0 values from each end: it is the plain unweighted "
+                       f"mean and tolerates no malicious client; {advice}")
+        warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def fit(self, clients, X_test=None, y_test=None, *, classes=None):
         """Run ``num_rounds`` rounds of federated averaging.
@@ -151,9 +205,23 @@ class FedAvg(FederatedClassifierMixin):
         Returns
         -------
         self
+
+        Raises
+        ------
+        FederatedInputError
+            Bad clients, test set or hyperparameters (a subclass says which).
+
+        Warns
+        -----
+        RuntimeWarning
+            Once per fit if ``aggregator`` is ``"median"`` or
+            ``"trimmed_mean"`` but tolerates no malicious client with the ``m``
+            clients sampled per round (see
+            :func:`~vfl.horizontal.aggregation.max_tolerated_faults`); and if
+            the parameters become non-finite, in which case training stops.
         """
         self._check_params()
-        rng = np.random.default_rng(self.random_state)
+        rng = check_random_state(self.random_state)
         classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
                                           self.l2, self.initial_parameters, rng)
         X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
@@ -162,6 +230,7 @@ class FedAvg(FederatedClassifierMixin):
         n_k = np.array([X.shape[0] for X, _ in data])
         X_all, y_all = np.vstack([X for X, _ in data]), np.concatenate([y for _, y in data])
         m = _clients.num_fit_clients(len(data), self.fraction_fit, self.min_fit_clients)
+        self._warn_if_not_robust(m)
         vector_bytes = model.n_params * BYTES_PER_FLOAT
 
         self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, len(data)
@@ -179,9 +248,11 @@ class FedAvg(FederatedClassifierMixin):
                 ]
                 w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
                 train_loss = cross_entropy(model, w, X_all, y_all)  # = sum_k n_k/n L_k
+                train_objective = train_loss + model.penalty(w)
                 test_loss, test_acc = test_metrics(model, w, X_test, y_test)
             total += 2 * m * vector_bytes
-            rows.append({"round": t, "clients": m, "train_loss": train_loss, "test_loss": test_loss,
+            rows.append({"round": t, "clients": m, "train_loss": train_loss,
+                         "train_objective": train_objective, "test_loss": test_loss,
                          "test_accuracy": test_acc, "bytes_down": m * vector_bytes,
                          "bytes_up": m * vector_bytes, "bytes_total": total})
             bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}")
@@ -189,9 +260,18 @@ class FedAvg(FederatedClassifierMixin):
                 warnings.warn(f"FedAvg diverged: parameters became non-finite in round {t}; stopping. "
                               f"Lower learning_rate (now {self.learning_rate}).", RuntimeWarning, stacklevel=2)
                 break
-            if self.target_accuracy is not None and test_acc >= self.target_accuracy:
+            if self._targets_met(test_acc, train_objective):
                 self.rounds_to_target_ = t
                 break
         self.parameters_ = w
         self.history_ = pd.DataFrame(rows)
         return self
+
+    def _targets_met(self, test_accuracy: float, train_objective: float) -> bool:
+        """True if at least one target is set and every target that is set is reached."""
+        targets = []
+        if self.target_accuracy is not None:
+            targets.append(test_accuracy >= self.target_accuracy)
+        if self.target_train_objective is not None:
+            targets.append(train_objective <= self.target_train_objective)
+        return bool(targets) and all(targets)

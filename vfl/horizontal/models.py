@@ -16,6 +16,9 @@ Every model offers the same duck-typed interface (no base class):
     Mean cross-entropy over the rows plus ``l2 / 2 * ||weights||^2`` (biases
     are not penalised), and its gradient.  ``y`` holds class *indices*
     ``0 .. n_classes - 1``.
+``penalty(w)``
+    The L2 term ``l2 / 2 * ||weights||^2`` alone, so the objective on
+    ``(X, y)`` is the mean cross-entropy plus ``penalty(w)``.
 ``predict_proba(w, X)``
     Array of shape ``(n, n_classes)``.
 """
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import check_hidden_layer_sizes, check_nonnegative_float, check_positive_int
 from .errors import InvalidParameterError, ShapeMismatchError
 
 __all__ = ["LogisticRegressionModel", "MLPModel", "MODELS", "make_model"]
@@ -63,11 +67,9 @@ class LogisticRegressionModel:
     """
 
     def __init__(self, n_features: int, n_classes: int, l2: float = 0.0):
-        if n_classes < 2:
-            raise InvalidParameterError(f"n_classes must be >= 2, got {n_classes}")
-        self.n_features = int(n_features)
-        self.n_classes = int(n_classes)
-        self.l2 = float(l2)
+        self.n_features = check_positive_int("n_features", n_features, minimum=0)
+        self.n_classes = check_positive_int("n_classes", n_classes, minimum=2)
+        self.l2 = check_nonnegative_float("l2", l2)
         self.binary = n_classes == 2
         width = 1 if self.binary else self.n_classes
         self.n_params = (self.n_features + 1) * width
@@ -102,10 +104,15 @@ class LogisticRegressionModel:
             residual /= n
         grad_coef = X.T @ residual + self.l2 * coef
         grad = np.concatenate([grad_coef.ravel(), np.atleast_1d(residual.sum(axis=0))])
-        return float(loss + 0.5 * self.l2 * np.sum(coef**2)), grad
+        return float(loss + self.penalty(w)), grad
 
     def loss(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         return self.loss_and_grad(w, X, y)[0]
+
+    def penalty(self, w: np.ndarray) -> float:
+        """``l2 / 2 * ||coef||^2``; the intercepts are not penalised."""
+        coef, _ = self._split(w)
+        return float(0.5 * self.l2 * np.sum(coef**2))
 
     def predict_proba(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
         z = self._logits(w, X)
@@ -131,12 +138,9 @@ class MLPModel:
     """
 
     def __init__(self, n_features: int, n_classes: int, hidden_layer_sizes=(64, 64), l2: float = 0.0):
-        if n_classes < 2:
-            raise InvalidParameterError(f"n_classes must be >= 2, got {n_classes}")
-        sizes = [int(n_features), *[int(h) for h in hidden_layer_sizes], int(n_classes)]
-        if any(s < 1 for s in sizes):
-            raise InvalidParameterError(f"layer sizes must be positive, got {sizes}")
-        self.n_features, self.n_classes, self.l2 = sizes[0], sizes[-1], float(l2)
+        sizes = [check_positive_int("n_features", n_features), *check_hidden_layer_sizes(hidden_layer_sizes),
+                 check_positive_int("n_classes", n_classes, minimum=2)]
+        self.n_features, self.n_classes, self.l2 = sizes[0], sizes[-1], check_nonnegative_float("l2", l2)
         self.layer_sizes = tuple(sizes)
         self._shapes = [(a, b) for a, b in zip(sizes[:-1], sizes[1:])]
         self.n_params = sum(a * b + b for a, b in self._shapes)
@@ -182,12 +186,15 @@ class MLPModel:
             grads.append(((acts[i].T @ delta + self.l2 * W).ravel(), delta.sum(axis=0)))
             if i:
                 delta = (delta @ W.T) * (acts[i] > 0)
-        penalty = 0.5 * self.l2 * sum(np.sum(W**2) for W, _ in layers)
         flat = np.concatenate([part for pair in reversed(grads) for part in pair])
-        return float(loss + penalty), flat
+        return float(loss + self.penalty(w)), flat
 
     def loss(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> float:
         return self.loss_and_grad(w, X, y)[0]
+
+    def penalty(self, w: np.ndarray) -> float:
+        """``l2 / 2`` times the squared norm of the weight matrices (biases are not penalised)."""
+        return float(0.5 * self.l2 * sum(np.sum(W**2) for W, _ in self._layers(w)))
 
     def predict_proba(self, w: np.ndarray, X: np.ndarray) -> np.ndarray:
         return np.exp(_log_softmax(self._forward(w, X)[1][-1]))

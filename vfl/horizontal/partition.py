@@ -23,6 +23,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._checks import (
+    check_nonnegative_float,
+    check_positive_float,
+    check_positive_int,
+    check_random_state,
+)
 from .errors import InvalidParameterError, PartitionError, ShapeMismatchError
 
 __all__ = [
@@ -40,8 +46,9 @@ PARTITIONS = ("iid", "pathological", "unbalanced", "dirichlet")
 
 
 def _check_counts(n_samples: int, n_clients: int, per_client: int = 1) -> None:
-    if isinstance(n_clients, bool) or not isinstance(n_clients, (int, np.integer)) or n_clients < 1:
-        raise InvalidParameterError(f"n_clients must be a positive integer, got {n_clients!r}")
+    """Raise unless ``n_samples`` rows can give ``n_clients`` clients ``per_client`` rows each."""
+    check_positive_int("n_samples", n_samples, minimum=0)
+    check_positive_int("n_clients", n_clients)
     if n_samples < n_clients * per_client:
         raise PartitionError(
             f"cannot give {n_clients} clients {per_client} row(s) each from only {n_samples} rows"
@@ -56,19 +63,48 @@ def _labels(y) -> np.ndarray:
 
 
 def iid_partition(n_samples: int, n_clients: int, seed=None) -> list[np.ndarray]:
-    """Shuffle the rows and cut them into ``n_clients`` near-equal parts."""
+    """Shuffle the rows and cut them into ``n_clients`` near-equal parts.
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows to split.
+    n_clients : int
+        K, number of clients; at most ``n_samples``.
+    seed : int, numpy.random.Generator or None, default=None
+
+    Returns
+    -------
+    list of ndarray of int
+        One index array per client, sizes differing by at most one.
+    """
     _check_counts(n_samples, n_clients)
-    rng = np.random.default_rng(seed)
+    rng = check_random_state(seed, "seed")
     return np.array_split(rng.permutation(n_samples), n_clients)
 
 
 def pathological_partition(y, n_clients: int, shards_per_client: int = 2, seed=None) -> list[np.ndarray]:
-    """McMahan's non-IID split: sort by label, deal ``shards_per_client`` shards each."""
+    """McMahan's non-IID split: sort by label, deal ``shards_per_client`` shards each.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels.
+    n_clients : int
+        K, number of clients.
+    shards_per_client : int, default=2
+        Label-sorted shards given to each client (2 in McMahan et al. 2017).
+    seed : int, numpy.random.Generator or None, default=None
+
+    Returns
+    -------
+    list of ndarray of int
+        One index array per client.
+    """
     y = _labels(y)
-    if shards_per_client < 1:
-        raise InvalidParameterError(f"shards_per_client must be >= 1, got {shards_per_client}")
+    shards_per_client = check_positive_int("shards_per_client", shards_per_client)
     _check_counts(y.size, n_clients, shards_per_client)
-    rng = np.random.default_rng(seed)
+    rng = check_random_state(seed, "seed")
     shuffled = rng.permutation(y.size)  # random order within each label
     by_label = shuffled[np.argsort(y[shuffled], kind="stable")]
     shards = np.array_split(by_label, n_clients * shards_per_client)
@@ -80,14 +116,41 @@ def pathological_partition(y, n_clients: int, shards_per_client: int = 2, seed=N
 
 
 def unbalanced_partition(n_samples: int, n_clients: int, sigma: float = 1.0, min_size: int = 1, seed=None) -> list[np.ndarray]:
-    """IID rows, client sizes proportional to log-normal draws (at least ``min_size``)."""
-    if sigma < 0:
-        raise InvalidParameterError(f"sigma must be >= 0, got {sigma}")
-    if min_size < 1:
-        raise InvalidParameterError(f"min_size must be >= 1, got {min_size}")
+    """IID rows, client sizes proportional to log-normal draws (at least ``min_size``).
+
+    Parameters
+    ----------
+    n_samples : int
+        Number of rows to split.
+    n_clients : int
+        K, number of clients.
+    sigma : float, default=1.0
+        Shape of the log-normal; finite and ``>= 0`` (0 gives equal sizes).
+    min_size : int, default=1
+        Smallest client size.
+    seed : int, numpy.random.Generator or None, default=None
+
+    Returns
+    -------
+    list of ndarray of int
+        One index array per client.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``sigma`` is negative, NaN or infinite (an infinite shape would give
+        NaN shares and a corrupt split), or ``min_size < 1``.
+    PartitionError
+        Fewer than ``n_clients * min_size`` rows.
+    """
+    sigma = check_nonnegative_float("sigma", sigma)
+    min_size = check_positive_int("min_size", min_size)
     _check_counts(n_samples, n_clients, min_size)
-    rng = np.random.default_rng(seed)
-    share = rng.lognormal(0.0, sigma, size=n_clients)
+    rng = check_random_state(seed, "seed")
+    # lognormal(0, sigma) shares, normalised in log space: exp(N(0, sigma)) overflows
+    # for large sigma, and inf / inf would turn the sizes into NaN
+    log_share = rng.normal(0.0, sigma, size=n_clients)
+    share = np.exp(log_share - log_share.max())
     spare = n_samples - n_clients * min_size
     exact = share / share.sum() * spare
     sizes = min_size + np.floor(exact).astype(int)
@@ -97,14 +160,38 @@ def unbalanced_partition(n_samples: int, n_clients: int, sigma: float = 1.0, min
 
 
 def dirichlet_partition(y, n_clients: int, alpha: float = 0.5, min_size: int = 1, seed=None, max_tries: int = 1000) -> list[np.ndarray]:
-    """Label skew: per class, client shares ~ ``Dirichlet(alpha)``."""
+    """Label skew: per class, client shares ~ ``Dirichlet(alpha)``.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels.
+    n_clients : int
+        K, number of clients.
+    alpha : float, default=0.5
+        Finite concentration ``> 0``; small is skewed, large is close to IID.
+    min_size : int, default=1
+        Draws are repeated until every client holds at least this many rows.
+    seed : int, numpy.random.Generator or None, default=None
+    max_tries : int, default=1000
+        Draws to attempt before giving up.
+
+    Returns
+    -------
+    list of ndarray of int
+        One index array per client.
+
+    Raises
+    ------
+    PartitionError
+        No draw in ``max_tries`` satisfied ``min_size``.
+    """
     y = _labels(y)
-    if not alpha > 0:
-        raise InvalidParameterError(f"alpha must be > 0, got {alpha}")
-    if min_size < 1:
-        raise InvalidParameterError(f"min_size must be >= 1, got {min_size}")
+    alpha = check_positive_float("alpha", alpha)
+    min_size = check_positive_int("min_size", min_size)
+    max_tries = check_positive_int("max_tries", max_tries)
     _check_counts(y.size, n_clients, min_size)
-    rng = np.random.default_rng(seed)
+    rng = check_random_state(seed, "seed")
     by_class = [np.flatnonzero(y == c) for c in np.unique(y)]
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
@@ -124,7 +211,37 @@ def dirichlet_partition(y, n_clients: int, alpha: float = 0.5, min_size: int = 1
 
 def partition(y, n_clients: int, method: str = "iid", *, alpha: float = 0.5, shards_per_client: int = 2,
               sigma: float = 1.0, min_size: int = 1, seed=None) -> list[np.ndarray]:
-    """Partition rows by ``method`` (one of :data:`PARTITIONS`); see the module doc."""
+    """Partition rows by ``method`` (one of :data:`PARTITIONS`); see the module doc.
+
+    Parameters
+    ----------
+    y : array-like of shape (n_samples,)
+        Labels (only their number is used by ``"iid"`` and ``"unbalanced"``).
+    n_clients : int
+        K, number of clients.
+    method : {"iid", "pathological", "unbalanced", "dirichlet"}, default="iid"
+    alpha : float, default=0.5
+        Passed to :func:`dirichlet_partition`.
+    shards_per_client : int, default=2
+        Passed to :func:`pathological_partition`.
+    sigma : float, default=1.0
+        Passed to :func:`unbalanced_partition`.
+    min_size : int, default=1
+        Passed to :func:`unbalanced_partition` and :func:`dirichlet_partition`.
+    seed : int, numpy.random.Generator or None, default=None
+
+    Returns
+    -------
+    list of ndarray of int
+        One index array per client; disjoint, together covering every row.
+
+    Raises
+    ------
+    InvalidParameterError
+        Unknown ``method`` or a bad value for one of its parameters.
+    PartitionError
+        Too few rows for the requested split.
+    """
     y = _labels(y)
     if method == "iid":
         return iid_partition(y.size, n_clients, seed=seed)
@@ -138,7 +255,19 @@ def partition(y, n_clients: int, method: str = "iid", *, alpha: float = 0.5, sha
 
 
 def split_clients(X, y, parts) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Turn index arrays into a list of ``(X_k, y_k)`` pairs."""
+    """Turn index arrays into a list of ``(X_k, y_k)`` pairs.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+    y : array-like of shape (n_samples,)
+    parts : sequence of array-like of int
+        Row indices per client, as returned by :func:`partition`.
+
+    Returns
+    -------
+    list of (ndarray, ndarray)
+    """
     X, y = np.asarray(X), np.asarray(y)
     if X.shape[0] != y.shape[0]:
         raise ShapeMismatchError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
