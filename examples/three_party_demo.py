@@ -26,27 +26,25 @@ What it does (the code is in vfl/federation/demo.py):
 5. Prints the AUC beside the AUC of centralized training, and the bytes each
    link carried.
 
-Options: ``--quiet`` (losses and summary only), ``--iterations N``,
-``--key-bits 1024`` (insecure, faster), ``--keep DIR`` (keep every file).
+Options, the same as ``vfl demo``'s: ``--quiet`` (losses and summary only),
+``--iterations N``, ``--batch-size N``, ``--key-bits 1024`` (insecure, faster),
+``--keep DIR`` (keep every file).
 """
 
 import argparse
 import sys
-from pathlib import Path
 
 from vfl.errors import VFLError
+from vfl.federation.cli import add_demo_arguments, demo_options
 from vfl.federation.demo import run_demo
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
-    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048)")
-    parser.add_argument("--quiet", action="store_true", help="no per-step lines")
-    parser.add_argument("--keep", type=Path, default=None, metavar="DIR", help="work in DIR and keep it")
+    add_demo_arguments(parser)
     args = parser.parse_args(argv)
     try:
-        run_demo(iterations=args.iterations, key_bits=args.key_bits, quiet=args.quiet, keep=args.keep)
+        run_demo(**demo_options(args))
     except VFLError as exc:
         print(f"three_party_demo: error: {exc}", file=sys.stderr)
         return 1

@@ -55,8 +55,7 @@ def test_three_roles_exchange_messages(federation_certs, connect_all):
             assert [m["text"] for m in messages] == [f"{p}->{role}" for p in peers]
             np.testing.assert_array_equal(messages[0]["data"], big)
         assert len(transcript.records) == 6
-        sent, received = transports["A"].traffic()["B"]
-        assert sent > 1_600_000 and received > 1_600_000
+        assert all(nbytes > 1_600_000 for *_, nbytes in transcript.records)
     finally:
         close_all(transports)
 
@@ -179,11 +178,14 @@ def test_oversized_frame_is_refused(federation_certs, connect_all, free_ports):
     for t in threads:
         t.join(10)
     try:
+        b = Endpoint(got["B"], ["A"], timeout=5)
         got["A"].send("B", b"x" * 5000)
-        with pytest.raises(ProtocolError, match="A sent a frame of 5000 bytes, above the maximum of 1000"):
-            got["B"].recv("A", 5)
-        with pytest.raises(ProtocolError, match="above the maximum of 1000"):
-            got["B"].send("A", b"y" * 1001)
+        with pytest.raises(ProtocolError, match="^B: waiting for 'u' from A: A sent a frame of 5000 bytes, "
+                                                "above the maximum of 1000"):
+            b.recv("A", "u")
+        with pytest.raises(ProtocolError, match="^B: sending 'big' to A: a frame of 1[0-9]{3} bytes for A is "
+                                                "above the maximum of 1000"):
+            b.send("A", "big", "public", data=b"y" * 1001)
         with pytest.raises(PeerError, match="B closed the connection"):
             got["A"].recv("B", 5)
     finally:
@@ -197,17 +199,38 @@ def test_malformed_frame_and_silence_and_departure(federation_certs, connect_all
     try:
         b = Endpoint(transports["B"], ["A"], timeout=0.5)
         transports["A"].send("B", b"not a vfl message")
-        with pytest.raises(ProtocolError, match="bad magic"):
+        with pytest.raises(ProtocolError, match=r"^B: waiting for 'u' from A: A sent a malformed message: "
+                                                r"not a vfl message \(bad magic\)$"):
             b.recv("A", "u")
         with pytest.raises(PeerError, match="B: waiting for 'u' from A: no message from A within 0.5 s"):
             b.recv("A", "u")
         transports["A"].close()
         with pytest.raises(PeerError, match="waiting for 'u' from A: A closed the connection"):
             b.recv("A", "u")
-        with pytest.raises(PeerError):
-            transports["B"].send("A", b"late")
-            time.sleep(0.2)
-            transports["B"].send("A", b"later")
+        with pytest.raises(PeerError, match=r"^B: sending 'late' to A: A closed the connection"):
+            b.send("A", "late", "public")
+        assert not b.transcript.records  # a message that did not go is not in the transcript
+    finally:
+        close_all(transports)
+
+
+def test_a_send_that_times_out_fails_the_link(federation_certs, connect_all):
+    ours, _ = federation_certs
+    settings = NetworkSettings(connect_timeout=5, send_timeout=0.5)
+    transports, errors = connect_all({"A": ours["A"], "B": ours["B"]}, roles=("A", "B"), settings=settings)
+    assert not errors
+    try:
+        reader = transports["B"].links["A"]
+        reader.closing = True  # B stops reading, as a stopped process would
+        reader.thread.join(5)
+        a = Endpoint(transports["A"], ["B"])
+        with pytest.raises(PeerError, match=r"^A: sending 'big' to B: B did not take a \d+-byte frame within 0.5 s"):
+            a.send("B", "big", "public", data=np.zeros(4_000_000))  # 32 MB: more than the socket buffers hold
+        start = time.monotonic()
+        a.abort("stopping")  # part of a frame went: the link is broken, and the abort gives up at once
+        assert time.monotonic() - start < 0.3
+        with pytest.raises(PeerError, match="^A: sending 'next' to B: B did not take"):
+            a.send("B", "next", "public")
     finally:
         close_all(transports)
 

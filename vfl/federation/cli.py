@@ -93,14 +93,43 @@ def _register_demo(subparsers) -> None:
             "train logistic regression on scikit-learn's breast cancer data split by columns, "
             "run federated prediction, and compare the AUC with centralized training. "
             "Narrates every protocol step."))
-    p.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
-    p.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: 64)")
-    p.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048; "
-                                                               "smaller keys are insecure, for quick looks)")
-    p.add_argument("--quiet", action="store_true", help="no per-step lines; only losses and the summary")
-    p.add_argument("--keep", type=Path, default=None, metavar="DIR",
-                   help="work in DIR and keep it (certificates, CSVs, shards, transcripts)")
+    add_demo_arguments(p)
     p.set_defaults(func=_demo)
+
+
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of ``vfl demo`` to ``parser`` (shared with ``examples/three_party_demo.py``).
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+        Gains ``--iterations``, ``--batch-size``, ``--key-bits``, ``--quiet`` and ``--keep``;
+        :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
+    """
+    parser.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
+    parser.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: 64)")
+    parser.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048; "
+                                                                    "smaller keys are insecure, for quick looks)")
+    parser.add_argument("--quiet", action="store_true", help="no per-step lines; only losses and the summary")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="work in DIR and keep it (certificates, CSVs, shards, transcripts)")
+
+
+def demo_options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of :func:`vfl.federation.demo.run_demo` from :func:`add_demo_arguments`' options.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed by a parser that :func:`add_demo_arguments` set up.
+
+    Returns
+    -------
+    dict
+        ``iterations``, ``batch_size``, ``key_bits``, ``quiet`` and ``keep``.
+    """
+    return {"iterations": args.iterations, "batch_size": args.batch_size, "key_bits": args.key_bits,
+            "quiet": args.quiet, "keep": args.keep}
 
 
 def _common(p) -> None:
@@ -186,14 +215,38 @@ def _predict(args) -> int:
     def action():
         summary = predict(load_config(args.config), args.role, args.data, args.model, _workdir(args),
                           args.output, narrate=args.narrate)
-        if "scores" in summary:
-            print(f"party B: scores written to {summary['scores']}")
+        print(prediction_line(args.role, summary))
 
     return _run(args, action)
+
+
+def prediction_line(role: str, summary: dict) -> str:
+    """One line saying what party ``role`` did in a federated prediction.
+
+    Parameters
+    ----------
+    role : {"A", "B", "C"}
+    summary : dict
+        What :func:`vfl.federation.runner.predict` returned (``mode``, ``rows``, B's ``scores``).
+
+    Returns
+    -------
+    str
+        For example ``"party A: sent encrypted partial scores for 171 rows to B"``.
+    """
+    rows, table3 = summary["rows"], summary["mode"] == "table3"
+    if role == "A":
+        if table3:
+            return f"party A: sent partial scores for {rows} rows to C in clear (table3 mode)"
+        return f"party A: sent encrypted partial scores for {rows} rows to B"
+    if role == "C":
+        if table3:
+            return f"party C: added the partial scores of {rows} rows and sent the scores to B (table3 mode)"
+        return f"party C: decrypted {rows} masked scores for B"
+    return f"party B: scores of {rows} rows written to {summary['scores']}"
 
 
 def _demo(args) -> int:
     from vfl.federation.demo import run_demo
 
-    return _run(args, lambda: run_demo(iterations=args.iterations, batch_size=args.batch_size,
-                                       key_bits=args.key_bits, quiet=args.quiet, keep=args.keep))
+    return _run(args, lambda: run_demo(**demo_options(args)))

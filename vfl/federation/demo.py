@@ -139,8 +139,53 @@ class Processes:
                 proc.kill()
 
 
-def run_parties(command: str, prep: dict, folder: Path, quiet: bool, bar=None, limit: float = 600) -> None:
-    """Run ``vfl COMMAND`` for A, B and C; raise :class:`PeerError` if any fails."""
+class EpochProgress:
+    """Progress over the training epochs, below the narration.
+
+    In a terminal, a progress bar on standard error stays at the bottom while the
+    narration scrolls above it.  When standard error is not a terminal (a log
+    file, a pipe), there is no bar, whose redraws would clutter the log: each
+    finished epoch prints a plain line ``progress: epoch 3/5`` instead.
+
+    Parameters
+    ----------
+    total : int
+        The number of epochs.
+    """
+
+    def __init__(self, total: int):
+        from tqdm.auto import tqdm
+
+        self.total, self.done = total, 0
+        self.bar = tqdm(total=total, desc="training", unit="epoch", file=sys.stderr, disable=None)
+
+    def write(self, line: str) -> None:
+        """Print a line of narration on standard output, above the bar."""
+        if self.bar.disable:
+            print(line, flush=True)
+        else:
+            self.bar.write(line, file=sys.stdout)
+
+    def epoch_done(self) -> None:
+        """Advance by one epoch."""
+        self.done += 1
+        if self.bar.disable:
+            print(f"progress: epoch {self.done}/{self.total}", flush=True)
+        else:
+            self.bar.update(1)
+
+    def close(self) -> None:
+        """Take the bar off the screen (nothing to do without one)."""
+        self.bar.close()
+
+
+def run_parties(command: str, prep: dict, folder: Path, quiet: bool, progress: EpochProgress | None = None,
+                limit: float = 600) -> None:
+    """Run ``vfl COMMAND`` for A, B and C; raise :class:`PeerError` if any fails.
+
+    Every line the parties print goes to standard output (through ``progress``
+    if given, whose epochs advance on C's loss lines).
+    """
     procs = Processes()
     for role in ROLES:
         args = [command, "--config", str(prep["config"]), "--role", role, "--workdir", str(folder / role)]
@@ -156,12 +201,12 @@ def run_parties(command: str, prep: dict, folder: Path, quiet: bool, bar=None, l
         match = _LOSS_LINE.match(line)
         if quiet and not match and "error" not in line:
             return
-        if bar is not None:
-            bar.write(line, file=sys.stdout)
-            if match:
-                bar.update(1)
-        else:
+        if progress is None:
             print(line, flush=True)
+            return
+        progress.write(line)
+        if match:
+            progress.epoch_done()
 
     codes = procs.wait(on_line, time.monotonic() + limit)
     failed = {r: c for r, c in codes.items() if c != 0}
@@ -175,7 +220,6 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
     """The whole demo; returns the AUCs, the per-link bytes and the time taken."""
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
-    from tqdm.auto import tqdm
 
     iterations = iterations or DEFAULTS["iterations"]
     batch_size = batch_size or DEFAULTS["batch_size"]
@@ -193,11 +237,11 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
               f"rows, learning rate {s.learning_rate}.\n  Kinds: ciphertext = Paillier-encrypted; masked = "
               f"decrypted by C but hidden by a random mask; public = harmless in clear.", flush=True)
         print("\n== training ==", flush=True)
-        bar = tqdm(total=iterations, desc="training", unit="epoch", file=sys.stderr)
+        progress = EpochProgress(iterations)
         try:
-            run_parties("party", prep, folder, quiet, bar)
+            run_parties("party", prep, folder, quiet, progress)
         finally:
-            bar.close()
+            progress.close()
         trained = time.perf_counter()
         print("\n== federated prediction on held-out rows ==", flush=True)
         run_parties("predict", prep, folder, quiet)

@@ -11,8 +11,8 @@ and surrounds them with what a real deployment needs:
   after the last epoch every party completed;
 * at the end, A and B write their model shards and every party its transcript
   (the messages it sent); B writes the scores of a prediction;
-* on any failure the party tells its peers why (``abort``), closes its links,
-  and the error names the peer and the protocol step.
+* on any failure the party tells its peers why (``abort``, best effort), closes
+  its links at once, and the error names the peer and the protocol step.
 """
 
 from __future__ import annotations
@@ -28,11 +28,11 @@ from vfl.errors import ConfigurationError, DataError, HandshakeError
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
 from vfl.federation.config import ROLES, FederationConfig
 from vfl.federation.data import PartyData, encode_labels, load_csv
-from vfl.federation.narration import Narrator
+from vfl.federation.narration import Narrator, describe
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.transport import Endpoint, Transcript
-from vfl.transport.network import NetworkTransport
+from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
 from vfl.transport.tls import certificate_role, load_certificate
 
 
@@ -57,6 +57,8 @@ class Session:
         self.config, self.role, self.task = config, role, task
         self.narrator = narrator
         self.transcript = Transcript()
+        #: ``{(receiver, name): count}``: how many values the last message of each name carried.
+        self.values_sent: dict[tuple[str, str], int] = {}
         self.transport: NetworkTransport | None = None
         self.endpoint: Endpoint | None = None
 
@@ -65,14 +67,22 @@ class Session:
         self.transport = NetworkTransport.connect(self.role, self.config.addresses(), self.config.tls(self.role),
                                                   self.config.network)
         self.endpoint = Endpoint(self.transport, [r for r in ROLES if r != self.role], self.transcript,
-                                 timeout=self.config.timeout, on_message=self.narrator)
+                                 timeout=self.config.timeout, on_message=self._on_message)
         return self
+
+    def _on_message(self, direction: str, peer: str, message, nbytes: int) -> None:
+        if direction == "->":
+            self.values_sent[(peer, message.name)] = describe(message)[1]
+        if self.narrator is not None:
+            self.narrator(direction, peer, message, nbytes)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and self.endpoint is not None:
             self.endpoint.abort(f"party {self.role}: {type(exc).__name__}: {exc}")
         if self.transport is not None:
-            self.transport.close()
+            # After a failure, no lingering close: the party stops within its timeout (the abort
+            # above is best effort).  At the normal end, linger so the last message is not lost.
+            self.transport.close(linger=0 if exc is not None else DEFAULT_LINGER)
 
     def hello(self, extra: dict | None = None) -> dict[str, dict]:
         """Exchange settings fingerprints with every peer (and ``extra`` fields with A/B); return theirs."""
@@ -204,7 +214,11 @@ def _training_party(config: FederationConfig, role: str, data_path):
 
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
             output=None, narrate: bool = False) -> dict:
-    """Run party ``role``'s part of federated prediction; B writes the scores CSV."""
+    """Run party ``role``'s part of federated prediction; B writes the scores CSV.
+
+    Returns a summary dict: ``mode``, ``rows`` (how many rows were scored), the
+    transcript's path, and for B the scores' path.
+    """
     settings = config.training
     workdir = Path(workdir)
     shard = data = None
@@ -236,15 +250,18 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                 raise DataError(f"party {role}: the model shards of A and B come from trainings with different "
                                 "settings; use the shards of one training run")
         mode, frac_bits = config.prediction_mode, settings.frac_bits
-        summary = {"role": role}
+        summary = {"role": role, "mode": mode}
         if role == "A":
             predict_a(session.endpoint, party, data.features, mode, frac_bits)
+            summary["rows"] = data.n_rows
         elif role == "B":
             scores = predict_b(session.endpoint, party, data.features, mode, frac_bits)
+            summary["rows"] = data.n_rows
             summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
         else:
             predict_c(session.endpoint, party, mode)
+            summary["rows"] = session.values_sent[("B", "scores")]  # C's reply: one value per row
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
 

@@ -6,10 +6,12 @@ Protocol code holds an :class:`Endpoint` and reads as if the peers were local::
     d = ep.recv("B", "d")
 
 The endpoint owns the encoding (:mod:`vfl.transport.message`), the transcript
-and the checks: a message with an unexpected name is a
+and the checks: a message that does not decode or has an unexpected name is a
 :class:`~vfl.errors.ProtocolError`; a peer that failed, vanished or stayed
-silent past the timeout is a :class:`~vfl.errors.PeerError` naming the peer and
-the step.  Underneath sits any :class:`Transport`: in-process queues or TLS.
+silent past the timeout is a :class:`~vfl.errors.PeerError`.  Either names this
+role, the peer and the step (the message being sent or awaited), whether it
+surfaced while sending or while receiving.  Underneath sits any
+:class:`Transport`: in-process queues or TLS.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import threading
 from typing import Protocol
 
-from vfl.errors import PeerError, ProtocolError
+from vfl.errors import PeerError, ProtocolError, VFLError
 from vfl.transport.message import Message, decode, encode
 
 ABORT = "abort"
@@ -94,22 +96,49 @@ class Endpoint:
         self.iteration = -1
 
     def send(self, to: str, name: str, kind: str, **fields) -> int:
-        """Send a message; returns its size in bytes."""
+        """Send a message; returns its size in bytes.
+
+        Raises
+        ------
+        PeerError
+            The link to ``to`` is gone or ``to`` does not take the frame.
+        ProtocolError
+            The frame is above the transport's maximum size.
+
+        Either error's message names this role, the step ``name`` and the peer ``to``.
+        """
         message = Message(name, kind, self.iteration, fields)
         frame = encode(message)
-        self.transport.send(to, frame)
+        try:
+            self.transport.send(to, frame)
+        except (PeerError, ProtocolError) as exc:
+            raise _at_step(exc, f"{self.role}: sending {name!r} to {to}") from None
         self.transcript.record(message, self.role, to, frame)
         if self.on_message:
             self.on_message("->", to, message, len(frame))
         return len(frame)
 
     def recv(self, frm: str, name: str) -> Message:
-        """Wait for the message ``name`` from ``frm``."""
+        """Wait for the message ``name`` from ``frm``.
+
+        Raises
+        ------
+        PeerError
+            ``frm`` is gone, stayed silent past the timeout, or sent ``abort``.
+        ProtocolError
+            ``frm`` sent an oversized or malformed frame, or another message than ``name``.
+
+        Either error's message names this role, the step ``name`` and the peer ``frm``.
+        """
         try:
             frame = self.transport.recv(frm, self.timeout)
-        except PeerError as exc:
-            raise PeerError(f"{self.role}: waiting for {name!r} from {frm}: {exc}") from None
-        message = decode(frame)
+        except (PeerError, ProtocolError) as exc:
+            raise _at_step(exc, f"{self.role}: waiting for {name!r} from {frm}") from None
+        try:
+            message = decode(frame)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{self.role}: waiting for {name!r} from {frm}: {frm} sent a malformed "
+                                f"message: {exc}") from None
         if message.name == ABORT:
             raise PeerError(f"{self.role}: {frm} stopped while {self.role} waited for {name!r}: "
                             f"{message.fields.get('reason', 'no reason given')}")
@@ -127,3 +156,21 @@ class Endpoint:
                 self.transport.send(peer, frame)
             except Exception:  # the peer may be gone already; nothing more to tell it
                 pass
+
+
+def _at_step(exc: VFLError, step: str) -> VFLError:
+    """The same kind of error as ``exc``, its message prefixed with the protocol ``step``.
+
+    Parameters
+    ----------
+    exc : VFLError
+        The transport's error, which names the peer but not what this role was doing.
+    step : str
+        Who was doing what, e.g. ``"A: sending 'scores' to B"``.
+
+    Returns
+    -------
+    VFLError
+        An instance of ``type(exc)`` (a :class:`~vfl.errors.HandshakeError` stays one).
+    """
+    return type(exc)(f"{step}: {exc}")

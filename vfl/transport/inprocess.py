@@ -54,7 +54,7 @@ class InProcessTransport:
         try:
             self.network._queues[(self.role, receiver)].put(bytes(frame))
         except KeyError:
-            raise PeerError(f"{self.role}: no link to {receiver!r}") from None
+            raise PeerError(f"no link to {receiver!r}") from None
 
     def recv(self, sender: str, timeout: float | None) -> bytes:
         q = self.network._queues[(sender, self.role)]

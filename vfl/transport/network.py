@@ -55,6 +55,8 @@ from vfl.transport.tls import TLSFiles, check_role, client_context, peer_role, s
 
 #: Default largest frame accepted: ample for a batch of 2048-bit ciphertexts.
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
+#: Seconds a normal close waits for the peers to close too (see ``NetworkTransport.close``).
+DEFAULT_LINGER = 2.0
 _LENGTH = struct.Struct(">I")
 _HELLO_MAX = 4096
 _POLL = 0.05
@@ -103,11 +105,10 @@ class _Link:
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
         self.lock = threading.Lock()
+        self._failing = threading.Lock()  # the reader and a sender may both find the link broken
         self.frames: queue.Queue = queue.Queue()
         self.failure: BaseException | None = None
         self.closing = False
-        self.bytes_sent = 0
-        self.bytes_received = 0
         sock.setblocking(False)
         self.thread = threading.Thread(target=self._read_loop, name=f"vfl-{owner}<-{peer}", daemon=True)
         self.thread.start()
@@ -123,7 +124,6 @@ class _Link:
                 if not data:
                     where = " in the middle of a frame" if buffer else ""
                     raise PeerError(f"{self.peer} closed the connection{where} (stopped, or was killed)")
-                self.bytes_received += len(data)
                 buffer += data
                 self._split_frames(buffer)
         except (PeerError, ProtocolError) as exc:
@@ -154,9 +154,11 @@ class _Link:
             del buffer[:_LENGTH.size + length]
 
     def _fail(self, exc: BaseException) -> None:
-        if self.closing:
-            return
-        self.failure = exc
+        """Record the link's first failure for every later send and receive, and close the socket."""
+        with self._failing:
+            if self.closing or self.failure is not None:
+                return
+            self.failure = exc
         self.frames.put(exc)
         self._shutdown()
 
@@ -178,10 +180,12 @@ class _Link:
                 except (OSError, ValueError) as exc:
                     raise PeerError(f"connection to {self.peer} lost while sending: {exc}") from None
             data = data[sent:]
-            self.bytes_sent += sent
             if data and not sent:
                 if time.monotonic() > deadline:
-                    raise PeerError(f"{self.peer} did not take a {len(frame)}-byte frame within {timeout:g} s")
+                    # Part of a frame may have gone: the stream is unusable, so the link fails.
+                    self._fail(PeerError(f"{self.peer} did not take a {len(frame)}-byte frame within "
+                                         f"{timeout:g} s"))
+                    raise self._error()
                 if self.failure is not None:
                     raise self._error()
                 select.select([], [self.sock], [], _POLL)
@@ -217,7 +221,8 @@ class _Link:
 
         Closing a socket that holds unread data makes the kernel reset the connection, and a
         reset can destroy data the peer has received but not read yet, such as this party's
-        last message (an ``abort`` saying why it stopped).  Hence this lingering close.
+        last message.  Hence this lingering close at the normal end of a run.  After a failure
+        the transport passes a ``deadline`` already reached, and the socket closes at once.
         """
         while time.monotonic() < deadline:
             with self.lock:
@@ -236,10 +241,6 @@ class _Link:
                     break
         with self.lock:
             self.sock.close()
-
-    def close(self, linger: float = 2.0) -> None:
-        self.begin_close()
-        self.finish_close(time.monotonic() + linger)
 
     def _shutdown(self) -> None:
         with self.lock:
@@ -288,7 +289,7 @@ class NetworkTransport:
         try:
             transport._establish()
         except BaseException:
-            transport.close()
+            transport.close(linger=0)
             raise
         return transport
 
@@ -408,7 +409,7 @@ class NetworkTransport:
     def send(self, receiver: str, frame: bytes) -> None:
         """Send one frame to ``receiver``; :class:`PeerError` if the link is gone."""
         if len(frame) > self.settings.max_frame_bytes:
-            raise ProtocolError(f"{self.role}: a frame of {len(frame)} bytes for {receiver} is above the maximum "
+            raise ProtocolError(f"a frame of {len(frame)} bytes for {receiver} is above the maximum "
                                 f"of {self.settings.max_frame_bytes}")
         self._link(receiver).send(bytes(frame), self.settings.send_timeout)
 
@@ -416,11 +417,16 @@ class NetworkTransport:
         """The next frame from ``sender``; :class:`PeerError` on timeout or if the peer is gone."""
         return self._link(sender).recv(timeout)
 
-    def close(self, linger: float = 2.0) -> None:
+    def close(self, linger: float = DEFAULT_LINGER) -> None:
         """Close every link: the peers see the end of the stream after everything sent.
 
-        Waits up to ``linger`` seconds for the peers to close their ends too (see
-        ``_Link.finish_close``).
+        Parameters
+        ----------
+        linger : float
+            Seconds to wait for the peers to close their ends too, so that a reset cannot
+            destroy the last message sent (see ``_Link.finish_close``).  After a failure,
+            pass 0: the party then exits at once, and what it sent last (an ``abort``)
+            reaches the peers on a best-effort basis.
         """
         links = list(self.links.values())
         for link in links:
@@ -436,17 +442,13 @@ class NetworkTransport:
         try:
             return self.links[peer]
         except KeyError:
-            raise PeerError(f"{self.role}: no link to {peer!r}; peers are {list(self.peers)}") from None
-
-    def traffic(self) -> dict[str, tuple[int, int]]:
-        """Bytes ``(sent, received)`` on each link, TLS payload including frame headers."""
-        return {peer: (link.bytes_sent, link.bytes_received) for peer, link in self.links.items()}
+            raise PeerError(f"no link to {peer!r}; peers are {list(self.peers)}") from None
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, exc, tb):
+        self.close(linger=DEFAULT_LINGER if exc_type is None else 0)
 
 
 def _address(value) -> tuple[str, int]:
