@@ -129,5 +129,5 @@ def test_narrator_one_line_per_message():
     assert lines == [
         "[A] epoch 2/3  A -> C  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
         "[ciphertext, 3 values, 1,234 bytes]",
-        "[A] epoch 2/3 done: C decrypts the loss: 0.500000",
+        "[A] epoch 2/3 done: C's decrypted loss over the epoch: 0.500000",
     ]

@@ -232,6 +232,6 @@ def test_demo_runs_end_to_end(capsys):
     result = run_demo(iterations=1, key_bits=1024, quiet=True)
     out = capsys.readouterr().out
     assert result["auc"] > 0.9 and result["weight_gap"] < 1e-6
-    assert "C decrypts the loss" in out and "bytes on each link" in out
+    assert "decrypted loss over the epoch" in out and "C decrypts [[L]] of batch" in out and "bytes on each link" in out
     assert "progress: epoch 1/1" in out and "\r" not in out  # no terminal: plain lines, no bar
     assert result["bytes"]["train A->B"] > 0

@@ -31,6 +31,7 @@ from vfl.federation.config import ROLES, load_config, write_config
 from vfl.transport.tls import write_federation_certs
 
 _LOSS_LINE = re.compile(r"^\[C\] epoch (\d+)/(\d+) done")
+_BATCH_LOSS_LINE = re.compile(r"^\[C\] epoch \d+/\d+  C decrypts \[\[L\]\]")
 DEFAULTS = {"iterations": 5, "batch_size": 64}
 
 
@@ -199,7 +200,7 @@ def run_parties(command: str, prep: dict, folder: Path, quiet: bool, progress: E
 
     def on_line(line: str) -> None:
         match = _LOSS_LINE.match(line)
-        if quiet and not match and "error" not in line:
+        if quiet and not match and not _BATCH_LOSS_LINE.match(line) and "error" not in line:
             return
         if progress is None:
             print(line, flush=True)
@@ -297,7 +298,9 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
     per_kind = transcript.groupby(["phase", "kind"])["bytes"].sum()
     print("\nbytes on each link (message payloads; TLS adds a little):")
     for (phase, sender, receiver), row in per_link.iterrows():
-        print(f"  {phase:8s} {sender} -> {receiver}  {int(row['count']):5d} messages  {int(row['sum']):>12,} bytes")
+        count = int(row["count"])
+        print(f"  {phase:8s} {sender} -> {receiver}  {count:5d} message{'s' if count != 1 else ' '}  "
+              f"{int(row['sum']):>12,} bytes")
     print("by kind:  " + ", ".join(f"{phase} {kind} {int(v):,}" for (phase, kind), v in per_kind.items()))
     print("never sent: any feature value, any label, any party's weights, the private key.")
     return {"auc": auc, "auc_centralized": auc_gd, "auc_sklearn": auc_sk, "weight_gap": weight_gap,

@@ -82,8 +82,12 @@ class Narrator:
         self.say(f"{self._when(message.iteration)}{self.role} -> {peer}  {message.name}: {text}  "
                  f"[{message.kind}, {values}{nbytes:,} bytes]")
 
+    def batch_loss(self, epoch: int, batch: int, value: float) -> None:
+        """C has just decrypted the loss of one batch."""
+        self.say(f"epoch {self._epoch(epoch)}  C decrypts [[L]] of batch {batch + 1}: loss {value:.6f}")
+
     def loss(self, epoch: int, value: float) -> None:
-        self.say(f"epoch {self._epoch(epoch)} done: C decrypts the loss: {value:.6f}")
+        self.say(f"epoch {self._epoch(epoch)} done: C's decrypted loss over the epoch: {value:.6f}")
 
     def say(self, text: str) -> None:
         print(f"[{self.role}] {text}", file=self.stream, flush=True)

@@ -177,7 +177,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             if data:
                 _check_rows(role, data, theirs)
             program = {"A": run_a, "B": run_b, "C": run_c}[role]
-            result = program(session.endpoint, party, settings, checkpoints or None, on_epoch)
+            batch_loss = {"on_batch_loss": narrator.batch_loss} if role == "C" and narrator else {}
+            result = program(session.endpoint, party, settings, checkpoints or None, on_epoch, **batch_loss)
             summary = {"role": role, "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
     finally:
         if bar is not None:

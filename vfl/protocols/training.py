@@ -130,9 +130,11 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
 
 # -- Coordinator C -------------------------------------------------------------------
 def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
-          checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None) -> dict:
+          checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None,
+          on_batch_loss: Callable[[int, int, float], None] | None = None) -> dict:
     """C's program: makes the keys, decrypts the loss and masked gradients only.
 
+    ``on_batch_loss(epoch, batch, loss)`` is called with each batch loss as C decrypts it.
     Returns ``{"loss_curve": [...], "n_iter": int, "converged": bool}``.
     """
     # Step 1: create the key pair, send the public key to A and B
@@ -151,12 +153,14 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         losses, sizes = [], []
-        for size in batch_sizes(n_rows, settings.batch_size):
+        for batch, size in enumerate(batch_sizes(n_rows, settings.batch_size)):
             # Step 3: decrypt [[L]]; decrypt and return the masked gradients
             loss_message = ep.recv("B", "loss")
             loss = unpack_vector(coordinator.context, loss_message, 1)
             losses.append(coordinator.decrypt_total(loss) / loss_message["n"])
             sizes.append(size)
+            if on_batch_loss:
+                on_batch_loss(epoch, batch, losses[-1])
             for peer in ("A", "B"):
                 masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_gradient"))
                 ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_masked(masked),
