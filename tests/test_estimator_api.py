@@ -6,7 +6,7 @@ import pytest
 from sklearn.base import clone
 
 from vertical_data import make_vertical
-from vfl import DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression, inprocess
+from vfl import DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.protocols import TrainingSettings, run_a, run_b, run_c
 from vfl.transport import Endpoint, InProcessNetwork, run_roles

@@ -139,7 +139,7 @@ def test_masks_are_fresh_for_every_message(run):
 
 def test_a_cannot_divide_out_its_own_randomness(run):
     """A knows [[u_A]]; dividing B's [[d]] by it must not give (1 + n)^(u_B - 2y) = 1 + (u_B - 2y) n."""
-    a, b, c = run["a"], run["b"], run["c"]
+    c = run["c"]
     pk = c.context.public_key
     n, n2 = pk.n, pk.nsquare
     sent = [m for s, to, m in run["messages"] if s == "A" and to == "B" and m.name == "scores" and m.iteration >= 0]

@@ -40,8 +40,6 @@ def _rate(fn, count: int, repeat: int = 1) -> float:
 
 def micro_figures(public_key, private_key, quick: bool = False, progress=None) -> list[dict]:
     """Rows ``{"what", "detail", "implementation", "per_second"}``."""
-    from phe import paillier
-
     from vfl.crypto import FastEngine
 
     tick = progress or (lambda: None)

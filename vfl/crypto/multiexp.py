@@ -35,8 +35,6 @@ results.
 
 from __future__ import annotations
 
-import math
-
 import gmpy2
 import numpy as np
 

@@ -28,7 +28,7 @@ from vfl.errors import ConfigurationError, DataError, HandshakeError
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
 from vfl.federation.config import ROLES, FederationConfig
 from vfl.federation.data import PartyData, encode_labels, load_csv
-from vfl.federation.narration import Narrator, describe
+from vfl.federation.narration import Narrator
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.transport import Endpoint, Transcript
@@ -57,8 +57,6 @@ class Session:
         self.config, self.role, self.task = config, role, task
         self.narrator = narrator
         self.transcript = Transcript()
-        #: ``{(receiver, name): count}``: how many values the last message of each name carried.
-        self.values_sent: dict[tuple[str, str], int] = {}
         self.transport: NetworkTransport | None = None
         self.endpoint: Endpoint | None = None
 
@@ -71,8 +69,6 @@ class Session:
         return self
 
     def _on_message(self, direction: str, peer: str, message, nbytes: int) -> None:
-        if direction == "->":
-            self.values_sent[(peer, message.name)] = describe(message)[1]
         if self.narrator is not None:
             self.narrator(direction, peer, message, nbytes)
 
@@ -261,8 +257,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
         else:
-            predict_c(session.endpoint, party, mode)
-            summary["rows"] = session.values_sent[("B", "scores")]  # C's reply: one value per row
+            summary["rows"] = predict_c(session.endpoint, party, mode)
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
 

@@ -83,8 +83,8 @@ def predict_b(ep: Endpoint, party: PartyB, features, mode: str = "private", frac
     return party.context.unmask(residues, mask, masked.exponent, what="party B score")
 
 
-def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private") -> None:
-    """C's program: decrypts masked scores (or, for ``table3``, adds plaintext ones)."""
+def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private") -> int:
+    """C's program: decrypts masked scores (or, for ``table3``, adds plaintext ones); returns the row count."""
     _check_mode(mode)
     key = coordinator.generate_keys() if coordinator.context is None else coordinator.context.public_key.to_bytes()
     for peer in ("A", "B"):
@@ -95,6 +95,7 @@ def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private") -> 
         if u_a.shape != u_b.shape:
             raise DataError(f"coordinator: A sent {u_a.shape[0]} partial scores, B sent {u_b.shape[0]}")
         ep.send("B", "scores", "plaintext", scores=u_a + u_b)
-        return
+        return len(u_a)
     masked = unpack_vector(coordinator.context, ep.recv("B", "masked_scores"))
     ep.send("B", "scores", "masked", **pack_residues(coordinator.decrypt_masked(masked), coordinator.context))
+    return len(masked)
