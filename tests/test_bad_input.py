@@ -199,8 +199,11 @@ def test_diverging_training_stops_instead_of_wrapping():
         model.fit(data)
 
 
-def test_values_that_would_wrap_a_short_key_are_refused():
-    """Features that fit one encoding but whose gradient products would wrap around Z_n."""
+def test_values_beyond_the_feature_bound_of_a_short_key_are_refused():
+    """Features that fit one encoding but exceed the public bound that rules out wrap-around in ``X^T d``.
+
+    (Before the bound, such values trained a wrong model without an error: tests/test_fixed_point_range.py
+    shows that values just inside the bound still decrypt exactly.)"""
     rng = np.random.default_rng(1)
     a = pd.DataFrame(rng.normal(size=(30, 2)) * [1e70, 1.0], columns=["big", "a1"])
     b = pd.DataFrame(rng.normal(size=(30, 1)), columns=["b0"]).assign(y=rng.normal(size=30) * 1e30)

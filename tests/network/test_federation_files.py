@@ -8,12 +8,12 @@ import stat
 import pandas as pd
 import pytest
 
-from vfl.errors import ConfigurationError, DataError
+from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError
 from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_params, write_shard
 from vfl.federation.config import load_config, write_config
 from vfl.federation.data import encode_labels, load_csv
 from vfl.federation.narration import Narrator
-from vfl.federation.runner import _differences
+from vfl.federation.runner import _differences, abort_reason
 from vfl.transport import BigInts, Message
 
 PARTIES = {r: {"address": f"127.0.0.1:{7000 + i}", "certificate": f"certs/{r}.pem", "key": f"certs/{r}.key"}
@@ -131,3 +131,13 @@ def test_narrator_one_line_per_message():
         "[ciphertext, 3 values, 1,234 bytes]",
         "[A] epoch 2/3 done: C's decrypted loss over the epoch: 0.500000",
     ]
+
+
+def test_peers_learn_only_the_kind_of_a_data_error():
+    """A party's own values (a label, a score) stay in its own output; federation faults go to peers in full."""
+    leak = FixedPointOverflowError("party B: label 7.3e+80 at row 12 is outside the fixed-point range")
+    reason = abort_reason("B", leak)
+    assert "FixedPointOverflowError" in reason and "7.3e+80" not in reason and "row 12" not in reason
+    assert "label" not in abort_reason("B", DataError("party B, column 'income': NaN at row 3 (id 'c-17')"))
+    fault = PeerError("B: waiting for 'residual' from A: no message from A within 300 s")
+    assert abort_reason("B", fault) == f"party B: PeerError: {fault}"

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from vfl.crypto import FixedPoint
-from vfl.errors import ConfigurationError, DataError, HandshakeError
+from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
 from vfl.federation.config import ROLES, FederationConfig
 from vfl.federation.data import PartyData, encode_labels, load_csv
@@ -74,7 +74,7 @@ class Session:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and self.endpoint is not None:
-            self.endpoint.abort(f"party {self.role}: {type(exc).__name__}: {exc}")
+            self.endpoint.abort(abort_reason(self.role, exc))
         if self.transport is not None:
             # After a failure, no lingering close: the party stops within its timeout (the abort
             # above is best effort).  At the normal end, linger so the last message is not lost.
@@ -260,6 +260,18 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["rows"] = predict_c(session.endpoint, party, mode)
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
+
+
+def abort_reason(role: str, exc: BaseException) -> str:
+    """What a failing party tells its peers: a fault of the federation in full, a problem with its own data not.
+
+    Messages about this party's data or settings can quote its values (a feature,
+    a label, a score), so peers learn only the kind of error; the full message
+    stays in this party's own output.
+    """
+    if isinstance(exc, (PeerError, ProtocolError)):
+        return f"party {role}: {type(exc).__name__}: {exc}"
+    return f"party {role} stopped on a {type(exc).__name__} about its own data or settings (details stay with it)"
 
 
 def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:

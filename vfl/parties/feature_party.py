@@ -75,11 +75,13 @@ class FeatureParty:
 
     def scores(self, rows=None, features=None) -> np.ndarray:
         """This party's partial scores ``X w (+ b)``: they never leave the party in plaintext."""
-        return self.design(rows, features) @ self.params
+        with np.errstate(over="ignore", invalid="ignore"):   # a diverging run: check_range reports it
+            return self.design(rows, features) @ self.params
 
     def penalty(self, alpha: float) -> float:
         coef = self.params[: self.n_features]
-        return 0.5 * alpha * float(coef @ coef)
+        with np.errstate(over="ignore", invalid="ignore"):
+            return 0.5 * alpha * float(coef @ coef)
 
     # -- keys ------------------------------------------------------------------
     def _column(self, j: int) -> str:
@@ -116,12 +118,15 @@ class FeatureParty:
         so neither needs to know, or trust, the other's magnitudes.
         """
         worst = float(np.max(np.abs(values))) if np.size(values) else 0.0
-        if not worst <= bound:
-            ctx = self._ctx()
-            batch = f" for a batch of {n} rows" if n else ""
-            raise FixedPointOverflowError(
-                f"party {self.role}: {what} reach {worst:.3g}, beyond the {bound:.3g} that the fixed-point range "
-                f"of a {ctx.public_key.key_bits}-bit key with {ctx.frac_bits} fractional bits allows{batch}; {advice}")
+        if math.isfinite(worst) and worst <= bound:
+            return
+        ctx = self._ctx()
+        if not math.isfinite(worst):
+            raise FixedPointOverflowError(f"party {self.role}: {what} are no longer finite numbers ({worst}); {advice}")
+        batch = f" for a batch of {n} rows" if n else ""
+        raise FixedPointOverflowError(
+            f"party {self.role}: {what} reach {worst:.3g}, beyond the {bound:.3g} that the fixed-point range "
+            f"of a {ctx.public_key.key_bits}-bit key with {ctx.frac_bits} fractional bits allows{batch}; {advice}")
 
     def _ctx(self) -> Context:
         if self.context is None:
@@ -161,7 +166,6 @@ class FeatureParty:
         self.params = params
 
 
-
 def _product_bits(context: Context) -> int:
     """Bits of real magnitude a value carried at twice the fractional bits (a product) may use."""
     return int(context.public_key.max_int).bit_length() - 1 - 2 * context.frac_bits
@@ -174,13 +178,18 @@ def _score_bits(context: Context, n: int) -> int:
 def score_bound(context: Context, n: int) -> float:
     """The largest share of a score each party may contribute in a batch of ``n`` rows.
 
-    A public function of the key, the precision and the batch size.  With
-    ``|u_A| <= S`` at A and ``|u_B| + kappa |y| <= S`` at B, every residual is
-    below ``2 S`` and the batch loss's cross term below a sixth of the range;
-    each party's own loss part is held below a quarter (:func:`loss_part_bound`);
-    with the feature check of :meth:`FeatureParty.receive_public_key`, the
-    gradients ``X^T d`` stay below half.  So nothing the coordinator decrypts
-    can have wrapped around Z_n.
+    A public function of the key, the precision and the batch size: ``S`` with
+    ``3 n S^2 <= 2^(P-4)``, where ``2^P`` is the magnitude a value carried at
+    ``2 * frac_bits`` may reach.  With ``|u_A| <= S`` at A and
+    ``|u_B| + kappa |y| <= S`` at B, every residual is below ``2 S``; the loss's
+    cross term ``sum (2a u_B + b y) u_A`` is below ``n S^2``, under 1/48 of the
+    range (both objectives have ``2a <= 1`` and ``|b| <= 1``); each party's own
+    loss part is held below a quarter (:func:`loss_part_bound`).  With the
+    feature check of :meth:`FeatureParty.receive_public_key` (made for the
+    largest batch, ``N`` rows), a gradient ``X^T d`` over ``n`` rows stays below
+    ``2 sqrt(n/N) 2^(P-1) <= 2^P``.  So nothing the coordinator decrypts can have
+    wrapped around Z_n — as long as both parties run these checks, as
+    semi-honest parties do.
     """
     bits = _score_bits(context, n)
     return math.ldexp(1.0, bits) if bits < 1024 else math.inf

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from vfl.crypto import EncryptedVector
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
@@ -27,7 +29,8 @@ class PartyA(FeatureParty):
         """
         u = self.scores(rows)
         self.check_range(u, score_bound(self._ctx(), len(u)), "partial scores", len(u))
-        loss_part = objective.a * float(u @ u) + len(u) * self.penalty(alpha)
+        with np.errstate(over="ignore", invalid="ignore"):
+            loss_part = objective.a * float(u @ u) + len(u) * self.penalty(alpha)
         self.check_range(loss_part, loss_part_bound(self._ctx()), "its loss part (penalty included)", len(u))
         ctx = self._ctx()
         return ctx.encrypt(u, what="party A score"), ctx.encrypt([loss_part], what="party A loss part")

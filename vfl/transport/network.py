@@ -192,6 +192,8 @@ class _Link:
 
     def _error(self) -> BaseException:
         exc = self.failure
+        if exc is None:  # the link was closed by this side while a send was under way
+            return PeerError(f"link to {self.peer} closed while sending")
         return type(exc)(str(exc))
 
     # ---- receiving (caller's thread)

@@ -1,0 +1,89 @@
+"""The public range bounds of vfl.parties: values right at them decrypt exactly; beyond them, a clear error."""
+
+import numpy as np
+import pytest
+
+from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair
+from vfl.errors import FixedPointOverflowError
+from vfl.parties import LINEAR, PartyA, PartyB, loss_part_bound, score_bound
+from vfl.parties.objectives import OBJECTIVES
+from vfl.parties.feature_party import _product_bits, _score_bits
+
+
+def test_objectives_meet_the_bounds_assumptions():
+    for objective in OBJECTIVES.values():
+        assert objective.grad_scale <= 1 and abs(objective.b) <= 1 and objective.kappa <= 2
+
+
+@pytest.fixture(scope="module")
+def short_key():
+    return generate_keypair(512, insecure=True)
+
+
+def parties_at_the_limit(keypair, n_rows, fill=0.99):
+    """A and B with every feature just below the feature limit, one column each, labels zero."""
+    public_key, _ = keypair
+    precision = FixedPoint(8)
+    ctx = Context(public_key, precision)
+    limit = 2.0 ** np.floor(_product_bits(ctx) - 1 - np.log2(2 * n_rows) - _score_bits(ctx, n_rows))
+    a = PartyA(np.full((n_rows, 1), fill * limit))
+    b = PartyB(np.full((n_rows, 1), fill * limit), np.zeros(n_rows), fit_intercept=False)
+    for party in (a, b):
+        party.receive_public_key(public_key.to_bytes(), precision)
+    return a, b, limit
+
+
+@pytest.mark.parametrize("batch", [64, 40, 17])
+def test_values_at_the_bounds_decrypt_exactly(short_key, batch):
+    public_key, private_key = short_key
+    n_rows = 64
+    a, b, limit = parties_at_the_limit(short_key, n_rows)
+    rows = np.arange(batch)
+    bound = score_bound(a.context, batch)
+    for party in (a, b):          # every partial score at 0.99 of the bound, all of one sign: the worst case
+        party.params[:] = 0.99 * bound / (0.99 * limit)
+    u_a, loss_a = a.encrypted_scores(rows, LINEAR, alpha=0.0)
+    d, loss = b.residual_and_loss(u_a, loss_a, rows, LINEAR, alpha=0.0)
+    masked = a.masked_gradient(d, rows)
+    residues = [private_key.raw_decrypt(c) for c in masked.ciphertexts]
+    gradient = a.apply_update(residues, batch, LINEAR, alpha=0.0, learning_rate=0.0)
+    z = np.full(batch, 2 * 0.99 * bound)
+    expected = a.features[rows].T @ z / batch
+    np.testing.assert_allclose(gradient, expected, rtol=1e-9)
+    c_ctx = Context(public_key, FixedPoint(8), private_key=private_key)
+    total = c_ctx.decrypt(EncryptedVector(c_ctx, loss.ciphertexts, loss.exponent))[0]
+    assert total == pytest.approx(0.5 * float(z @ z), rel=1e-9)
+    assert abs(float(expected[0]) * batch) > 2.0 ** (_product_bits(a.context) - 3)  # near the range: a real test
+
+
+def test_scores_beyond_the_bound_are_refused(short_key):
+    a, _, limit = parties_at_the_limit(short_key, 64)
+    a.params[:] = 1.01 * score_bound(a.context, 64) / (0.99 * limit)
+    with pytest.raises(FixedPointOverflowError, match="party A: partial scores reach .* for a batch of 64 rows"):
+        a.encrypted_scores(np.arange(64), LINEAR, alpha=0.0)
+
+
+def test_labels_beyond_the_bound_are_refused(short_key):
+    public_key, _ = short_key
+    b = PartyB(np.zeros((10, 1)), np.r_[np.zeros(9), 1e80], fit_intercept=False)
+    with pytest.raises(FixedPointOverflowError, match="party B: label 1e\\+80 at row 9 is outside .* scale the label"):
+        b.receive_public_key(public_key.to_bytes(), FixedPoint(8))
+    assert b.context is None
+
+
+@pytest.fixture(scope="module")
+def secure_key():
+    return generate_keypair(2048)
+
+
+@pytest.mark.parametrize("weight,what", [(1e300, "partial scores reach"), (np.inf, "partial scores are no longer finite"),
+                                         (1e200, "its loss part .* no longer finite")])
+def test_diverging_weights_with_a_2048_bit_key(secure_key, weight, what):
+    """Where doubles overflow before the key's range does, the error still names the party."""
+    public_key, _ = secure_key
+    a = PartyA(np.ones((8, 2)))
+    a.receive_public_key(public_key.to_bytes(), FixedPoint())
+    a.params[:] = weight
+    with pytest.raises(FixedPointOverflowError, match=f"party A: {what}"):
+        a.encrypted_scores(np.arange(8), LINEAR, alpha=0.1)
+    assert loss_part_bound(a.context) > 1e300
