@@ -96,8 +96,8 @@ class FeatureParty:
         """
         context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
         if self.features.size:
-            log_limit = _product_bits(context) - 1 - math.log2(2 * self.n_rows) - _score_bits(context, self.n_rows)
-            limit = math.ldexp(1.0, math.floor(log_limit)) if log_limit < 1024 else math.inf
+            limit = _power_of_two(math.floor(
+                _product_bits(context) - 1 - math.log2(2 * self.n_rows) - _score_bits(context, self.n_rows)))
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
@@ -166,9 +166,19 @@ class FeatureParty:
         self.params = params
 
 
+def _range_bits(context: Context) -> int:
+    """``R`` with ``2^R <= max_int``: the magnitude any encoded integer may reach."""
+    return int(context.public_key.max_int).bit_length() - 1
+
+
 def _product_bits(context: Context) -> int:
     """Bits of real magnitude a value carried at twice the fractional bits (a product) may use."""
-    return int(context.public_key.max_int).bit_length() - 1 - 2 * context.frac_bits
+    return _range_bits(context) - 2 * context.frac_bits
+
+
+def _power_of_two(bits: int) -> float:
+    """``2^bits`` as a float, or infinity when no double is that large (every finite value is below it)."""
+    return math.ldexp(1.0, bits) if bits < 1024 else math.inf
 
 
 def _score_bits(context: Context, n: int) -> int:
@@ -191,17 +201,14 @@ def score_bound(context: Context, n: int) -> float:
     wrapped around Z_n — as long as both parties run these checks, as
     semi-honest parties do.
     """
-    bits = _score_bits(context, n)
-    return math.ldexp(1.0, bits) if bits < 1024 else math.inf
+    return _power_of_two(_score_bits(context, n))
 
 
 def loss_part_bound(context: Context) -> float:
     """The largest loss part a party may add to the encrypted batch loss."""
-    bits = _product_bits(context) - 2
-    return math.ldexp(1.0, bits) if bits < 1024 else math.inf
+    return _power_of_two(_product_bits(context) - 2)
 
 
 def prediction_bound(context: Context) -> float:
     """The largest partial score a party may contribute to an encrypted prediction."""
-    bits = int(context.public_key.max_int).bit_length() - 2 - context.frac_bits
-    return math.ldexp(1.0, bits) if bits < 1024 else math.inf
+    return _power_of_two(_range_bits(context) - 1 - context.frac_bits)
