@@ -21,6 +21,13 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
 
 
+def _check_real(name: str, value, accepts, requirement: str) -> float:
+    """``float(value)`` if it is a real number that ``accepts``; else an error saying it must be ``requirement``."""
+    if not _is_real(value) or not accepts(value):
+        raise InvalidParameterError(f"{name} must be {requirement}, got {value!r}")
+    return float(value)
+
+
 def check_positive_int(name: str, value, minimum: int = 1) -> int:
     """An integer (not bool) ``>= minimum``.
 
@@ -64,9 +71,7 @@ def check_positive_float(name: str, value) -> float:
     InvalidParameterError
         ``value`` is not a real number, or is NaN, infinite or ``<= 0``.
     """
-    if not _is_real(value) or not 0 < value < np.inf:
-        raise InvalidParameterError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return _check_real(name, value, lambda v: 0 < v < np.inf, "a finite number > 0")
 
 
 def check_nonnegative_float(name: str, value) -> float:
@@ -86,9 +91,7 @@ def check_nonnegative_float(name: str, value) -> float:
     InvalidParameterError
         ``value`` is not a real number, or is NaN, infinite or negative.
     """
-    if not _is_real(value) or not 0 <= value < np.inf:
-        raise InvalidParameterError(f"{name} must be a finite number >= 0, got {value!r}")
-    return float(value)
+    return _check_real(name, value, lambda v: 0 <= v < np.inf, "a finite number >= 0")
 
 
 def check_interval(name: str, value, low: float, high: float, *, closed: str = "right") -> float:
