@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from vertical_data import make_vertical
-from vfl import (ConfigurationError, DataError, FixedPointOverflowError, NotFittedError, VerticalDataset,
+from vfl import (ConfigurationError, DataError, DivergenceError, FixedPointOverflowError, NotFittedError, VerticalDataset,
                  VerticalLinearRegression, VerticalLogisticRegression)
 
 FAST = dict(key_bits=1024, insecure=True, max_iter=1)
@@ -195,8 +195,37 @@ def test_diverging_training_stops_instead_of_wrapping():
     b = pd.DataFrame(rng.normal(size=(40, 2)), columns=["b0", "b1"]).assign(y=rng.normal(size=40))
     data = VerticalDataset({"A": a, "B": b}, label="y")
     model = VerticalLinearRegression(learning_rate=50.0, max_iter=200, tol=None, key_bits=512, insecure=True)
-    with pytest.raises(FixedPointOverflowError, match=r"party [AB]: partial scores.*reach .*diverges"):
+    with pytest.raises((FixedPointOverflowError, DivergenceError), match=r"diverges"):
         model.fit(data)
+
+
+def test_a_growing_loss_stops_the_run_with_a_clear_error():
+    """A loss that climbs for epochs on end (0.69 to 1e25 once passed silently) stops at C, naming the cause."""
+    rng = np.random.default_rng(0)
+    a = pd.DataFrame(rng.normal(size=(40, 2)), columns=["a0", "a1"])
+    b = pd.DataFrame(rng.normal(size=(40, 2)), columns=["b0", "b1"]).assign(y=rng.integers(0, 2, 40))
+    data = VerticalDataset({"A": a, "B": b}, label="y")
+    model = VerticalLogisticRegression(learning_rate=12.0, max_iter=40, tol=None, key_bits=1024, insecure=True)
+    with pytest.raises(DivergenceError, match=r"C: training diverges: the loss grew for 5 epochs in a row, "
+                                              r"from .* to .*; lower learning_rate \(now 12\)"):
+        model.fit(data)
+
+
+def test_diverged_rule():
+    from vfl.protocols.training import diverged
+
+    assert diverged([0.7, 0.6, 0.5]) is None
+    assert diverged([0.7, 0.8, 0.9, 1.0, 1.1, 1.2]) is None                 # rising, but not yet twice the minimum
+    assert "grew for 5 epochs" in diverged([0.7, 0.8, 1.0, 1.3, 1.5, 1.6])
+    assert diverged([0.7, 0.8, 1.0, 0.9, 1.5, 1.6, 2.0]) is None             # not five rises in a row
+    assert "nan" in diverged([0.7, float("nan")]) and "inf" in diverged([0.7, float("inf")])
+
+
+def test_not_converging_within_max_iter_warns_like_scikit_learn(vertical_data):
+    from sklearn.exceptions import ConvergenceWarning
+
+    with pytest.warns(ConvergenceWarning, match="reached max_iter=2 epochs before the loss changed by less than tol"):
+        VerticalLogisticRegression(max_iter=2, tol=1e-12, key_bits=1024, insecure=True).fit(vertical_data)
 
 
 def test_values_beyond_the_feature_bound_of_a_short_key_are_refused():

@@ -16,10 +16,16 @@ from vfl.centralized import fit_gradient_descent
 ATOL = 1e-7
 
 
+def start_of(model):
+    """Where the federated run started: the parties' secret starts, concatenated (in-process, all are here)."""
+    a, b = model.party_names_["A"], model.party_names_["B"]
+    return np.concatenate([model.initial_coef_[a], model.initial_coef_[b]]), model.initial_intercept_
+
+
 def reference(model, x, y):
     settings = model._settings()
     target = np.where(y == model.classes_[1], 1.0, -1.0) if hasattr(model, "classes_") else y
-    return fit_gradient_descent(x, target, settings)
+    return fit_gradient_descent(x, target, settings, start=start_of(model))
 
 
 def assert_matches(model, ref, n_a):
@@ -31,15 +37,41 @@ def assert_matches(model, ref, n_a):
 
 
 @pytest.mark.parametrize("task", ["linear", "logistic"])
-@pytest.mark.parametrize("batch_size,alpha,fit_intercept", [(None, 0.0, True), (None, 0.1, False), (25, 0.01, True)])
-def test_generated_data(task, batch_size, alpha, fit_intercept):
+@pytest.mark.parametrize("batch_size,alpha,fit_intercept,init", [(None, 0.0, True, "random"), (None, 0.1, False, "zeros"),
+                                                                 (25, 0.01, True, "random"), (25, 0.0, False, "random")])
+def test_generated_data(task, batch_size, alpha, fit_intercept, init):
     frame_a, frame_b, x, y = make_vertical(n_rows=60, task=task, seed=3)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
     model = cls(learning_rate=0.2, max_iter=4, alpha=alpha, batch_size=batch_size, tol=None,
-                fit_intercept=fit_intercept, key_bits=1024, insecure=True, random_state=7).fit(data)
+                fit_intercept=fit_intercept, key_bits=1024, insecure=True, random_state=7, init=init).fit(data)
+    start_coef, start_intercept = start_of(model)
+    assert (np.count_nonzero(start_coef) == 5) == (init == "random")
     assert_matches(model, reference(model, x, y), 3)
     assert len(model.loss_curve_) == 4
+
+
+def test_zero_start_gives_todays_trajectory():
+    """init="zeros" is the textbook start: exactly gradient descent from zero."""
+    frame_a, frame_b, x, y = make_vertical(n_rows=40, task="logistic", seed=4)
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    model = VerticalLogisticRegression(learning_rate=0.2, max_iter=3, tol=None, key_bits=1024, insecure=True,
+                                       init="zeros").fit(data)
+    settings = model._settings()
+    ref = fit_gradient_descent(x, np.where(y == 1, 1.0, -1.0), settings, start=(np.zeros(5), 0.0))
+    assert_matches(model, ref, 3)
+    assert model.loss_curve_[0] == pytest.approx(np.log(2), abs=1e-9)   # zero scores: log 2 exactly
+
+
+def test_random_starts_are_fresh_and_secret_per_run():
+    frame_a, frame_b, _, _ = make_vertical(n_rows=40, task="logistic", seed=4)
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    starts = []
+    for _ in range(2):
+        model = VerticalLogisticRegression(max_iter=1, tol=None, key_bits=1024, insecure=True,
+                                           random_state=0).fit(data)
+        starts.append(start_of(model))
+    assert not np.allclose(starts[0][0], starts[1][0]) and starts[0][1] != starts[1][1]
 
 
 def test_tol_stops_both_at_the_same_epoch():
@@ -74,7 +106,7 @@ def test_breast_cancer_logistic_matches_and_auc_close_to_sklearn():
     x, y = load_breast_cancer(return_X_y=True)
     x = StandardScaler().fit_transform(x)
     data = split_columns(x, y, 20)
-    model = VerticalLogisticRegression(learning_rate=0.15, max_iter=8, alpha=0.01, tol=None, key_bits=1024,
+    model = VerticalLogisticRegression(learning_rate=0.15, max_iter=25, alpha=0.01, tol=None, key_bits=1024,
                                        insecure=True).fit(data)
     assert_matches(model, reference(model, x, y), 20)
     auc = roc_auc_score(y, model.predict_proba(data))
@@ -118,7 +150,8 @@ def test_objective_is_the_one_specified(task):
     frame_a, frame_b, x, y = make_vertical(n_rows=50, task=task, seed=8)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
-    model = cls(learning_rate=0.3, max_iter=5, alpha=0.05, tol=None, key_bits=1024, insecure=True).fit(data)
+    model = cls(learning_rate=0.3, max_iter=5, alpha=0.05, tol=None, key_bits=1024, insecure=True,
+                init="zeros").fit(data)
     target = np.where(y == 1, 1.0, -1.0) if task == "logistic" else y
     w, b, losses = _issue_objective_by_hand(task, x, target, alpha=0.05, learning_rate=0.3, epochs=5)
     np.testing.assert_allclose(np.concatenate([model.coef_["A"], model.coef_["B"]]), w, atol=ATOL, rtol=0)

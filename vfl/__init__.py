@@ -11,12 +11,12 @@ Horizontal FedAvg lives in :mod:`vfl.horizontal`.
 """
 
 from vfl.dataset import VerticalDataset
-from vfl.errors import (ConfigurationError, DataError, FixedPointOverflowError, NotFittedError, PeerError,
+from vfl.errors import (ConfigurationError, DataError, DivergenceError, FixedPointOverflowError, NotFittedError, PeerError,
                         ProtocolError, VFLError)
 from vfl.linear_model import VerticalLinearRegression, VerticalLogisticRegression
 
 __version__ = "0.1.0"
 
-__all__ = ["ConfigurationError", "DataError", "FixedPointOverflowError", "NotFittedError", "PeerError",
+__all__ = ["ConfigurationError", "DataError", "DivergenceError", "FixedPointOverflowError", "NotFittedError", "PeerError",
            "ProtocolError", "VFLError", "VerticalDataset", "VerticalLinearRegression",
            "VerticalLogisticRegression", "__version__"]

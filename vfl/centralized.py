@@ -2,19 +2,26 @@
 
 The reference the federated protocol must equal (up to fixed-point precision),
 and the "centralized" baseline of comparisons.  Same loss, same penalty, same
-batch schedule, same stopping rule.
+batch schedule, same stopping rule, and — when given them — the same start and
+the same differential-privacy noise.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from vfl.crypto.randomness import uniform_floats
+from vfl.errors import DivergenceError
 from vfl.parties.objectives import get_objective
 from vfl.protocols.settings import TrainingSettings, batches
+from vfl.protocols.training import diverged
 
 
-def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None) -> dict:
-    """Gradient descent from zero on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
+def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
+                         noise=None) -> dict:
+    """Gradient descent on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
 
     Parameters
     ----------
@@ -24,19 +31,38 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     settings : TrainingSettings
     seed : int, optional
         Batch-order seed; defaults to ``settings.random_state`` (needed for mini-batches).
+    start : tuple (coef, intercept), optional
+        Where to start.  By default zeros with ``settings.init == "zeros"``, else a
+        random start of the same kind the parties draw (:func:`random_start`).  To
+        reproduce a federated run, pass the parties' starts concatenated.
+    noise : callable, optional
+        With differential privacy: ``noise(n)`` returns the noise added to the
+        residuals of a batch of ``n`` rows (the federated label party draws it from
+        the CSPRNG; a test passes the same draws to both).  Linear labels are
+        clipped to ``settings.dp_label_bound`` as the label party clips them.
 
     Returns
     -------
     dict with ``coef``, ``intercept``, ``loss_curve`` (per epoch) and ``n_iter``.
+
+    Raises
+    ------
+    DivergenceError
+        When the epoch losses diverge, by the coordinator's rule
+        (:func:`vfl.protocols.training.diverged`).
     """
     objective = get_objective(settings.objective)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    if settings.dp and settings.objective == "linear":
+        y = np.clip(y, -settings.label_bound, settings.label_bound)
     n_rows, n_features = x.shape
     seed = settings.random_state if seed is None else seed
     if settings.batch_size is not None and settings.batch_size < n_rows and seed is None:
         raise ValueError("mini-batch training needs a seed (settings.random_state) for the batch order")
-    w, b = np.zeros(n_features), 0.0
+    if start is None:
+        start = random_start(x, y, settings) if settings.init == "random" else (np.zeros(n_features), 0.0)
+    w, b = np.array(start[0], dtype=np.float64), float(start[1]) if settings.fit_intercept else 0.0
     loss_curve: list[float] = []
     for epoch in range(settings.max_iter):
         losses, sizes = [], []
@@ -45,11 +71,32 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
             z = xb @ w + b
             losses.append(float(np.mean(objective.loss(z, yb))) + 0.5 * settings.alpha * float(w @ w))
             sizes.append(len(rows))
-            dz = objective.grad_scale * objective.residual(z, yb) / len(rows)
+            residual = objective.residual(z, yb)
+            if noise is not None:
+                residual = residual + noise(len(rows))
+            dz = objective.grad_scale * residual / len(rows)
             grad_w = xb.T @ dz + settings.alpha * w
             grad_b = float(dz.sum()) if settings.fit_intercept else 0.0
             w, b = w - settings.learning_rate * grad_w, b - settings.learning_rate * grad_b
         loss_curve.append(float(np.average(losses, weights=sizes)))
+        why = diverged(loss_curve, noisy=noise is not None)
+        if why:
+            raise DivergenceError(f"centralized training diverges: {why}")
         if settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
             break
     return {"coef": w, "intercept": b, "loss_curve": loss_curve, "n_iter": len(loss_curve)}
+
+
+def random_start(x, y, settings: TrainingSettings) -> tuple[np.ndarray, float]:
+    """A secret random start of the kind the parties draw, for pooled data (a baseline's start).
+
+    Each weight uniform in ``[-a_j, a_j]``, ``a_j = 0.5 sqrt(3 / f) / rms_j``; the
+    intercept uniform in ``[-kappa rms(y) / 2, kappa rms(y) / 2]`` — all from the CSPRNG.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    f = x.shape[1]
+    rms = np.sqrt(np.mean(np.square(x), axis=0))
+    coef = (2.0 * uniform_floats(f) - 1.0) * 0.5 * math.sqrt(3.0 / max(f, 1)) / np.where(rms > 0, rms, 1.0)
+    scale = 0.5 * get_objective(settings.objective).kappa * (float(np.sqrt(np.mean(np.square(y)))) or 1.0)
+    intercept = (2.0 * uniform_floats(1)[0] - 1.0) * scale if settings.fit_intercept else 0.0
+    return coef, intercept

@@ -37,3 +37,7 @@ class PeerError(VFLError, RuntimeError):
 
 class HandshakeError(PeerError):
     """A connection refused at the TLS handshake or at the settings check."""
+
+
+class DivergenceError(VFLError, ArithmeticError):
+    """Training diverges: the loss is no longer finite, or keeps growing (lower the learning rate)."""

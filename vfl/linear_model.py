@@ -8,16 +8,19 @@ the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import inprocess
 from vfl.crypto import FixedPoint
 from vfl.dataset import VerticalDataset
 from vfl.errors import DataError, NotFittedError
-from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.protocols import TrainingSettings, check_batch_size
+from vfl.parties import Coordinator, PartyA, PartyB, dp
+from vfl.protocols import TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.transport import Transcript
 
 
@@ -26,7 +29,8 @@ class _VerticalLinearModel(BaseEstimator):
 
     def __init__(self, learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None, tol=1e-4,
                  fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
-                 inference="private", engine=None, verbose=False):
+                 inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
+                 dp_label_bound=None):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -40,6 +44,10 @@ class _VerticalLinearModel(BaseEstimator):
         self.inference = inference
         self.engine = engine
         self.verbose = verbose
+        self.init = init
+        self.dp_epsilon = dp_epsilon
+        self.dp_delta = dp_delta
+        self.dp_label_bound = dp_label_bound
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -47,7 +55,8 @@ class _VerticalLinearModel(BaseEstimator):
             objective=self._objective, learning_rate=self.learning_rate, max_iter=self.max_iter,
             alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
             key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
-            random_state=self.random_state,
+            random_state=self.random_state, init=self.init, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
+            dp_label_bound=self.dp_label_bound,
         )
 
     def fit(self, data: VerticalDataset):
@@ -75,6 +84,10 @@ class _VerticalLinearModel(BaseEstimator):
                          columns=data.columns(name_b))
         for party in (party_a, party_b):
             check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
+        if not settings.dp:
+            check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
+                                     {party_a.role: party_a.n_features, party_b.role: party_b.n_features},
+                                     party_b.role, self.fit_intercept)
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
 
         transcript = Transcript()
@@ -90,11 +103,19 @@ class _VerticalLinearModel(BaseEstimator):
         self.feature_names_ = {name_a: data.columns(name_a), name_b: data.columns(name_b)}
         self.coef_ = {name_a: party_a.coef, name_b: party_b.coef}
         self.intercept_ = party_b.intercept
+        self.initial_coef_ = {name_a: party_a.initial_params.copy(),
+                              name_b: party_b.initial_params[:party_b.n_features].copy()}
+        self.initial_intercept_ = float(party_b.initial_params[-1]) if self.fit_intercept else 0.0
         self.n_iter_ = result["n_iter"]
         self.loss_curve_ = np.asarray(result["loss_curve"])
         self.converged_ = result["converged"]
+        self.dp_spent_ = ((dp.epsilon_spent(party_b.noise_multiplier, self.dp_delta, self.n_iter_), self.dp_delta)
+                          if settings.dp else None)
         self.transcript_ = transcript.to_frame()
         self._parties = (party_a, party_b, coordinator)
+        if self.tol is not None and not self.converged_:
+            warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
+                          f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
         return self
 
     def _encode_labels(self, labels, party: str) -> np.ndarray:
@@ -134,7 +155,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
     """Linear regression on vertically partitioned data, trained with Paillier encryption.
 
     Minimises ``(1/2n) sum (z_i - y_i)^2 + (alpha/2) ||w||^2`` by gradient descent
-    from zero, following Yang et al. 2019, Table 2.
+    from a secret random start (or zero), following Yang et al. 2019, Table 2.
 
     Parameters
     ----------
@@ -161,6 +182,17 @@ class VerticalLinearRegression(_VerticalLinearModel):
         The crypto engine (default: the fastest registered).
     verbose : bool, default=False
         Show a progress bar over epochs.
+    init : {"random", "zeros"}, default="random"
+        Where the weights start.  ``"random"``: each party draws a secret start from
+        the operating system's CSPRNG, so the first gradient does not reveal the labels
+        to the feature party.  ``"zeros"``: today's textbook start, for teaching and
+        reproducible comparisons — the first gradient hands party A ``X_A^T y``.
+    dp_epsilon, dp_delta : float or None, default=None
+        Differential privacy for the labels in what party A learns: party B adds
+        calibrated Gaussian noise to the residual so that the whole run is
+        ``(dp_epsilon, dp_delta)``-DP.  Needs ``tol=None`` (every epoch runs).
+    dp_label_bound : float or None, default=None
+        With DP, linear regression only: labels are clipped to ``[-bound, bound]``.
 
     Attributes
     ----------
@@ -174,6 +206,12 @@ class VerticalLinearRegression(_VerticalLinearModel):
         first entry is the loss at zero weights).
     transcript_ : DataFrame
         Every message of training: iteration, sender, receiver, name, kind, bytes.
+    dp_spent_ : tuple (epsilon, delta) or None
+        The privacy budget spent over the epochs run, with DP on.
+    initial_coef_, initial_intercept_ : dict of str to ndarray, float
+        Where training started (each party's secret start, or zeros).  Only an
+        in-process model, which holds every party, knows them; pass them to
+        :func:`vfl.centralized.fit_gradient_descent` to reproduce the run centrally.
 
     Notes
     -----
@@ -206,7 +244,7 @@ class VerticalLogisticRegression(_VerticalLinearModel):
 
     Minimises the second-order Taylor approximation of the log loss (Hardy et al.
     2017), ``(1/n) sum (log 2 - y_i z_i / 2 + z_i^2 / 8) + (alpha/2) ||w||^2`` with
-    ``y`` in {-1, +1}, by gradient descent from zero (Yang et al. 2019, Table 2).
+    ``y`` in {-1, +1}, by gradient descent (Yang et al. 2019, Table 2).
 
     Parameters are those of :class:`VerticalLinearRegression`.
 
@@ -214,7 +252,7 @@ class VerticalLogisticRegression(_VerticalLinearModel):
     ----------
     classes_ : ndarray of shape (2,)
         The labels; ``classes_[1]`` is the positive class.
-    coef_, intercept_, n_iter_, loss_curve_, transcript_
+    coef_, intercept_, n_iter_, loss_curve_, transcript_, dp_spent_
         As for :class:`VerticalLinearRegression`.
     """
 

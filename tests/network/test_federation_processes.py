@@ -39,7 +39,9 @@ def reference_run(tmp_path_factory, federation_certs):
     """One uninterrupted training run of 8 epochs, shared by the prediction and the resume tests."""
     folder = tmp_path_factory.mktemp("reference")
     data = write_party_data(folder)
-    training = {"iterations": 8}
+    # Both runs start from zero, so the resumed run can be compared with this separate uninterrupted one
+    # (tests/test_estimator_api.py resumes from a secret random start).
+    training = {"iterations": 8, "init": "zeros"}
     config = write_federation_file(folder / "federation.toml", federation_certs[0], _free_ports(3), training)
     parties = start_parties("party", config, data, folder / "run")
     try:

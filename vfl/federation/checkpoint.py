@@ -8,7 +8,9 @@ kept: parties may be one epoch apart when one of them is killed, and a resumed
 run restarts after the last epoch *all* of them completed.
 
 A model shard is a party's share of the trained model: its columns and
-weights (B: also the intercept and the label classes).
+weights (B: also the intercept and the label classes), and where its training
+started (``initial_coef``, B: ``initial_intercept``) so the run can be
+reproduced centrally by whoever holds every shard.
 """
 
 from __future__ import annotations
@@ -99,15 +101,20 @@ class CheckpointStore:
 
 
 def write_shard(path, role: str, objective: str, columns, params, fit_intercept: bool, fingerprint: str,
-                classes=None, label: str | None = None) -> Path:
-    """Write a party's model shard: its columns and weights (B: the intercept and classes too)."""
+                classes=None, label: str | None = None, initial=None) -> Path:
+    """Write a party's model shard: its columns and weights (B: the intercept and classes too).
+
+    ``initial`` is the parameter vector training started from (same layout as ``params``).
+    """
     params = [float(v) for v in params]
+    initial = [float(v) for v in initial] if initial is not None else [0.0] * len(params)
     n = len(columns)
     shard = {"format": "vfl-model-shard/1", "role": role, "objective": objective, "columns": list(columns),
-             "coef": params[:n], "trained_with": fingerprint}
+             "coef": params[:n], "initial_coef": initial[:n], "trained_with": fingerprint}
     if role == "B":
         shard["fit_intercept"] = bool(fit_intercept)
         shard["intercept"] = params[n] if fit_intercept else 0.0
+        shard["initial_intercept"] = initial[n] if fit_intercept else 0.0
         shard["label"] = label
         shard["classes"] = list(classes or [])
     return write_json(path, shard, private=True)

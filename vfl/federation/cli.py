@@ -204,6 +204,10 @@ def _party(args) -> int:
             print(f"party C: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}")
         else:
             print(f"party {args.role}: model shard written to {summary['model']}")
+        if "dp_spent" in summary:
+            epsilon, delta = summary["dp_spent"]
+            print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
+                  f"{load_config(args.config).training.max_iter} epochs")
 
     return _run(args, action)
 

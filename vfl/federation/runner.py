@@ -29,8 +29,8 @@ from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params,
 from vfl.federation.config import ROLES, FederationConfig
 from vfl.federation.data import PartyData, encode_labels, load_csv
 from vfl.federation.narration import Narrator
-from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.parties import Coordinator, PartyA, PartyB, dp
+from vfl.protocols import check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
 from vfl.transport.tls import certificate_role, load_certificate
@@ -168,10 +168,12 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
     try:
         with Session(config, role, "train", narrator) as session:
-            extra = {"ids_digest": data.ids_digest(), "n_rows": data.n_rows} if data else None
+            extra = ({"ids_digest": data.ids_digest(), "n_rows": data.n_rows, "n_columns": len(data.columns)}
+                     if data else None)
             theirs = session.hello(extra)
             if data:
                 _check_rows(role, data, theirs)
+                _check_equations(role, data, theirs, settings)
             program = {"A": run_a, "B": run_b, "C": run_c}[role]
             batch_loss = {"on_batch_loss": narrator.batch_loss} if role == "C" and narrator else {}
             result = program(session.endpoint, party, settings, checkpoints or None, on_epoch, **batch_loss)
@@ -183,11 +185,28 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary.update(loss_curve=result["loss_curve"], epochs=result["n_iter"], converged=result["converged"])
         write_json(workdir / "training_C.json", summary, private=False)
     else:
+        if role == "B" and settings.dp:
+            # with DP every epoch runs (tol is refused), so max_iter epochs were released
+            summary["dp_spent"] = [dp.epsilon_spent(party.noise_multiplier, settings.dp_delta, settings.max_iter),
+                                   settings.dp_delta]
         summary["model"] = str(write_shard(workdir / f"model_{role}.json", role, settings.objective, data.columns,
                                            party.params, party.fit_intercept, config.fingerprint("train"),
-                                           classes, config.label if role == "B" else None))
+                                           classes, config.label if role == "B" else None,
+                                           initial=party.initial_params))
     store.clear()  # finished: the shard is the result
     return summary
+
+
+def _check_equations(role: str, data: PartyData, theirs: dict[str, dict], settings) -> None:
+    """The accumulated-equations rule (``check_gradient_equations``), from the column counts in the hellos."""
+    if settings.dp:
+        return
+    peer = "B" if role == "A" else "A"
+    columns = {role: len(data.columns), peer: theirs.get(peer, {}).get("n_columns")}
+    if not isinstance(columns[peer], int):
+        raise ProtocolError(f"party {role}: {peer}'s hello has no column count")
+    check_gradient_equations(data.n_rows, settings.batch_size, settings.max_iter, columns, "B",
+                             settings.fit_intercept)
 
 
 def _training_party(config: FederationConfig, role: str, data_path):

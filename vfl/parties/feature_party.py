@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
+from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.objectives import Objective
 
@@ -43,8 +44,39 @@ class FeatureParty:
         self.fit_intercept = bool(fit_intercept)
         #: weights, then the intercept if there is one
         self.params = np.zeros(x.shape[1] + self.fit_intercept)
+        #: where training started (``start``); never leaves the party
+        self.initial_params = self.params.copy()
         self.context: Context | None = None
         self._pending_mask = None
+
+    # -- where training starts -------------------------------------------------------
+    #: Root mean square this party's random start gives its partial scores (see ``start``): enough to
+    #: hide them from the label party's first gradient, small enough to cost little accuracy.
+    start_scale = 0.5
+
+    def start(self, init: str) -> None:
+        """Set the weights training starts from: ``"zeros"``, or a secret ``"random"`` start.
+
+        The random start draws each weight uniformly from ``[-a_j, a_j]`` with the
+        operating system's CSPRNG, ``a_j = sqrt(3 / f) * start_scale / rms_j`` for
+        this party's ``f`` columns of root mean square ``rms_j``: the partial scores
+        then have a root mean square of about ``start_scale`` whatever the columns'
+        units.  An intercept starts uniform in ``[-start_scale, start_scale]``.  The
+        start is this party's secret, like its weights.
+        """
+        params = np.zeros_like(self.params)
+        if init == "random":
+            f = self.n_features
+            if f:
+                rms = np.sqrt(np.mean(np.square(self.features), axis=0))
+                half_width = math.sqrt(3.0 / f) * self.start_scale / np.where(rms > 0, rms, 1.0)
+                params[:f] = (2.0 * uniform_floats(f) - 1.0) * half_width
+            if self.fit_intercept:
+                params[-1] = (2.0 * uniform_floats(1)[0] - 1.0) * self.start_scale
+        elif init != "zeros":
+            raise ValueError(f"party {self.role}: init must be 'random' or 'zeros', got {init!r}")
+        self.params = params
+        self.initial_params = params.copy()
 
     # -- plaintext, local ------------------------------------------------------
     @property
@@ -191,9 +223,10 @@ def score_bound(context: Context, n: int) -> float:
     A public function of the key, the precision and the batch size: ``S`` with
     ``3 n S^2 <= 2^(P-4)``, where ``2^P`` is the magnitude a value carried at
     ``2 * frac_bits`` may reach.  With ``|u_A| <= S`` at A and
-    ``|u_B| + kappa |y| <= S`` at B, every residual is below ``2 S``; the loss's
-    cross term ``sum (2a u_B + b y) u_A`` is below ``n S^2``, under 1/48 of the
-    range (both objectives have ``2a <= 1`` and ``|b| <= 1``); each party's own
+    ``|u_B - kappa y| <= S`` at B (with DP, also after adding its noise), every
+    residual is below ``2 S``; the loss's cross term ``sum (2a u_B + b y) u_A =
+    sum 2a (u_B - kappa y) u_A`` is below ``n S^2``, under 1/48 of the range (both
+    objectives have ``2a <= 1``); each party's own
     loss part is held below a quarter (:func:`loss_part_bound`).  With the
     feature check of :meth:`FeatureParty.receive_public_key` (made for the
     largest batch, ``N`` rows), a gradient ``X^T d`` over ``n`` rows stays below

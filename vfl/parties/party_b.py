@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.crypto import EncryptedVector
+from vfl.crypto.randomness import gaussian
 from vfl.errors import DataError, FixedPointOverflowError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
@@ -31,6 +32,27 @@ class PartyB(FeatureParty):
         if not np.isfinite(y).all():
             raise DataError(f"party {self.role}: non-finite label at row {int(np.flatnonzero(~np.isfinite(y))[0])}")
         self.labels = y
+        #: standard deviation of the DP noise B adds to each residual (0: DP off); see :mod:`vfl.parties.dp`
+        self.noise_std = 0.0
+        #: ``noise_std`` over the sensitivity (None: DP off)
+        self.noise_multiplier: float | None = None
+        #: the source of standard normal noise: the CSPRNG (a test may substitute a recorded one)
+        self.standard_normal = gaussian
+
+    def start(self, init: str, kappa: float = 1.0) -> None:
+        """As :meth:`FeatureParty.start`; B's random start hides ``kappa y`` in the first residual.
+
+        Its partial scores get a root mean square of half that of ``kappa y``, the
+        term they must hide from the feature parties in the first residual (see
+        docs/protocol.md for what that buys and what it costs).
+        """
+        label_rms = float(np.sqrt(np.mean(np.square(self.labels)))) or 1.0
+        self.start_scale = 0.5 * kappa * label_rms
+        super().start(init)
+
+    def clip_labels(self, bound: float) -> None:
+        """Clip the labels to ``[-bound, bound]``: the sensitivity bound of linear regression with DP."""
+        self.labels = np.clip(self.labels, -bound, bound)
 
     def receive_public_key(self, key_bytes: bytes, precision, engine=None) -> None:
         """As for A, and check the labels leave room for the scores within :func:`score_bound`."""
@@ -50,12 +72,16 @@ class PartyB(FeatureParty):
 
         ``[[d]] = [[u_A]] + (u_B - kappa y)``: without re-randomizing, A, who knows
         the randomness of its own ``[[u_A]]``, could divide it out and read ``u_B - kappa y``.
+        With DP on, B adds fresh Gaussian noise of standard deviation ``noise_std`` to
+        every row of ``d`` (the loss stays exact).
         """
         y = self.labels[rows]
         u_b = self.scores(rows)
-        self.check_range(np.abs(u_b) + objective.kappa * np.abs(y), score_bound(self._ctx(), len(y)),
-                         "partial scores and labels", len(y))
-        d = (u_a + (u_b - objective.kappa * y)).rerandomize()
+        exact = u_b - objective.kappa * y
+        offset = exact + self.noise_std * self.standard_normal(len(y)) if self.noise_std else exact
+        self.check_range(np.maximum(np.abs(exact), np.abs(offset)), score_bound(self._ctx(), len(y)),
+                         "partial scores and labels" + (" (with the DP noise)" if self.noise_std else ""), len(y))
+        d = (u_a + offset).rerandomize()
         cross = 2.0 * objective.a * u_b + objective.b * y
         with np.errstate(over="ignore", invalid="ignore"):
             own = float(np.sum(objective.a * u_b * u_b + objective.b * y * u_b + objective.c(y)))

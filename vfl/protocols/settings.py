@@ -7,12 +7,15 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
+from typing import Mapping
 
 import numpy as np
 
 from vfl.crypto import check_key_bits
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import get_objective
+
+INITS = ("random", "zeros")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,19 @@ class TrainingSettings:
         Fixed-point precision of the whole protocol.
     random_state : int or None
         Seed of the batch order (not of any cryptographic randomness); ``None`` draws one.
+    init : {"random", "zeros"}
+        Where the weights start.  ``"random"``: each party draws its own secret start
+        from the operating system's CSPRNG, so that the first residual does not hand
+        the feature parties ``-kappa y`` (see docs/protocol.md).  ``"zeros"``: every
+        weight starts at 0 (teaching, reproducible comparisons): **the first gradient
+        then reveals** ``X^T y`` to every feature party.
+    dp_epsilon, dp_delta : float or None
+        Differential privacy of the labels in what the feature parties learn: party B
+        adds calibrated Gaussian noise to the residual so that all epochs together
+        are ``(dp_epsilon, dp_delta)``-DP (see :mod:`vfl.parties.dp`).  Both or neither.
+    dp_label_bound : float or None
+        With DP and linear regression: B clips its labels to ``[-bound, bound]``,
+        which bounds the sensitivity.  Logistic labels are -1/+1 and need none.
     """
 
     objective: str = "logistic"
@@ -55,6 +71,10 @@ class TrainingSettings:
     insecure: bool = False
     frac_bits: int = 32
     random_state: int | None = None
+    init: str = "random"
+    dp_epsilon: float | None = None
+    dp_delta: float | None = None
+    dp_label_bound: float | None = None
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -69,7 +89,39 @@ class TrainingSettings:
                self.frac_bits)
         _check(self.random_state is None or _is_int(self.random_state), "random_state must be None or an integer",
                self.random_state)
+        _check(_is_bool(self.fit_intercept), "fit_intercept must be True or False", self.fit_intercept)
+        _check(_is_bool(self.insecure), "insecure must be True or False (a real boolean)", self.insecure)
         check_key_bits(self.key_bits, self.insecure)
+        _check(self.init in INITS, f"init must be one of {INITS}", self.init)
+        self._check_dp()
+
+    def _check_dp(self) -> None:
+        eps, delta, bound = self.dp_epsilon, self.dp_delta, self.dp_label_bound
+        if eps is None and delta is None:
+            _check(bound is None, "dp_label_bound only applies with dp_epsilon and dp_delta", bound)
+            return
+        _check(eps is not None and delta is not None,
+               "differential privacy needs both dp_epsilon and dp_delta", (eps, delta))
+        _check(_is_real(eps) and eps > 0, "dp_epsilon must be a positive number", eps)
+        _check(_is_real(delta) and 0 < delta < 1, "dp_delta must be in (0, 1)", delta)
+        _check(self.tol is None, "with differential privacy set tol=None: when to stop would depend on the "
+               "exact loss, which the privacy guarantee does not cover; every max_iter epoch runs", self.tol)
+        if self.objective == "linear":
+            _check(bound is not None and _is_real(bound) and bound > 0,
+                   "differential privacy for linear regression needs dp_label_bound > 0 (labels are clipped to "
+                   "[-bound, bound], which bounds the sensitivity)", bound)
+        else:
+            _check(bound is None, "logistic labels are -1/+1: leave dp_label_bound out", bound)
+
+    @property
+    def dp(self) -> bool:
+        """Whether differential privacy is on."""
+        return self.dp_epsilon is not None
+
+    @property
+    def label_bound(self) -> float:
+        """``B_y``: the largest label magnitude the DP sensitivity assumes."""
+        return 1.0 if self.objective == "logistic" else float(self.dp_label_bound)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -78,6 +130,10 @@ class TrainingSettings:
         """SHA-256 of the canonical JSON of the settings: equal settings, equal fingerprint."""
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _is_bool(v) -> bool:
+    return isinstance(v, (bool, np.bool_))
 
 
 def _is_int(v) -> bool:
@@ -133,3 +189,61 @@ def check_batch_size(role: str, n_rows: int, batch_size: int | None, n_gradient_
             f"learns per step, so {role} could solve for the per-sample residuals; "
             f"use batch_size > {n_gradient_values} (and more rows than that)"
         )
+
+
+def gradient_unknowns(n_rows: int, steps: int, party: str, columns: Mapping[str, int], label_party: str,
+                      intercept: bool) -> int:
+    """How many unknowns hide the other parties' contributions from ``party``'s residuals.
+
+    ``party`` sees ``X_P^T r^t`` with ``r^t = sum_Q X_Q w_Q^t (+ b^t) - kappa y``
+    summed over the other parties ``Q``.  ``X_Q w_Q^t`` over ``steps`` steps is an
+    ``n x steps`` matrix of rank at most ``f_Q`` (``columns[Q]``): ``r (n + steps - r)``
+    free values with ``r = min(f_Q, n, steps)``.  A party without the labels also
+    faces one label (or secret starting offset) per row, and the label party's
+    intercept per step.
+    """
+    unknowns = 0
+    for other, f in columns.items():
+        if other != party:
+            rank = min(f, n_rows, steps)
+            unknowns += rank * (n_rows + steps - rank)
+    if party != label_party:
+        unknowns += n_rows + (steps if intercept else 0)
+    return unknowns
+
+
+def check_gradient_equations(n_rows: int, batch_size: int | None, max_iter: int, columns: Mapping[str, int],
+                             label_party: str, intercept: bool) -> None:
+    """Refuse settings under which a party collects as many exact gradient equations as unknowns.
+
+    Each step gives party ``P`` ``g_P`` exact linear equations (its gradient:
+    ``columns[P]`` weights, plus the intercept at the label party).  With full
+    batches every step sees the same rows, so ``P`` never learns more than
+    ``X_P^T`` applied to the residuals, whatever the number of epochs (the batch-size
+    rule covers that).  With mini-batches, each new batch gives new equations about
+    other rows; over ``max_iter`` epochs ``P`` must still have fewer equations than
+    the unknowns of :func:`gradient_unknowns`, or it could solve for them: the
+    other parties' partial scores and, for a feature party, the labels.
+    Not applied with differential privacy (the gradients are then not exact).
+    """
+    per_epoch = len(batch_sizes(n_rows, batch_size))
+    if per_epoch == 1:
+        return
+    for party, f in columns.items():
+        g = f + (1 if intercept and party == label_party else 0)
+
+        def safe(epochs: int) -> bool:
+            steps = epochs * per_epoch
+            return steps * g < gradient_unknowns(n_rows, steps, party, columns, label_party, intercept)
+
+        if safe(max_iter):
+            continue
+        allowed = next((e for e in range(max_iter - 1, 0, -1) if safe(e)), 0)
+        limit = f"at most {allowed} epochs, " if allowed else ""
+        steps = max_iter * per_epoch
+        raise ConfigurationError(
+            f"party {party}: {max_iter} epochs of {per_epoch} batches give {party} {steps * g} exact gradient "
+            f"equations ({g} per batch), not fewer than the "
+            f"{gradient_unknowns(n_rows, steps, party, columns, label_party, intercept)} unknowns that hide the "
+            f"other parties' scores{'' if party == label_party else ' and the labels'} from it, so it could solve "
+            f"for them; use {limit}full batches (batch_size=None), or differential privacy (dp_epsilon)")

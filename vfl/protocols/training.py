@@ -13,8 +13,9 @@ Read the three programs side by side with the table::
 Linear and logistic regression differ only in the quadratic loss (see
 :mod:`vfl.parties.objectives`); ``k`` is 1 for linear and 2 for logistic.
 Before step 2 the parties agree on where to start (fresh, or the last epoch
-all of them completed, for ``--resume``) and B tells A the batch seed.  After
-each epoch C says whether to stop.
+all of them completed, for ``--resume``) and B tells A the batch seed.  A fresh
+run starts each party from its own secret random weights (``init="random"``),
+or from zeros.  After each epoch C says whether to stop.
 
 Every role program takes an :class:`~vfl.transport.Endpoint`, its party and the
 shared :class:`TrainingSettings`; it runs unchanged in threads (in-process) or
@@ -25,12 +26,13 @@ party's saved state (``party.state()`` plus, for B, the batch seed), and
 
 from __future__ import annotations
 
+import math
 import secrets
 from typing import Callable, Mapping
 
 from vfl.crypto import FixedPoint
-from vfl.errors import DataError, ProtocolError
-from vfl.parties import (Coordinator, PartyA, PartyB, get_objective, pack_residues, pack_vector,
+from vfl.errors import DataError, DivergenceError, ProtocolError
+from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
 from vfl.transport import Endpoint
@@ -64,6 +66,8 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     start = _agree_on_start(ep, checkpoints)
     if start >= 0:
         party.load_state(checkpoints[start])
+    else:
+        party.start(settings.init)
     schedule = ep.recv("B", "schedule")
     if schedule["n_rows"] != party.n_rows:
         raise DataError(f"party A has {party.n_rows} rows but party B has {schedule['n_rows']}; "
@@ -96,11 +100,13 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     objective = get_objective(settings.objective)
     # Step 1: receive the public key
     _receive_key(ep, party, settings, engine)
+    _differential_privacy(party, settings, objective.kappa)
     start = _agree_on_start(ep, checkpoints)
     if start >= 0:
         party.load_state(checkpoints[start])
         seed = checkpoints[start]["seed"]
     else:
+        party.start(settings.init, objective.kappa)
         seed = settings.random_state if settings.random_state is not None else secrets.randbits(63)
     check_batch_size("B", party.n_rows, settings.batch_size, party.n_gradient_values)
     ep.send("A", "schedule", "public", seed=seed, n_rows=party.n_rows)
@@ -128,6 +134,16 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     return party
 
 
+def _differential_privacy(party: PartyB, settings: TrainingSettings, kappa: float) -> None:
+    """With DP on: clip linear labels to the bound, and set the noise for ``max_iter`` epochs."""
+    if not settings.dp:
+        return
+    if settings.objective == "linear":
+        party.clip_labels(settings.label_bound)
+    party.noise_multiplier = dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta, settings.max_iter)
+    party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound)
+
+
 # -- Coordinator C -------------------------------------------------------------------
 def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
           checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None,
@@ -136,6 +152,8 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
 
     ``on_batch_loss(epoch, batch, loss)`` is called with each batch loss as C decrypts it.
     Returns ``{"loss_curve": [...], "n_iter": int, "converged": bool}``.
+    Raises :class:`~vfl.errors.DivergenceError` (after telling A and B to stop) when
+    the loss is no longer finite or has grown for :data:`DIVERGING_EPOCHS` epochs in a row.
     """
     # Step 1: create the key pair, send the public key to A and B
     key = coordinator.generate_keys()
@@ -168,12 +186,42 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
         previous = coordinator.loss_curve[-1] if coordinator.loss_curve else None
         current = coordinator.record_epoch(losses, sizes)
         converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
-        stop = converged or epoch + 1 >= settings.max_iter
+        diverging = diverged(coordinator.loss_curve, noisy=settings.dp)
+        stop = converged or diverging is not None or epoch + 1 >= settings.max_iter
         if on_epoch:
             on_epoch(epoch, coordinator.state())
         for peer in ("A", "B"):
             ep.send(peer, "control", "public", stop=stop)
+        if diverging:
+            raise DivergenceError(f"C: training diverges: {diverging}; lower learning_rate (now "
+                                  f"{settings.learning_rate:g}) or scale the features")
         if stop:
             break
     return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
             "converged": converged}
+
+
+#: Epochs in a row the loss may grow before C calls the run diverging.
+DIVERGING_EPOCHS = 5
+
+
+def diverged(loss_curve, noisy: bool = False) -> str | None:
+    """Why the epoch losses say the run diverges, or ``None``.
+
+    A loss that is no longer finite, or that grew for :data:`DIVERGING_EPOCHS`
+    epochs in a row to more than twice its smallest value (noisy mini-batches
+    may raise it for an epoch or two; that is not divergence).  With DP noise
+    (``noisy``) the loss may climb for as long as the noise outweighs the
+    gradient, so only a blow-up past 1000 times its smallest value counts.
+    """
+    if not loss_curve:
+        return None
+    last = loss_curve[-1]
+    if not math.isfinite(last):
+        return f"the loss is {last} at epoch {len(loss_curve)}"
+    tail = loss_curve[-DIVERGING_EPOCHS - 1:]
+    rising = len(tail) == DIVERGING_EPOCHS + 1 and all(b > a for a, b in zip(tail, tail[1:]))
+    if rising and last > (1000 if noisy else 2) * min(loss_curve):
+        return (f"the loss grew for {DIVERGING_EPOCHS} epochs in a row, from {tail[0]:.4g} to {last:.4g} "
+                f"(epoch {len(loss_curve)})")
+    return None
