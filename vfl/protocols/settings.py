@@ -69,6 +69,8 @@ class TrainingSettings:
                self.frac_bits)
         _check(self.random_state is None or _is_int(self.random_state), "random_state must be None or an integer",
                self.random_state)
+        _check(_is_bool(self.fit_intercept), "fit_intercept must be True or False", self.fit_intercept)
+        _check(_is_bool(self.insecure), "insecure must be True or False", self.insecure)
         check_key_bits(self.key_bits, self.insecure)
 
     def to_dict(self) -> dict:
@@ -82,6 +84,11 @@ class TrainingSettings:
 
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_bool(v) -> bool:
+    """A boolean proper: the string ``"false"`` is truthy, so it is no answer to a yes/no setting."""
+    return isinstance(v, (bool, np.bool_))
 
 
 def _is_real(v) -> bool:
