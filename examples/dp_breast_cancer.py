@@ -54,7 +54,7 @@ def main(argv=None):
         for _ in range(args.runs):
             dp = {} if epsilon is None else dict(dp_epsilon=epsilon, dp_delta=1e-5)
             model = VerticalLogisticRegression(**common, **dp).fit(train)
-            sigma = model._parties[1].noise_std
+            sigma = model.dp_noise_std_ or 0.0
             aucs.append(roc_auc_score(y_test, model.predict_proba(test)))
         label = "no DP" if epsilon is None else f"{epsilon:g}"
         print(f"{label:>8} {sigma:12.2f} {np.median(aucs):9.4f} {min(aucs):7.4f}-{max(aucs):.4f} "

@@ -61,8 +61,13 @@ def test_prediction_values_outside_the_range(vertical_frames):
         VerticalDataset({"A": a, "B": b}, label="y", id_column="id"))
     huge = a.assign(a0=a["a0"] * 1e200)
     test = VerticalDataset({"A": huge, "B": b.drop(columns="y")}, id_column="id")
-    with pytest.raises(FixedPointOverflowError, match="party A: partial scores reach .*scale the prediction data"):
+    # the prediction rows get the parties' feature check (the training rows are not kept)...
+    with pytest.raises(FixedPointOverflowError, match="party A, column 'a0': value .* at row 0 is outside"):
         model.predict(test)
+    # ...and scores beyond the prediction bound are refused before encryption
+    model.coef_["A"] = model.coef_["A"] * 1e150
+    with pytest.raises(FixedPointOverflowError, match="party A: partial scores reach .*scale the prediction data"):
+        model.predict(VerticalDataset({"A": a, "B": b.drop(columns="y")}, id_column="id"))
 
 
 @pytest.mark.parametrize("value,word", [(np.nan, "NaN"), (np.inf, "infinity")])
@@ -256,3 +261,56 @@ def test_prediction_columns_differ(vertical_frames):
 def test_fit_takes_a_dataset():
     with pytest.raises(DataError, match="VerticalDataset"):
         VerticalLogisticRegression(**FAST).fit(np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("param,value", [("insecure", "false"), ("insecure", 0), ("fit_intercept", "no"),
+                                         ("fit_intercept", 1), ("verbose", "yes")])
+def test_booleans_take_only_booleans(vertical_data, param, value):
+    """``insecure="false"`` is a truthy string: it used to allow a 512-bit key."""
+    with pytest.raises(ConfigurationError, match=rf"{param} must be True or False, got {value!r}"):
+        VerticalLogisticRegression(**{**FAST, "key_bits": 512, param: value}).fit(vertical_data)
+
+
+def test_key_size_check_takes_only_a_boolean_insecure():
+    from vfl.crypto import check_key_bits, generate_keypair
+    from vfl.protocols import TrainingSettings
+
+    with pytest.raises(ConfigurationError, match="insecure must be True or False"):
+        check_key_bits(512, insecure="false")
+    with pytest.raises(ConfigurationError, match="insecure must be True or False"):
+        generate_keypair(512, insecure="yes")
+    with pytest.raises(ConfigurationError, match="fit_intercept must be True or False"):
+        TrainingSettings(key_bits=1024, insecure=True, fit_intercept="false")
+    assert check_key_bits(512, insecure=np.bool_(True)) == 512
+
+
+@pytest.mark.parametrize("param,value", [("inference", "Table3"), ("inference", None), ("engine", "fastest"),
+                                         ("engine", 3)])
+def test_inference_and_engine_are_checked_in_fit(vertical_data, param, value):
+    with pytest.raises(ConfigurationError, match=rf"^{param} must be"):
+        VerticalLogisticRegression(**{**FAST, param: value}).fit(vertical_data)
+
+
+def test_complex_columns_are_refused():
+    a, b = frames()
+    with pytest.raises(DataError, match=r"party A, column 'a1': complex numbers \(dtype complex128\)"):
+        VerticalDataset({"A": a.assign(a1=a["a1"] + 1j), "B": b}, label="y", id_column="id")
+    with pytest.raises(DataError, match=r"party B, column 'y': complex numbers"):
+        VerticalDataset({"A": a, "B": b.assign(y=b["y"] * (1 + 1j))}, label="y", id_column="id")
+    with pytest.raises(DataError, match=r"party A, column 'x0': complex numbers"):
+        VerticalDataset({"A": np.ones((30, 2)) * 1j, "B": b}, label="y", id_column=None)
+
+
+def test_fit_in_scikit_learns_form_says_what_to_pass():
+    a, b, x, y = make_vertical(n_rows=30)
+    model = VerticalLogisticRegression(**FAST)
+    for args in [(x, y), (a, b["y"]), (VerticalDataset({"A": a, "B": b}, label="y", id_column="id"), y)]:
+        with pytest.raises(DataError, match=r"fit takes a VerticalDataset.*pass VerticalDataset\(\{.*\}, "
+                                            r"label='y'.*\) instead of \(X, y\)"):
+            model.fit(*args)
+
+
+def test_label_that_is_the_id_column():
+    a, b = frames()
+    with pytest.raises(DataError, match="the label column 'id' is also the id column"):
+        VerticalDataset({"A": a, "B": b}, label="id", id_column="id")

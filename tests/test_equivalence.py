@@ -118,7 +118,7 @@ def test_end_to_end_with_2048_bit_key():
     frame_a, frame_b, x, y = make_vertical(n_rows=24, task="logistic", seed=11)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     model = VerticalLogisticRegression(max_iter=2, tol=None).fit(data)
-    assert model._parties[2].context.public_key.key_bits == 2048
+    assert model._coordinator.context.public_key.key_bits == 2048
     assert_matches(model, reference(model, x, y), 3)
     proba = model.predict_proba(data)
     assert proba.shape == (24,) and np.all((proba > 0) & (proba < 1))

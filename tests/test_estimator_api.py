@@ -1,5 +1,8 @@
 """The estimators behave like scikit-learn's, and the protocol resumes exactly."""
 
+import copy
+import pickle
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -59,7 +62,7 @@ def test_table3_inference_gives_the_same_scores(fitted):
     model, data, _ = fitted
     private = model.decision_function(data)
     leaky = clone(model).set_params(inference="table3")
-    leaky.__dict__.update({k: v for k, v in model.__dict__.items() if k.endswith("_") or k == "_parties"})
+    leaky.__dict__.update({k: v for k, v in model.__dict__.items() if k.endswith("_") or k == "_coordinator"})
     leaky.inference = "table3"
     np.testing.assert_allclose(leaky.decision_function(data), private, atol=1e-8)
     assert "plaintext" in set(leaky.predict_transcript_["kind"])
@@ -103,6 +106,45 @@ def test_linear_regression_score_is_r2():
 def test_verbose_shows_progress(capsys, vertical_data):
     VerticalLogisticRegression(max_iter=2, verbose=True, **FAST).fit(vertical_data)
     assert "vfl training" in capsys.readouterr().err
+
+
+
+def test_pickle_keeps_the_model_and_never_the_private_key(fitted):
+    """A pickle holds what the parties' shards hold; the unpickled model predicts with a fresh key pair."""
+    model, data, _ = fitted
+    proba = model.predict_proba(data)
+    key = model._coordinator.context.private_key
+    blob = pickle.dumps(model)
+    for prime in (key.p, key.q):
+        assert int(prime).to_bytes((int(prime).bit_length() + 7) // 8, "big") not in blob
+        assert str(int(prime)).encode() not in blob
+    restored = pickle.loads(blob)
+    assert "_coordinator" not in vars(restored)
+    assert restored.get_params() == model.get_params() and list(restored.classes_) == list(model.classes_)
+    for name in ("bank", "shop"):
+        np.testing.assert_array_equal(restored.coef_[name], model.coef_[name])
+    assert restored.intercept_ == model.intercept_ and restored.feature_names_ == model.feature_names_
+    np.testing.assert_allclose(restored.predict_proba(data), proba, atol=1e-8)
+    assert restored._coordinator.context.public_key != model._coordinator.context.public_key
+    # a copy is the same: the model, not the key
+    copied = copy.deepcopy(model)
+    assert "_coordinator" not in vars(copied)
+    np.testing.assert_allclose(copied.predict_proba(data), proba, atol=1e-8)
+    # the original keeps predicting with its own key
+    np.testing.assert_allclose(model.predict_proba(data), proba, atol=1e-8)
+
+
+def test_a_fitted_model_keeps_no_training_rows(fitted):
+    """Prediction needs the weights and C's key, not A's and B's training rows (nor B's labels)."""
+    model, data, _ = fitted
+    held = [x for v in vars(model).values() for x in (v if isinstance(v, (tuple, list)) else [v])]
+    assert not any(hasattr(x, "features") or hasattr(x, "labels") for x in held)
+    assert not any(isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == data.n_rows for x in held)
+
+
+def test_pickle_of_an_unfitted_model_round_trips():
+    model = VerticalLinearRegression(max_iter=4, **FAST)
+    assert pickle.loads(pickle.dumps(model)).get_params() == model.get_params()
 
 
 def _run(x, y, settings, checkpoints=None, stop_after=None, starts=None):

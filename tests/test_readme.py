@@ -15,7 +15,7 @@ def test_readme_quickstart_runs_as_written(capsys):
     exec(compile(blocks[0], "README.md", "exec"), namespace)
     model, y = namespace["model"], namespace["y"]
     assert np.isfinite(model.intercept_) and 1 < model.n_iter_ <= 30
-    assert model._parties[2].context.public_key.key_bits == 2048
+    assert model._coordinator.context.public_key.key_bits == 2048
     assert set(model.coef_) == {"A", "B"} and model.coef_["A"].shape == (20,)
     auc, accuracy = map(float, capsys.readouterr().out.split())
     assert auc > 0.98 and accuracy > 0.9

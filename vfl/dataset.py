@@ -44,6 +44,10 @@ class VerticalDataset:
             raise DataError("no frames given: pass a mapping {party name: DataFrame} with two parties")
         if len(frames) != 2:
             raise DataError(f"vertical learning takes exactly two parties' frames, got {len(frames)}: {list(frames)}")
+        if label is not None and id_column is not None and label == id_column:
+            raise DataError(f"the label column {label!r} is also the id column: the ids would become the target. "
+                            "Pass label='the column to predict' and id_column='the column of row ids', "
+                            "two different columns (or leave id_column out to match rows by position)")
         self.parties = tuple(str(p) for p in frames)
         self.label = label
         self.id_column = id_column
@@ -163,6 +167,9 @@ def _as_frame(party: str, frame) -> pd.DataFrame:
 
 def _label_values(party: str, column: pd.Series, ids) -> np.ndarray:
     """The labels as given (numbers, or any two class values such as strings); none missing."""
+    if pd.api.types.is_complex_dtype(column.dtype):
+        raise DataError(f"party {party}, column {column.name!r}: complex numbers (dtype {column.dtype}); "
+                        "a label must be real (or any two class values)")
     values = column.to_numpy()
     missing = np.array(column.isna(), dtype=bool)
     if pd.api.types.is_numeric_dtype(column.dtype) and not missing.any():
@@ -181,6 +188,9 @@ def _numeric(party: str, frame: pd.DataFrame, ids) -> np.ndarray:
         if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
             raise DataError(f"party {party}, column {column!r}: not numeric (dtype {dtype}); "
                             "encode categories as numbers first")
+        if pd.api.types.is_complex_dtype(dtype):
+            raise DataError(f"party {party}, column {column!r}: complex numbers (dtype {dtype}); the protocol "
+                            "takes real values only (split the real and imaginary parts into two columns)")
     values = frame.to_numpy(dtype=np.float64)
     bad = ~np.isfinite(values)
     if bad.any():

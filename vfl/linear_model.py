@@ -16,11 +16,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import inprocess
-from vfl.crypto import FixedPoint
+from vfl.crypto import FixedPoint, get_engine
 from vfl.dataset import VerticalDataset
-from vfl.errors import DataError, NotFittedError
+from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp
 from vfl.protocols import TrainingSettings, check_batch_size, check_gradient_equations
+from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
 
 
@@ -59,20 +60,34 @@ class _VerticalLinearModel(BaseEstimator):
             dp_label_bound=self.dp_label_bound,
         )
 
-    def fit(self, data: VerticalDataset):
+    def _check_run_params(self) -> None:
+        """The parameters that are not training settings: how prediction runs, the engine, the progress bar."""
+        if not isinstance(self.inference, str) or self.inference not in MODES:
+            raise ConfigurationError(f"inference must be one of {MODES}, got {self.inference!r}")
+        if self.engine is not None and not _is_engine(self.engine):
+            raise ConfigurationError(f"engine must be None or the name of a registered crypto engine "
+                                     f"(such as 'fast' or 'simple'), got {self.engine!r}")
+        if not isinstance(self.verbose, (bool, np.bool_)):
+            raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
+
+    def fit(self, data: VerticalDataset, y=None):
         """Train on aligned vertical data; the party holding the label plays B.
 
         Parameters
         ----------
         data : VerticalDataset
+            Both parties' frames, the label column inside one of them.
+        y : None
+            Not used: present only to answer scikit-learn's ``fit(X, y)`` with a
+            message saying what to pass instead.
 
         Returns
         -------
         self
         """
+        _check_fit_arguments(data, y)
         settings = self._settings()
-        if not isinstance(data, VerticalDataset):
-            raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}")
+        self._check_run_params()
         if data.label is None:
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
         if data.label_party is None:
@@ -111,12 +126,25 @@ class _VerticalLinearModel(BaseEstimator):
         self.converged_ = result["converged"]
         self.dp_spent_ = ((dp.epsilon_spent(party_b.noise_multiplier, self.dp_delta, self.n_iter_), self.dp_delta)
                           if settings.dp else None)
+        self.dp_noise_std_ = party_b.noise_std if settings.dp else None
         self.transcript_ = transcript.to_frame()
-        self._parties = (party_a, party_b, coordinator)
+        # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
+        # coordinator, in memory (never pickled, see __getstate__).
+        self._coordinator = coordinator
         if self.tol is not None and not self.converged_:
             warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
                           f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
         return self
+
+    # -- pickling ------------------------------------------------------------------
+    def __getstate__(self):
+        """What a pickle keeps: the parameters and the fitted model, never the coordinator's private key.
+
+        An unpickled model predicts with a fresh key pair (made at its first prediction).
+        """
+        state = dict(super().__getstate__())
+        state.pop("_coordinator", None)
+        return state
 
     def _encode_labels(self, labels, party: str) -> np.ndarray:
         return labels
@@ -131,6 +159,7 @@ class _VerticalLinearModel(BaseEstimator):
         if set(data.parties) != set(self.feature_names_):
             raise DataError(f"prediction data has parties {list(data.parties)}, "
                             f"the model was trained with {list(self.feature_names_)}")
+        self._check_run_params()
         features = {}
         for name, trained in self.feature_names_.items():
             given = data.columns(name)
@@ -142,13 +171,30 @@ class _VerticalLinearModel(BaseEstimator):
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
             features[name] = data.features(name)
-        party_a, party_b, coordinator = self._parties
+        party_a, party_b = self._prediction_parties(features)
+        coordinator = self.__dict__.get("_coordinator")
+        if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
+            coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
+                                                          self.engine)
         transcript = Transcript()
-        scores = inprocess.predict(party_a, party_b, coordinator, features[self.party_names_["A"]],
-                                   features[self.party_names_["B"]], self.inference, self.frac_bits,
-                                   transcript, self.engine)
+        scores = inprocess.predict(party_a, party_b, coordinator, party_a.features, party_b.features,
+                                   self.inference, self.frac_bits, transcript, self.engine)
         self.predict_transcript_ = transcript.to_frame()
         return scores
+
+    def _prediction_parties(self, features: dict) -> tuple[PartyA, PartyB]:
+        """A and B holding the rows to score and their fitted weights, as ``vfl predict`` loads them from shards.
+
+        B always carries an intercept (``intercept_`` is 0.0 when none was fitted): the scores are the same.
+        """
+        name_a, name_b = self.party_names_["A"], self.party_names_["B"]
+        x_a, x_b = features[name_a], features[name_b]
+        party_a = PartyA(x_a, role=_label("A", name_a), columns=self.feature_names_[name_a])
+        party_a.load_state({"params": np.asarray(self.coef_[name_a], dtype=np.float64)})
+        party_b = PartyB(x_b, np.zeros(x_b.shape[0]), fit_intercept=True, role=_label("B", name_b),
+                         columns=self.feature_names_[name_b])
+        party_b.load_state({"params": np.append(np.asarray(self.coef_[name_b], dtype=np.float64), self.intercept_)})
+        return party_a, party_b
 
 
 class VerticalLinearRegression(_VerticalLinearModel):
@@ -208,6 +254,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
         Every message of training: iteration, sender, receiver, name, kind, bytes.
     dp_spent_ : tuple (epsilon, delta) or None
         The privacy budget spent over the epochs run, with DP on.
+    dp_noise_std_ : float or None
+        The standard deviation of the noise B added to each residual (a function of
+        the public settings: epsilon, delta, epochs and the sensitivity).
     initial_coef_, initial_intercept_ : dict of str to ndarray, float
         Where training started (each party's secret start, or zeros).  Only an
         in-process model, which holds every party, knows them; pass them to
@@ -216,9 +265,15 @@ class VerticalLinearRegression(_VerticalLinearModel):
     Notes
     -----
     The estimator runs all three parties in this process, for experiments and
-    teaching: a fitted estimator holds every party's data and the coordinator's
-    private key, so do not share or pickle it.  To keep the parties apart, run
-    each as its own process (``vfl party``, see docs/network.md).
+    teaching: the user sees every party's weights, and a fitted estimator keeps
+    the coordinator's private key in memory for its predictions (it keeps no
+    training rows).  Pickling (or ``copy.deepcopy``) keeps what the parties'
+    model shards hold together — ``coef_``, ``intercept_``, ``classes_``,
+    ``feature_names_``, ``party_names_``, ``n_iter_``, ``loss_curve_``, the
+    transcripts and the parameters — and never the private key: an unpickled
+    model predicts with a fresh key pair, made at its first prediction.  To keep
+    the parties apart, run each as its own process (``vfl party``, see
+    docs/network.md); each then writes only its own shard.
     """
 
     _objective = "linear"
@@ -285,6 +340,27 @@ class VerticalLogisticRegression(_VerticalLinearModel):
         """Accuracy of the predictions on ``data``."""
         predicted = self.predict(data)
         return float(accuracy_score(_labels(data, y), predicted))
+
+
+def _check_fit_arguments(data, y) -> None:
+    """Answer scikit-learn's ``fit(X, y)`` with what vertical data looks like here."""
+    usage = ("pass VerticalDataset({'A': frame_a, 'B': frame_b}, label='y', id_column='id') instead of (X, y), "
+             "with the label column inside the labelled party's frame")
+    if y is not None:
+        raise DataError(f"fit takes a VerticalDataset that holds the labels, not scikit-learn's (X, y) "
+                        f"(got {type(data).__name__}, {type(y).__name__}): {usage}")
+    if not isinstance(data, VerticalDataset):
+        raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}: {usage}")
+
+
+def _is_engine(name) -> bool:
+    if not isinstance(name, str):
+        return False
+    try:
+        get_engine(name)
+    except ValueError:
+        return False
+    return True
 
 
 def _label(role: str, name: str) -> str:

@@ -5,16 +5,17 @@ import json
 import re
 import stat
 
+import numpy as np
 import pandas as pd
 import pytest
 
-from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError
+from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError, ProtocolError
 from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_params, write_shard
 from vfl.federation.config import load_config, write_config
-from vfl.federation.data import encode_labels, load_csv
+from vfl.federation.data import PartyData, encode_labels, load_csv
 from vfl.federation.narration import Narrator
-from vfl.federation.runner import _differences, abort_reason
-from vfl.transport import BigInts, Message
+from vfl.federation.runner import Session, _differences, abort_reason, check_rows, rows_hello
+from vfl.transport import BigInts, Endpoint, InProcessNetwork, Message, Transcript, run_roles
 
 PARTIES = {r: {"address": f"127.0.0.1:{7000 + i}", "certificate": f"certs/{r}.pem", "key": f"certs/{r}.key"}
            for i, r in enumerate("ABC")}
@@ -67,7 +68,7 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
     one = load_csv(tmp_path / "one.csv", "B", label="label")
     two = load_csv(tmp_path / "two.csv", "B", label="label")
     assert one.ids == ["a", "b", "c"] and one.features[:, 0].tolist() == [1.0, 2.0, 3.0]
-    assert one.ids_digest() == two.ids_digest() and one.columns == ["x"]
+    assert one.ids_digest(["s1", "s2"]) == two.ids_digest(["s2", "s1"]) and one.columns == ["x"]
     labels, classes = encode_labels(one.labels, "logistic")
     assert labels.tolist() == [1.0, 1.0, -1.0] and classes == ["n", "y"]
 
@@ -115,6 +116,85 @@ def test_shards(tmp_path):
     assert shard_params(shard) == [0.5, -1.0, 0.25]
     with pytest.raises(DataError, match="not party A's model shard"):
         read_shard(path, "A")
+
+
+@pytest.mark.parametrize("role, edit, message", [
+    ("A", lambda s: s.update(coef=[0.5, float("nan")]), r"coef\[1\] must be a finite number, got nan"),
+    ("A", lambda s: s.update(coef=[0.5, "1.0"]), r"coef\[1\] must be a finite number, got '1.0'"),
+    ("A", lambda s: s.update(coef=[True, 1.0]), r"coef\[0\] must be a finite number"),
+    ("A", lambda s: s.update(coef="0.5,1.0"), "'coef' must be a list of weights"),
+    ("A", lambda s: s.update(columns="x,y"), "'columns' must be a list of column names"),
+    ("A", lambda s: s.update(columns=["x", 2]), "'columns' must be a list of column names"),
+    ("A", lambda s: s.pop("columns"), "'columns' must be a list of column names, got None"),
+    ("A", lambda s: s.pop("trained_with"), "'trained_with'"),
+    ("A", lambda s: s.update(objective="poisson"), "'objective' must be 'linear' or 'logistic'"),
+    ("B", lambda s: s.update(intercept=float("inf")), "intercept must be a finite number, got inf"),
+    ("B", lambda s: s.update(fit_intercept="false"), "'fit_intercept' must be true or false, got 'false'"),
+    ("B", lambda s: s.update(classes=["yes"]), "'classes' must be a list of the two label values"),
+])
+def test_shards_with_bad_values_are_refused_naming_the_file(tmp_path, role, edit, message):
+    """A shard edited by hand or damaged gives a DataError naming the file, never a traceback later."""
+    path = write_shard(tmp_path / f"model_{role}.json", role, "logistic", ["x", "y"], [0.5, -1.0, 0.25], True,
+                       "fp", classes=["no", "yes"], label="label")
+    shard = json.loads(path.read_text())
+    edit(shard)
+    path.write_text(json.dumps(shard))      # json writes NaN and Infinity as the literals it also reads
+    with pytest.raises(DataError, match=re.escape(str(path)) + ".*" + message):
+        read_shard(path, role)
+
+
+def test_label_that_is_the_id_column_is_refused(tmp_path):
+    (tmp_path / "b.csv").write_text("id,x\n1,2\n2,3\n")
+    with pytest.raises(DataError, match="party B .*: the label column 'id' is also the id column"):
+        load_csv(tmp_path / "b.csv", "B", id_column="id", label="id")
+    path = write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING, id_column="key", label="key")
+    with pytest.raises(ConfigurationError, match=r"\[data\]: label and id_column are both 'key'"):
+        load_config(path)
+
+
+def _rows_check(tmp_path, ids_a, ids_b, salt_b=None):
+    """A and B run the real hello and rows check over in-process links; returns every message sent."""
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING))
+    data = {"A": PartyData(sorted(ids_a), ["x"], np.zeros((len(ids_a), 1))),
+            "B": PartyData(sorted(ids_b), ["x"], np.zeros((len(ids_b), 1)))}
+    network, transcript = InProcessNetwork("AB"), Transcript(keep_payloads=True)
+
+    def program(role):
+        def run():
+            session = Session(config, role, "train")
+            session.endpoint = Endpoint(network.transport(role), ["B" if role == "A" else "A"], transcript)
+            extra = rows_hello(data[role])
+            if role == "B" and salt_b is not None:
+                extra["ids_salt"] = salt_b
+            check_rows(session.endpoint, role, data[role], extra, session.hello(extra))
+        return run
+
+    run_roles(network, {"A": program("A"), "B": program("B")})
+    return {(sender, m.name): m.fields for sender, _, m in transcript.messages()}
+
+
+def test_the_id_digest_is_salted_afresh_every_run(tmp_path):
+    ids = [f"c-{i}" for i in range(20)]
+    first = _rows_check(tmp_path, ids, ids[::-1])
+    # the hello carries a salt and the row count, no digest: no digest exists before both salts are known
+    assert set(first["A", "hello"]) == {"fingerprint", "shared", "n_rows", "ids_salt"}
+    salts = first["A", "hello"]["ids_salt"], first["B", "hello"]["ids_salt"]
+    assert salts[0] != salts[1] and all(len(s) == 32 for s in salts)
+    digest = first["A", "ids_digest"]["digest"]
+    assert first["B", "ids_digest"]["digest"] == digest
+    data = PartyData(sorted(ids), ["x"], np.zeros((20, 1)))
+    assert digest == data.ids_digest(salts) == data.ids_digest(salts[::-1])
+    second = _rows_check(tmp_path, ids, ids)
+    assert second["A", "ids_digest"]["digest"] != digest      # fresh salts: another run, another digest
+    assert data.ids_digest(["a", "b"]) != data.ids_digest(["a", "c"])
+
+
+def test_rows_check_refuses_other_ids_and_a_missing_salt(tmp_path):
+    ids = [str(i) for i in range(10)]
+    with pytest.raises(DataError, match="parties [AB] and [AB] hold different row ids"):
+        _rows_check(tmp_path, ids, ids[:9] + ["x"])
+    with pytest.raises(ProtocolError, match="the hello from B carries no valid salt"):
+        _rows_check(tmp_path, ids, ids, salt_b="not a salt")
 
 
 def test_narrator_one_line_per_message():

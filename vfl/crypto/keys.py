@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 
 import gmpy2
+import numpy as np
 from phe import paillier
 
 from vfl.errors import ConfigurationError
@@ -25,6 +26,9 @@ def check_key_bits(key_bits: int, insecure: bool = False) -> int:
     """Validate a modulus size; return it as an ``int``."""
     if isinstance(key_bits, bool) or not isinstance(key_bits, int):
         raise ConfigurationError(f"key_bits must be an integer, got {key_bits!r}")
+    if not isinstance(insecure, (bool, np.bool_)):
+        # a string such as "false" is truthy: taking it as a yes would hand out a short key
+        raise ConfigurationError(f"insecure must be True or False, got {insecure!r}")
     if key_bits < MIN_TEACHING_BITS:
         raise ConfigurationError(
             f"key_bits={key_bits} is below {MIN_TEACHING_BITS}, too small to hold the fixed-point values"

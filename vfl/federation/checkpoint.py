@@ -16,6 +16,7 @@ reproduced centrally by whoever holds every shard.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from pathlib import Path
@@ -121,12 +122,48 @@ def write_shard(path, role: str, objective: str, columns, params, fit_intercept:
 
 
 def read_shard(path, role: str) -> dict:
+    """Read party ``role``'s model shard and check every field prediction uses.
+
+    Raises
+    ------
+    DataError
+        Naming the file and the field: a shard edited by hand or cut short never
+        reaches the protocol (JSON admits ``NaN`` and ``Infinity``, weights may not).
+    """
     shard = read_json(path, "model shard")
     if shard.get("format") != "vfl-model-shard/1" or shard.get("role") != role:
         raise DataError(f"{path} is not party {role}'s model shard (role {shard.get('role')!r})")
-    if len(shard.get("coef", [])) != len(shard.get("columns", [])):
-        raise DataError(f"{path}: {len(shard.get('coef', []))} weights for {len(shard.get('columns', []))} columns")
+    columns, coef = shard.get("columns"), shard.get("coef")
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise DataError(f"{path}: 'columns' must be a list of column names, got {_short(columns)}")
+    if not isinstance(coef, list):
+        raise DataError(f"{path}: 'coef' must be a list of weights, got {_short(coef)}")
+    for j, value in enumerate(coef):
+        _finite(path, f"coef[{j}]", value)
+    if len(coef) != len(columns):
+        raise DataError(f"{path}: {len(coef)} weights for {len(columns)} columns")
+    if not isinstance(shard.get("trained_with"), str):
+        raise DataError(f"{path}: 'trained_with' (the training settings' fingerprint) is missing")
+    if shard.get("objective") not in ("linear", "logistic"):
+        raise DataError(f"{path}: 'objective' must be 'linear' or 'logistic', got {_short(shard.get('objective'))}")
+    if role == "B":
+        if not isinstance(shard.get("fit_intercept"), bool):
+            raise DataError(f"{path}: 'fit_intercept' must be true or false, got {_short(shard.get('fit_intercept'))}")
+        _finite(path, "intercept", shard.get("intercept"))
+        classes = shard.get("classes")
+        if not isinstance(classes, list) or (shard["objective"] == "logistic" and len(classes) not in (0, 2)):
+            raise DataError(f"{path}: 'classes' must be a list of the two label values, got {_short(classes)}")
     return shard
+
+
+def _finite(path, field: str, value) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError(f"{path}: {field} must be a finite number, got {_short(value)}")
+
+
+def _short(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def shard_params(shard: dict) -> list[float]:

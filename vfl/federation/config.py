@@ -163,6 +163,9 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
     data = _section(where, raw, "data", required=False)
     _unknown(f"{where} [data]", data, {"id_column", "label"})
+    if data.get("id_column", "id") == data.get("label", "label"):
+        raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
+                                 "the label must be another column than the row ids")
     network = _section(where, raw, "network", required=False)
     _unknown(f"{where} [network]", network, {"connect_timeout", "timeout", "max_frame_bytes"})
     timeout = _number(f"{where} [network]", network, "timeout", 300.0)

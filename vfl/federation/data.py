@@ -2,12 +2,14 @@
 
 Rows are put in the order of their ids (compared as text), so that parties
 holding the same ids hold them in the same order without ever exchanging them.
-At connect, A and B compare only a digest of their sorted ids.
+At connect, A and B compare only a digest of their sorted ids, salted afresh
+for every run (:func:`new_salt`, :meth:`PartyData.ids_digest`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import secrets
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,12 +31,35 @@ class PartyData:
     def n_rows(self) -> int:
         return len(self.ids)
 
-    def ids_digest(self) -> str:
-        """SHA-256 of the sorted ids: equal digests, same rows (the ids themselves are never sent)."""
-        h = hashlib.sha256()
-        for i in self.ids:
-            h.update(i.encode("utf-8") + b"\n")
+    def ids_digest(self, salts) -> str:
+        """SHA-256 of both parties' salts and the sorted ids: equal digests, same rows.
+
+        The ids themselves are never sent.  ``salts`` are the two parties' fresh
+        salts of this run, taken in sorted order so both compute the same digest;
+        the salts make a digest worthless in any other run, and unknown before
+        both parties have sent theirs, so none can be computed in advance from a
+        guessed id set.
+        """
+        h = hashlib.sha256(b"vfl-ids-digest/2\n")
+        for part in [*sorted(salts), *self.ids]:
+            data = part.encode("utf-8")
+            h.update(len(data).to_bytes(8, "big") + data)   # length-prefixed: no id can mimic a boundary
         return h.hexdigest()
+
+
+#: Bytes of randomness in a salt (sent as hexadecimal).
+SALT_BYTES = 16
+
+
+def new_salt() -> str:
+    """A fresh random salt for this run's id digest, from the operating system's CSPRNG."""
+    return secrets.token_hex(SALT_BYTES)
+
+
+def is_salt(value) -> bool:
+    """Whether a peer's salt has the form :func:`new_salt` gives."""
+    return (isinstance(value, str) and len(value) == 2 * SALT_BYTES
+            and all(c in "0123456789abcdef" for c in value))
 
 
 def load_csv(path, role: str, id_column: str = "id", label: str | None = None, columns=None,
@@ -62,6 +87,9 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     except (OSError, ValueError, pd.errors.ParserError) as exc:
         raise DataError(f"party {role}: cannot read {path} as CSV: {exc}") from None
     where = f"party {role} ({path})"
+    if label is not None and label == id_column:
+        raise DataError(f"{where}: the label column {label!r} is also the id column; the label must be "
+                        "another column (set [data] label and id_column to two different columns)")
     if id_column not in frame.columns:
         raise DataError(f"{where}: the id column {id_column!r} is missing; columns are {list(frame.columns)[:10]}")
     if frame.empty:
@@ -96,8 +124,11 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     if not columns:
         raise DataError(f"{where}: no feature columns besides {id_column!r}")
     for column in columns:
-        if not pd.api.types.is_numeric_dtype(frame[column].dtype):
-            raise DataError(f"{where}, column {column!r}: not numeric (dtype {frame[column].dtype})")
+        dtype = frame[column].dtype
+        if not pd.api.types.is_numeric_dtype(dtype):
+            raise DataError(f"{where}, column {column!r}: not numeric (dtype {dtype})")
+        if pd.api.types.is_complex_dtype(dtype):
+            raise DataError(f"{where}, column {column!r}: complex numbers (dtype {dtype}); only real values train")
     features = frame[list(columns)].to_numpy(dtype=np.float64)
     bad = ~np.isfinite(features)
     if bad.any():

@@ -18,7 +18,8 @@ from vfl.transport.message import BigInts
 
 #: What each protocol message carries, in the notation of Yang et al. 2019.
 DESCRIPTIONS = {
-    "hello": "settings fingerprint and a digest of the row ids",
+    "hello": "settings fingerprint, row count and a fresh salt for the row-id digest",
+    "ids_digest": "digest of the sorted row ids under both parties' salts",
     "public_key": "Paillier public key n",
     "resume": "the last epoch it completed",
     "start": "the epoch to resume after (-1: from the start)",
@@ -41,7 +42,7 @@ def describe(message) -> tuple[str, int]:
     count = sum(len(v) if isinstance(v, BigInts) else int(v.size)
                 for v in message.fields.values() if isinstance(v, (BigInts, np.ndarray)))
     text = DESCRIPTIONS.get(message.name, message.name)
-    if message.name == "hello" and "ids_digest" not in message.fields:
+    if message.name == "hello" and "ids_salt" not in message.fields:
         text = "settings fingerprint"
     if message.name == "schedule" and "seed" not in message.fields:
         text = "row count"

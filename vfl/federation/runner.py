@@ -5,8 +5,9 @@ a :class:`~vfl.transport.network.NetworkTransport` instead of in-process queues,
 and surrounds them with what a real deployment needs:
 
 * at connect, every pair of parties exchanges a ``hello`` with the fingerprint
-  of the shared settings (and A and B a digest of their row ids); any
-  difference stops the run with an error saying what differs;
+  of the shared settings (A and B add their row count and a fresh salt, then
+  exchange a digest of their row ids under both salts); any difference stops
+  the run with an error saying what differs;
 * after every epoch, the party writes a checkpoint; with ``resume`` it starts
   after the last epoch every party completed;
 * at the end, A and B write their model shards and every party its transcript
@@ -17,6 +18,7 @@ and surrounds them with what a real deployment needs:
 
 from __future__ import annotations
 
+import hmac
 import json
 from pathlib import Path
 
@@ -27,7 +29,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
 from vfl.federation.config import ROLES, FederationConfig
-from vfl.federation.data import PartyData, encode_labels, load_csv
+from vfl.federation.data import PartyData, encode_labels, is_salt, load_csv, new_salt
 from vfl.federation.narration import Narrator
 from vfl.parties import Coordinator, PartyA, PartyB, dp
 from vfl.protocols import check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
@@ -127,11 +129,26 @@ def _flatten(obj: dict, prefix: str = "") -> dict:
     return out
 
 
-def _check_rows(role: str, data: PartyData, theirs: dict[str, dict]) -> None:
-    """A and B must hold the same ids (compared by digest only)."""
+def rows_hello(data: PartyData) -> dict:
+    """What A and B add to their hello to each other: the row count and this run's fresh salt."""
+    return {"n_rows": data.n_rows, "ids_salt": new_salt()}
+
+
+def check_rows(ep: Endpoint, role: str, data: PartyData, mine: dict, theirs: dict[str, dict]) -> None:
+    """A and B must hold the same ids: they compare a digest salted with both parties' salts.
+
+    The salts travel in the hellos; only once both are known does each party
+    send its digest (message ``ids_digest``), so no digest can be computed
+    before the run from a guessed id set, nor compared with another run's.
+    """
     peer = "B" if role == "A" else "A"
     other = theirs.get(peer, {})
-    if other.get("ids_digest") != data.ids_digest():
+    if not is_salt(other.get("ids_salt")):
+        raise ProtocolError(f"party {role}: the hello from {peer} carries no valid salt for the row-id digest")
+    digest = data.ids_digest((mine["ids_salt"], other["ids_salt"]))
+    ep.send(peer, "ids_digest", "public", digest=digest)
+    received = ep.recv(peer, "ids_digest").fields.get("digest")
+    if not isinstance(received, str) or not hmac.compare_digest(received, digest):
         raise DataError(f"party {role}: parties {role} and {peer} hold different row ids ({data.n_rows} rows at "
                         f"{role}, {other.get('n_rows')} at {peer}); each CSV must hold the same ids")
 
@@ -168,11 +185,10 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
     try:
         with Session(config, role, "train", narrator) as session:
-            extra = ({"ids_digest": data.ids_digest(), "n_rows": data.n_rows, "n_columns": len(data.columns)}
-                     if data else None)
+            extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
             theirs = session.hello(extra)
             if data:
-                _check_rows(role, data, theirs)
+                check_rows(session.endpoint, role, data, extra, theirs)
                 _check_equations(role, data, theirs, settings)
             program = {"A": run_a, "B": run_b, "C": run_c}[role]
             batch_loss = {"on_batch_loss": narrator.batch_loss} if role == "C" and narrator else {}
@@ -256,11 +272,10 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         party.load_state({"params": shard_params(shard)})
     narrator = Narrator(role, phase="predict") if narrate else None
     with Session(config, role, "predict", narrator) as session:
-        extra = ({"ids_digest": data.ids_digest(), "n_rows": data.n_rows, "trained_with": shard["trained_with"]}
-                 if data else None)
+        extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
         theirs = session.hello(extra)
         if data:
-            _check_rows(role, data, theirs)
+            check_rows(session.endpoint, role, data, extra, theirs)
             peer = "B" if role == "A" else "A"
             if theirs[peer].get("trained_with") != shard["trained_with"]:
                 raise DataError(f"party {role}: the model shards of A and B come from trainings with different "

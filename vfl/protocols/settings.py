@@ -90,7 +90,7 @@ class TrainingSettings:
         _check(self.random_state is None or _is_int(self.random_state), "random_state must be None or an integer",
                self.random_state)
         _check(_is_bool(self.fit_intercept), "fit_intercept must be True or False", self.fit_intercept)
-        _check(_is_bool(self.insecure), "insecure must be True or False (a real boolean)", self.insecure)
+        _check(_is_bool(self.insecure), "insecure must be True or False", self.insecure)
         check_key_bits(self.key_bits, self.insecure)
         _check(self.init in INITS, f"init must be one of {INITS}", self.init)
         self._check_dp()
@@ -132,12 +132,13 @@ class TrainingSettings:
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _is_bool(v) -> bool:
-    return isinstance(v, (bool, np.bool_))
-
-
 def _is_int(v) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_bool(v) -> bool:
+    """A boolean proper: the string ``"false"`` is truthy, so it is no answer to a yes/no setting."""
+    return isinstance(v, (bool, np.bool_))
 
 
 def _is_real(v) -> bool:
