@@ -221,13 +221,13 @@ def _header(header: Any) -> tuple[str, str, int, dict]:
         raise ProtocolError(f"malformed message header: the name must be a string of 1 to {MAX_NAME_CHARS} "
                             "characters")
     if kind not in KINDS:
-        raise ProtocolError(f"message {_quote(name)}: unknown kind {_quote(kind)}")
+        raise ProtocolError(f"message {quote(name)}: unknown kind {quote(kind)}")
     if not _is_int(iteration) or not -_INT64 <= iteration < _INT64:
-        raise ProtocolError(f"message {_quote(name)}: the iteration must be a 64-bit integer")
+        raise ProtocolError(f"message {quote(name)}: the iteration must be a 64-bit integer")
     if not isinstance(described, dict):
-        raise ProtocolError(f"message {_quote(name)}: 'fields' must be an object")
+        raise ProtocolError(f"message {quote(name)}: 'fields' must be an object")
     if len(described) > MAX_FIELDS:
-        raise ProtocolError(f"message {_quote(name)}: {len(described)} fields, above the maximum of {MAX_FIELDS}")
+        raise ProtocolError(f"message {quote(name)}: {len(described)} fields, above the maximum of {MAX_FIELDS}")
     return name, kind, iteration, described
 
 
@@ -244,7 +244,7 @@ class _Spec:
 
 
 def _field_spec(name: str, key: str, d: Any, body_len: int) -> _Spec:
-    where = f"message {_quote(name)}, field {_quote(key)}"
+    where = f"message {quote(name)}, field {quote(key)}"
     if not isinstance(d, dict) or d.get("type") not in _DESCRIPTOR_KEYS:
         raise ProtocolError(f"{where}: not a field descriptor with a known type")
     kind = d["type"]
@@ -293,13 +293,13 @@ def _check_ranges(name: str, specs: dict[str, _Spec], body_len: int) -> None:
     end, previous = 0, None
     for start, stop, key in ranges:
         if start < end:
-            raise ProtocolError(f"message {_quote(name)}: the bytes of fields {_quote(previous)} and "
-                                f"{_quote(key)} overlap")
+            raise ProtocolError(f"message {quote(name)}: the bytes of fields {quote(previous)} and "
+                                f"{quote(key)} overlap")
         if start > end:
-            raise ProtocolError(f"message {_quote(name)}: bytes {end} to {start} of the body belong to no field")
+            raise ProtocolError(f"message {quote(name)}: bytes {end} to {start} of the body belong to no field")
         end, previous = stop, key
     if end != body_len:
-        raise ProtocolError(f"message {_quote(name)}: bytes {end} to {body_len} of the body belong to no field")
+        raise ProtocolError(f"message {quote(name)}: bytes {end} to {body_len} of the body belong to no field")
 
 
 def _field_value(spec: _Spec, body: memoryview) -> Any:
@@ -319,8 +319,8 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _quote(value: Any, limit: int = 60) -> str:
-    """``repr(value)``, shortened: peers choose these strings, so errors quote only their start."""
+def quote(value: Any, limit: int = 60) -> str:
+    """``repr(value)``, at most ``limit`` characters: a peer chooses these strings, errors quote their start."""
     text = repr(value)
     if len(text) <= limit:
         return text
