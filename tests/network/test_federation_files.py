@@ -24,8 +24,10 @@ TRAINING = {"model": "logistic", "learning_rate": 0.2, "iterations": 5, "batch_s
 
 
 def test_config_round_trip_and_fingerprint(tmp_path):
-    path = write_config(tmp_path / "f.toml", "certs/ca.pem", PARTIES, TRAINING, {"timeout": 9, "connect_timeout": 3})
+    path = write_config(tmp_path / "f.toml", "certs/ca.pem", PARTIES, TRAINING, {"timeout": 9, "connect_timeout": 3,
+                                                                                 "handshake_timeout": 2})
     config = load_config(path)
+    assert config.network.handshake_timeout == 2
     assert config.ca == tmp_path / "certs" / "ca.pem"  # relative to the file
     assert config.party("B").address == ("127.0.0.1", 7001)
     assert config.training.objective == "logistic" and config.training.max_iter == 5
@@ -221,3 +223,37 @@ def test_peers_learn_only_the_kind_of_a_data_error():
     assert "label" not in abort_reason("B", DataError("party B, column 'income': NaN at row 3 (id 'c-17')"))
     fault = PeerError("B: waiting for 'residual' from A: no message from A within 300 s")
     assert abort_reason("B", fault) == f"party B: PeerError: {fault}"
+
+
+@pytest.mark.parametrize("exc, expected", [
+    (ValueError("could not convert string to float: 'secret-value'"),
+     "party A stopped on an internal error (ValueError); details stay with it"),
+    (KeyError("income"), "party A stopped on an internal error (KeyError); details stay with it"),
+    (PermissionError(13, "Permission denied", "/data/a.csv"),
+     "party A stopped on a system error on its machine (PermissionError); details stay with it"),
+    (KeyboardInterrupt(), "party A was interrupted by its operator"),
+    (DataError("party A, column 'x': NaN at row 3"),
+     "party A stopped on a DataError about its own data or settings (details stay with it)"),
+])
+def test_abort_reason_names_the_kind_of_fault_and_quotes_no_values(exc, expected):
+    assert abort_reason("A", exc) == expected
+
+
+def test_hello_fields_are_checked_and_their_settings_parsed_strictly():
+    from vfl.errors import ProtocolError
+    from vfl.federation.runner import _check_hello
+
+    good = {"fingerprint": "ab" * 32, "shared": "{}", "n_rows": 3, "ids_digest": "cd" * 32, "later": [1]}
+    _check_hello("B", "A", Message("hello", "public", -1, good))  # unknown fields are ignored
+    for bad, problem in (({"shared": "{}"}, "no field 'fingerprint'"),
+                         (dict(good, n_rows=True), "field 'n_rows' must be of type int"),
+                         (dict(good, n_rows="3"), "field 'n_rows' must be of type int"),
+                         (dict(good, shared=b"{}"), "field 'shared' must be of type str")):
+        with pytest.raises(ProtocolError, match=f"^B: waiting for 'hello' from A: A sent a malformed message: "
+                                                f"{problem}$"):
+            _check_hello("B", "A", Message("hello", "public", -1, bad))
+    mine = {"training": {"alpha": 0.1}}
+    for unreadable in ("[" * 100_000, '{"training": {"alpha": NaN}}', "[1, 2]", "\u00e9"):
+        assert _differences(mine, unreadable, "B", "A") == "the peer sent unreadable settings"
+    long = _differences(mine, '{"training": {"alpha": "' + "x" * 500 + '"}}', "B", "A")
+    assert long.startswith("training.alpha = 0.1 at B, 'xxx") and long.endswith("x... at A") and len(long) < 120

@@ -16,6 +16,7 @@ import pandas as pd
 import pytest
 
 from vfl.cli import main as vfl_main
+from vfl.errors import DataError, PeerError, ProtocolError
 from vfl.transport.tls import TLSFiles
 from vfl_net_helpers import (_free_ports, federation, federation_certs, start_parties,  # noqa: F401 - fixtures
                              write_federation_file, write_party_data)
@@ -237,3 +238,81 @@ def test_demo_runs_end_to_end(capsys):
     assert "decrypted loss over the epoch" in out and "C decrypts [[L]] of batch" in out and "bytes on each link" in out
     assert "progress: epoch 1/1" in out and "\r" not in out  # no terminal: plain lines, no bar
     assert result["bytes"]["train A->B"] > 0
+
+
+@pytest.mark.parametrize("exc, code, text", [
+    (RuntimeError("boom\n  on two lines\x1b[2J"), 1, "internal error (RuntimeError): boom on two lines\\x1b[2J"),
+    (ValueError(""), 1, "internal error (ValueError)"),
+    (ProtocolError("C: waiting for 'loss' from B: B sent a malformed message: bad magic"), 1,
+     "C: waiting for 'loss' from B: B sent a malformed message: bad magic"),
+    (DataError("party A: column 'x' is empty"), 2, "party A: column 'x' is empty"),
+    (FileNotFoundError(2, "No such file or directory", "a.csv"), 2, "[Errno 2] No such file or directory: 'a.csv'"),
+])
+def test_a_failing_party_prints_one_line_and_no_traceback(capsys, exc, code, text):
+    from argparse import Namespace
+
+    from vfl.federation.cli import _run
+
+    def action():
+        raise exc
+
+    assert _run(Namespace(command="party", role="A"), action) == code
+    err = capsys.readouterr().err
+    assert err == f"vfl party A: error: {text}\n"
+
+
+def test_an_interrupted_party_exits_130_with_one_line(capsys):
+    from argparse import Namespace
+
+    from vfl.federation.cli import _run
+
+    def action():
+        raise KeyboardInterrupt
+
+    assert _run(Namespace(command="party", role="C"), action) == 130
+    assert capsys.readouterr().err == "vfl party C: interrupted\n"
+
+
+def test_a_garbled_frame_from_a_peer_ends_the_party_with_one_line(federation):
+    """A real ``vfl party C`` process; A and B are fakes in this process, and A sends a frame that does not decode."""
+    import threading
+
+    from vfl.federation.config import load_config
+    from vfl.transport import Endpoint
+    from vfl.transport.network import NetworkSettings, NetworkTransport
+
+    path = federation["make"](network={"connect_timeout": 20, "timeout": 10})
+    config = load_config(path)
+    parties = start_parties("party", path, federation["data"], federation["dir"], roles=("C",))
+    fakes, errors = {}, []
+
+    def connect(role):
+        try:
+            fakes[role] = NetworkTransport.connect(role, config.addresses(), config.tls(role),
+                                                   NetworkSettings(connect_timeout=20, send_timeout=5))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=connect, args=(r,), daemon=True) for r in "AB"]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert not errors, errors
+        fakes["A"].send("C", b"VFL1\x00\x00\x00\x30" + b'{"name": "hello", "iteration": NaN, "kind": 1}  ')
+        code, out, err = parties["C"].finish(30)
+        b = Endpoint(fakes["B"], ["A", "C"], timeout=10)
+        assert b.recv("C", "hello")["fingerprint"] == config.fingerprint("train")
+        with pytest.raises(PeerError) as told:
+            b.recv("C", "next")
+    finally:
+        kill_all(parties)
+        for t in fakes.values():
+            t.close(linger=0)
+    assert code == 1
+    assert "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert err.startswith("vfl party C: error: C: waiting for 'hello' from A: A sent a malformed message: "
+                          "malformed message header: NaN is not a number JSON allows"), err
+    # B learns what kind of fault stopped C, and from whom.
+    assert "party C: ProtocolError: C: waiting for 'hello' from A: A sent a malformed message" in str(told.value)

@@ -1,7 +1,9 @@
 """The ``vfl certs``, ``vfl party``, ``vfl predict`` and ``vfl demo`` subcommands.
 
-Exit codes: 0 success; 1 the federation failed (a peer gone, silent, refused...);
-2 bad input (configuration, data, command line).
+Exit codes: 0 success; 1 the federation failed (a peer gone, silent, refused,
+a malformed message...) or an internal error; 2 bad input (configuration, data,
+command line); 130 interrupted.  A failure is one line on standard error, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -143,19 +145,46 @@ def _common(p) -> None:
 
 
 def _run(args, action) -> int:
+    """Run ``action``; any failure ends as one line on standard error and an exit code, never a traceback.
+
+    1: the federation failed (a peer gone, silent, refused, a protocol error) or an
+    unexpected internal error; 2: bad input (configuration, data, files); 130: interrupted.
+    """
     where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
     try:
         action()
         return 0
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
     except (ConfigurationError, DataError) as exc:
-        print(f"{where}: error: {exc}", file=sys.stderr)
-        return 2
+        code, text = 2, str(exc)
     except VFLError as exc:
-        print(f"{where}: error: {exc}", file=sys.stderr)
-        return 1
+        code, text = 1, str(exc)
     except OSError as exc:
-        print(f"{where}: error: {exc}", file=sys.stderr)
-        return 2
+        code, text = 2, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen fault: still one clear line
+        code, text = 1, f"internal error ({type(exc).__name__})" + (f": {exc}" if str(exc).strip() else "")
+    print(f"{where}: error: {one_line(text)}", file=sys.stderr)
+    return code
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks become spaces, control characters are escaped.
+
+    Error messages can quote what a peer sent (an abort reason), so nothing in them may
+    move the cursor or start a new line in the operator's terminal.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+    """
+    text = " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "(no message)"
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
 def _workdir(args) -> Path:

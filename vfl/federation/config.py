@@ -42,6 +42,7 @@ certificate and key from it (the others' entries may point nowhere)::
     [network]                           # local: may differ between machines
     connect_timeout = 120               # seconds to reach every peer, retries included
     timeout = 300                       # seconds to wait for any one message
+    handshake_timeout = 5               # seconds an incoming connection has to finish TLS and its hello
     max_frame_bytes = 67108864
 
 The *shared* part (``[training]``, ``[prediction]`` and the set of roles) is
@@ -167,10 +168,12 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
                                  "the label must be another column than the row ids")
     network = _section(where, raw, "network", required=False)
-    _unknown(f"{where} [network]", network, {"connect_timeout", "timeout", "max_frame_bytes"})
+    _unknown(f"{where} [network]", network, {"connect_timeout", "timeout", "handshake_timeout", "max_frame_bytes"})
     timeout = _number(f"{where} [network]", network, "timeout", 300.0)
     try:
         net = NetworkSettings(connect_timeout=_number(f"{where} [network]", network, "connect_timeout", 120.0),
+                              handshake_timeout=_number(f"{where} [network]", network, "handshake_timeout",
+                                                        NetworkSettings.handshake_timeout),
                               send_timeout=timeout,
                               max_frame_bytes=int(network.get("max_frame_bytes", NetworkSettings.max_frame_bytes)))
     except (TypeError, ValueError) as exc:

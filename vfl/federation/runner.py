@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from vfl.crypto import FixedPoint
-from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError
+from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError, VFLError
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
 from vfl.federation.config import ROLES, FederationConfig
 from vfl.federation.data import PartyData, encode_labels, is_salt, load_csv, new_salt
@@ -34,6 +34,7 @@ from vfl.federation.narration import Narrator
 from vfl.parties import Coordinator, PartyA, PartyB, dp
 from vfl.protocols import check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.transport import Endpoint, Transcript
+from vfl.transport.message import parse_json, quote
 from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
 from vfl.transport.tls import certificate_role, load_certificate
 
@@ -93,6 +94,7 @@ class Session:
         theirs = {}
         for peer in ep.peers:
             message = ep.recv(peer, "hello")
+            _check_hello(self.role, peer, message)
             if message["fingerprint"] != mine["fingerprint"]:
                 raise HandshakeError(f"party {self.role}: settings differ between {self.role} and {peer}: "
                                      f"{_differences(shared, message['shared'], self.role, peer)}; every party "
@@ -107,15 +109,39 @@ class Session:
         return path
 
 
+#: The fields of a ``hello`` this party reads, and the type each must have (A and B add the last three).
+_HELLO_FIELDS = {"fingerprint": str, "shared": str, "ids_digest": str, "n_rows": int, "trained_with": str}
+
+
+def _check_hello(role: str, peer: str, message) -> None:
+    """Every field of a peer's ``hello`` that is read has its type; else a :class:`ProtocolError` naming the peer.
+
+    Other fields are ignored (never read), so a newer peer may add some.
+    """
+    problem = None
+    for key in ("fingerprint", "shared"):
+        if key not in message.fields:
+            problem = problem or f"no field {key!r}"
+    for key, value in message.fields.items():
+        expected = _HELLO_FIELDS.get(key)
+        if expected is not None and (not isinstance(value, expected) or isinstance(value, bool)):
+            problem = problem or f"field {key!r} must be of type {expected.__name__}"
+    if problem:
+        raise ProtocolError(f"{role}: waiting for 'hello' from {peer}: {peer} sent a malformed message: {problem}")
+
+
 def _differences(mine: dict, theirs_json: str, me: str, peer: str) -> str:
     try:
-        theirs = json.loads(theirs_json)
-    except (TypeError, ValueError):
+        theirs = parse_json(str(theirs_json).encode("utf-8"), "settings", max_depth=4, max_items=1024,
+                            max_containers=64)
+    except ProtocolError:
+        theirs = None
+    if not isinstance(theirs, dict):
         return "the peer sent unreadable settings"
     flat_mine, flat_theirs = _flatten(mine), _flatten(theirs)
     keys = sorted(set(flat_mine) | set(flat_theirs))
-    diffs = [f"{k} = {flat_mine.get(k)!r} at {me}, {flat_theirs.get(k)!r} at {peer}"
-             for k in keys if flat_mine.get(k) != flat_theirs.get(k)]
+    diffs = [f"{k if k in flat_mine else quote(k)} = {flat_mine.get(k)!r} at {me}, {quote(flat_theirs.get(k))} at "
+             f"{peer}" for k in keys if flat_mine.get(k) != flat_theirs.get(k)]
     return "; ".join(diffs) or "fingerprints differ"
 
 
@@ -297,15 +323,34 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
 
 
 def abort_reason(role: str, exc: BaseException) -> str:
-    """What a failing party tells its peers: a fault of the federation in full, a problem with its own data not.
+    """What a failing party tells its peers: a fault of the federation in full, anything else only by kind.
 
     Messages about this party's data or settings can quote its values (a feature,
-    a label, a score), so peers learn only the kind of error; the full message
-    stays in this party's own output.
+    a label, a score), and so can unexpected errors (a ``ValueError`` from numpy),
+    so peers learn only the kind of fault; the full message stays in this party's
+    own output.
+
+    Parameters
+    ----------
+    role : str
+    exc : BaseException
+        What stopped the party.
+
+    Returns
+    -------
+    str
+        For example ``"party A stopped on an internal error (ValueError); details stay with it"``.
     """
+    kind = type(exc).__name__
     if isinstance(exc, (PeerError, ProtocolError)):
-        return f"party {role}: {type(exc).__name__}: {exc}"
-    return f"party {role} stopped on a {type(exc).__name__} about its own data or settings (details stay with it)"
+        return f"party {role}: {kind}: {exc}"
+    if isinstance(exc, VFLError):
+        return f"party {role} stopped on a {kind} about its own data or settings (details stay with it)"
+    if isinstance(exc, KeyboardInterrupt):
+        return f"party {role} was interrupted by its operator"
+    if isinstance(exc, OSError):
+        return f"party {role} stopped on a system error on its machine ({kind}); details stay with it"
+    return f"party {role} stopped on an internal error ({kind}); details stay with it"
 
 
 def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:

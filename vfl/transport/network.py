@@ -17,10 +17,20 @@ Handshake
 3. The dialler sends a hello frame, JSON ``{"vfl": 1, "role": ..., "to": ...}``;
    the listener checks the claimed role is the certificate's, that it is
    expected to dial, not yet connected, and that ``to`` is the listener.  It
-   answers ``{"ok": true}`` or ``{"ok": false, "reason": ...}``.
+   answers ``{"ok": true}`` or ``{"ok": false, "reason": ...}``.  Hellos and
+   answers are at most 4096 bytes of strict, flat JSON
+   (:func:`vfl.transport.message.parse_json`); anything else is refused.
 A refused dialler gets a :class:`~vfl.errors.HandshakeError` at once; a
 listener keeps waiting for the genuine peer until ``connect_timeout`` and then
 reports what it refused.
+
+The listener hands every accepted connection to its own short-lived thread
+(at most 16 at once; more wait in the listen backlog), which must complete the
+TLS handshake and the hello within ``handshake_timeout`` (at most what is left
+of ``connect_timeout``), however slowly its bytes arrive.  A connection that
+never speaks (a port scan, a stalled client) is dropped after that time and
+reported as "did not complete the TLS handshake within N s", not as a
+certificate problem; it delays no one else.
 
 Frames
 ------
@@ -51,14 +61,21 @@ import time
 from dataclasses import dataclass
 
 from vfl.errors import ConfigurationError, HandshakeError, PeerError, ProtocolError
+from vfl.transport.message import quote, parse_json
 from vfl.transport.tls import TLSFiles, check_role, client_context, peer_role, server_context
 
 #: Default largest frame accepted: ample for a batch of 2048-bit ciphertexts.
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
 #: Seconds a normal close waits for the peers to close too (see ``NetworkTransport.close``).
 DEFAULT_LINGER = 2.0
+#: Seconds an incoming connection has to complete the TLS handshake and send its hello.
+DEFAULT_HANDSHAKE_TIMEOUT = 5.0
 _LENGTH = struct.Struct(">I")
 _HELLO_MAX = 4096
+#: Incoming handshakes run at once; more connections wait in the listen backlog.
+_MAX_HANDSHAKES = 16
+#: Refused connections listed in the error when a peer never connected.
+_REFUSALS_SHOWN = 5
 _POLL = 0.05
 _CHUNK = 1 << 16
 
@@ -84,14 +101,19 @@ class NetworkSettings:
         Seconds one send may wait for a peer that does not read.
     max_frame_bytes : int
         Largest frame sent or accepted.
+    handshake_timeout : float
+        Seconds a listener gives one incoming connection to complete the TLS handshake and
+        send its hello (at most what is left of ``connect_timeout``).  Each incoming
+        connection is handled in its own thread, so one that stays silent delays nobody.
     """
 
     connect_timeout: float = 30.0
     send_timeout: float = 60.0
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    handshake_timeout: float = DEFAULT_HANDSHAKE_TIMEOUT
 
     def __post_init__(self):
-        if not (self.connect_timeout > 0 and self.send_timeout > 0):
+        if not (self.connect_timeout > 0 and self.send_timeout > 0 and self.handshake_timeout > 0):
             raise ConfigurationError("network timeouts must be positive")
         if not 0 < self.max_frame_bytes < 2 ** 32:
             raise ConfigurationError(f"max_frame_bytes must be in (0, 2**32), got {self.max_frame_bytes}")
@@ -281,7 +303,10 @@ class NetworkTransport:
         self._server_ctx = server_context(tls)
         self._client_ctx = client_context(tls)
         self._refusals: list[str] = []
-        self._lock = threading.Lock()
+        self._expected: set[str] = set()   # roles still to dial in (not yet handshaking)
+        self._admitting: set[str] = set()  # roles whose hello was accepted, link being made
+        self._closed = False
+        self._lock = threading.Lock()      # guards links, the two sets above, _refusals and _closed
 
     @classmethod
     def connect(cls, role: str, addresses: dict, tls: TLSFiles, settings: NetworkSettings | None = None
@@ -300,12 +325,11 @@ class NetworkTransport:
         deadline = time.monotonic() + self.settings.connect_timeout
         to_dial = [p for p in self.peers if p > self.role]
         to_accept = [p for p in self.peers if p < self.role]
-        acceptor = None
+        acceptor, errors = None, []
         if to_accept:
-            listener = socket.create_server(self.addresses[self.role], reuse_port=False)
-            self._listener = listener
-            errors: list[BaseException] = []
-            acceptor = threading.Thread(target=self._accept_all, args=(listener, set(to_accept), deadline, errors),
+            self._expected = set(to_accept)
+            self._listener = socket.create_server(self.addresses[self.role], reuse_port=False)
+            acceptor = threading.Thread(target=self._accept_all, args=(self._listener, deadline, errors),
                                         name=f"vfl-{self.role}-accept", daemon=True)
             acceptor.start()
         for peer in to_dial:
@@ -340,72 +364,142 @@ class NetworkTransport:
             if role != peer:
                 raise HandshakeError(f"the party at {host}:{port} holds a certificate for {role!r}, not {peer!r}")
             _write_hello(sock, {"vfl": 1, "role": self.role, "to": peer})
-            answer = _read_hello(sock)
+            answer = _read_answer(sock, peer, deadline)
         except HandshakeError as exc:
             sock.close()
             raise HandshakeError(f"{self.role}: connecting to {peer}: {exc}") from None
+        except TimeoutError:
+            sock.close()
+            raise HandshakeError(f"{self.role}: connecting to {peer} at {host}:{port}: the TLS handshake and hello "
+                                 f"did not complete within {self.settings.connect_timeout:g} s") from None
         except (ssl.SSLError, OSError, ValueError) as exc:
             sock.close()
             raise HandshakeError(f"{self.role}: connecting to {peer} at {host}:{port}: refused at the TLS "
                                  f"handshake: {_ssl_reason(exc)}") from None
-        if answer.get("ok") is not True:
+        if answer["ok"] is not True:
             sock.close()
-            raise HandshakeError(f"{self.role}: {peer} refused the connection: {answer.get('reason', '?')}")
-        self.links[peer] = _Link(self.role, peer, sock, self.settings.max_frame_bytes)
+            raise HandshakeError(f"{self.role}: {peer} refused the connection: {answer['reason']}")
+        with self._lock:
+            if self._closed:
+                sock.close()
+                raise PeerError(f"{self.role}: connecting: the transport was closed")
+            self.links[peer] = _Link(self.role, peer, sock, self.settings.max_frame_bytes)
 
-    def _accept_all(self, listener: socket.socket, expected: set, deadline: float, errors: list) -> None:
+    def _accept_all(self, listener: socket.socket, deadline: float, errors: list) -> None:
+        """Accept connections until every expected role is linked; each handshake runs in its own thread.
+
+        A connection that never completes its handshake (a port scan, a stalled client)
+        holds only its own thread, for at most ``handshake_timeout`` seconds, and at most
+        ``_MAX_HANDSHAKES`` run at once: the genuine peer is never queued behind it.
+        """
+        slots = threading.BoundedSemaphore(_MAX_HANDSHAKES)
         try:
-            while expected:
+            while True:
+                with self._lock:
+                    if self._closed:
+                        raise PeerError(f"{self.role}: connecting: the transport was closed")
+                    if not self._expected and not self._admitting:
+                        return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    missing = ", ".join(sorted(expected))
-                    refused = f"; refused: {'; '.join(self._refusals)}" if self._refusals else ""
-                    raise PeerError(f"{self.role}: connecting: {missing} did not connect within "
-                                    f"{self.settings.connect_timeout:g} s{refused}")
-                listener.settimeout(min(remaining, 0.5))
+                    raise PeerError(self._not_connected())
+                if not slots.acquire(timeout=min(remaining, _POLL)):
+                    continue  # every handshake slot is busy: new connections wait in the backlog
+                listener.settimeout(min(remaining, _POLL))
                 try:
                     raw, where = listener.accept()
                 except socket.timeout:
+                    slots.release()
                     continue
-                peer = self._admit(raw, where, expected, deadline)
-                if peer is not None:
-                    expected.discard(peer)
+                except OSError:
+                    slots.release()
+                    raise
+                threading.Thread(target=self._admit, args=(raw, where, deadline, slots), daemon=True,
+                                 name=f"vfl-{self.role}-handshake-{where[1]}").start()
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             errors.append(exc)
 
-    def _admit(self, raw: socket.socket, where, expected: set, deadline: float) -> str | None:
-        """Handshake with one incoming connection; the peer's role, or ``None`` if refused."""
-        raw.settimeout(max(0.1, min(10.0, deadline - time.monotonic())))
+    def _not_connected(self) -> str:
+        with self._lock:
+            missing = ", ".join(sorted(self._expected | self._admitting))
+            refusals = list(self._refusals)
+        text = f"{self.role}: connecting: {missing} did not connect within {self.settings.connect_timeout:g} s"
+        if refusals:
+            shown = refusals[:_REFUSALS_SHOWN]
+            more = len(refusals) - len(shown)
+            text += f"; refused: {'; '.join(shown)}" + (f"; and {more} more" if more else "")
+        return text
+
+    def _refuse(self, text: str) -> None:
+        with self._lock:
+            self._refusals.append(text)
+
+    def _admit(self, raw: socket.socket, where, deadline: float, slots: threading.BoundedSemaphore) -> None:
+        """Handshake with one incoming connection, in its own thread; link it, or record why not."""
         origin = f"{where[0]}:{where[1]}"
+        limit = max(0.0, min(self.settings.handshake_timeout, deadline - time.monotonic()))
+        until = time.monotonic() + limit
+        role = sock = None
         try:
-            sock = self._server_ctx.wrap_socket(raw, server_side=True)
-        except (ssl.SSLError, OSError) as exc:
-            raw.close()
-            self._refusals.append(f"{origin} at the TLS handshake ({_ssl_reason(exc)})")
-            return None
-        try:
-            role = peer_role(sock)
-            hello = _read_hello(sock)
-            reason = None
-            if hello.get("role") != role:
-                reason = f"it claims role {hello.get('role')!r} but its certificate names {role!r}"
-            elif hello.get("to") != self.role:
-                reason = f"it meant to reach {hello.get('to')!r}, not {self.role!r}"
-            elif role not in expected:
-                reason = (f"{role} is already connected" if role in self.links
-                          else f"{role} is not a role that dials {self.role}")
-            if reason:
-                _write_hello(sock, {"ok": False, "reason": reason})
+            try:
+                sock = _server_handshake(self._server_ctx, raw, until)
+            except TimeoutError:
+                self._refuse(f"{origin} did not complete the TLS handshake within {limit:g} s")
+                return
+            except (ssl.SSLError, OSError, ValueError) as exc:
+                self._refuse(f"{origin} at the TLS handshake ({_incoming_reason(exc)})")
+                return
+            try:
+                role = self._check_hello(sock, origin, until)
+                if role is None:
+                    sock.close()
+                    return
+                _write_hello(sock, {"ok": True})
+                with self._lock:
+                    self._admitting.discard(role)
+                    if self._closed:
+                        sock.close()
+                        return
+                    self.links[role] = _Link(self.role, role, sock, self.settings.max_frame_bytes)
+                    role = None  # linked: nothing to give back
+            except TimeoutError:
                 sock.close()
-                self._refusals.append(f"{origin}: {reason}")
-                return None
-            _write_hello(sock, {"ok": True})
-        except (HandshakeError, ssl.SSLError, OSError, ValueError) as exc:
-            sock.close()
-            self._refusals.append(f"{origin}: {_ssl_reason(exc)}")
-            return None
-        self.links[role] = _Link(self.role, role, sock, self.settings.max_frame_bytes)
-        return role
+                self._refuse(f"{origin} completed the TLS handshake but sent no hello within {limit:g} s")
+            except (HandshakeError, ssl.SSLError, OSError, ValueError) as exc:
+                sock.close()
+                self._refuse(f"{origin}: {_incoming_reason(exc)}")
+        except BaseException as exc:  # noqa: BLE001 - one bad connection must not end the listener
+            (sock or raw).close()
+            self._refuse(f"{origin}: unexpected {type(exc).__name__} during the handshake")
+        finally:
+            if role is not None:  # reserved, then the handshake failed: the genuine peer may still come
+                with self._lock:
+                    self._admitting.discard(role)
+                    self._expected.add(role)
+            slots.release()
+
+    def _check_hello(self, sock: ssl.SSLSocket, origin: str, until: float) -> str | None:
+        """Read the dialler's hello and reserve its role; ``None`` (refusal sent and recorded) if refused."""
+        role = peer_role(sock)
+        hello = _read_hello(sock, "it", until)
+        reason = None
+        if not isinstance(hello.get("role"), str) or not isinstance(hello.get("to"), str) or hello.get("vfl") != 1:
+            reason = "its hello is not a vfl hello (expected vfl: 1, role and to)"
+        elif hello["role"] != role:
+            reason = f"it claims role {quote(hello['role'])} but its certificate names {role!r}"
+        elif hello["to"] != self.role:
+            reason = f"it meant to reach {quote(hello['to'])}, not {self.role!r}"
+        else:
+            with self._lock:
+                if role in self._expected:
+                    self._expected.discard(role)
+                    self._admitting.add(role)
+                    return role
+                reason = (f"{role} is already connected" if role in self.links or role in self._admitting
+                          else f"{role} is not a role that dials {self.role}")
+        _write_hello(sock, {"ok": False, "reason": reason})
+        self._refuse(f"{origin}: {reason}")
+        return None
 
     # ---- the Transport interface
     def send(self, receiver: str, frame: bytes) -> None:
@@ -430,7 +524,9 @@ class NetworkTransport:
             pass 0: the party then exits at once, and what it sent last (an ``abort``)
             reaches the peers on a best-effort basis.
         """
-        links = list(self.links.values())
+        with self._lock:
+            self._closed = True  # handshakes still under way will not add links
+            links = list(self.links.values())
         for link in links:
             link.begin_close()
         deadline = time.monotonic() + linger
@@ -460,32 +556,86 @@ def _address(value) -> tuple[str, int]:
     return str(host), int(port)
 
 
+def _server_handshake(ctx: ssl.SSLContext, raw: socket.socket, until: float) -> ssl.SSLSocket:
+    """The server side of the TLS handshake on ``raw``, finished by ``until`` or :class:`TimeoutError`.
+
+    Non-blocking with ``select``: the limit holds for the whole handshake, however
+    slowly the peer trickles its bytes.
+    """
+    raw.setblocking(False)
+    sock = ctx.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+    try:
+        while True:
+            try:
+                sock.do_handshake()
+                return sock
+            except ssl.SSLWantReadError:
+                waiting = ([sock], [])
+            except ssl.SSLWantWriteError:
+                waiting = ([], [sock])
+            left = until - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("TLS handshake")
+            select.select(*waiting, [], left)
+    except BaseException:
+        sock.close()
+        raise
+
+
 def _write_hello(sock: ssl.SSLSocket, obj: dict) -> None:
     data = json.dumps(obj).encode()
     sock.sendall(_LENGTH.pack(len(data)) + data)
 
 
-def _read_hello(sock: ssl.SSLSocket) -> dict:
-    (length,) = _LENGTH.unpack(_read_exact(sock, _LENGTH.size))
+def _read_hello(sock: ssl.SSLSocket, who: str, until: float) -> dict:
+    """A hello frame: a flat JSON object of at most ``_HELLO_MAX`` bytes, or :class:`HandshakeError`."""
+    (length,) = _LENGTH.unpack(_read_exact(sock, _LENGTH.size, until))
     if length > _HELLO_MAX:
-        raise HandshakeError(f"hello of {length} bytes is too long")
+        raise HandshakeError(f"{who} sent a hello of {length} bytes, above the maximum of {_HELLO_MAX}")
     try:
-        obj = json.loads(_read_exact(sock, length))
-    except ValueError:
-        raise HandshakeError("malformed hello") from None
+        obj = parse_json(_read_exact(sock, length, until), "hello", max_depth=1, max_items=16, max_containers=1)
+    except ProtocolError as exc:
+        raise HandshakeError(f"{who} sent a {exc}") from None  # "... a malformed hello: why"
     if not isinstance(obj, dict):
-        raise HandshakeError("malformed hello")
+        raise HandshakeError(f"{who} sent a malformed hello: not a JSON object")
     return obj
 
 
-def _read_exact(sock: ssl.SSLSocket, n: int) -> bytes:
+def _read_answer(sock: ssl.SSLSocket, peer: str, until: float) -> dict:
+    """The listener's answer to this party's hello: ``{"ok": True}`` or ``{"ok": False, "reason": text}``."""
+    answer = _read_hello(sock, peer, until)
+    if answer.get("ok") is True and set(answer) == {"ok"}:
+        return answer
+    if answer.get("ok") is False and isinstance(answer.get("reason"), str) and set(answer) == {"ok", "reason"}:
+        return {"ok": False, "reason": _printable(answer["reason"][:500])}
+    raise HandshakeError(f"{peer} sent a malformed answer to this party's hello")
+
+
+def _printable(text: str) -> str:
+    """``text`` on one line, with control characters escaped: a peer's words reach a terminal."""
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+def _read_exact(sock: ssl.SSLSocket, n: int, until: float) -> bytes:
     data = bytearray()
     while len(data) < n:
+        left = until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("hello")
+        sock.settimeout(left)
         chunk = sock.recv(n - len(data))
         if not chunk:
             raise ConnectionError("closed")
         data += chunk
     return bytes(data)
+
+
+def _incoming_reason(exc: BaseException) -> str:
+    """Why an incoming connection failed, from the listener's side: it may not be a vfl party at all."""
+    if isinstance(exc, (ssl.SSLEOFError, ConnectionError)) or (isinstance(exc, ssl.SSLError) and not exc.reason):
+        return ("it closed the connection during the handshake (not a vfl party, or a party that refused "
+                "this party's certificate)")
+    return _ssl_reason(exc)
 
 
 def _ssl_reason(exc: BaseException) -> str:
