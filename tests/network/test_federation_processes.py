@@ -316,3 +316,39 @@ def test_a_garbled_frame_from_a_peer_ends_the_party_with_one_line(federation):
                           "malformed message header: NaN is not a number JSON allows"), err
     # B learns what kind of fault stopped C, and from whom.
     assert "party C: ProtocolError: C: waiting for 'hello' from A: A sent a malformed message" in str(told.value)
+
+
+def test_differential_privacy_over_the_network(federation):
+    """[training] dp_epsilon/dp_delta: B reports the budget spent; the mini-batch equations rule then does not apply."""
+    config = federation["make"](training={"iterations": 3, "dp_epsilon": 2.0, "dp_delta": 1e-5})
+    parties = start_parties("party", config, federation["data"], federation["dir"])
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    line = next(x for x in results["B"][1].splitlines() if "differential privacy" in x)
+    epsilon = float(re.search(r"\(([\d.]+), 1e-05\)-DP spent over 3 epochs", line).group(1))
+    assert 1.99 <= epsilon <= 2.0 + 1e-6
+    assert "differential privacy" not in results["A"][1]
+
+
+def test_settings_that_let_a_party_solve_for_labels_are_refused(federation):
+    """A with 10 columns against B's one, mini-batches over many epochs: both refuse before training."""
+    rng = np.random.default_rng(4)
+    ids = [f"r{i}" for i in range(100)]
+    data = {("A", "train"): federation["dir"] / "wide_a.csv", ("B", "train"): federation["dir"] / "narrow_b.csv"}
+    pd.DataFrame(rng.normal(size=(100, 10))).add_prefix("a").assign(id=ids).to_csv(data[("A", "train")], index=False)
+    pd.DataFrame({"id": ids, "b0": rng.normal(size=100), "label": rng.integers(0, 2, 100)}).to_csv(
+        data[("B", "train")], index=False)
+    config = federation["make"](training={"iterations": 30, "batch_size": 20})
+    parties = start_parties("party", config, data, federation["dir"])
+    try:
+        results = finish_all(parties, timeout=30)
+    finally:
+        kill_all(parties)
+    for role in ("A", "B"):
+        assert results[role][0] == 2 and "party A: 30 epochs of 5 batches give A 1500 exact gradient equations" \
+            in results[role][2] and "use at most 4 epochs" in results[role][2], results[role][2]
+    assert results["C"][0] == 1
