@@ -104,7 +104,7 @@ def test_no_frames_and_label_placement():
     a, b = frames()
     with pytest.raises(DataError, match="no frames"):
         VerticalDataset({}, label="y")
-    with pytest.raises(DataError, match="exactly two parties"):
+    with pytest.raises(DataError, match="two or more parties"):
         VerticalDataset({"A": a}, label="y")
     with pytest.raises(DataError, match="in the frames of A and B"):
         VerticalDataset({"A": a.assign(y=1), "B": b}, label="y")
@@ -157,7 +157,7 @@ def test_batch_not_larger_than_feature_count(vertical_data):
     wide_a = pd.DataFrame(np.random.default_rng(0).normal(size=(30, 40)))
     _, b = frames(ids=False)
     data = VerticalDataset({"bank": wide_a, "B": b}, label="y")
-    with pytest.raises(DataError, match=r"party A \('bank'\): the data set is not larger than the 40"):
+    with pytest.raises(DataError, match=r"party bank: the data set is not larger than the 40"):
         VerticalLogisticRegression(**FAST).fit(data)
 
 

@@ -18,8 +18,8 @@ ATOL = 1e-7
 
 def start_of(model):
     """Where the federated run started: the parties' secret starts, concatenated (in-process, all are here)."""
-    a, b = model.party_names_["A"], model.party_names_["B"]
-    return np.concatenate([model.initial_coef_[a], model.initial_coef_[b]]), model.initial_intercept_
+    names = (*model.feature_parties_, model.label_party_)
+    return np.concatenate([model.initial_coef_[name] for name in names]), model.initial_intercept_
 
 
 def reference(model, x, y):

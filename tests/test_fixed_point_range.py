@@ -20,34 +20,38 @@ def short_key():
     return generate_keypair(512, insecure=True)
 
 
-def parties_at_the_limit(keypair, n_rows, fill=0.99):
-    """A and B with every feature just below the feature limit, one column each, labels zero."""
+def parties_at_the_limit(keypair, n_rows, fill=0.99, n_features=1):
+    """``n_features`` feature parties and B, every feature just below the feature limit, one column each, labels zero."""
     public_key, _ = keypair
     precision = FixedPoint(8)
     ctx = Context(public_key, precision)
-    limit = 2.0 ** np.floor(_product_bits(ctx) - 1 - np.log2(2 * n_rows) - _score_bits(ctx, n_rows))
-    a = PartyA(np.full((n_rows, 1), fill * limit))
+    m = n_features + 1
+    limit = 2.0 ** np.floor(_product_bits(ctx) - 1 - np.log2(m * n_rows) - _score_bits(ctx, n_rows, m))
+    features = [PartyA(np.full((n_rows, 1), fill * limit), role=f"A{k}") for k in range(n_features)]
     b = PartyB(np.full((n_rows, 1), fill * limit), np.zeros(n_rows), fit_intercept=False)
-    for party in (a, b):
-        party.receive_public_key(public_key.to_bytes(), precision)
-    return a, b, limit
+    for party in (*features, b):
+        party.receive_public_key(public_key.to_bytes(), precision, n_parties=m)
+    return features, b, limit
 
 
+@pytest.mark.parametrize("n_features", [1, 3])
 @pytest.mark.parametrize("batch", [64, 40, 17])
-def test_values_at_the_bounds_decrypt_exactly(short_key, batch):
+def test_values_at_the_bounds_decrypt_exactly(short_key, batch, n_features):
+    """Every party's scores at 0.99 of the bound, all of one sign (the worst case), with 1 and 3 feature parties."""
     public_key, private_key = short_key
     n_rows = 64
-    a, b, limit = parties_at_the_limit(short_key, n_rows)
+    features, b, limit = parties_at_the_limit(short_key, n_rows, n_features=n_features)
+    a = features[0]
     rows = np.arange(batch)
-    bound = score_bound(a.context, batch)
-    for party in (a, b):          # every partial score at 0.99 of the bound, all of one sign: the worst case
+    bound = score_bound(a.context, batch, n_features + 1)
+    for party in (*features, b):
         party.params[:] = 0.99 * bound / (0.99 * limit)
-    u_a, loss_a = a.encrypted_scores(rows, LINEAR, alpha=0.0)
-    d, loss = b.residual_and_loss(u_a, loss_a, rows, LINEAR, alpha=0.0)
-    masked = a.masked_gradient(d, rows)
-    residues = [private_key.raw_decrypt(c) for c in masked.ciphertexts]
+    d = b.residual([party.encrypted_scores(rows) for party in features], rows, LINEAR)
+    masked, parts = zip(*(party.masked_gradient_and_loss_part(d, rows, LINEAR, alpha=0.0) for party in features))
+    loss = b.batch_loss(list(parts), LINEAR, alpha=0.0)
+    residues = [private_key.raw_decrypt(c) for c in masked[0].ciphertexts]
     gradient = a.apply_update(residues, batch, LINEAR, alpha=0.0, learning_rate=0.0)
-    z = np.full(batch, 2 * 0.99 * bound)
+    z = np.full(batch, (n_features + 1) * 0.99 * bound)
     expected = a.features[rows].T @ z / batch
     np.testing.assert_allclose(gradient, expected, rtol=1e-9)
     c_ctx = Context(public_key, FixedPoint(8), private_key=private_key)
@@ -57,10 +61,10 @@ def test_values_at_the_bounds_decrypt_exactly(short_key, batch):
 
 
 def test_scores_beyond_the_bound_are_refused(short_key):
-    a, _, limit = parties_at_the_limit(short_key, 64)
+    (a,), _, limit = parties_at_the_limit(short_key, 64)
     a.params[:] = 1.01 * score_bound(a.context, 64) / (0.99 * limit)
-    with pytest.raises(FixedPointOverflowError, match="party A: partial scores reach .* for a batch of 64 rows"):
-        a.encrypted_scores(np.arange(64), LINEAR, alpha=0.0)
+    with pytest.raises(FixedPointOverflowError, match="party A0: partial scores reach .* for a batch of 64 rows"):
+        a.encrypted_scores(np.arange(64))
 
 
 def test_labels_beyond_the_bound_are_refused(short_key):
@@ -77,13 +81,15 @@ def secure_key():
 
 
 @pytest.mark.parametrize("weight,what", [(1e300, "partial scores reach"), (np.inf, "partial scores are no longer finite"),
-                                         (1e200, "its loss part .* no longer finite")])
+                                         (1e200, "its penalty .* no longer finite")])
 def test_diverging_weights_with_a_2048_bit_key(secure_key, weight, what):
     """Where doubles overflow before the key's range does, the error still names the party."""
     public_key, _ = secure_key
     a = PartyA(np.ones((8, 2)))
     a.receive_public_key(public_key.to_bytes(), FixedPoint())
     a.params[:] = weight
+    rows = np.arange(8)
     with pytest.raises(FixedPointOverflowError, match=f"party A: {what}"):
-        a.encrypted_scores(np.arange(8), LINEAR, alpha=0.1)
+        a.encrypted_scores(rows)
+        a.masked_gradient_and_loss_part(a.context.encrypt(np.zeros(8)), rows, LINEAR, alpha=0.1)
     assert loss_part_bound(a.context) > 1e300

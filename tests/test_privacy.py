@@ -35,8 +35,8 @@ def run():
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(vector, "uniform_below", recording_uniform_below)
-        inprocess.train(a, b, c, settings, transcript)
-        scores = inprocess.predict(a, b, c, x[:, :3], x[:, 3:], transcript=transcript)
+        inprocess.train({"A": a, "B": b}, c, settings, transcript)
+        scores = inprocess.predict({"A": a, "B": b}, c, {"A": x[:, :3], "B": x[:, 3:]}, transcript=transcript)
     return {"x": x, "y": labels, "a": a, "b": b, "c": c, "messages": transcript.messages(),
             "payloads": transcript.payloads, "scores": scores, "masks": masks}
 
@@ -74,8 +74,8 @@ def test_nothing_is_unpickled_during_a_run(monkeypatch):
     _, _, x, y = make_vertical(n_rows=24, task="linear", seed=6)
     a, b, c = PartyA(x[:, :3]), PartyB(x[:, 3:], y), Coordinator(1024, insecure=True)
     settings = TrainingSettings(objective="linear", max_iter=1, tol=None, key_bits=1024, insecure=True)
-    inprocess.train(a, b, c, settings, Transcript())
-    inprocess.predict(a, b, c, x[:, :3], x[:, 3:], transcript=Transcript())
+    inprocess.train({"A": a, "B": b}, c, settings, Transcript())
+    inprocess.predict({"A": a, "B": b}, c, {"A": x[:, :3], "B": x[:, 3:]}, transcript=Transcript())
 
 
 def test_private_prediction_gives_b_the_true_scores(run):
@@ -172,7 +172,7 @@ def test_table3_variant_is_labelled_plaintext():
     b.params[:] = -0.25
     c = Coordinator(1024, insecure=True)
     transcript = Transcript(keep_payloads=True)
-    scores = inprocess.predict(a, b, c, x[:, :3], x[:, 3:], mode="table3", transcript=transcript)
+    scores = inprocess.predict({"A": a, "B": b}, c, {"A": x[:, :3], "B": x[:, 3:]}, mode="table3", transcript=transcript)
     np.testing.assert_allclose(scores, a.scores() + b.scores())
     to_c = [m for _, to, m in transcript.messages() if to == "C"]
     assert {m.kind for m in to_c} == {"plaintext"}

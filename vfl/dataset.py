@@ -1,4 +1,4 @@
-"""``VerticalDataset``: the same rows, split by columns between two parties.
+"""``VerticalDataset``: the same rows, split by columns between two or more parties.
 
 Every check names what is wrong — the party, the column, the row — so that a
 bad frame never reaches the protocol.
@@ -15,18 +15,19 @@ from vfl.errors import DataError
 
 
 class VerticalDataset:
-    """Aligned frames of two parties; the label column lives in exactly one of them.
+    """Aligned frames of two or more parties; the label column lives in exactly one of them.
 
     Parameters
     ----------
     frames : mapping of party name to DataFrame or 2-D array
-        Exactly two parties.  Arrays get columns ``x0, x1, ...`` and are matched
-        to the training columns by position at prediction time.  Without
-        ``id_column``, rows are matched by position, and two DataFrames must
-        have the same index.
+        Two or more parties, named as you like ("bank", "telco").  Arrays get
+        columns ``x0, x1, ...`` and are matched to the training columns by position
+        at prediction time.  Without ``id_column``, rows are matched by position,
+        and DataFrames must have the same index.
     label : str, optional
-        Name of the label column.  The party whose frame holds it plays B; the
-        other plays A.  Test data for prediction may leave it out.
+        Name of the label column.  The party whose frame holds it is the label
+        party (Yang et al.'s B); every other party is a feature party (A).  Test
+        data for prediction may leave it out.
     id_column : str, optional
         A column present in every frame; the ids must be the same, in the same order.
         It is checked and then dropped from the features.
@@ -37,13 +38,15 @@ class VerticalDataset:
         The party names, in the order given.
     label_party : str or None
         The party holding the label (B), if the label is present.
+    feature_parties : tuple of str
+        The other parties, in the order given (empty without a label).
     """
 
     def __init__(self, frames: Mapping[str, object], label: str | None = None, id_column: str | None = None):
         if not isinstance(frames, Mapping) or not frames:
-            raise DataError("no frames given: pass a mapping {party name: DataFrame} with two parties")
-        if len(frames) != 2:
-            raise DataError(f"vertical learning takes exactly two parties' frames, got {len(frames)}: {list(frames)}")
+            raise DataError("no frames given: pass a mapping {party name: DataFrame} with two or more parties")
+        if len(frames) < 2:
+            raise DataError(f"vertical learning takes two or more parties' frames, got {len(frames)}: {list(frames)}")
         if label is not None and id_column is not None and label == id_column:
             raise DataError(f"the label column {label!r} is also the id column: the ids would become the target. "
                             "Pass label='the column to predict' and id_column='the column of row ids', "
@@ -94,23 +97,32 @@ class VerticalDataset:
             if dup.any():
                 row = int(np.flatnonzero(dup.to_numpy())[0])
                 raise DataError(f"party {party}: id {_show(frame[self.id_column].iloc[row])} appears twice (row {row})")
-        (first, a), (second, b) = [(p, f[self.id_column].to_numpy()) for p, f in tables.items()]
-        if len(a) != len(b):
-            raise DataError(f"party {first} has {len(a)} rows (ids) but party {second} has {len(b)}")
-        differ = np.flatnonzero(a != b)
-        if differ.size:
-            rows = ", ".join(f"row {i}: {_show(a[i])} vs {_show(b[i])}" for i in differ[:5])
-            raise DataError(f"the parties' ids differ at {differ.size} row(s) ({first} vs {second}): {rows}; "
-                            "align the rows (same ids, same order) before training")
+        (first, a), *others = [(p, f[self.id_column].to_numpy()) for p, f in tables.items()]
+        for second, b in others:
+            if len(a) != len(b):
+                raise DataError(f"party {first} has {len(a)} rows (ids) but party {second} has {len(b)}")
+            differ = np.flatnonzero(a != b)
+            if differ.size:
+                rows = ", ".join(f"row {i}: {_show(a[i])} vs {_show(b[i])}" for i in differ[:5])
+                raise DataError(f"the parties' ids differ at {differ.size} row(s) ({first} vs {second}): {rows}; "
+                                "align the rows (same ids, same order) before training, or use vfl.psi")
         return a
 
     # -- accessors ---------------------------------------------------------------
     @property
-    def feature_party(self) -> str | None:
-        """The party without the label (A), when the label is present."""
+    def feature_parties(self) -> tuple[str, ...]:
+        """The parties without the label (Yang et al.'s A), when the label is present."""
         if self.label_party is None:
-            return None
-        return next(p for p in self.parties if p != self.label_party)
+            return ()
+        return tuple(p for p in self.parties if p != self.label_party)
+
+    @property
+    def feature_party(self) -> str | None:
+        """The one party without the label, in a two-party data set (see :attr:`feature_parties`)."""
+        if len(self.feature_parties) > 1:
+            raise DataError(f"this data set has {len(self.feature_parties)} feature parties "
+                            f"{list(self.feature_parties)}: use feature_parties")
+        return self.feature_parties[0] if self.feature_parties else None
 
     def columns(self, party: str) -> list[str]:
         return [str(c) for c in self._frame(party).columns]
@@ -135,18 +147,19 @@ def _show(value) -> str:
 
 
 def _check_index(frames: Mapping[str, object]) -> None:
-    """Without ids rows are matched by position: refuse two DataFrames whose index labels disagree."""
+    """Without ids rows are matched by position: refuse DataFrames whose index labels disagree."""
     tables = [(str(p), f) for p, f in frames.items() if isinstance(f, pd.DataFrame)]
-    if len(tables) != 2 or len(tables[0][1]) != len(tables[1][1]):
+    if len(tables) < 2:
         return
-    (first, a), (second, b) = tables
-    if a.index.equals(b.index):
-        return
-    differ = np.flatnonzero(a.index.to_numpy() != b.index.to_numpy())
-    shown = ", ".join(f"row {i}: {_show(a.index[i])} vs {_show(b.index[i])}" for i in differ[:3])
-    raise DataError(f"the frames of {first} and {second} have different index labels at {differ.size} row(s) "
-                    f"({shown}); without id_column rows are matched by position, so align the frames or pass "
-                    "id_column (or reset_index(drop=True) on both if their order is already the same)")
+    (first, a), *others = tables
+    for second, b in others:
+        if len(a) != len(b) or a.index.equals(b.index):
+            continue    # different lengths are reported later, with every party's count
+        differ = np.flatnonzero(a.index.to_numpy() != b.index.to_numpy())
+        shown = ", ".join(f"row {i}: {_show(a.index[i])} vs {_show(b.index[i])}" for i in differ[:3])
+        raise DataError(f"the frames of {first} and {second} have different index labels at {differ.size} row(s) "
+                        f"({shown}); without id_column rows are matched by position, so align the frames or pass "
+                        "id_column (or reset_index(drop=True) on all if their order is already the same)")
 
 
 def _as_frame(party: str, frame) -> pd.DataFrame:

@@ -1,54 +1,65 @@
-"""Run the three roles in one process, one thread each, over the in-process transport.
+"""Run every role in one process, one thread each, over the in-process transport.
 
 The estimators use this; the same role programs run as separate processes over TLS
 in :mod:`vfl.federation`.  Frames cross as bytes exactly as on the network, so the
-transcript's sizes are real.
+transcript's sizes are real.  Parties are named as the user named them (the
+:class:`~vfl.protocols.Roster`); the defaults are Yang et al.'s A, B and C.
 """
 
 from __future__ import annotations
 
+from typing import Mapping
+
 import numpy as np
 
-from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.protocols import TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.parties import Coordinator, FeatureParty
+from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
+                           run_c)
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
-ROLES = ("A", "B", "C")
 
-
-def _endpoints(transcript: Transcript, on_message=None) -> tuple[InProcessNetwork, dict[str, Endpoint]]:
-    network = InProcessNetwork(ROLES)
-    endpoints = {r: Endpoint(network.transport(r), [p for p in ROLES if p != r], transcript, on_message=on_message)
-                 for r in ROLES}
+def _endpoints(roster: Roster, transcript: Transcript, on_message=None) -> tuple[InProcessNetwork, dict]:
+    network = InProcessNetwork(roster.everyone)
+    endpoints = {name: Endpoint(network.transport(name), roster.peers(name), transcript, on_message=on_message)
+                 for name in roster.everyone}
     return network, endpoints
 
 
-def train(party_a: PartyA, party_b: PartyB, coordinator: Coordinator, settings: TrainingSettings,
-          transcript: Transcript | None = None, engine=None, on_message=None, on_epoch=None) -> dict:
+def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, settings: TrainingSettings,
+          transcript: Transcript | None = None, engine=None, on_message=None, on_epoch=None,
+          roster: Roster = TWO_PARTY) -> dict:
     """Train in-process; returns C's result (``loss_curve``, ``n_iter``, ``converged``).
 
-    ``on_epoch(epoch, loss)`` is called as C completes each epoch.
+    Parameters
+    ----------
+    parties : mapping of name to party
+        Every data party of ``roster``: a :class:`~vfl.parties.PartyA` per feature
+        party and the :class:`~vfl.parties.PartyB`.
+    on_epoch : callable, optional
+        ``on_epoch(epoch, loss)`` as C completes each epoch.
     """
     transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(transcript, on_message)
+    network, ep = _endpoints(roster, transcript, on_message)
     c_epoch = (lambda epoch, state: on_epoch(epoch, state["loss_curve"][-1])) if on_epoch else None
-    results = run_roles(network, {
-        "A": lambda: run_a(ep["A"], party_a, settings, engine=engine),
-        "B": lambda: run_b(ep["B"], party_b, settings, engine=engine),
-        "C": lambda: run_c(ep["C"], coordinator, settings, on_epoch=c_epoch),
-    })
-    return results["C"]
+    programs = {name: (lambda name=name: run_a(ep[name], parties[name], settings, engine=engine, roster=roster))
+                for name in roster.features}
+    programs[roster.label] = lambda: run_b(ep[roster.label], parties[roster.label], settings, engine=engine,
+                                           roster=roster)
+    programs[roster.coordinator] = lambda: run_c(ep[roster.coordinator], coordinator, settings, on_epoch=c_epoch,
+                                                 roster=roster)
+    return run_roles(network, programs)[roster.coordinator]
 
 
-def predict(party_a: PartyA, party_b: PartyB, coordinator: Coordinator, features_a, features_b,
-            mode: str = "private", frac_bits: int = 32, transcript: Transcript | None = None,
-            engine=None) -> np.ndarray:
-    """Scores ``z`` of new rows, as party B learns them."""
+def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, features: Mapping[str, np.ndarray],
+            mode: str = "private", frac_bits: int = 32, transcript: Transcript | None = None, engine=None,
+            roster: Roster = TWO_PARTY) -> np.ndarray:
+    """Scores ``z`` of new rows (``features`` by party name), as the label party learns them."""
     transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(transcript)
-    results = run_roles(network, {
-        "A": lambda: predict_a(ep["A"], party_a, features_a, mode, frac_bits, engine),
-        "B": lambda: predict_b(ep["B"], party_b, features_b, mode, frac_bits, engine),
-        "C": lambda: predict_c(ep["C"], coordinator, mode),
-    })
-    return results["B"]
+    network, ep = _endpoints(roster, transcript)
+    programs = {name: (lambda name=name: predict_a(ep[name], parties[name], features[name], mode, frac_bits, engine,
+                                                   roster))
+                for name in roster.features}
+    programs[roster.label] = lambda: predict_b(ep[roster.label], parties[roster.label], features[roster.label], mode,
+                                               frac_bits, engine, roster)
+    programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster)
+    return run_roles(network, programs)[roster.label]

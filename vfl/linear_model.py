@@ -20,7 +20,7 @@ from vfl.crypto import FixedPoint, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp
-from vfl.protocols import TrainingSettings, check_batch_size, check_gradient_equations
+from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
 
@@ -92,34 +92,34 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
         if data.label_party is None:
             raise DataError(f"the label column {data.label!r} is in no party's frame")
-        name_a, name_b = data.feature_party, data.label_party
-        y = self._encode_labels(data.labels, name_b)
-        party_a = PartyA(data.features(name_a), role=_label("A", name_a), columns=data.columns(name_a))
-        party_b = PartyB(data.features(name_b), y, fit_intercept=self.fit_intercept, role=_label("B", name_b),
-                         columns=data.columns(name_b))
-        for party in (party_a, party_b):
+        roster = _roster(data.feature_parties, data.label_party)
+        y = self._encode_labels(data.labels, roster.label)
+        parties = {name: PartyA(data.features(name), role=name, columns=data.columns(name))
+                   for name in roster.features}
+        party_b = parties[roster.label] = PartyB(data.features(roster.label), y, fit_intercept=self.fit_intercept,
+                                                 role=roster.label, columns=data.columns(roster.label))
+        for party in parties.values():
             check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
         if not settings.dp:
             check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
-                                     {party_a.role: party_a.n_features, party_b.role: party_b.n_features},
-                                     party_b.role, self.fit_intercept)
+                                     {name: party.n_features for name, party in parties.items()},
+                                     roster.label, self.fit_intercept)
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
 
         transcript = Transcript()
         progress = _progress(self.verbose, self.max_iter)
         try:
-            result = inprocess.train(party_a, party_b, coordinator, settings, transcript, self.engine,
-                                     on_epoch=progress.epoch if progress else None)
+            result = inprocess.train(parties, coordinator, settings, transcript, self.engine,
+                                     on_epoch=progress.epoch if progress else None, roster=roster)
         finally:
             if progress:
                 progress.close()
 
-        self.party_names_ = {"A": name_a, "B": name_b}
-        self.feature_names_ = {name_a: data.columns(name_a), name_b: data.columns(name_b)}
-        self.coef_ = {name_a: party_a.coef, name_b: party_b.coef}
+        self.label_party_, self.feature_parties_ = roster.label, roster.features
+        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self.coef_ = {name: party.coef for name, party in parties.items()}
         self.intercept_ = party_b.intercept
-        self.initial_coef_ = {name_a: party_a.initial_params.copy(),
-                              name_b: party_b.initial_params[:party_b.n_features].copy()}
+        self.initial_coef_ = {name: party.initial_params[:party.n_features].copy() for name, party in parties.items()}
         self.initial_intercept_ = float(party_b.initial_params[-1]) if self.fit_intercept else 0.0
         self.n_iter_ = result["n_iter"]
         self.loss_curve_ = np.asarray(result["loss_curve"])
@@ -151,7 +151,7 @@ class _VerticalLinearModel(BaseEstimator):
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
-        """The scores ``z = x_A w_A + x_B w_B + b``, computed by the inference protocol."""
+        """The scores ``z = sum_k x_k w_k + x_B w_B + b``, computed by the inference protocol."""
         if not hasattr(self, "coef_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
         if not isinstance(data, VerticalDataset):
@@ -171,30 +171,33 @@ class _VerticalLinearModel(BaseEstimator):
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
             features[name] = data.features(name)
-        party_a, party_b = self._prediction_parties(features)
+        roster = _roster(self.feature_parties_, self.label_party_)
+        parties = self._prediction_parties(features, roster)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
                                                           self.engine)
         transcript = Transcript()
-        scores = inprocess.predict(party_a, party_b, coordinator, party_a.features, party_b.features,
-                                   self.inference, self.frac_bits, transcript, self.engine)
+        scores = inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits, transcript,
+                                   self.engine, roster)
         self.predict_transcript_ = transcript.to_frame()
         return scores
 
-    def _prediction_parties(self, features: dict) -> tuple[PartyA, PartyB]:
-        """A and B holding the rows to score and their fitted weights, as ``vfl predict`` loads them from shards.
+    def _prediction_parties(self, features: dict, roster: Roster) -> dict:
+        """The parties holding the rows to score and their fitted weights, as ``vfl predict`` loads shards.
 
-        B always carries an intercept (``intercept_`` is 0.0 when none was fitted): the scores are the same.
+        The label party always carries an intercept (``intercept_`` is 0.0 when none was fitted): same scores.
         """
-        name_a, name_b = self.party_names_["A"], self.party_names_["B"]
-        x_a, x_b = features[name_a], features[name_b]
-        party_a = PartyA(x_a, role=_label("A", name_a), columns=self.feature_names_[name_a])
-        party_a.load_state({"params": np.asarray(self.coef_[name_a], dtype=np.float64)})
-        party_b = PartyB(x_b, np.zeros(x_b.shape[0]), fit_intercept=True, role=_label("B", name_b),
-                         columns=self.feature_names_[name_b])
-        party_b.load_state({"params": np.append(np.asarray(self.coef_[name_b], dtype=np.float64), self.intercept_)})
-        return party_a, party_b
+        parties = {}
+        for name in roster.features:
+            parties[name] = PartyA(features[name], role=name, columns=self.feature_names_[name])
+            parties[name].load_state({"params": np.asarray(self.coef_[name], dtype=np.float64)})
+        x_b = features[roster.label]
+        party_b = parties[roster.label] = PartyB(x_b, np.zeros(x_b.shape[0]), fit_intercept=True, role=roster.label,
+                                                 columns=self.feature_names_[roster.label])
+        party_b.load_state({"params": np.append(np.asarray(self.coef_[roster.label], dtype=np.float64),
+                                                self.intercept_)})
+        return parties
 
 
 class VerticalLinearRegression(_VerticalLinearModel):
@@ -244,6 +247,10 @@ class VerticalLinearRegression(_VerticalLinearModel):
     ----------
     coef_ : dict of str to ndarray
         Each party's weights, in its column order.
+    label_party_ : str
+        The party that held the labels (B).
+    feature_parties_ : tuple of str
+        The other parties, in the order of the data set.
     intercept_ : float
     n_iter_ : int
     loss_curve_ : ndarray
@@ -269,7 +276,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
     the coordinator's private key in memory for its predictions (it keeps no
     training rows).  Pickling (or ``copy.deepcopy``) keeps what the parties'
     model shards hold together — ``coef_``, ``intercept_``, ``classes_``,
-    ``feature_names_``, ``party_names_``, ``n_iter_``, ``loss_curve_``, the
+    ``feature_names_``, ``label_party_``, ``feature_parties_``, ``n_iter_``, ``loss_curve_``, the
     transcripts and the parameters — and never the private key: an unpickled
     model predicts with a fresh key pair, made at its first prediction.  To keep
     the parties apart, run each as its own process (``vfl party``, see
@@ -363,9 +370,11 @@ def _is_engine(name) -> bool:
     return True
 
 
-def _label(role: str, name: str) -> str:
-    """How errors name a party: its role, and the user's name for it when that differs."""
-    return role if name == role else f"{role} ({name!r})"
+def _roster(features, label: str) -> Roster:
+    """The in-process federation: the users' party names; the coordinator is "C" unless a party took that name."""
+    taken = {*features, label}
+    coordinator = next(name for name in ("C", "coordinator", "vfl-coordinator") if name not in taken)
+    return Roster(tuple(features), label, coordinator)
 
 
 def _labels(data: VerticalDataset, y) -> np.ndarray:

@@ -60,8 +60,9 @@ def main(argv=None) -> None:
         party.apply_update = recording
 
     lock = threading.Lock()
-    # 8 set-up messages, then 9 per iteration (scores, residual, loss, 2 gradients, 2 answers, 2 controls)
-    bar = tqdm(total=8 + 9 * iterations, desc=f"vfl {rows}x{features}", unit="msg", delay=2.0, leave=False,
+    # 8 set-up messages, then 10 per iteration (scores, residual, loss part, loss, 2 gradients, 2 answers,
+    # 2 controls)
+    bar = tqdm(total=8 + 10 * iterations, desc=f"vfl {rows}x{features}", unit="msg", delay=2.0, leave=False,
                file=sys.stderr)
 
     def on_message(direction, peer, message, nbytes):
@@ -73,7 +74,7 @@ def main(argv=None) -> None:
     stamps = []
     transcript = Transcript()
     start = time.perf_counter()
-    inprocess.train(party_a, party_b, coordinator, settings, transcript, engine=engine, on_message=on_message,
+    inprocess.train({"A": party_a, "B": party_b}, coordinator, settings, transcript, engine=engine, on_message=on_message,
                     on_epoch=lambda epoch, loss: stamps.append((time.perf_counter(), loss)))
     bar.close()
     workers.shutdown()

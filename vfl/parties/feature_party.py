@@ -47,6 +47,8 @@ class FeatureParty:
         #: where training started (``start``); never leaves the party
         self.initial_params = self.params.copy()
         self.context: Context | None = None
+        #: how many parties hold rows (feature parties and the label party): the range bounds depend on it
+        self.n_parties = 2
         self._pending_mask = None
 
     # -- where training starts -------------------------------------------------------
@@ -120,16 +122,19 @@ class FeatureParty:
         name = self.columns[j]
         return name if name.startswith("column ") else f"column {name!r}"
 
-    def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None) -> None:
+    def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None, n_parties: int = 2) -> None:
         """Keep the public key, and check every feature fits the fixed-point range.
 
         The check is the data half of :func:`score_bound`'s budget: with scores
         within that bound, no gradient over any batch of these rows can wrap.
+        ``n_parties`` is the number of parties holding rows (public).
         """
         context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
+        self.n_parties = int(n_parties)
         if self.features.size:
             limit = _power_of_two(math.floor(
-                _product_bits(context) - 1 - math.log2(2 * self.n_rows) - _score_bits(context, self.n_rows)))
+                _product_bits(context) - 1 - math.log2(self.n_parties * self.n_rows)
+                - _score_bits(context, self.n_rows, self.n_parties)))
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
@@ -168,7 +173,10 @@ class FeatureParty:
     # -- Table 2, steps 3 and 4 --------------------------------------------------
     def masked_gradient(self, d: EncryptedVector, rows) -> EncryptedVector:
         """``[[X^T d]] + [[R]]`` with a fresh uniform mask ``R`` kept for the unmasking."""
-        gradient = self.design(rows).T @ d
+        return self.mask_gradient(self.design(rows).T @ d)
+
+    def mask_gradient(self, gradient: EncryptedVector) -> EncryptedVector:
+        """``[[g + R]]`` for an encrypted gradient ``[[g]]``; ``R`` is kept for :meth:`apply_update`."""
         masked, mask = self._ctx().mask(gradient)
         self._pending_mask = (mask, masked.exponent)
         return masked
@@ -213,35 +221,36 @@ def _power_of_two(bits: int) -> float:
     return math.ldexp(1.0, bits) if bits < 1024 else math.inf
 
 
-def _score_bits(context: Context, n: int) -> int:
-    return math.floor((_product_bits(context) - 4 - math.log2(3 * n)) / 2)
+def _score_bits(context: Context, n: int, n_parties: int = 2) -> int:
+    return math.floor((_product_bits(context) - 4 - math.log2(3 * n * n_parties ** 2 / 4)) / 2)
 
 
-def score_bound(context: Context, n: int) -> float:
+def score_bound(context: Context, n: int, n_parties: int = 2) -> float:
     """The largest share of a score each party may contribute in a batch of ``n`` rows.
 
-    A public function of the key, the precision and the batch size: ``S`` with
-    ``3 n S^2 <= 2^(P-4)``, where ``2^P`` is the magnitude a value carried at
-    ``2 * frac_bits`` may reach.  With ``|u_A| <= S`` at A and
-    ``|u_B - kappa y| <= S`` at B (with DP, also after adding its noise), every
-    residual is below ``2 S``; the loss's cross term ``sum (2a u_B + b y) u_A =
-    sum 2a (u_B - kappa y) u_A`` is below ``n S^2``, under 1/48 of the range (both
-    objectives have ``2a <= 1``); each party's own
-    loss part is held below a quarter (:func:`loss_part_bound`).  With the
-    feature check of :meth:`FeatureParty.receive_public_key` (made for the
-    largest batch, ``N`` rows), a gradient ``X^T d`` over ``n`` rows stays below
-    ``2 sqrt(n/N) 2^(P-1) <= 2^P``.  So nothing the coordinator decrypts can have
-    wrapped around Z_n — as long as both parties run these checks, as
+    A public function of the key, the precision, the batch size and the number
+    ``m`` of parties holding rows: ``S`` with ``3 n m^2 S^2 / 4 <= 2^(P-4)``, where
+    ``2^P`` is the magnitude a value carried at ``2 * frac_bits`` may reach (for
+    ``m = 2``, ``3 n S^2 <= 2^(P-4)``).  With ``|u_k| <= S`` at every feature party
+    and ``|u_B - kappa y| <= S`` at B (with DP, also after adding its noise), every
+    residual is below ``m S``.  The batch loss B assembles is the feature parties'
+    ``a u_k . d`` (each below ``n m S^2 / 2``), B's ``a (u_B - kappa y - e) . U``
+    (below ``3 n K S^2 / 2``) and every party's own part (each held below
+    ``2^(P-1) / m``, :func:`loss_part_bound`): in all under ``0.6 * 2^P``.  With the
+    feature check of :meth:`FeatureParty.receive_public_key` (made for the largest
+    batch, ``N`` rows), a gradient ``X^T d`` over ``n`` rows stays below
+    ``sqrt(n/N) 2^(P-1) <= 2^P``.  So nothing the coordinator decrypts can have
+    wrapped around Z_n — as long as every party runs these checks, as
     semi-honest parties do.
     """
-    return _power_of_two(_score_bits(context, n))
+    return _power_of_two(_score_bits(context, n, n_parties))
 
 
-def loss_part_bound(context: Context) -> float:
-    """The largest loss part a party may add to the encrypted batch loss."""
-    return _power_of_two(_product_bits(context) - 2)
+def loss_part_bound(context: Context, n_parties: int = 2) -> float:
+    """The largest own part (penalty, B's label terms) a party may add to the encrypted batch loss."""
+    return _power_of_two(_product_bits(context) - 1) / n_parties
 
 
-def prediction_bound(context: Context) -> float:
-    """The largest partial score a party may contribute to an encrypted prediction."""
-    return _power_of_two(_range_bits(context) - 1 - context.frac_bits)
+def prediction_bound(context: Context, n_parties: int = 2) -> float:
+    """The largest partial score a party may contribute to an encrypted prediction (``m`` parties add up)."""
+    return _power_of_two(_range_bits(context) - context.frac_bits - math.ceil(math.log2(n_parties)))

@@ -6,7 +6,7 @@ import numpy as np
 
 from vfl.crypto import EncryptedVector
 from vfl.crypto.randomness import gaussian
-from vfl.errors import DataError, FixedPointOverflowError
+from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
 
@@ -38,6 +38,7 @@ class PartyB(FeatureParty):
         self.noise_multiplier: float | None = None
         #: the source of standard normal noise: the CSPRNG (a test may substitute a recorded one)
         self.standard_normal = gaussian
+        self._pending_loss = None
 
     def start(self, init: str, kappa: float = 1.0) -> None:
         """As :meth:`FeatureParty.start`; B's random start hides ``kappa y`` in the first residual.
@@ -54,10 +55,10 @@ class PartyB(FeatureParty):
         """Clip the labels to ``[-bound, bound]``: the sensitivity bound of linear regression with DP."""
         self.labels = np.clip(self.labels, -bound, bound)
 
-    def receive_public_key(self, key_bytes: bytes, precision, engine=None) -> None:
+    def receive_public_key(self, key_bytes: bytes, precision, engine=None, n_parties: int = 2) -> None:
         """As for A, and check the labels leave room for the scores within :func:`score_bound`."""
-        super().receive_public_key(key_bytes, precision, engine)
-        limit = score_bound(self.context, self.n_rows) / 4       # kappa |y| at most half the bound (kappa <= 2)
+        super().receive_public_key(key_bytes, precision, engine, n_parties)
+        limit = score_bound(self.context, self.n_rows, self.n_parties) / 4       # kappa |y| at most half the bound (kappa <= 2)
         big = np.flatnonzero(~(np.abs(self.labels) <= limit))
         if big.size:
             key_bits, self.context = self.context.public_key.key_bits, None
@@ -66,26 +67,50 @@ class PartyB(FeatureParty):
                 f"range of a {key_bits}-bit key with {precision.frac_bits} fractional bits "
                 f"(|label| < {limit:.3g} for {self.n_rows} rows); scale the label down")
 
-    def residual_and_loss(self, u_a: EncryptedVector, loss_a: EncryptedVector, rows, objective: Objective,
-                          alpha: float) -> tuple[EncryptedVector, EncryptedVector]:
-        """Table 2, step 2 at B: ``[[d]]`` and ``[[n L]]``, both re-randomized.
+    def residual(self, scores: list[EncryptedVector], rows, objective: Objective) -> EncryptedVector:
+        """Table 2, step 2 at B: ``[[d]] = sum_k [[u_k]] + (u_B - kappa y)``, re-randomized.
 
-        ``[[d]] = [[u_A]] + (u_B - kappa y)``: without re-randomizing, A, who knows
-        the randomness of its own ``[[u_A]]``, could divide it out and read ``u_B - kappa y``.
-        With DP on, B adds fresh Gaussian noise of standard deviation ``noise_std`` to
-        every row of ``d`` (the loss stays exact).
+        ``scores`` are the feature parties' ``[[u_k]]``.  Without re-randomizing, a
+        feature party, who knows the randomness of its own ``[[u_k]]``, could divide
+        it out of the sum.  With DP on, B adds fresh Gaussian noise of standard
+        deviation ``noise_std`` to every row (the loss stays exact).
         """
         y = self.labels[rows]
-        u_b = self.scores(rows)
-        exact = u_b - objective.kappa * y
-        offset = exact + self.noise_std * self.standard_normal(len(y)) if self.noise_std else exact
-        self.check_range(np.maximum(np.abs(exact), np.abs(offset)), score_bound(self._ctx(), len(y)),
+        exact = self.scores(rows) - objective.kappa * y
+        noise = self.noise_std * self.standard_normal(len(y)) if self.noise_std else np.zeros(len(y))
+        self.check_range(np.maximum(np.abs(exact), np.abs(exact + noise)),
+                         score_bound(self._ctx(), len(y), self.n_parties),
                          "partial scores and labels" + (" (with the DP noise)" if self.noise_std else ""), len(y))
-        d = (u_a + offset).rerandomize()
-        cross = 2.0 * objective.a * u_b + objective.b * y
+        total = scores[0]
+        for other in scores[1:]:
+            total = total + other
+        self._pending_loss = (total, exact, noise, rows)
+        return (total + (exact + noise)).rerandomize()
+
+    def batch_loss(self, loss_parts: list[EncryptedVector], objective: Objective, alpha: float) -> EncryptedVector:
+        """Table 2, step 2 at B: the encrypted batch loss ``[[n L]]``, re-randomized, for C.
+
+        With ``U = sum_k u_k``, ``r = u_B - kappa y`` and ``d = U + r + e`` (``e``: the
+        DP noise, or 0), the quadratic loss is ``a z^2 + b y z + c(y)`` with
+        ``z = U + u_B``, and since ``b = -2 a kappa``::
+
+            sum a z^2 + b y z = sum_k a u_k . d  +  a (r - e) . U  +  sum a u_B^2 + b y u_B
+
+        The feature parties send ``[[a u_k . d + penalty_k]]`` (``loss_parts``); B adds
+        ``a (r - e) . [[U]]`` and its own terms, which it holds in plaintext.  With one
+        feature party this is ``a u_A^2 + (2a u_B + b y) . u_A + ...``, Yang et al.'s loss.
+        """
+        if self._pending_loss is None:
+            raise ProtocolError(f"party {self.role} received loss parts before forming the residual")
+        total, exact, noise, rows = self._pending_loss
+        self._pending_loss = None
+        y, u_b = self.labels[rows], self.scores(rows)
         with np.errstate(over="ignore", invalid="ignore"):
             own = float(np.sum(objective.a * u_b * u_b + objective.b * y * u_b + objective.c(y)))
             own += len(y) * self.penalty(alpha)
-        self.check_range(own, loss_part_bound(self._ctx()), "its loss part (penalty included)", len(y))
-        total_loss = (loss_a + cross @ u_a + own).rerandomize()
-        return d, total_loss
+        self.check_range(own, loss_part_bound(self._ctx(), self.n_parties), "its loss part (penalty included)",
+                         len(y))
+        loss = (objective.a * (exact - noise)) @ total + own
+        for part in loss_parts:
+            loss = loss + part
+        return loss.rerandomize()

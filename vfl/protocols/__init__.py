@@ -6,10 +6,11 @@
 """
 
 from vfl.protocols.inference import predict_a, predict_b, predict_c
+from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import (TrainingSettings, batch_sizes, batches, check_batch_size,
                                     check_gradient_equations, gradient_unknowns)
 from vfl.protocols.training import run_a, run_b, run_c
 
-__all__ = ["TrainingSettings", "batch_sizes", "batches", "check_batch_size", "check_gradient_equations",
+__all__ = ["Roster", "TWO_PARTY", "TrainingSettings", "batch_sizes", "batches", "check_batch_size", "check_gradient_equations",
            "gradient_unknowns", "predict_a", "predict_b",
            "predict_c", "run_a", "run_b", "run_c"]

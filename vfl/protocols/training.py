@@ -1,27 +1,34 @@
 """Training: Yang et al. 2019, Table 2 — one program per role.
 
-Read the three programs side by side with the table::
+Read the three programs side by side with the table (one feature party ``A``;
+with more, every feature party does what A does)::
 
-    Step  Party A                         Party B                              Party C
-    1     -                               -                                    create key pair, send public key
-    2     [[u_A]], [[L_A]]  -> B          [[d]] = [[u_A]] + (u_B - k y)  -> A
-                                          [[L]]                           -> C
-    3     [[X_A^T d]] + [[R_A]] -> C      [[X_B^T d]] + [[R_B]]          -> C  decrypt [[L]]; decrypt and return
-                                                                               X_A^T d + R_A -> A, X_B^T d + R_B -> B
-    4     unmask, update w_A              unmask, update w_B, b
+    Step  Party A (each feature party k)   Party B                               Party C
+    1     -                                -                                     create key pair, send public key
+    2     [[u_A]]              -> B        [[d]] = sum_k [[u_k]] + (u_B - k y) -> every A
+    3     [[X_A^T d]] + [[R_A]] -> C       [[X_B^T d]] + [[R_B]]            -> C  decrypt and return
+          [[a u_A . d]]        -> B        [[L]] from the loss parts        -> C  X_A^T d + R_A -> A, ...;
+                                                                                  decrypt [[L]]
+    4     unmask, update w_A               unmask, update w_B, b
 
 Linear and logistic regression differ only in the quadratic loss (see
-:mod:`vfl.parties.objectives`); ``k`` is 1 for linear and 2 for logistic.
-Before step 2 the parties agree on where to start (fresh, or the last epoch
-all of them completed, for ``--resume``) and B tells A the batch seed.  A fresh
-run starts each party from its own secret random weights (``init="random"``),
-or from zeros.  After each epoch C says whether to stop.
+:mod:`vfl.parties.objectives`); ``k`` is 1 for linear and 2 for logistic.  The
+loss needs the cross terms ``u_j u_k`` between feature parties, which no party
+holds: each feature party adds ``a u_k`` as one more column of its ``X^T [[d]]``
+and sends that product to B, which assembles ``[[L]]`` (see
+:meth:`vfl.parties.PartyB.batch_loss`).  C decrypts only the batch loss.
 
-Every role program takes an :class:`~vfl.transport.Endpoint`, its party and the
-shared :class:`TrainingSettings`; it runs unchanged in threads (in-process) or
-as its own process over TLS.  ``checkpoints`` maps a completed epoch to the
-party's saved state (``party.state()`` plus, for B, the batch seed), and
-``on_epoch(epoch, state)`` is called after every completed epoch.
+Before step 2 the parties agree on where to start (fresh, or the last epoch
+all of them completed, for ``--resume``) and B tells the feature parties the
+batch seed.  A fresh run starts each party from its own secret random weights
+(``init="random"``), or from zeros.  After each epoch C says whether to stop.
+
+Every role program takes an :class:`~vfl.transport.Endpoint`, its party, the
+shared :class:`TrainingSettings` and the :class:`~vfl.protocols.roster.Roster`
+(who plays which role; Yang's A, B, C by default); it runs unchanged in threads
+(in-process) or as its own process over TLS.  ``checkpoints`` maps a completed
+epoch to the party's saved state (``party.state()`` plus, for B, the batch
+seed), and ``on_epoch(epoch, state)`` is called after every completed epoch.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
+from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
 from vfl.transport import Endpoint
 
@@ -42,94 +50,104 @@ OnEpoch = Callable[[int, dict], None]
 
 
 # -- setup shared by all roles ---------------------------------------------------------
-def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine) -> None:
-    message = ep.recv("C", "public_key")
-    party.receive_public_key(message["key"], FixedPoint(settings.frac_bits), engine)
+def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster: Roster) -> None:
+    message = ep.recv(roster.coordinator, "public_key")
+    party.receive_public_key(message["key"], FixedPoint(settings.frac_bits), engine, len(roster.data_parties))
 
 
-def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None) -> int:
+def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> int:
     """Tell C the last epoch this party completed; C answers with the epoch to resume after."""
-    ep.send("C", "resume", "public", last_epoch=max(checkpoints) if checkpoints else -1)
-    start = ep.recv("C", "start")["epoch"]
+    ep.send(roster.coordinator, "resume", "public", last_epoch=max(checkpoints) if checkpoints else -1)
+    start = ep.recv(roster.coordinator, "start")["epoch"]
     if start >= 0 and (not checkpoints or start not in checkpoints):
         raise ProtocolError(f"{ep.role}: asked to resume after epoch {start}, which it has no checkpoint for")
     return start
 
 
-# -- Party A -------------------------------------------------------------------------
+def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+    """Step 4: unmask the gradient C returned, and take the step."""
+    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "gradient"), party.n_gradient_values)
+    party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+
+
+# -- a feature party (Yang's A) ----------------------------------------------------------
 def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: Checkpoints | None = None,
-          on_epoch: OnEpoch | None = None, engine=None) -> PartyA:
-    """Party A's program: features only; learns its own weights and nothing else."""
+          on_epoch: OnEpoch | None = None, engine=None, roster: Roster = TWO_PARTY) -> PartyA:
+    """A feature party's program: features only; learns its own weights and nothing else."""
     objective = get_objective(settings.objective)
+    b, c = roster.label, roster.coordinator
     # Step 1: receive the public key
-    _receive_key(ep, party, settings, engine)
-    start = _agree_on_start(ep, checkpoints)
+    _receive_key(ep, party, settings, engine, roster)
+    start = _agree_on_start(ep, checkpoints, roster)
     if start >= 0:
         party.load_state(checkpoints[start])
     else:
         party.start(settings.init)
-    schedule = ep.recv("B", "schedule")
+    schedule = ep.recv(b, "schedule")
     if schedule["n_rows"] != party.n_rows:
-        raise DataError(f"party A has {party.n_rows} rows but party B has {schedule['n_rows']}; "
+        raise DataError(f"party {party.role} has {party.n_rows} rows but party {b} has {schedule['n_rows']}; "
                         "the parties' rows must be aligned")
-    check_batch_size("A", party.n_rows, settings.batch_size, party.n_gradient_values)
+    check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
 
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for rows in batches(party.n_rows, settings.batch_size, schedule["seed"], epoch):
-            # Step 2: [[u_A]] and [[L_A]] to B
-            u_a, loss_a = party.encrypted_scores(rows, objective, settings.alpha)
-            ep.send("B", "scores", "ciphertext", **pack_vector(u_a), **pack_vector(loss_a, prefix="loss_"))
-            # Step 3: [[X_A^T d]] + [[R_A]] to C
-            d = unpack_vector(party.context, ep.recv("B", "residual"), len(rows))
-            ep.send("C", "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
+            # Step 2: [[u_A]] to B
+            ep.send(b, "scores", "ciphertext", **pack_vector(party.encrypted_scores(rows)))
+            # Step 3: [[X_A^T d]] + [[R_A]] to C; A's loss part [[a u_A . d + penalty]] to B
+            d = unpack_vector(party.context, ep.recv(b, "residual"), len(rows))
+            gradient, loss_part = party.masked_gradient_and_loss_part(d, rows, objective, settings.alpha)
+            ep.send(c, "masked_gradient", "ciphertext", **pack_vector(gradient))
+            ep.send(b, "loss_part", "ciphertext", **pack_vector(loss_part))
             # Step 4: unmask X_A^T d, update w_A
-            residues = unpack_residues(party.context, ep.recv("C", "gradient"), party.n_gradient_values)
-            party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+            _update(ep, party, rows, objective, settings, roster)
         if on_epoch:
             on_epoch(epoch, party.state())
-        if ep.recv("C", "control")["stop"]:
+        if ep.recv(c, "control")["stop"]:
             break
     return party
 
 
-# -- Party B -------------------------------------------------------------------------
+# -- the label party (Yang's B) ----------------------------------------------------------
 def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: Checkpoints | None = None,
-          on_epoch: OnEpoch | None = None, engine=None) -> PartyB:
-    """Party B's program: features and labels; learns its own weights and intercept."""
+          on_epoch: OnEpoch | None = None, engine=None, roster: Roster = TWO_PARTY) -> PartyB:
+    """The label party's program: features and labels; learns its own weights and intercept."""
     objective = get_objective(settings.objective)
+    c = roster.coordinator
     # Step 1: receive the public key
-    _receive_key(ep, party, settings, engine)
+    _receive_key(ep, party, settings, engine, roster)
     _differential_privacy(party, settings, objective.kappa)
-    start = _agree_on_start(ep, checkpoints)
+    start = _agree_on_start(ep, checkpoints, roster)
     if start >= 0:
         party.load_state(checkpoints[start])
         seed = checkpoints[start]["seed"]
     else:
         party.start(settings.init, objective.kappa)
         seed = settings.random_state if settings.random_state is not None else secrets.randbits(63)
-    check_batch_size("B", party.n_rows, settings.batch_size, party.n_gradient_values)
-    ep.send("A", "schedule", "public", seed=seed, n_rows=party.n_rows)
-    ep.send("C", "schedule", "public", n_rows=party.n_rows)
+    check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
+    for a in roster.features:
+        ep.send(a, "schedule", "public", seed=seed, n_rows=party.n_rows)
+    ep.send(c, "schedule", "public", n_rows=party.n_rows)
 
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for rows in batches(party.n_rows, settings.batch_size, seed, epoch):
-            # Step 2: [[d]] to A, [[L]] to C
-            scores = ep.recv("A", "scores")
-            u_a = unpack_vector(party.context, scores, len(rows))
-            loss_a = unpack_vector(party.context, scores, 1, prefix="loss_")
-            d, loss = party.residual_and_loss(u_a, loss_a, rows, objective, settings.alpha)
-            ep.send("A", "residual", "ciphertext", **pack_vector(d))
-            ep.send("C", "loss", "ciphertext", **pack_vector(loss), n=len(rows))
-            # Step 3: [[X_B^T d]] + [[R_B]] to C
-            ep.send("C", "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
+            # Step 2: [[d]] to every feature party
+            scores = [unpack_vector(party.context, ep.recv(a, "scores"), len(rows)) for a in roster.features]
+            d = party.residual(scores, rows, objective)
+            residual = pack_vector(d)
+            for a in roster.features:
+                ep.send(a, "residual", "ciphertext", **residual)
+            # Step 3: [[X_B^T d]] + [[R_B]] to C; [[L]] to C, from the feature parties' loss parts
+            ep.send(c, "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
+            parts = [unpack_vector(party.context, ep.recv(a, "loss_part"), 1) for a in roster.features]
+            ep.send(c, "loss", "ciphertext", **pack_vector(party.batch_loss(parts, objective, settings.alpha)),
+                    n=len(rows))
             # Step 4: unmask, update w_B and b
-            residues = unpack_residues(party.context, ep.recv("C", "gradient"), party.n_gradient_values)
-            party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+            _update(ep, party, rows, objective, settings, roster)
         if on_epoch:
             on_epoch(epoch, {**party.state(), "seed": seed})
-        if ep.recv("C", "control")["stop"]:
+        if ep.recv(c, "control")["stop"]:
             break
     return party
 
@@ -144,45 +162,46 @@ def _differential_privacy(party: PartyB, settings: TrainingSettings, kappa: floa
     party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound)
 
 
-# -- Coordinator C -------------------------------------------------------------------
+# -- the coordinator (Yang's C) ----------------------------------------------------------
 def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
           checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None,
-          on_batch_loss: Callable[[int, int, float], None] | None = None) -> dict:
-    """C's program: makes the keys, decrypts the loss and masked gradients only.
+          on_batch_loss: Callable[[int, int, float], None] | None = None, roster: Roster = TWO_PARTY) -> dict:
+    """C's program: makes the keys, decrypts the masked gradients and the batch loss only.
 
     ``on_batch_loss(epoch, batch, loss)`` is called with each batch loss as C decrypts it.
     Returns ``{"loss_curve": [...], "n_iter": int, "converged": bool}``.
-    Raises :class:`~vfl.errors.DivergenceError` (after telling A and B to stop) when
+    Raises :class:`~vfl.errors.DivergenceError` (after telling the parties to stop) when
     the loss is no longer finite or has grown for :data:`DIVERGING_EPOCHS` epochs in a row.
     """
-    # Step 1: create the key pair, send the public key to A and B
+    parties = roster.data_parties
+    # Step 1: create the key pair, send the public key to every party
     key = coordinator.generate_keys()
-    for peer in ("A", "B"):
+    for peer in parties:
         ep.send(peer, "public_key", "public", key=key, frac_bits=settings.frac_bits)
     # Resume after the last epoch every party completed (-1: from the start)
-    last = {peer: ep.recv(peer, "resume")["last_epoch"] for peer in ("A", "B")}
-    start = min(last["A"], last["B"], max(checkpoints) if checkpoints else -1)
-    for peer in ("A", "B"):
+    last = [ep.recv(peer, "resume")["last_epoch"] for peer in parties]
+    start = min(*last, max(checkpoints) if checkpoints else -1)
+    for peer in parties:
         ep.send(peer, "start", "public", epoch=start)
     coordinator.load_state(checkpoints[start] if start >= 0 else {"loss_curve": []})
-    n_rows = ep.recv("B", "schedule")["n_rows"]
+    n_rows = ep.recv(roster.label, "schedule")["n_rows"]
 
     converged = False
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         losses, sizes = [], []
         for batch, size in enumerate(batch_sizes(n_rows, settings.batch_size)):
-            # Step 3: decrypt [[L]]; decrypt and return the masked gradients
-            loss_message = ep.recv("B", "loss")
+            # Step 3: decrypt and return the masked gradients; decrypt [[L]]
+            for peer in parties:
+                masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_gradient"))
+                ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_masked(masked),
+                                                                    coordinator.context))
+            loss_message = ep.recv(roster.label, "loss")
             loss = unpack_vector(coordinator.context, loss_message, 1)
             losses.append(coordinator.decrypt_total(loss) / loss_message["n"])
             sizes.append(size)
             if on_batch_loss:
                 on_batch_loss(epoch, batch, losses[-1])
-            for peer in ("A", "B"):
-                masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_gradient"))
-                ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_masked(masked),
-                                                                    coordinator.context))
         previous = coordinator.loss_curve[-1] if coordinator.loss_curve else None
         current = coordinator.record_epoch(losses, sizes)
         converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
@@ -190,10 +209,10 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
         stop = converged or diverging is not None or epoch + 1 >= settings.max_iter
         if on_epoch:
             on_epoch(epoch, coordinator.state())
-        for peer in ("A", "B"):
+        for peer in parties:
             ep.send(peer, "control", "public", stop=stop)
         if diverging:
-            raise DivergenceError(f"C: training diverges: {diverging}; lower learning_rate (now "
+            raise DivergenceError(f"{ep.role}: training diverges: {diverging}; lower learning_rate (now "
                                   f"{settings.learning_rate:g}) or scale the features")
         if stop:
             break
