@@ -45,9 +45,13 @@ def parse_args(argv=None):
     p.add_argument("--no-micro", action="store_true", help="skip the micro figures")
     p.add_argument("--engine", default="default", help="vfl crypto engine (default: the fast engine)")
     p.add_argument("--json", metavar="PATH", help="also write every figure to PATH as JSON")
+    p.add_argument("--feature-parties", type=_parse_sizes, default=None, metavar="K[,K...]",
+                   help="instead: how the cost grows with the number K of feature parties, each holding "
+                        "--party-columns columns, B as many (default sizes: 10000 rows; no textbook baseline)")
+    p.add_argument("--party-columns", type=int, default=10, help="columns per party with --feature-parties")
     args = p.parse_args(argv)
     if args.sizes is None:
-        args.sizes = [569] if args.quick else [569, 10_000, 100_000]
+        args.sizes = [10_000] if args.feature_parties else [569] if args.quick else [569, 10_000, 100_000]
     return args
 
 
@@ -80,10 +84,10 @@ def load() -> str:
         return "?"
 
 
-def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str) -> dict:
+def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1) -> dict:
     """vfl's protocol in a fresh process (so its memory figures are its own)."""
     cmd = [sys.executable, "-m", "vfl.bench.run_vfl", str(rows), str(features), str(key_bits), str(iterations),
-           engine]
+           engine, str(feature_parties)]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -144,6 +148,10 @@ def main(argv=None) -> int:
     if args.key_bits < 2048:
         print(f"warning: {args.key_bits}-bit keys are insecure; use them to try the benchmark, not to quote it")
     report = {"machine": info, "args": {k: v for k, v in vars(args).items()}, "sizes": [], "micro": []}
+    if args.feature_parties:
+        report["feature_parties"] = feature_party_series(args)
+        _write_json(args, report)
+        return 0
     measured_textbook = {}
     results = []
     for rows in tqdm(args.sizes, desc="sizes", unit="size", file=sys.stderr, leave=False):
@@ -218,10 +226,41 @@ def main(argv=None) -> int:
         print(table([[m["what"], m["detail"], m["implementation"], f"{m['per_second']:,.0f}"]
                      for m in report["micro"]], ["micro figure", "detail", "implementation", "per second"]))
     print(f"\nload average at end: {load()}")
+    _write_json(args, report)
+    return 0
+
+
+def _write_json(args, report: dict) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2, default=str)
-    return 0
+
+
+def feature_party_series(args) -> list[dict]:
+    """vfl with K = each of ``args.feature_parties`` feature parties: seconds, busy time and bytes per party."""
+    entries = []
+    for rows in args.sizes:
+        for k in args.feature_parties:
+            iterations = args.iterations or 3
+            figures = run_vfl(rows, args.party_columns * (k + 1), args.key_bits, iterations, args.engine, k)
+            figures["load_after"] = load()
+            entries.append(figures)
+    print()
+    body = []
+    for e in entries:
+        parties = e["parties"]
+        features = [n for n in parties if n not in ("B", "C")]
+        body.append([e["rows"], e["feature_parties"], f"{args.party_columns} each",
+                     _fmt_s(float(np.mean(e["iterations"])) if e["iterations"] else e["first"]),
+                     _fmt_s(parties["B"]["busy"]), _fmt_s(float(np.mean([parties[n]["busy"] for n in features]))),
+                     _fmt_s(parties["C"]["busy"]), _fmt_bytes(int(parties["B"]["bytes"])),
+                     _fmt_bytes(int(np.mean([parties[n]["bytes"] for n in features]))),
+                     _fmt_bytes(int(parties["C"]["bytes"]))])
+    print(table(body, ["rows", "K", "columns", "s/iter", "B busy s/iter", "each feature party busy s/iter",
+                       "C busy s/iter", "B sends/iter", "each feature party sends/iter", "C sends/iter"]))
+    print("busy: a party's time outside waiting for messages, on the 2 cores every party shares in this run")
+    print(f"load average at end: {load()}")
+    return entries
 
 
 if __name__ == "__main__":

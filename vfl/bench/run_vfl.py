@@ -1,10 +1,12 @@
-"""Time vfl's real protocol (the three role programs, in-process) in a fresh process; print JSON.
+"""Time vfl's real protocol (the role programs, in-process) in a fresh process; print JSON.
 
-``python -m vfl.bench.run_vfl ROWS FEATURES KEY_BITS ITERATIONS [ENGINE]``
+``python -m vfl.bench.run_vfl ROWS FEATURES KEY_BITS ITERATIONS [ENGINE [FEATURE_PARTIES]]``
 
-Runs :func:`vfl.inprocess.train` (parties A, B and C in threads, messages
-framed as bytes) for ``ITERATIONS`` full-batch epochs and reports, as one JSON
-line on stdout:
+Runs :func:`vfl.inprocess.train` (the parties and C in threads, messages
+framed as bytes) for ``ITERATIONS`` full-batch epochs.  With one feature party
+(the default) A holds 20 columns and B the rest; with ``FEATURE_PARTIES = K > 1``
+each of the K feature parties and B hold ``FEATURES / (K + 1)`` columns.  It
+reports, as one JSON line on stdout:
 
 * ``first``: seconds from the start to the end of the first iteration, including
   key generation, the DJN tables and starting the worker processes;
@@ -13,7 +15,10 @@ line on stdout:
 * ``rss_parties_mb``: peak RSS of this process, which runs all three parties;
 * ``rss_worker_mb``: the largest peak RSS among the worker processes;
 * ``params``: A's and B's weights after each step, to check the textbook
-  baseline against (it starts from the weights after the first step).
+  baseline against (it starts from the weights after the first step);
+* ``parties``: per party, seconds per steady iteration spent outside waiting for
+  messages (``busy``: its own computation, on cores it shares with the others)
+  and bytes it sent per iteration.
 """
 
 from __future__ import annotations
@@ -24,11 +29,14 @@ import sys
 import threading
 import time
 
+import numpy as np
+
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     rows, features, key_bits, iterations = (int(v) for v in argv[:4])
     engine = argv[4] if len(argv) > 4 and argv[4] != "default" else None
+    k = int(argv[5]) if len(argv) > 5 else 1
 
     from tqdm import tqdm
 
@@ -36,11 +44,21 @@ def main(argv=None) -> None:
     from vfl.bench.data import make_data
     from vfl.crypto import workers
     from vfl.parties import Coordinator, PartyA, PartyB
-    from vfl.protocols import TrainingSettings
-    from vfl.transport import Transcript
+    from vfl.protocols import Roster, TrainingSettings
+    from vfl.transport import Endpoint, Transcript
 
     x_a, x_b, y, _ = make_data(rows, features)
-    party_a, party_b = PartyA(x_a), PartyB(x_b, y, fit_intercept=True)
+    if k == 1:
+        roster, blocks = Roster(), {"A": x_a}
+    else:
+        x = np.hstack([x_a, x_b])
+        width = features // (k + 1)
+        roster = Roster(tuple(f"A{j + 1}" for j in range(k)))
+        blocks = {name: x[:, j * width:(j + 1) * width] for j, name in enumerate(roster.features)}
+        x_b = x[:, k * width:]
+    parties = {name: PartyA(block, role=name) for name, block in blocks.items()}
+    party_a = parties[roster.features[0]]
+    party_b = parties["B"] = PartyB(x_b, y, fit_intercept=True)
     insecure = key_bits < 2048
     coordinator = Coordinator(key_bits, insecure)
     settings = TrainingSettings(objective="logistic", learning_rate=0.1, max_iter=iterations, alpha=0.01,
@@ -49,7 +67,7 @@ def main(argv=None) -> None:
                                 init="zeros")   # the textbook run it is compared with starts at zero
 
     history = {"A": [], "B": []}
-    for party in (party_a, party_b):
+    for party in (party_a, party_b) if k == 1 else ():
         original = party.apply_update
 
         def recording(*args, _party=party, _original=original, **kwargs):
@@ -60,9 +78,10 @@ def main(argv=None) -> None:
         party.apply_update = recording
 
     lock = threading.Lock()
-    # 8 set-up messages, then 10 per iteration (scores, residual, loss part, loss, 2 gradients, 2 answers,
-    # 2 controls)
-    bar = tqdm(total=8 + 10 * iterations, desc=f"vfl {rows}x{features}", unit="msg", delay=2.0, leave=False,
+    # 4 set-up messages per data party (key, resume, start, schedule), then per iteration 6 per feature
+    # party (scores, residual, loss part, masked gradient, answer, control) and 4 more (B's loss, gradient,
+    # answer and control)
+    bar = tqdm(total=4 * (k + 1) + (6 * k + 4) * iterations, desc=f"vfl {rows}x{features}", unit="msg", delay=2.0, leave=False,
                file=sys.stderr)
 
     def on_message(direction, peer, message, nbytes):
@@ -71,17 +90,38 @@ def main(argv=None) -> None:
                 bar.set_postfix_str(f"iteration {message.iteration}: {message.name} to {peer}", refresh=False)
                 bar.update(1)
 
+    # Time each role spends waiting for messages; the rest of its wall time is its own work.
+    waiting = {name: 0.0 for name in roster.everyone}
+    recv = Endpoint.recv
+
+    def timed_recv(self, frm, name):
+        began = time.perf_counter()
+        try:
+            return recv(self, frm, name)
+        finally:
+            waiting[self.role] += time.perf_counter() - began
+
+    Endpoint.recv = timed_recv
+    waited_at = []
     stamps = []
     transcript = Transcript()
     start = time.perf_counter()
-    inprocess.train({"A": party_a, "B": party_b}, coordinator, settings, transcript, engine=engine, on_message=on_message,
-                    on_epoch=lambda epoch, loss: stamps.append((time.perf_counter(), loss)))
+    inprocess.train(parties, coordinator, settings, transcript, roster=roster, engine=engine, on_message=on_message,
+                    on_epoch=lambda epoch, loss: (stamps.append((time.perf_counter(), loss)),
+                                                  waited_at.append(dict(waiting))))
     bar.close()
     workers.shutdown()
 
     frame = transcript.to_frame()
     per_iteration = frame[frame.iteration >= 0].groupby("iteration")["bytes"].sum()
     times = [t for t, _ in stamps]
+    steady = max(len(times) - 1, 1)
+    span = times[-1] - times[0] if len(times) > 1 else times[0] - start
+    first = waited_at[0] if len(times) > 1 else {name: 0.0 for name in roster.everyone}
+    sent = frame[frame.iteration >= 1].groupby("sender")["bytes"].sum() if len(times) > 1 else \
+        frame[frame.iteration >= 0].groupby("sender")["bytes"].sum()
+    party_figures = {name: {"busy": (span - (waited_at[-1][name] - first[name])) / steady,
+                            "bytes": int(sent.get(name, 0)) / steady} for name in roster.everyone}
     result = {
         "rows": rows, "features": features, "key_bits": key_bits, "engine": engine or "default",
         "first": times[0] - start,
@@ -91,6 +131,8 @@ def main(argv=None) -> None:
         "rss_parties_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "params": history,
+        "feature_parties": k,
+        "parties": party_figures,
     }
     print(json.dumps(result))
 
