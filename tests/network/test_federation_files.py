@@ -46,7 +46,7 @@ def test_config_round_trip_and_fingerprint(tmp_path):
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace("learning_rate", "learnin_rate"), "unknown key(s) ['learnin_rate']"),
     (lambda t: t.replace("insecure = true", "insecure = false"), "below the secure minimum"),
-    (lambda t: t.replace("[parties.C]", "[parties.D]"), "must name exactly A, B and C"),
+    (lambda t: t.replace("[parties.C]", "[parties.D]"), "[parties.A]: 'role' is missing"),
     (lambda t: t.replace('address = "127.0.0.1:7001"', 'address = "nowhere"'), "expected host:port"),
     (lambda t: t.replace("[training]", "[trainin]"), "unknown key(s) ['trainin']"),
     (lambda t: t + "\n[[", "not valid TOML"),
@@ -111,13 +111,15 @@ def test_checkpoints_keep_the_last_few_and_refuse_other_settings(tmp_path):
 
 
 def test_shards(tmp_path):
-    path = write_shard(tmp_path / "b.json", "B", "logistic", ["x", "y"], [0.5, -1.0, 0.25], True, "fp",
+    path = write_shard(tmp_path / "b.json", "B", "label", "logistic", ["x", "y"], [0.5, -1.0, 0.25], True, "fp",
                        classes=["no", "yes"], label="label")
-    shard = read_shard(path, "B")
-    assert shard["coef"] == [0.5, -1.0] and shard["intercept"] == 0.25
+    shard = read_shard(path, "B", "label")
+    assert shard["coef"] == [0.5, -1.0] and shard["intercept"] == 0.25 and shard["party"] == "B"
     assert shard_params(shard) == [0.5, -1.0, 0.25]
     with pytest.raises(DataError, match="not party A's model shard"):
-        read_shard(path, "A")
+        read_shard(path, "A", "feature")
+    with pytest.raises(DataError, match="the model shard of a 'label' party; party B is the feature party"):
+        read_shard(path, "B", "feature")
 
 
 @pytest.mark.parametrize("role, edit, message", [
@@ -136,13 +138,14 @@ def test_shards(tmp_path):
 ])
 def test_shards_with_bad_values_are_refused_naming_the_file(tmp_path, role, edit, message):
     """A shard edited by hand or damaged gives a DataError naming the file, never a traceback later."""
-    path = write_shard(tmp_path / f"model_{role}.json", role, "logistic", ["x", "y"], [0.5, -1.0, 0.25], True,
+    kind = {"A": "feature", "B": "label"}[role]
+    path = write_shard(tmp_path / f"model_{role}.json", role, kind, "logistic", ["x", "y"], [0.5, -1.0, 0.25], True,
                        "fp", classes=["no", "yes"], label="label")
     shard = json.loads(path.read_text())
     edit(shard)
     path.write_text(json.dumps(shard))      # json writes NaN and Infinity as the literals it also reads
     with pytest.raises(DataError, match=re.escape(str(path)) + ".*" + message):
-        read_shard(path, role)
+        read_shard(path, role, kind)
 
 
 def test_label_that_is_the_id_column_is_refused(tmp_path):
@@ -201,17 +204,22 @@ def test_rows_check_refuses_other_ids_and_a_missing_salt(tmp_path):
 
 def test_narrator_one_line_per_message():
     out = io.StringIO()
-    narrator = Narrator("A", total_epochs=3, stream=out)
+    narrator, coordinator = Narrator("telco", total_epochs=3, stream=out), Narrator("hub", total_epochs=3, stream=out)
     message = Message("masked_gradient", "ciphertext", 1, {"ciphertexts": BigInts.from_ints([1, 2, 3], 256),
                                                            "exponent": 4})
-    narrator("->", "C", message, 1234)
-    narrator("<-", "C", message, 1234)  # received messages are narrated by their sender
-    narrator.loss(1, 0.5)
+    narrator("->", "hub", message, 1234)
+    narrator("<-", "hub", message, 1234)  # received messages are narrated by their sender
+    narrator("->", "bank", Message("loss_part", "ciphertext", 1, {"ciphertexts": BigInts.from_ints([5], 256)}), 300)
+    coordinator.batch_loss(1, 0, 0.25)
+    coordinator.loss(1, 0.5)
     lines = out.getvalue().splitlines()
     assert lines == [
-        "[A] epoch 2/3  A -> C  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
+        "[telco] epoch 2/3  telco -> hub  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
         "[ciphertext, 3 values, 1,234 bytes]",
-        "[A] epoch 2/3 done: C's decrypted loss over the epoch: 0.500000",
+        "[telco] epoch 2/3  telco -> bank  loss_part: encrypted loss part [[a u_k.d + penalty]]  "
+        "[ciphertext, 1 value, 300 bytes]",
+        "[hub] epoch 2/3  hub decrypts [[L]] of batch 1: loss 0.250000",
+        "[hub] epoch 2/3 done: hub's decrypted loss over the epoch: 0.500000",
     ]
 
 
