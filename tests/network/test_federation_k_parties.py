@@ -57,7 +57,8 @@ def test_training_then_prediction_with_three_feature_parties(k_parties):
     data, work = k_parties["data"], k_parties["folder"] / "run"
     for name, (code, out, err) in k_parties["results"].items():
         assert code == 0, f"{name}: {err}"
-    assert k_parties["results"]["telco"][1] == f"party telco: model shard written to {work / 'telco' / 'model_telco.json'}\n"
+    shard_path = work / "telco" / "model_telco.json"
+    assert k_parties["results"]["telco"][1] == f"party telco: model shard written to {shard_path}\n"
     assert re.fullmatch(r"party hub: trained 8 epochs, final loss \d\.\d{6}\n", k_parties["results"]["hub"][1])
     shards = {name: shard(work, name) for name in (*FEATURES, LABEL)}
     assert {name: (s["party"], s["role"], len(s["columns"])) for name, s in shards.items()} == \
@@ -113,3 +114,21 @@ def test_a_feature_party_killed_then_resume_gives_the_uninterrupted_model(k_part
         assert shard(cut, name) == shard(whole, name)
     curve = json.loads((cut / COORDINATOR / "training_hub.json").read_text())["loss_curve"]
     assert curve == json.loads((whole / COORDINATOR / "training_hub.json").read_text())["loss_curve"]
+
+
+def test_demo_with_two_feature_parties(capsys):
+    from vfl.cli import main as vfl_main
+    from vfl.federation.demo import run_demo
+
+    result = run_demo(iterations=1, key_bits=1024, quiet=True, feature_parties=2)
+    out = capsys.readouterr().out
+    assert "vfl demo: four parties as four processes" in out
+    assert "A1 holds 10 columns, A2 holds 10 columns, B holds 10 columns and the diagnosis" in out
+    assert "federated (A1, A2, B, C over TLS)" in out
+    # the centralized run starts where the parties did, from every shard: the same weights
+    assert result["auc"] > 0.9 and result["weight_gap"] < 1e-6
+    assert result["bytes"]["train A1->B"] > 0 and result["bytes"]["train A2->C"] > 0
+    assert not any("A1->A2" in link or "A2->A1" in link for link in result["bytes"])
+    with pytest.raises(SystemExit) as refused:
+        vfl_main(["demo", "--feature-parties", "6"])
+    assert refused.value.code == 2 and "invalid choice: 6" in capsys.readouterr().err
