@@ -132,3 +132,27 @@ def test_demo_with_two_feature_parties(capsys):
     with pytest.raises(SystemExit) as refused:
         vfl_main(["demo", "--feature-parties", "6"])
     assert refused.value.code == 2 and "invalid choice: 6" in capsys.readouterr().err
+
+
+def test_certs_for_named_parties_and_a_role_not_in_the_file(tmp_path, capsys):
+    from vfl.cli import main as vfl_main
+    from vfl.transport.tls import certificate_role, load_certificate
+
+    assert vfl_main(["certs", str(tmp_path / "c"), "--parties", "bank", "telco-2", "shop", "C",
+                     "--hosts", "telco-2=10.0.0.2"]) == 0
+    out = capsys.readouterr().out
+    assert f"party telco-2: {tmp_path / 'c' / 'telco-2.pem'} and {tmp_path / 'c' / 'telco-2.key'}" in out
+    cert = load_certificate(tmp_path / "c" / "telco-2.pem")
+    assert certificate_role(cert) == "telco-2"
+    assert vfl_main(["certs", str(tmp_path / "d"), "--parties", "bank", "Bank", "C"]) == 2
+    assert "distinct, even ignoring case" in capsys.readouterr().err
+    assert vfl_main(["certs", str(tmp_path / "e"), "--parties", "bank_1", "C"]) == 2
+    assert "invalid role name 'bank_1'" in capsys.readouterr().err
+
+    tls = write_federation_certs(tmp_path / "k", NAMES)
+    config = write_federation_file(tmp_path / "f.toml", tls, _free_ports(len(NAMES)), roles=ROLES)
+    assert vfl_main(["party", "--config", str(config), "--role", "A", "--data", "a.csv"]) == 2
+    assert f"vfl party A: error: {config}: no party 'A'; the file names ['bank', 'hub', 'shop', 'telco', 'web-2']" \
+        in capsys.readouterr().err
+    assert vfl_main(["predict", "--config", str(config), "--role", "hub", "--data", "x.csv"]) == 2
+    assert "party hub holds no data (it is the coordinator): leave out --data" in capsys.readouterr().err

@@ -86,7 +86,7 @@ def _register_predict(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--model", type=Path, default=None,
-                   help="this party's model shard (default: WORKDIR/model_ROLE.json)")
+                   help="this party's model shard (default: WORKDIR/model_NAME.json)")
     p.add_argument("--output", type=Path, default=None,
                    help="the label party: the scores CSV (default: WORKDIR/scores.csv)")
     p.set_defaults(func=_predict)
