@@ -211,7 +211,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         if hello["version"] != VERSION:
             raise ProtocolError(f"{ep.role}: {spoke} runs PSI protocol {hello['version']!r}, not {VERSION!r}")
         if not isinstance(hello["salt_share"], bytes) or len(hello["salt_share"]) != SALT_BYTES \
-                or not isinstance(hello["rows"], int) or hello["rows"] < 0:
+                or type(hello["rows"]) is not int or hello["rows"] < 0:
             raise ProtocolError(f"{ep.role}: {spoke} sent a malformed 'psi_hello'")
         sizes[spoke] = hello["rows"]
         shares.append(hello["salt_share"])
