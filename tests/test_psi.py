@@ -273,3 +273,16 @@ def test_model_after_psi_equals_model_on_the_plaintext_join():
     assert after_psi.intercept_ == plain.intercept_
     np.testing.assert_array_equal(after_psi.loss_curve_, plain.loss_curve_)
     assert np.all(after_psi.coef_["A"] != 0)
+
+
+# -- over TLS, as two processes (the benchmark's set-up) ---------------------------------------------
+def test_two_processes_over_tls_find_half_of_the_ids():
+    from vfl.bench.__main__ import parse_args
+    from vfl.bench.psi import party_ids, run_size
+
+    assert parse_args(["--psi-sizes", "1000"]).psi
+    assert len(set(party_ids("A", 1000)) & set(party_ids("B", 1000))) == 500
+    reports = run_size(1000, progress=False)
+    assert {r["intersection"] for r in reports.values()} == {500}
+    assert reports["A"]["bytes_sent"] >= 1000 * (32 + 16)      # its points, then digests of B's
+    assert reports["B"]["bytes_sent"] >= 1000 * 32

@@ -106,7 +106,7 @@ def _worker_peak_rss_mb() -> float:
     return max(peaks)
 
 
-def micro(count: int = 1 << 14) -> list[dict]:
+def micro(count: int = 1 << 15) -> list[dict]:
     """Hash-and-blind and blind rates, in this process alone and with the worker processes (both cores)."""
     import os
 
@@ -123,13 +123,16 @@ def micro(count: int = 1 << 14) -> list[dict]:
             else:
                 os.environ["VFL_WORKERS"] = setting
             group.hash_to_group(ids[:64], b"warm-up")                  # start the workers outside the timing
-            start = time.perf_counter()
-            points = group.hash_and_blind(ids, b"bench", scalar)
-            middle = time.perf_counter()
-            group.blind(points, scalar)
-            end = time.perf_counter()
+            best = [float("inf"), float("inf")]
+            for _ in range(2):                                          # best of two: less scheduling noise
+                start = time.perf_counter()
+                points = group.hash_and_blind(ids, b"bench", scalar)
+                middle = time.perf_counter()
+                group.blind(points, scalar)
+                end = time.perf_counter()
+                best = [min(best[0], middle - start), min(best[1], end - middle)]
             out.append({"how": label, "workers": workers.worker_count() if setting is None else 0,
-                        "hash_and_blind_per_s": count / (middle - start), "blind_per_s": count / (end - middle)})
+                        "hash_and_blind_per_s": count / best[0], "blind_per_s": count / best[1]})
     finally:
         if saved is None:
             os.environ.pop("VFL_WORKERS", None)
