@@ -8,7 +8,7 @@ half are in common.  Each party process reports, as one JSON line:
 
 * ``seconds``: wall time from connected to aligned;
 * ``own_seconds``: of which hashing and blinding its own ids;
-* ``cpu_seconds``: CPU time of the party process and its workers;
+* ``cpu_seconds``: CPU time of the party process and its workers (``main_cpu_seconds``: the party process's);
 * ``rss_mb`` / ``worker_rss_mb``: peak RSS of the party process / of its largest worker.
 
 Before the sizes, it times one party's crypto alone (no peer running): own ids
@@ -87,6 +87,7 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
     return {"role": role, "n": n, "intersection": int(len(rows)), "seconds": seconds,
             "own_seconds": marks.get("own", start) - start,
             "cpu_seconds": (me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime) + kids.ru_utime + kids.ru_stime,
+            "main_cpu_seconds": me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
             "rss_mb": me.ru_maxrss / 1024, "worker_rss_mb": worker_rss,
             "bytes_sent": sum(r[5] for r in endpoint.transcript.records)}
 
