@@ -136,14 +136,18 @@ def test_a_missing_id_column_is_named():
         vfl.psi.intersect({"A": frame_a, "B": frame_b}, "id", label="y")
 
 
-def test_the_hub_must_be_named_or_found():
+def test_the_label_party_must_be_named_or_found():
     frames = frames_for([[1, 2], [2, 3]], ["B", "A"])
     with pytest.raises(DataError, match="label"):
         vfl.psi.intersect(frames, "id")
     with pytest.raises(DataError, match="exactly one party"):
         vfl.psi.intersect(frames, "id", label="nope")
-    aligned = vfl.psi.intersect({p: f.drop(columns="y", errors="ignore") for p, f in frames.items()}, "id", hub="B")
-    assert list(aligned["A"]["id"]) == ["2"]
+    for kwargs, hub in (({"label": "y"}, "B"), ({"label_party": "A"}, "A")):
+        transcript = Transcript()
+        unlabelled = {p: f.drop(columns="y") for p, f in frames.items()} if "label_party" in kwargs else frames
+        aligned = vfl.psi.intersect(unlabelled, "id", transcript=transcript, **kwargs)
+        assert list(aligned["A"]["id"]) == ["2"]
+        assert {r[1] for r in transcript.records if r[3] == "psi_setup"} == {hub}
 
 
 # -- the protocol under attack: a peer sends bad points -----------------------------------------

@@ -87,13 +87,16 @@ def canonical_ids(values, party: str, column: str) -> list[bytes]:
     return out
 
 
-def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, hub: str | None) -> str:
-    if hub is not None:
-        if hub not in frames:
-            raise DataError(f"hub {hub!r} is not one of the parties {sorted(frames)}")
-        return hub
+def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, label_party: str | None) -> str:
+    if label_party is not None:
+        if label_party not in frames:
+            raise DataError(f"label party {label_party!r} is not one of the parties {sorted(frames)}")
+        if label is not None and label not in frames[label_party].columns:
+            raise DataError(f"party {label_party}: label column {label!r} is missing")
+        return label_party
     if label is None:
-        raise DataError("name the label party: pass label=<the label column> or hub=<party name>")
+        raise DataError("name the label party (the hub): pass label=<the label column> or "
+                        "label_party=<party name>")
     holders = [p for p, f in frames.items() if label in f.columns]
     if len(holders) != 1:
         where = "no party" if not holders else "parties " + ", ".join(holders)
@@ -102,7 +105,7 @@ def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, hub: str | None)
 
 
 def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | None = None,
-              hub: str | None = None, min_rows: int = 1, progress: bool = False,
+              label_party: str | None = None, min_rows: int = 1, progress: bool = False,
               transcript: Transcript | None = None) -> dict[str, pd.DataFrame]:
     """Each party's rows of the private set intersection, in one common order.
 
@@ -114,8 +117,8 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         The column of ids (text or integers; see :func:`canonical_id`).
     label : str, optional
         The label column: the party holding it is the hub.
-    hub : str, optional
-        The hub party by name (for prediction data, which has no label).
+    label_party : str, optional
+        The label party (the hub) by name: for prediction data, which has no label column.
     min_rows : int
         Fewest rows the intersection may have (what a training batch needs);
         smaller raises a :class:`~vfl.errors.DataError` naming the sizes.
@@ -148,7 +151,7 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         if id_column not in frame.columns:
             raise DataError(f"party {party}: id column {id_column!r} is missing "
                             f"(columns: {', '.join(map(str, frame.columns[:10]))})")
-    hub = _hub(frames, label, hub)
+    hub = _hub(frames, label, label_party)
     spokes = [p for p in frames if p != hub]
     ids = {p: canonical_ids(f[id_column], p, id_column) for p, f in frames.items()}
     for party, values in ids.items():
