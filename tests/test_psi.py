@@ -144,7 +144,7 @@ def test_the_label_party_must_be_named_or_found():
         vfl.psi.intersect(frames, "id", label="nope")
     for kwargs, hub in (({"label": "y"}, "B"), ({"label_party": "A"}, "A")):
         transcript = Transcript()
-        unlabelled = {p: f.drop(columns="y") for p, f in frames.items()} if "label_party" in kwargs else frames
+        unlabelled = {p: f.drop(columns="y", errors="ignore") for p, f in frames.items()} if "label_party" in kwargs else frames
         aligned = vfl.psi.intersect(unlabelled, "id", transcript=transcript, **kwargs)
         assert list(aligned["A"]["id"]) == ["2"]
         assert {r[1] for r in transcript.records if r[3] == "psi_setup"} == {hub}
