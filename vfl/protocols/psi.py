@@ -1,0 +1,380 @@
+"""Entity alignment by Diffie–Hellman private set intersection: one hub, K >= 1 spokes.
+
+The hub (the label party) learns which of its rows every spoke (feature party)
+also holds; every party ends with its own rows of the intersection, in one
+common order, without any id leaving its owner.  ``H`` hashes an id to the
+prime-order group of Edwards25519 (:mod:`vfl.crypto.group`) under the run's
+salt; ``a`` is the hub's secret scalar, ``b_j`` spoke j's, all fresh per run::
+
+    Step  Hub                                           Spoke j
+    1     -                                             salt share s_j, row count m_j -> hub
+          all salt shares and row counts -> spokes      salt = SHA-256(tag, sorted shares)
+    2     a·H(x) for its ids, shuffled -> every spoke   b_j·H(y) for its ids, shuffled -> hub
+    3     a·(b_j·H(y)), hashed                          b_j·(a·H(x)), hashed -> hub, in the hub's order
+    4     matches the two lists per spoke; keeps the rows every spoke matched, sorted by the
+          hashed a·b_1·H(x) (which no single party chooses); tells each spoke its positions
+          -> spoke j: positions in spoke j's shuffled list, in the common order
+                                                        maps them back to its own rows
+
+Only the hub matches.  Points cross the transport in chunks
+(:data:`CHUNK_IDS` ids per message); every received point is validated as it
+is blinded (:func:`vfl.crypto.group.blind`), and a bad one is a
+:class:`~vfl.errors.ProtocolError` naming the peer.  What crosses back at step
+3 are 16-byte SHA-256 digests of double-blinded points (keyed with the salt),
+not points: nothing to validate, half the bytes.
+
+What each party learns (semi-honest parties, hub and spokes not colluding):
+
+* every party: the row counts of all parties (step 1) and the size of the
+  final intersection;
+* a spoke: which of its own rows are in the final intersection, in the common
+  order, and nothing about the hub's or other spokes' ids outside it — it sees
+  only blinded points of the hub's ids;
+* the hub: for each spoke j, which of its own rows are in the *pairwise*
+  intersection with spoke j (with K >= 2 this is more than the final
+  intersection), and how many; nothing about a spoke's ids outside it.  The
+  spokes shuffle their points, so the hub does not learn which positions of a
+  spoke's file matched, only how many.
+
+Bad input is refused before anything is sent: a duplicate id (naming both
+rows), no ids.  An intersection with fewer than ``min_rows`` rows (what a
+training batch needs) is a :class:`~vfl.errors.DataError` at every party,
+raised as soon as the row counts show it cannot be met and again after
+matching.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from typing import Callable, Sequence
+
+import numpy as np
+
+from vfl.crypto import group
+from vfl.errors import DataError, ProtocolError
+from vfl.transport import Endpoint
+
+VERSION = "vfl-psi-1"
+#: Ids per message of points or digests (a 1 MiB frame of points).
+CHUNK_IDS = 1 << 15
+#: Bytes of each party's salt share.
+SALT_BYTES = 32
+#: Bytes of a matching digest (collisions among 10^6 x 10^6 pairs: about 2^-88).
+DIGEST_BYTES = 16
+_DIGEST = np.dtype(f"V{DIGEST_BYTES}")
+_HASH_TAG = b"vfl-psi-1/id"
+_SALT_TAG = b"vfl-psi-1/salt"
+_MATCH_TAG = b"vfl-psi-1/match"
+
+OnProgress = Callable[[int, int], None]
+
+
+# -- shared steps ----------------------------------------------------------------------------
+def check_unique(ids: Sequence[bytes], party: str) -> None:
+    """Refuse a list with the same id twice, naming both rows (0-based positions)."""
+    seen: dict[bytes, int] = {}
+    for row, value in enumerate(ids):
+        first = seen.setdefault(value, row)
+        if first != row:
+            raise DataError(f"party {party}: id {_show(value)} appears twice (rows {first} and {row}); "
+                            "ids must be unique for the intersection")
+
+
+def _show(value: bytes) -> str:
+    text = bytes(value).decode("utf-8", "replace")
+    return repr(text if len(text) <= 40 else text[:37] + "...")
+
+
+def _check_ids(ids: Sequence[bytes], party: str) -> list[bytes]:
+    ids = [bytes(v) for v in ids]
+    if not ids:
+        raise DataError(f"party {party}: no ids to intersect")
+    check_unique(ids, party)
+    return ids
+
+
+def _shuffle(n: int) -> np.ndarray:
+    """A uniformly random permutation of ``range(n)`` from the OS CSPRNG (sorting distinct 64-bit random keys)."""
+    while True:
+        keys = np.frombuffer(os.urandom(8 * n), dtype=np.uint64)
+        order = np.argsort(keys, kind="stable")
+        ranked = keys[order]
+        if n < 2 or np.all(ranked[1:] != ranked[:-1]):  # a tie (about n^2 / 2^65) would bias: draw again
+            return order
+
+
+def _combine_salt(shares: Sequence[bytes]) -> bytes:
+    return hashlib.sha256(_SALT_TAG + b"".join(sorted(shares))).digest()
+
+
+def _match_digests(points: bytes, salt: bytes) -> bytes:
+    """Truncated SHA-256 of every (double-blinded) point, keyed with the run's salt."""
+    prefix = hashlib.sha256(_MATCH_TAG + salt)
+    out = bytearray()
+    for i in range(0, len(points), group.POINT_BYTES):
+        h = prefix.copy()
+        h.update(points[i:i + group.POINT_BYTES])
+        out += h.digest()[:DIGEST_BYTES]
+    return bytes(out)
+
+
+def _too_small(sizes: dict[str, int], min_rows: int, intersection: int | None = None) -> str | None:
+    """The reason the intersection cannot serve (or ``None``)."""
+    need = max(1, int(min_rows))
+    parties = ", ".join(f"{p}: {n}" for p, n in sizes.items())
+    if intersection is None:
+        if min(sizes.values()) < need:
+            return (f"the parties hold too few rows for an intersection of at least {need} rows "
+                    f"(a training batch needs that many; rows per party: {parties})")
+        return None
+    if intersection < need:
+        what = "is empty" if intersection == 0 else f"has {intersection} rows, fewer than the {need} needed"
+        return (f"the private set intersection {what} (a training batch needs at least {need}; rows per "
+                f"party: {parties}); check that the parties use the same id column and id format")
+    return None
+
+
+def _send_chunks(ep: Endpoint, peers: Sequence[str], name: str, chunks) -> None:
+    """Send each ``(start, payload)`` chunk to every peer as message ``name``."""
+    for start, payload in chunks:
+        for peer in peers:
+            ep.send(peer, name, "masked", start=start, data=payload)
+
+
+def _recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
+    """Yield ``(start, payload)`` of the ``total`` items of ``width`` bytes that ``peer`` sends as ``name``."""
+    done = 0
+    while done < total:
+        message = ep.recv(peer, name)
+        start, data = message["start"], message["data"]
+        if not isinstance(data, bytes) or start != done or len(data) % width or not data \
+                or done + len(data) // width > total:
+            raise ProtocolError(f"{ep.role}: {peer} sent a malformed {name!r} chunk (items {start}.. of "
+                                f"{total}, {len(data) if isinstance(data, bytes) else '?'} bytes)")
+        yield start, data
+        done += len(data) // width
+
+
+def _blind_from(ep: Endpoint, peer: str, name: str, points: bytes, scalar: bytes, start: int) -> bytes:
+    try:
+        return group.blind(points, scalar)
+    except group.InvalidPointError as exc:
+        raise ProtocolError(f"{ep.role}: {peer} sent an invalid point (item {start + exc.index} of "
+                            f"{name!r}): not an element of the prime-order subgroup of Edwards25519, or the "
+                            "identity; stopping") from None
+
+
+class _Progress:
+    def __init__(self, callback: OnProgress | None, total: int):
+        self.callback, self.total, self.done = callback, total, 0
+
+    def add(self, n: int) -> None:
+        self.done += n
+        if self.callback:
+            self.callback(self.done, self.total)
+
+
+# -- the hub (label party) --------------------------------------------------------------------
+def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows: int = 1,
+            on_progress: OnProgress | None = None) -> np.ndarray:
+    """The hub's program.
+
+    Parameters
+    ----------
+    ep : Endpoint
+    ids : sequence of bytes
+        The hub's canonical ids, one per row.
+    spokes : sequence of str
+        The spokes' roles; the first one's double-blinded points set the common order.
+    min_rows : int
+        Fewest rows the intersection may have.
+    on_progress : callable, optional
+        ``on_progress(done, total)`` as points are hashed, blinded and matched.
+
+    Returns
+    -------
+    numpy.ndarray
+        The hub's rows (positions in ``ids``) in the intersection, in the common order.
+    """
+    spokes = list(spokes)
+    if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
+        raise ValueError("the hub needs one or more distinct spokes other than itself")
+    ids = _check_ids(ids, ep.role)
+    share, scalar = os.urandom(SALT_BYTES), group.random_scalar()
+
+    # Step 1: salt shares and row counts
+    sizes, shares = {ep.role: len(ids)}, [share]
+    for spoke in spokes:
+        hello = ep.recv(spoke, "psi_hello")
+        if hello["version"] != VERSION:
+            raise ProtocolError(f"{ep.role}: {spoke} runs PSI protocol {hello['version']!r}, not {VERSION!r}")
+        if not isinstance(hello["salt_share"], bytes) or len(hello["salt_share"]) != SALT_BYTES \
+                or type(hello["rows"]) is not int or hello["rows"] < 0:
+            raise ProtocolError(f"{ep.role}: {spoke} sent a malformed 'psi_hello'")
+        sizes[spoke] = hello["rows"]
+        shares.append(hello["salt_share"])
+    refusal = _too_small(sizes, min_rows)
+    for spoke in spokes:
+        ep.send(spoke, "psi_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
+                refusal=refusal or "")
+    if refusal:
+        raise DataError(f"{ep.role}: {refusal}")
+    salt = _combine_salt(shares)
+    domain = _HASH_TAG + salt
+    progress = _Progress(on_progress, len(ids) + sum(sizes[s] for s in spokes))
+
+    # Step 2: a·H(x), shuffled, to every spoke
+    order = _shuffle(len(ids))
+
+    def own_chunks():
+        for lo in range(0, len(ids), CHUNK_IDS):
+            yield lo, group.hash_and_blind([ids[i] for i in order[lo:lo + CHUNK_IDS]], domain, scalar)
+            progress.add(min(CHUNK_IDS, len(ids) - lo))
+
+    _send_chunks(ep, spokes, "psi_hub_points", own_chunks())
+
+    # Step 3: a·(b_j·H(y)) per spoke, and the spoke's b_j·(a·H(x)), both hashed
+    matched_rows, first_keys = None, None
+    pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for spoke in spokes:
+        theirs = bytearray()
+        for start, points in _recv_chunks(ep, spoke, "psi_spoke_points", sizes[spoke], group.POINT_BYTES):
+            theirs += _match_digests(_blind_from(ep, spoke, "psi_spoke_points", points, scalar, start), salt)
+            progress.add(len(points) // group.POINT_BYTES)
+        mine = bytearray()
+        for _, digests in _recv_chunks(ep, spoke, "psi_hub_digests", len(ids), DIGEST_BYTES):
+            mine += digests
+        # Step 4: match (positions in the hub's shuffled list, in the spoke's shuffled list)
+        mine_d, theirs_d = np.frombuffer(bytes(mine), _DIGEST), np.frombuffer(bytes(theirs), _DIGEST)
+        _check_distinct(ep, spoke, mine_d, theirs_d)
+        _, hub_pos, spoke_pos = np.intersect1d(mine_d, theirs_d, assume_unique=True, return_indices=True)
+        by_hub = np.argsort(hub_pos)
+        pairs[spoke] = (hub_pos[by_hub], spoke_pos[by_hub])
+        matched_rows = (pairs[spoke][0] if matched_rows is None
+                        else np.intersect1d(matched_rows, hub_pos, assume_unique=True))
+        if first_keys is None:
+            first_keys = mine_d
+        del mine, theirs, mine_d, theirs_d
+
+    common = matched_rows[np.argsort(first_keys[matched_rows], kind="stable")]
+    refusal = _too_small(sizes, min_rows, len(common))
+    for spoke in spokes:
+        hub_pos, spoke_pos = pairs[spoke]
+        at = np.searchsorted(hub_pos, common)   # hub_pos is sorted, and holds every row of common
+        ep.send(spoke, "psi_result", "masked", refusal=refusal or "", size=len(common),
+                positions=np.zeros(0, np.int64) if refusal else spoke_pos[at].astype(np.int64))
+    if refusal:
+        raise DataError(f"{ep.role}: {refusal}")
+    return order[common].astype(np.int64)
+
+
+# -- a spoke (feature party) ------------------------------------------------------------------
+def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
+              on_progress: OnProgress | None = None) -> np.ndarray:
+    """A spoke's program.
+
+    Parameters
+    ----------
+    ep : Endpoint
+    ids : sequence of bytes
+        The spoke's canonical ids, one per row.
+    hub : str
+        The hub's role.
+    min_rows : int
+        Fewest rows the intersection may have.
+    on_progress : callable, optional
+        ``on_progress(done, total)`` as points are hashed and blinded.
+
+    Returns
+    -------
+    numpy.ndarray
+        The spoke's rows (positions in ``ids``) in the intersection, in the common order.
+    """
+    ids = _check_ids(ids, ep.role)
+    share, scalar = os.urandom(SALT_BYTES), group.random_scalar()
+
+    # Step 1: salt shares and row counts
+    ep.send(hub, "psi_hello", "public", version=VERSION, salt_share=share, rows=len(ids))
+    setup = ep.recv(hub, "psi_setup")
+    shares, sizes = setup["salt_shares"], _parse_sizes(ep, hub, setup["sizes"])
+    if not isinstance(shares, bytes) or len(shares) % SALT_BYTES or sizes.get(ep.role) != len(ids) \
+            or hub not in sizes or len(shares) != SALT_BYTES * len(sizes):
+        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'psi_setup'")
+    shares = [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]
+    if share not in shares:
+        raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
+    refusal = setup["refusal"] or _too_small(sizes, min_rows)
+    if refusal:
+        raise DataError(f"{ep.role}: {refusal}")
+    salt = _combine_salt(shares)
+    n_hub = sizes[hub]
+    progress = _Progress(on_progress, len(ids) + n_hub)
+
+    # Step 2: b·H(y), shuffled, to the hub
+    order = _shuffle(len(ids))
+
+    def own_chunks():
+        for lo in range(0, len(ids), CHUNK_IDS):
+            yield lo, group.hash_and_blind([ids[i] for i in order[lo:lo + CHUNK_IDS]], _HASH_TAG + salt, scalar)
+            progress.add(min(CHUNK_IDS, len(ids) - lo))
+
+    _send_chunks(ep, [hub], "psi_spoke_points", own_chunks())
+
+    # Step 3: b·(a·H(x)), hashed, back to the hub in its order
+    for start, points in _recv_chunks(ep, hub, "psi_hub_points", n_hub, group.POINT_BYTES):
+        double = _blind_from(ep, hub, "psi_hub_points", points, scalar, start)
+        ep.send(hub, "psi_hub_digests", "masked", start=start, data=_match_digests(double, salt))
+        progress.add(len(points) // group.POINT_BYTES)
+
+    # Step 4: my rows of the intersection, in the common order
+    result = ep.recv(hub, "psi_result")
+    if result["refusal"]:
+        raise DataError(f"{ep.role}: {result['refusal']}")
+    positions = result["positions"]
+    if not isinstance(positions, np.ndarray) or positions.ndim != 1 or len(positions) != result["size"] \
+            or (len(positions) and (positions.min() < 0 or positions.max() >= len(ids))) \
+            or len(np.unique(positions)) != len(positions):
+        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'psi_result'")
+    refusal = _too_small(sizes, min_rows, len(positions))
+    if refusal:
+        raise DataError(f"{ep.role}: {refusal}")
+    return order[positions].astype(np.int64)
+
+
+def _check_distinct(ep: Endpoint, spoke: str, *digest_lists: np.ndarray) -> None:
+    """Distinct ids give distinct digests (up to a 2^-88 chance); repeats mean a spoke broke the protocol."""
+    for digests in digest_lists:
+        ranked = np.sort(digests)
+        if len(ranked) > 1 and np.any(ranked[1:] == ranked[:-1]):
+            raise ProtocolError(f"{ep.role}: {spoke} sent repeated points or digests (duplicate ids at {spoke}, "
+                                "or a fault); stopping")
+
+
+def _parse_sizes(ep: Endpoint, hub: str, text) -> dict[str, int]:
+    try:
+        sizes = json.loads(text)
+        if not isinstance(sizes, dict) or not all(isinstance(k, str) and type(v) is int and v >= 0
+                                                  for k, v in sizes.items()):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise ProtocolError(f"{ep.role}: {hub} sent malformed row counts in 'psi_setup'") from None
+    return sizes
+
+
+# -- either role ------------------------------------------------------------------------------
+def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[str], min_rows: int = 1,
+               on_progress: OnProgress | None = None) -> np.ndarray:
+    """Run this endpoint's role of the PSI (hub if ``ep.role == hub``, else a spoke).
+
+    Returns
+    -------
+    numpy.ndarray
+        This party's rows (positions in ``ids``) in the intersection, in the order common to all parties.
+    """
+    if ep.role == hub:
+        return run_hub(ep, ids, spokes, min_rows, on_progress)
+    if ep.role not in spokes:
+        raise ValueError(f"role {ep.role!r} is neither the hub {hub!r} nor one of the spokes {list(spokes)}")
+    return run_spoke(ep, ids, hub, min_rows, on_progress)

@@ -1,0 +1,199 @@
+"""Align the parties' rows by private set intersection, in one process: for teaching, tests and notebooks.
+
+::
+
+    import vfl.psi
+    aligned = vfl.psi.intersect({"A": frame_a, "B": frame_b}, id_column="id", label="y")
+    data = vfl.VerticalDataset(aligned, label="y", id_column="id")
+
+:func:`intersect` runs the same Diffie–Hellman PSI the parties run over the
+network (:mod:`vfl.protocols.psi`), one thread per party over the in-process
+transport, and returns each party's own rows of the intersection in the order
+common to all of them.  The hub is the label party; every other party is a
+spoke.  See docs/psi.md for the protocol and what each party learns.
+
+Ids are compared in a canonical form (:func:`canonical_id`): text stripped of
+surrounding whitespace and NFC-normalized, integers and integral floats as
+their decimal digits, so ``" 7 "``, ``7`` and ``7.0`` are the same id.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import unicodedata
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from vfl.errors import DataError
+from vfl.protocols.psi import align_rows, check_unique
+from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
+
+
+def canonical_id(value) -> str:
+    """The canonical text of one id.
+
+    Strings lose surrounding whitespace and are NFC-normalized; integers, and
+    floats with an integral value, become their decimal digits (``7.0`` ->
+    ``"7"``); other finite floats their shortest round-trip text (``"1.5"``).
+
+    Raises
+    ------
+    ValueError
+        For a missing value (None, NaN, NA), a boolean, an infinite float, an
+        empty string or a value of another type; the message says which.
+    """
+    if value is None or value is pd.NA or value is pd.NaT:
+        raise ValueError("the id is missing")
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"the id is a boolean ({value}); ids are text or integers")
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)):
+        value = float(value)
+        if math.isnan(value):
+            raise ValueError("the id is missing (NaN)")
+        if math.isinf(value):
+            raise ValueError(f"the id is {value}")
+        return str(int(value)) if value.is_integer() else repr(value)
+    if isinstance(value, str):
+        text = unicodedata.normalize("NFC", value.strip())
+        if not text:
+            raise ValueError("the id is empty")
+        return text
+    raise ValueError(f"the id is a {type(value).__name__}; ids are text or integers")
+
+
+def canonical_ids(values, party: str, column: str) -> list[bytes]:
+    """The canonical ids of a column, UTF-8 encoded, one per row.
+
+    Raises
+    ------
+    DataError
+        Naming the party, the column and the row (0-based position) of the first bad id.
+    """
+    values = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values, dtype=object)
+    if values.dtype.kind in "iu":                      # integer column: nothing can be wrong with it
+        return [str(v).encode() for v in values.tolist()]
+    out = []
+    for row, value in enumerate(values.tolist()):
+        try:
+            out.append(canonical_id(value).encode("utf-8"))
+        except (ValueError, UnicodeEncodeError) as exc:
+            reason = exc if isinstance(exc, ValueError) else "the id is not valid Unicode text"
+            raise DataError(f"party {party}: id column {column!r}, row {row}: {reason}") from None
+    return out
+
+
+def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, label_party: str | None) -> str:
+    if label_party is not None:
+        if label_party not in frames:
+            raise DataError(f"label party {label_party!r} is not one of the parties {sorted(frames)}")
+        if label is not None and label not in frames[label_party].columns:
+            raise DataError(f"party {label_party}: label column {label!r} is missing")
+        return label_party
+    if label is None:
+        raise DataError("name the label party (the hub): pass label=<the label column> or "
+                        "label_party=<party name>")
+    holders = [p for p, f in frames.items() if label in f.columns]
+    if len(holders) != 1:
+        where = "no party" if not holders else "parties " + ", ".join(holders)
+        raise DataError(f"the label column {label!r} must be held by exactly one party; {where} holds it")
+    return holders[0]
+
+
+def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | None = None,
+              label_party: str | None = None, min_rows: int = 1, progress: bool = False,
+              transcript: Transcript | None = None) -> dict[str, pd.DataFrame]:
+    """Each party's rows of the private set intersection, in one common order.
+
+    Parameters
+    ----------
+    frames : mapping of str to pandas.DataFrame
+        Two or more parties' frames, by party name; each holds ``id_column``.
+    id_column : str
+        The column of ids (text or integers; see :func:`canonical_id`).
+    label : str, optional
+        The label column: the party holding it is the hub.
+    label_party : str, optional
+        The label party (the hub) by name: for prediction data, which has no label column.
+    min_rows : int
+        Fewest rows the intersection may have (what a training batch needs);
+        smaller raises a :class:`~vfl.errors.DataError` naming the sizes.
+    progress : bool
+        Show a progress bar per party on stderr.
+    transcript : Transcript, optional
+        Records every message (pass ``Transcript(keep_payloads=True)`` to inspect them).
+
+    Returns
+    -------
+    dict of str to pandas.DataFrame
+        Per party, its rows of the intersection in the common order, with a
+        fresh ``RangeIndex`` and ``id_column`` holding the canonical ids (text),
+        so the aligned frames hold equal ids row by row.
+
+    Raises
+    ------
+    DataError
+        A missing id column, a missing, boolean or duplicate id (naming the
+        party and rows), or an intersection smaller than ``min_rows``.
+    """
+    if not isinstance(frames, Mapping) or len(frames) < 2:
+        raise DataError("intersect needs a mapping of two or more party names to DataFrames")
+    if isinstance(min_rows, bool) or not isinstance(min_rows, (int, np.integer)) or min_rows < 1:
+        raise DataError(f"min_rows must be a positive integer, got {min_rows!r}")
+    frames = dict(frames)
+    for party, frame in frames.items():
+        if not isinstance(frame, pd.DataFrame):
+            raise DataError(f"party {party}: expected a pandas DataFrame, got {type(frame).__name__}")
+        if id_column not in frame.columns:
+            raise DataError(f"party {party}: id column {id_column!r} is missing "
+                            f"(columns: {', '.join(map(str, frame.columns[:10]))})")
+    hub = _hub(frames, label, label_party)
+    spokes = [p for p in frames if p != hub]
+    ids = {p: canonical_ids(f[id_column], p, id_column) for p, f in frames.items()}
+    for party, values in ids.items():
+        check_unique(values, party)
+
+    roles = list(frames)
+    network = InProcessNetwork(roles)
+    transcript = transcript if transcript is not None else Transcript()
+    bars = _bars(roles, progress)
+    endpoints = {r: Endpoint(network.transport(r), [p for p in roles if p != r], transcript) for r in roles}
+    try:
+        rows = run_roles(network, {
+            r: (lambda r=r: align_rows(endpoints[r], ids[r], hub, spokes, int(min_rows), bars.get(r)))
+            for r in roles})
+    finally:
+        for bar in bars.values():
+            bar.close()
+    aligned = {}
+    for party, frame in frames.items():
+        out = frame.iloc[rows[party]].reset_index(drop=True)
+        out[id_column] = [ids[party][i].decode("utf-8") for i in rows[party]]
+        aligned[party] = out
+    return aligned
+
+
+class _Bar:
+    """A tqdm bar fed ``(done, total)``."""
+
+    def __init__(self, party: str, position: int):
+        from tqdm import tqdm
+
+        self.bar = tqdm(desc=f"PSI {party}", unit="id", unit_scale=True, position=position, leave=False,
+                        file=sys.stderr, mininterval=0.5)
+
+    def __call__(self, done: int, total: int) -> None:
+        if self.bar.total != total:
+            self.bar.total = total
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def _bars(roles, progress: bool) -> dict:
+    return {r: _Bar(r, i) for i, r in enumerate(roles)} if progress else {}
