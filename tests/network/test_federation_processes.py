@@ -73,8 +73,9 @@ def test_training_then_prediction(reference_run):
         kill_all(parties)
     for role, (code, out, err) in results.items():
         assert code == 0, f"{role}: {err}"
-    assert results["A"][1] == "party A: sent encrypted partial scores for 25 rows to B\n"
-    assert results["B"][1].startswith("party B: scores of 25 rows written to ")
+    assert results["A"][1].splitlines() == ["party A: aligned by private set intersection: A 25 rows, B 25 rows; "
+                                            "25 shared", "party A: sent encrypted partial scores for 25 rows to B"]
+    assert results["B"][1].splitlines()[-1].startswith("party B: scores of 25 rows written to ")
     assert results["C"][1] == "party C: decrypted 25 masked scores for B\n"
     scores = pd.read_csv(work / "B" / "scores.csv").set_index("id")
     xa = pd.read_csv(data[("A", "test")]).set_index("id")[a["columns"]]

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 from vfl.errors import ConfigurationError, DataError, VFLError
+from vfl.federation.align import alignment_line
 
 THREE_MACHINES = """\
 one command per machine, each with its own data (see docs/network.md):
@@ -35,6 +36,7 @@ def register(subparsers) -> None:
     _register_certs(subparsers)
     _register_party(subparsers)
     _register_predict(subparsers)
+    _register_align(subparsers)
     _register_demo(subparsers)
 
 
@@ -90,6 +92,23 @@ def _register_predict(subparsers) -> None:
     p.add_argument("--output", type=Path, default=None,
                    help="the label party: the scores CSV (default: WORKDIR/scores.csv)")
     p.set_defaults(func=_predict)
+
+
+def _register_align(subparsers) -> None:
+    p = subparsers.add_parser(
+        "align", help="only align this party's rows with the others' by private set intersection",
+        description=_wrap(
+            "Run only the private set intersection that vfl party and vfl predict run first: every data party "
+            "(feature and label parties; not the coordinator) runs this command at once with its own CSV, and "
+            "each writes its own rows of the intersection, in the order common to all, to --out. No id leaves "
+            "its owner; every party learns the others' row counts and how many rows are shared."),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
+    p.add_argument("--role", required=True, metavar="NAME", help="which party this process is (not the coordinator)")
+    p.add_argument("--data", type=Path, required=True, help="this party's CSV with an id column")
+    p.add_argument("--out", type=Path, required=True, help="where to write this party's aligned rows (CSV)")
+    p.add_argument("--narrate", action="store_true", help="print one line per protocol step")
+    p.set_defaults(func=_align)
 
 
 def _register_demo(subparsers) -> None:
@@ -245,6 +264,8 @@ def _party(args) -> int:
                   f"{summary['loss_curve'][-1]:.6f}")
         else:
             print(f"party {args.role}: model shard written to {summary['model']}")
+        if "alignment" in summary:
+            print(alignment_line(args.role, summary["alignment"]))
         if "dp_spent" in summary:
             epsilon, delta = summary["dp_spent"]
             print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
@@ -260,7 +281,22 @@ def _predict(args) -> int:
     def action():
         summary = predict(load_config(args.config), args.role, args.data, args.model, _workdir(args),
                           args.output, narrate=args.narrate)
+        if "alignment" in summary:
+            print(alignment_line(args.role, summary["alignment"]))
         print(prediction_line(summary))
+
+    return _run(args, action)
+
+
+def _align(args) -> int:
+    from vfl.federation.config import load_config
+    from vfl.federation.runner import align_only
+
+    def action():
+        summary = align_only(load_config(args.config), args.role, args.data, args.out, narrate=args.narrate)
+        print(alignment_line(args.role, summary["alignment"]))
+        print(f"party {args.role}: its {summary['alignment']['shared']:,} aligned rows written to "
+              f"{summary['output']}")
 
     return _run(args, action)
 

@@ -48,6 +48,8 @@ federation has one *label party* (feature columns and the labels), one
 
     [data]
     id_column = "id"
+    align = "psi"                       # rows aligned by private set intersection; "same-ids": each CSV
+                                        # must hold the same ids (checked by a salted digest)
     label = "label"                     # the label party's label column
 
     [network]                           # local: may differ between machines
@@ -92,6 +94,8 @@ LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
 _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES)
 _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network"}
+#: How the parties' rows are matched (``[data] align``).
+ALIGNMENTS = ("psi", "same-ids")
 
 
 @dataclass(frozen=True)
@@ -115,6 +119,8 @@ class FederationConfig:
     training: TrainingSettings
     prediction_mode: str = "private"
     id_column: str = "id"
+    #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
+    align: str = "psi"
     label: str = "label"
     network: NetworkSettings = field(default_factory=NetworkSettings)
     timeout: float = 300.0
@@ -147,7 +153,7 @@ class FederationConfig:
     def shared(self, task: str) -> dict:
         """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
         return {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
-                "training": self.training.to_dict(), "prediction_mode": self.prediction_mode}
+                "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
 
     def fingerprint(self, task: str) -> str:
         """SHA-256 of the canonical JSON of :meth:`shared`."""
@@ -181,7 +187,10 @@ def load_config(path) -> FederationConfig:
     if mode not in ("private", "table3"):
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
     data = _section(where, raw, "data", required=False)
-    _unknown(f"{where} [data]", data, {"id_column", "label"})
+    _unknown(f"{where} [data]", data, {"id_column", "label", "align"})
+    align = data.get("align", "psi")
+    if align not in ALIGNMENTS:
+        raise ConfigurationError(f"{where} [data]: align must be one of {list(ALIGNMENTS)}, got {align!r}")
     if data.get("id_column", "id") == data.get("label", "label"):
         raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
                                  "the label must be another column than the row ids")
@@ -198,6 +207,7 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [network]: {exc}") from None
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
+                            align=align,
                             network=net, timeout=timeout)
 
 
@@ -299,7 +309,8 @@ def _number(where: str, table: dict, key: str, default: float) -> float:
 
 
 def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
-                 prediction_mode: str = "private", id_column: str = "id", label: str = "label") -> Path:
+                 prediction_mode: str = "private", id_column: str = "id", label: str = "label",
+                 align: str = "psi") -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
@@ -311,7 +322,8 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
         lines += [f"{k} = {_toml(str(v))}" for k, v in parties[name].items()]
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
-                         ("data", {"id_column": id_column, "label": label}), ("network", network or {})):
+                         ("data", {"id_column": id_column, "label": label, "align": align}),
+                         ("network", network or {})):
         lines.append(f"[{title}]")
         lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
         lines.append("")

@@ -10,6 +10,8 @@ their sorted ids, salted afresh for every run (:func:`new_salt`,
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 import secrets
 from dataclasses import dataclass
 
@@ -21,7 +23,7 @@ from vfl.errors import DataError
 
 @dataclass
 class PartyData:
-    """The rows of one party, sorted by id."""
+    """The rows of one party: sorted by id as read, in the common order once aligned (:meth:`take`)."""
 
     ids: list[str]
     columns: list[str]
@@ -31,6 +33,16 @@ class PartyData:
     @property
     def n_rows(self) -> int:
         return len(self.ids)
+
+    def take(self, rows) -> "PartyData":
+        """These rows only, in this order (a private set intersection's result)."""
+        rows = np.asarray(rows, dtype=np.int64)
+        return PartyData(ids=[self.ids[i] for i in rows.tolist()], columns=list(self.columns),
+                         features=self.features[rows], labels=None if self.labels is None else self.labels[rows])
+
+    def id_bytes(self) -> list[bytes]:
+        """The ids as the private set intersection hashes them (UTF-8 of their canonical text)."""
+        return [i.encode("utf-8") for i in self.ids]
 
     def ids_digest(self, salts) -> str:
         """SHA-256 of both parties' salts and the sorted ids: equal digests, same rows.
@@ -102,7 +114,12 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     if duplicated.any():
         row = int(np.flatnonzero(duplicated.to_numpy())[0])
         raise DataError(f"{where}: id {ids.iloc[row]!r} appears twice (row {row})")
-    frame = frame.assign(**{id_column: ids.astype(str)}).sort_values(id_column, kind="stable").reset_index(drop=True)
+    frame = frame.assign(**{id_column: ids.map(canonical_text)}).sort_values(id_column, kind="stable").reset_index(
+        drop=True)
+    duplicated = frame[id_column].duplicated()
+    if duplicated.any():
+        raise DataError(f"{where}: id {frame[id_column][duplicated].iloc[0]!r} appears twice once written alike "
+                        "(surrounding spaces, or 7 and 7.0)")
 
     labels = None
     if label is not None and label in frame.columns:
@@ -138,6 +155,20 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
                         f"{frame[id_column].iloc[row]!r}")
     return PartyData(ids=frame[id_column].tolist(), columns=[str(c) for c in columns], features=features,
                      labels=labels)
+
+
+_INTEGRAL = re.compile(r"^([+-]?\d+)\.0*$")
+
+
+def canonical_text(value) -> str:
+    """An id as every party compares it: text without surrounding spaces, NFC-normalized; ``7.0`` is ``7``.
+
+    Ids are read as text (so ``007`` stays ``007``), and a number written with
+    a zero fraction is the integer it denotes, whichever file wrote it which way.
+    """
+    text = unicodedata.normalize("NFC", str(value).strip())
+    integral = _INTEGRAL.match(text)
+    return integral.group(1) if integral else text
 
 
 def encode_labels(labels: np.ndarray, objective: str, role: str = "B") -> tuple[np.ndarray, list]:

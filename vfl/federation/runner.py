@@ -37,6 +37,7 @@ import pandas as pd
 
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError, VFLError
+from vfl.federation.align import min_rows, private_intersection, write_aligned
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, encode_labels, is_salt, load_csv, new_salt
@@ -79,6 +80,8 @@ class Session:
     def __enter__(self) -> "Session":
         check_own_certificate(self.config, self.role)
         peers = self.roster.peers(self.role)
+        if self.task == "align":      # only the data parties take part: the coordinator has no rows
+            peers = tuple(p for p in peers if p != self.roster.coordinator)
         self.transport = NetworkTransport.connect(self.role, self.config.addresses(), self.config.tls(self.role),
                                                   self.config.network, peers=peers)
         self.endpoint = Endpoint(self.transport, peers, self.transcript, timeout=self.config.timeout,
@@ -274,7 +277,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     settings, roster = config.training, config.roster
     kind = config.role_of(role)
     workdir = Path(workdir)
-    party, data, classes = _training_party(config, role, kind, data_path)
+    data = _training_data(config, role, kind, data_path)
     store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
     checkpoints = store.load() if resume else {}
     if not resume:
@@ -299,15 +302,20 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
             theirs = session.hello(extra)
             if data:
-                check_rows(session.endpoint, role, data, extra, theirs, roster)
+                data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator,
+                                         min_rows(settings.batch_size, len(data.columns) +
+                                                  (kind == "label" and settings.fit_intercept)))
                 columns = share_columns(session.endpoint, role, data, theirs, roster)
                 check_equations(data.n_rows, columns, settings, roster)
+            party, classes = _training_party(config, role, kind, data)
             program = {"feature": run_a, "label": run_b, "coordinator": run_c}[kind]
             batch_loss = {"on_batch_loss": narrator.batch_loss} if kind == "coordinator" and narrator else {}
             result = program(session.endpoint, party, settings, checkpoints or None, on_epoch, roster=roster,
                              **batch_loss)
             summary = {"party": role, "role": kind,
                        "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
+            if data and alignment:
+                summary["alignment"] = alignment
     finally:
         if bar is not None:
             bar.close()
@@ -327,21 +335,60 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     return summary
 
 
-def _training_party(config: FederationConfig, role: str, kind: str, data_path):
-    settings = config.training
+def _training_data(config: FederationConfig, role: str, kind: str, data_path) -> PartyData | None:
+    """This party's CSV (none for the coordinator)."""
     if kind == "coordinator":
         if data_path is not None:
             raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
-        return Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None, None
+        return None
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    return load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None)
+
+
+def _training_party(config: FederationConfig, role: str, kind: str, data: PartyData | None):
+    """The party to train, from its (aligned) rows; and the label classes for the label party."""
+    settings = config.training
+    if kind == "coordinator":
+        return Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None
     if kind == "feature":
-        data = load_csv(data_path, role, config.id_column)
-        return PartyA(data.features, role=role, columns=data.columns), data, None
-    data = load_csv(data_path, role, config.id_column, label=config.label)
+        return PartyA(data.features, role=role, columns=data.columns), None
     labels, classes = encode_labels(data.labels, settings.objective, role)
     party = PartyB(data.features, labels, fit_intercept=settings.fit_intercept, role=role, columns=data.columns)
-    return party, data, classes
+    return party, classes
+
+
+def _align(session: "Session", config: FederationConfig, role: str, kind: str, data: PartyData, mine: dict,
+           theirs: dict, narrator, needed: int) -> tuple[PartyData, dict | None]:
+    """The rows to use: the private set intersection (``align = "psi"``), or the same ids checked by digest."""
+    if config.align == "same-ids":
+        check_rows(session.endpoint, role, data, mine, theirs, config.roster)
+        return data, None
+    return private_intersection(session.endpoint, config, role, data, needed, narrator)
+
+
+# --------------------------------------------------------------------------- alignment only
+
+def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False) -> dict:
+    """``vfl align``: run only the private set intersection; write this party's aligned rows.
+
+    Every data party runs it at once (the coordinator takes no part).  Returns
+    ``party``, ``alignment`` (every party's row count and the shared count) and
+    ``output``, the CSV of this party's rows of the intersection in the common order.
+    """
+    kind = config.role_of(role)
+    if kind == "coordinator":
+        raise ConfigurationError(f"party {role} is the coordinator: it holds no rows to align")
+    if data_path is None:
+        raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
+                    label_required=False)
+    narrator = Narrator(role, phase="align") if narrate else None
+    with Session(config, role, "align", narrator) as session:
+        session.hello()
+        aligned, report = private_intersection(session.endpoint, config, role, data, 1, narrator)
+    path = write_aligned(output, aligned, config.id_column, config.label if kind == "label" else None)
+    return {"party": role, "role": kind, "alignment": report, "output": str(path)}
 
 
 # --------------------------------------------------------------------------- prediction
@@ -368,18 +415,19 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False)
-        if kind == "feature":
-            party = PartyA(data.features, role=role, columns=data.columns)
-        else:
-            party = PartyB(data.features, np.zeros(data.n_rows), fit_intercept=shard["fit_intercept"], role=role,
-                           columns=data.columns)
-        party.load_state({"params": shard_params(shard)})
     narrator = Narrator(role, phase="predict") if narrate else None
     with Session(config, role, "predict", narrator) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
         theirs = session.hello(extra)
+        alignment = None
         if data:
-            check_rows(session.endpoint, role, data, extra, theirs, roster)
+            data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator, 1)
+            if kind == "feature":
+                party = PartyA(data.features, role=role, columns=data.columns)
+            else:
+                party = PartyB(data.features, np.zeros(data.n_rows), fit_intercept=shard["fit_intercept"], role=role,
+                               columns=data.columns)
+            party.load_state({"params": shard_params(shard)})
             for peer in _data_peers(role, roster):
                 if theirs[peer].get("trained_with") != shard["trained_with"]:
                     raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
@@ -387,6 +435,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
         summary = {"party": role, "role": kind, "mode": mode, "label": roster.label,
                    "coordinator": roster.coordinator}
+        if alignment:
+            summary["alignment"] = alignment
         if kind == "feature":
             predict_a(ep, party, data.features, mode, frac_bits, roster=roster)
             summary["rows"] = data.n_rows

@@ -178,7 +178,7 @@ class _Progress:
 
 # -- the hub (label party) --------------------------------------------------------------------
 def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows: int = 1,
-            on_progress: OnProgress | None = None) -> np.ndarray:
+            on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
     """The hub's program.
 
     Parameters
@@ -215,6 +215,8 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
             raise ProtocolError(f"{ep.role}: {spoke} sent a malformed 'psi_hello'")
         sizes[spoke] = hello["rows"]
         shares.append(hello["salt_share"])
+    if sizes_out is not None:
+        sizes_out.update(sizes)
     refusal = _too_small(sizes, min_rows)
     for spoke in spokes:
         ep.send(spoke, "psi_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
@@ -272,7 +274,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
 
 # -- a spoke (feature party) ------------------------------------------------------------------
 def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
-              on_progress: OnProgress | None = None) -> np.ndarray:
+              on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
     """A spoke's program.
 
     Parameters
@@ -305,6 +307,8 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
     shares = [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]
     if share not in shares:
         raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
+    if sizes_out is not None:
+        sizes_out.update(sizes)
     refusal = setup["refusal"] or _too_small(sizes, min_rows)
     if refusal:
         raise DataError(f"{ep.role}: {refusal}")
@@ -365,8 +369,10 @@ def _parse_sizes(ep: Endpoint, hub: str, text) -> dict[str, int]:
 
 # -- either role ------------------------------------------------------------------------------
 def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[str], min_rows: int = 1,
-               on_progress: OnProgress | None = None) -> np.ndarray:
+               on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
     """Run this endpoint's role of the PSI (hub if ``ep.role == hub``, else a spoke).
+
+    ``sizes_out``, if given, receives every party's row count (each party learns them).
 
     Returns
     -------
@@ -374,7 +380,7 @@ def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[st
         This party's rows (positions in ``ids``) in the intersection, in the order common to all parties.
     """
     if ep.role == hub:
-        return run_hub(ep, ids, spokes, min_rows, on_progress)
+        return run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out)
     if ep.role not in spokes:
         raise ValueError(f"role {ep.role!r} is neither the hub {hub!r} nor one of the spokes {list(spokes)}")
-    return run_spoke(ep, ids, hub, min_rows, on_progress)
+    return run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out)
