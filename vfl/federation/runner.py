@@ -307,17 +307,18 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                 raise DataError(f"party {role}: the model shards of A and B come from trainings with different "
                                 "settings; use the shards of one training run")
         mode, frac_bits = config.prediction_mode, settings.frac_bits
+        packed = {"packing": settings.packing, "score_bound": settings.score_bound}
         summary = {"role": role, "mode": mode}
         if role == "A":
-            predict_a(session.endpoint, party, data.features, mode, frac_bits)
+            predict_a(session.endpoint, party, data.features, mode, frac_bits, **packed)
             summary["rows"] = data.n_rows
         elif role == "B":
-            scores = predict_b(session.endpoint, party, data.features, mode, frac_bits)
+            scores = predict_b(session.endpoint, party, data.features, mode, frac_bits, **packed)
             summary["rows"] = data.n_rows
             summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
         else:
-            summary["rows"] = predict_c(session.endpoint, party, mode)
+            summary["rows"] = predict_c(session.endpoint, party, mode, **packed)
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
 
