@@ -173,3 +173,126 @@ def test_estimator_packing_predicts_the_same_scores(vertical_data):
     model.set_params(packing=True)
     assert np.array_equal(model.decision_function(vertical_data), plain)
     assert "masked_packed_scores" in set(model.predict_transcript_.name)
+
+
+# -- packed training ------------------------------------------------------------------------------
+FAST = dict(key_bits=1024, insecure=True)
+
+
+def _fit_both(frames, task, **kwargs):
+    """The same model fitted unpacked and packed (from zeros, so both runs are deterministic)."""
+    from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
+
+    data = VerticalDataset(frames, label="y", id_column="id")
+    cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
+    fits = [cls(learning_rate=0.2, max_iter=3, alpha=0.01, tol=None, random_state=4, init="zeros", packing=packing,
+                **kwargs, **FAST).fit(data) for packing in (False, True)]
+    return fits, data
+
+
+def _identical(plain, packed):
+    assert set(plain.coef_) == set(packed.coef_)
+    for name in plain.coef_:
+        assert np.array_equal(plain.coef_[name], packed.coef_[name]), name
+    assert plain.intercept_ == packed.intercept_
+    assert np.array_equal(plain.loss_curve_, packed.loss_curve_)
+
+
+@pytest.mark.parametrize("k", [1, 3])
+@pytest.mark.parametrize("task,batch_size", [("logistic", None), ("linear", 24), ("logistic", 24), ("linear", None)])
+def test_packed_training_equals_unpacked_bit_for_bit(k, task, batch_size):
+    from test_k_parties import k_party_data
+
+    frames, _, _ = k_party_data(k, task=task, seed=k)
+    (plain, packed), _ = _fit_both(frames, task, batch_size=batch_size)
+    _identical(plain, packed)
+
+
+@pytest.mark.parametrize("task,batch_size", [("logistic", None), ("linear", 20)])
+def test_packed_training_with_dp_equals_unpacked_with_the_same_noise(monkeypatch, task, batch_size):
+    from test_dp import Recorder, _wrap_init
+    from vertical_data import make_vertical
+
+    frame_a, frame_b, _, _ = make_vertical(n_rows=60, task=task, seed=21)
+    bound = {} if task == "logistic" else {"dp_label_bound": 1.5}
+    fits = []
+    for packing in (False, True):
+        with monkeypatch.context() as patch:
+            patch.setattr(PartyB, "__init__", _wrap_init(PartyB.__init__, Recorder(5)))     # the same draws
+            fits.append(_fit(frame_a, frame_b, task, max_iter=4, batch_size=batch_size, random_state=3,
+                             dp_epsilon=3.0, dp_delta=1e-5, packing=packing, **bound))
+    assert fits[0].dp_noise_std_ > 0
+    _identical(*fits)
+
+
+def _fit(frame_a, frame_b, task, **kwargs):
+    from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
+
+    cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
+    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    return cls(learning_rate=0.2, tol=None, init="zeros", **kwargs, **FAST).fit(data)
+
+
+def test_packed_training_sends_n_over_s_ciphertexts_per_score_vector():
+    from vertical_data import make_vertical
+
+    frame_a, frame_b, _, _ = make_vertical(n_rows=90, seed=2)
+    plain = _fit(frame_a, frame_b, "logistic", max_iter=1, packing=False).transcript_
+    packed = _fit(frame_a, frame_b, "logistic", max_iter=1, packing=True).transcript_
+    sizes = lambda frame, name: int(frame[frame.name == name].bytes.iloc[0])
+    slots = 3       # 1024-bit key, 90 rows: 181-bit slots, 5 positions
+    assert sizes(packed, "packed_scores") * 2.5 < sizes(plain, "scores")
+    assert sizes(packed, "packed_residual") * 2.5 < sizes(plain, "residual")
+    assert sizes(plain, "scores") > 90 * 256 > sizes(packed, "packed_scores") > (90 // slots) * 256
+
+
+def test_packed_training_coordinator_sees_only_masked_slots_and_the_loss():
+    """Every slot position C decrypts is masked (the loss's result slot excepted); each party gets its own values."""
+    from vertical_data import make_vertical
+    from vfl.parties.packed import training_layout
+    from vfl.protocols import TrainingSettings
+
+    _, _, x, y = make_vertical(n_rows=40, seed=4)
+    settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, learning_rate=0.2, alpha=0.01,
+                                packing=True, **FAST)
+    a, b, c = PartyA(x[:, :3]), PartyB(x[:, 3:], np.where(y == 1, 1.0, -1.0)), Coordinator(1024, insecure=True)
+    transcript = Transcript(keep_payloads=True)
+    inprocess.train({"A": a, "B": b}, c, settings, transcript)
+    layout = training_layout(c.context, 40, settings.feature_bound, settings.score_bound, 2)
+    ctx, w, s = c.context, layout.slot_bits, layout.slots
+    low = 2 ** (layout.value_bits + 1)          # an unmasked value + offset stays below this
+    checked = 0
+    for sender, to, message in transcript.messages():
+        if to == "C" and message.kind == "ciphertext":
+            assert message.name in ("masked_packed_gradient", "packed_loss")
+            for p in ctx.engine.decrypt(ctx.private_key, message["ciphertexts"].to_ints()):
+                assert 0 <= p < 2 ** (w * (2 * s - 1))
+                digits = [(p >> (w * j)) & (2 ** w - 1) for j in range(2 * s - 1)]
+                masked = [d for j, d in enumerate(digits) if not (message.name == "packed_loss" and j == s - 1)]
+                # a uniform mask of mask_bits bits falls below 2^(value_bits + 1) with probability 2^-80
+                assert all(low <= d < 2 ** w for d in masked)
+                checked += len(masked)
+        if message.name == "gradient":
+            assert message.kind == "masked" and sender == "C"
+            values = message["residues"].to_ints()
+            assert len(values) == (a if to == "A" else b).params.size       # only its own slot s-1 values
+            assert all(low <= v < 2 ** w for v in values)
+    assert checked > 2 * (5 + 1) * (2 * s - 1)
+    for name in ("A", "B"):
+        got = {m.name for _, to, m in transcript.messages() if to == name and m.kind not in ("public",)}
+        assert got == ({"packed_residual", "gradient"} if name == "A" else {"packed_scores", "packed_loss_part",
+                                                                            "gradient"})
+
+
+def test_packed_training_refuses_values_beyond_the_declared_bounds():
+    from vertical_data import make_vertical
+
+    frame_a, frame_b, _, _ = make_vertical(n_rows=40, seed=4)
+    frame_a.loc[7, "a1"] = 300.0
+    with pytest.raises(FixedPointOverflowError, match=r"party A, column 'a1': value 300 at row 7 is beyond the "
+                                                      r"declared feature_bound 256.*raise feature_bound"):
+        _fit(frame_a, frame_b, "logistic", max_iter=1, packing=True)
+    _fit(frame_a, frame_b, "logistic", max_iter=1, packing=True, feature_bound=512.0)
+    with pytest.raises(FixedPointOverflowError, match=r"party B: partial score minus kappa \* label .* declared "
+                                                      r"score_bound 1"):
+        _fit(frame_a, frame_b, "logistic", max_iter=1, packing=True, feature_bound=512.0, score_bound=1.0)

@@ -25,6 +25,7 @@ import secrets
 from dataclasses import dataclass
 
 import gmpy2
+import numpy as np
 
 from vfl.errors import FixedPointOverflowError
 
@@ -200,3 +201,97 @@ def unmask(digits, masks, layout: SlotLayout, what: str = "value") -> list:
         if not -offset < v < offset:
             raise FixedPointOverflowError(f"{what} at position {i} overflowed its slot")
     return out
+
+
+# -- products of packed ciphertexts with reversed packed exponents ------------------------------
+
+def positions(layout: SlotLayout) -> int:
+    """Slot positions of a product: ``2s - 1``."""
+    return 2 * layout.slots - 1
+
+
+def pack_positions(rows, layout: SlotLayout) -> list:
+    """One plaintext per row of non-negative per-position values (``2s - 1`` of them, each below ``2^w``)."""
+    w, top = layout.slot_bits, 1 << layout.slot_bits
+    out = []
+    for row in rows:
+        acc = 0
+        for v in reversed(row):
+            v = int(v)
+            if not 0 <= v < top:
+                raise FixedPointOverflowError(f"a masked slot value does not fit {w} bits")
+            acc = (acc << w) + v
+        out.append(gmpy2.mpz(acc))
+    return out
+
+
+def slot_products(public_key, engine, ciphertexts, exponents, layout: SlotLayout) -> list:
+    """For each row ``e`` of ``exponents`` (one exponent per packed value): ``[[sum_t e_t v_t]]`` in slot ``s - 1``.
+
+    ``ciphertexts`` pack the values ``v`` ``s`` per plaintext (slot ``j`` of
+    ciphertext ``k`` holds ``v_(ks + j)``).  Raising ciphertext ``k`` to the exponent
+    that packs ``e_(ks), ..., e_(ks + s - 1)`` in reverse slot order puts
+    ``sum_j e_(ks + j) v_(ks + j)`` in position ``s - 1`` of the product, and cross
+    terms ``e_(ks + j) v_(ks + i)`` (``i != j``) in position ``i + s - 1 - j``.  That
+    exponent has ``(s - 1) w`` more bits than ``e``; instead, per slot position ``j``,
+    ``M_j = prod_k c_k^(e_(ks + j))`` is one more column of one multi-exponentiation
+    with the short exponents ``e``, and the product is Horner's
+    ``(...(M_0^(2^w) M_1)^(2^w) ...) M_(s-1)``: ``(s - 1) w`` squarings per row of
+    ``exponents``.  Exponents past the last value (padding) multiply empty slots.
+    """
+    s, w = layout.slots, layout.slot_bits
+    q = len(ciphertexts)
+    matrix = exponents if isinstance(exponents, np.ndarray) and exponents.dtype == np.int64 else \
+        np.asarray(exponents, dtype=object)
+    if matrix.ndim != 2 or not (q - 1) * s < matrix.shape[1] <= q * s:
+        raise ValueError(f"slot_products: {q} packed ciphertexts of {s} slots and exponent rows of "
+                         f"{matrix.shape[-1]} values")
+    cols, count = matrix.shape
+    if count < q * s:       # pad by repeating the first value: constant columns stay constant
+        matrix = np.concatenate([matrix, np.repeat(matrix[:, :1], q * s - count, axis=1)], axis=1)
+    per_position = matrix.reshape(cols, q, s).transpose(0, 2, 1).reshape(cols * s, q)
+    if per_position.dtype == object:
+        per_position = per_position.tolist()
+    partials = engine.lincomb(public_key, list(ciphertexts), per_position)
+    n2 = public_key.nsquare
+    shift = gmpy2.mpz(1) << w
+    out = []
+    for c in range(cols):
+        acc = partials[c * s]
+        for j in range(1, s):
+            acc = gmpy2.powmod(acc, shift, n2) * partials[c * s + j] % n2
+        out.append(acc)
+    return out
+
+
+def position_masks(count: int, layout: SlotLayout, keep: int | None = None) -> tuple[list, list]:
+    """Fresh masks for ``count`` products: per position ``2^value_bits + r`` (``keep``: that position unmasked).
+
+    Returns the per-product plaintexts to add and the masks ``r`` at position
+    ``s - 1`` (what the owner subtracts from the value it gets back).
+    """
+    offset, mask_bits = layout.offset, layout.mask_bits
+    rows, kept = [], []
+    for _ in range(count):
+        row = [0 if p == keep else offset + secrets.randbits(mask_bits) for p in range(positions(layout))]
+        rows.append(row)
+        kept.append(row[layout.slots - 1] - offset if keep != layout.slots - 1 else 0)
+    return pack_positions(rows, layout), kept
+
+
+def position_value(residue, n, layout: SlotLayout, position: int, signed: bool = False) -> int:
+    """The value at ``position`` of a decrypted product whose lower positions are non-negative and below ``2^w``.
+
+    ``signed``: the position holds an unmasked signed value (balanced digit,
+    ``|v| < 2^(w-1)``); otherwise a masked non-negative one.  The residue is read
+    as a signed integer in ``(-n/2, n/2)``.
+    """
+    p = gmpy2.mpz(residue)
+    n = gmpy2.mpz(n)
+    if p > n // 2:
+        p -= n
+    w = layout.slot_bits
+    digit = (p >> (w * position)) & ((gmpy2.mpz(1) << w) - 1)
+    if signed and digit >= (gmpy2.mpz(1) << (w - 1)):
+        digit -= gmpy2.mpz(1) << w
+    return int(digit)

@@ -97,3 +97,76 @@ def unmask_packed(context: Context, residues, masks, layout: SlotLayout, what: s
     values = packing.unmask(digits, masks, layout, what)
     f = context.frac_bits
     return np.array([math.ldexp(float(v), -f) for v in values], dtype=np.float64)
+
+
+# -- training ------------------------------------------------------------------------------------
+
+def training_layout(context: Context, n: int, feature_bound: float, score_bound: float, n_parties: int) -> SlotLayout:
+    """Slots for a batch of ``n`` rows: ``[[u]]``, ``[[d]]`` and every product ``X^T [[d]]`` (``2s - 1`` positions).
+
+    With ``F = 2^fb >= feature_bound``, ``S = 2^sb >= score_bound``, ``m`` parties and
+    ``f`` fractional bits, each position of a product sums at most ``n`` terms:
+    a gradient ``|x d| <= F m S 2^(2f)``, a loss part ``|a u_k d| <= m S^2 2^(2f) / 2``,
+    B's ``|a (r - e) U| <= 3/2 K S^2 2^(2f)``; all the loss's products together stay
+    below ``n m^2 S^2 2^(2f)``.  So ``value_bits = 2f + ceil(log2 n) + max(fb, sb) + sb
+    + 2 ceil(log2 m) + 2`` leaves a quarter of the slot for these sums and a quarter
+    for the parties' own loss terms (:func:`own_loss_bound`).
+    """
+    m_bits = math.ceil(math.log2(max(1, n_parties)))
+    fb, sb = bound_bits(feature_bound), bound_bits(score_bound)
+    value_bits = 2 * context.frac_bits + math.ceil(math.log2(max(1, n))) + max(fb, sb) + sb + 2 * m_bits + 2
+    return packing.layout_for(int(context.public_key.n).bit_length(), value_bits, product=True)
+
+
+def own_loss_bound(context: Context, layout: SlotLayout, n_parties: int) -> float:
+    """The largest own term (penalty, B's plaintext loss terms) one party may add to the packed loss."""
+    return math.ldexp(1.0, layout.value_bits - 2 - 2 * context.frac_bits) / n_parties
+
+
+class SlotMasks:
+    """What a party keeps to unmask the values C returns from position ``s - 1`` of its masked products."""
+
+    def __init__(self, masks: list, layout: SlotLayout, exponent: int):
+        self.masks, self.layout, self.exponent = masks, layout, exponent
+
+    def unmask(self, context: Context, digits, what: str) -> np.ndarray:
+        values = packing.unmask(digits, self.masks, self.layout, what)
+        return np.array([math.ldexp(float(v), -self.exponent) for v in values], dtype=np.float64)
+
+
+def products(context: Context, packed: EncryptedVector, columns, layout: SlotLayout) -> EncryptedVector:
+    """``[[columns @ v]]`` in slot ``s - 1`` of each result, from ``v`` packed (see :func:`packing.slot_products`)."""
+    exponents = context.encode_matrix(np.atleast_2d(np.asarray(columns, dtype=np.float64)), what="matrix entry")
+    out = packing.slot_products(context.public_key, context.engine, packed.ciphertexts, exponents, layout)
+    return EncryptedVector(context, out, packed.exponent + context.frac_bits)
+
+
+def mask_products(context: Context, vector: EncryptedVector, layout: SlotLayout,
+                  keep_result: bool = False) -> tuple[EncryptedVector, SlotMasks]:
+    """Every position of every product masked (``keep_result``: all but ``s - 1``), by a fresh encryption."""
+    keep = layout.slots - 1 if keep_result else None
+    plaintexts, kept = packing.position_masks(len(vector), layout, keep)
+    fresh = context.engine.encrypt(context.public_key, plaintexts)
+    out = EncryptedVector(context, context.engine.add(context.public_key, vector.ciphertexts, fresh),
+                          vector.exponent, fresh=True)
+    return out, SlotMasks(kept, layout, vector.exponent)
+
+
+def add_in_result_slot(context: Context, vector: EncryptedVector, value: float, layout: SlotLayout) -> EncryptedVector:
+    """``[[P + v 2^(w (s-1))]]``: a plaintext value added in position ``s - 1`` (at the vector's exponent)."""
+    encoded = context.encode([value], vector.exponent, what="loss term")[0]
+    shifted = encoded << (layout.slot_bits * (layout.slots - 1))
+    return EncryptedVector(context, context.engine.add_plain(context.public_key, vector.ciphertexts,
+                                                             [shifted] * len(vector)), vector.exponent)
+
+
+def add_packed_plain(context: Context, vector: EncryptedVector, values, layout: SlotLayout,
+                     what: str = "value") -> EncryptedVector:
+    """``[[P]] + pack(values)`` at ``frac_bits`` (not re-randomized)."""
+    encoded = context.encode(values, what=what)
+    packing.check_values(encoded, layout, what)
+    plain = packing.pack(encoded, layout)
+    if len(plain) != len(vector):
+        raise ProtocolError(f"{what}: {len(vector)} packed ciphertexts for {len(plain)} plaintexts")
+    return EncryptedVector(context, context.engine.add_plain(context.public_key, vector.ciphertexts, plain),
+                           vector.exponent)

@@ -74,7 +74,7 @@ def predict_a(ep: Endpoint, party: PartyA, features, mode: str = "private", frac
     if mode == "private" and packing:
         check_declared(party.role, u_a, score_bound, "partial score", advice=_SCALE)
         layout = prediction_layout(party.context, score_bound, party.n_parties)
-        ep.send(roster.label, "packed_scores", "ciphertext",
+        ep.send(roster.label, "packed_scores", "ciphertext", slots=layout.slots,
                 **pack_vector(encrypt_packed(party.context, u_a, layout, what=f"party {party.role} score")))
     elif mode == "private":
         party.check_range(u_a, prediction_bound(party.context, party.n_parties), "partial scores", advice=_SCALE)
