@@ -296,3 +296,22 @@ def test_packed_training_refuses_values_beyond_the_declared_bounds():
     with pytest.raises(FixedPointOverflowError, match=r"party B: partial score minus kappa \* label .* declared "
                                                       r"score_bound 1"):
         _fit(frame_a, frame_b, "logistic", max_iter=1, packing=True, feature_bound=512.0, score_bound=1.0)
+
+
+def test_packed_training_resumes_exactly():
+    from test_estimator_api import _run
+    from vertical_data import make_vertical
+    from vfl.protocols import TrainingSettings
+
+    _, _, x, y = make_vertical(n_rows=60, seed=12)
+    y = np.where(y == 1, 1.0, -1.0)
+    settings = TrainingSettings(objective="logistic", max_iter=4, tol=None, batch_size=20, random_state=7,
+                                init="zeros", packing=True, **FAST)
+    _, _, _, saved = _run(x, y, settings, stop_after=1)
+    a, b, c, _ = _run(x, y, settings, checkpoints=saved)
+    a0, b0, c0, _ = _run(x, y, settings)
+    unpacked = _run(x, y, TrainingSettings(**{**settings.to_dict(), "packing": False}))
+    for got in ((a, b, c), unpacked[:3]):
+        np.testing.assert_array_equal(got[0].params, a0.params)
+        np.testing.assert_array_equal(got[1].params, b0.params)
+        assert got[2].loss_curve == c0.loss_curve and len(c0.loss_curve) == 4

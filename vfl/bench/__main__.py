@@ -54,7 +54,9 @@ def parse_args(argv=None):
                         "interleaved runs (--repeats each), same rows, weights and key")
     p.add_argument("--repeats", type=int, default=3, help="runs of each variant with --predict (default 3)")
     p.add_argument("--packing", action="store_true",
-                   help="also train with packed ciphertexts, interleaved with the unpacked runs, same data")
+                   help="also train with packed ciphertexts: unpacked and packed runs interleaved (--pairs of "
+                        "each per size), same data; prints both, their ratio and the goals")
+    p.add_argument("--pairs", type=int, default=2, help="unpacked/packed run pairs per size with --packing")
     args = p.parse_args(argv)
     if args.sizes is None:
         args.sizes = [10_000] if args.feature_parties else [569] if args.quick else [569, 10_000, 100_000]
@@ -90,10 +92,11 @@ def load() -> str:
         return "?"
 
 
-def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1) -> dict:
+def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1,
+            packing: bool = False) -> dict:
     """vfl's protocol in a fresh process (so its memory figures are its own)."""
     cmd = [sys.executable, "-m", "vfl.bench.run_vfl", str(rows), str(features), str(key_bits), str(iterations),
-           engine, str(feature_parties)]
+           engine, str(feature_parties), "1" if packing else "0"]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -169,8 +172,11 @@ def main(argv=None) -> int:
         if args.quick and args.iterations is None:
             iterations = 3
         started = time.perf_counter()
-        vfl = run_vfl(rows, args.features, args.key_bits, iterations, args.engine)
-        vfl["load_after"] = load()
+        if args.packing:
+            vfl, packed_runs = packing_pairs(args, rows, iterations)
+        else:
+            vfl, packed_runs = run_vfl(rows, args.features, args.key_bits, iterations, args.engine), None
+            vfl["load_after"] = load()
         textbook, approx = None, False
         if not args.no_textbook:
             # From the weights after vfl's first step: a typical iteration (from all-zero weights
@@ -191,6 +197,8 @@ def main(argv=None) -> int:
         entry = {"rows": rows, "features": args.features, "key_bits": args.key_bits, "vfl": vfl,
                  "vfl_seconds_per_iteration": steady, "textbook": textbook, "textbook_estimated": approx,
                  "wall_seconds": time.perf_counter() - started}
+        if packed_runs is not None:
+            entry["packed"] = packed_runs
         if textbook is not None:
             entry["ratio"] = textbook["seconds"] / steady
             if "params" in textbook and len(vfl["params"]["A"]) >= 2:
@@ -231,6 +239,9 @@ def main(argv=None) -> int:
         if "max_weight_difference" in e:
             print(f"{e['rows']} rows: the textbook step from vfl's weights after step 1 lands on vfl's weights "
                   f"after step 2 within {e['max_weight_difference']:.1e}")
+    if any("packed" in e for e in results):
+        print()
+        print(packing_table(results))
     if report["micro"]:
         print()
         print(table([[m["what"], m["detail"], m["implementation"], f"{m['per_second']:,.0f}"]
@@ -238,6 +249,59 @@ def main(argv=None) -> int:
     print(f"\nload average at end: {load()}")
     _write_json(args, report)
     return 0
+
+
+def _steady(figures: dict) -> float:
+    return float(np.mean(figures["iterations"])) if figures["iterations"] else figures["first"]
+
+
+def packing_pairs(args, rows: int, iterations: int) -> tuple[dict, dict]:
+    """``--pairs`` runs of unpacked and packed training, interleaved; the median unpacked run and all figures."""
+    unpacked, packed = [], []
+    for _ in range(max(1, args.pairs)):
+        for runs, packing in ((unpacked, False), (packed, True)):
+            before = load()
+            figures = run_vfl(rows, args.features, args.key_bits, iterations, args.engine, 1, packing)
+            figures["load_before"], figures["load_after"] = before, load()
+            runs.append(figures)
+    median = lambda runs: sorted(runs, key=_steady)[(len(runs) - 1) // 2]
+    vfl = median(unpacked)
+    pick = median(packed)
+    identical = all(np.array_equal(u["params"][p], q["params"][p]) and u["losses"] == q["losses"]
+                    for u, q in zip(unpacked, packed) for p in ("A", "B"))
+    return vfl, {"runs": packed, "unpacked_runs": unpacked, "median": pick, "identical": identical,
+                 "unpacked_seconds": [_steady(r) for r in unpacked], "packed_seconds": [_steady(r) for r in packed]}
+
+
+def packing_table(results: list) -> str:
+    """Unpacked against packed training, per size: medians of interleaved runs, ratio, bytes, load, goals."""
+    goals = {569: 50.0, 10_000: 80.0}
+    body, notes = [], []
+    for e in results:
+        if "packed" not in e:
+            continue
+        p = e["packed"]
+        unpacked_s, packed_s = float(np.median(p["unpacked_seconds"])), float(np.median(p["packed_seconds"]))
+        bytes_u = float(np.mean(e["vfl"]["bytes"][1:] or e["vfl"]["bytes"]))
+        bytes_p = float(np.mean(p["median"]["bytes"][1:] or p["median"]["bytes"]))
+        tb = e["textbook"]
+        ratio = f"{tb['seconds'] / packed_s:.1f}x" if tb else "-"
+        loads = ", ".join(r["load_before"].split()[0] for r in p["unpacked_runs"] + p["runs"])
+        body.append([e["rows"], e["key_bits"], _fmt_s(unpacked_s), _fmt_s(packed_s), f"{unpacked_s / packed_s:.2f}x",
+                     ratio, _fmt_bytes(int(bytes_u)), _fmt_bytes(int(bytes_p)), f"{bytes_u / bytes_p:.1f}x", loads])
+        if tb and e["rows"] in goals and e["key_bits"] == 2048:
+            got = tb["seconds"] / packed_s
+            goal = goals[e["rows"]]
+            notes.append(f"goal {e['rows']} rows >= {goal:g}x the textbook: "
+                         + ("met" if got >= goal else f"missed ({got:.1f}x; needs {tb['seconds'] / goal:.3f} s/iter)"))
+        if e["rows"] == 10_000:
+            notes.append(f"goal 10,000 rows >= 4x fewer bytes: " + ("met" if bytes_u / bytes_p >= 4 else
+                                                                   f"missed ({bytes_u / bytes_p:.1f}x)"))
+        notes.append(f"{e['rows']} rows: packed and unpacked weights and losses identical bit for bit: {p['identical']}")
+    text = table(body, ["rows", "key bits", "unpacked s/iter", "packed s/iter", "packed speed-up",
+                        "textbook / packed", "unpacked bytes/iter", "packed bytes/iter", "fewer bytes",
+                        "load avg before each run (unpacked..., packed...)"])
+    return text + "\n" + "\n".join(notes)
 
 
 def _write_json(args, report: dict) -> None:
