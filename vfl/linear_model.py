@@ -248,8 +248,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
     dp_label_bound : float or None, default=None
         With DP, linear regression only: labels are clipped to ``[-bound, bound]``.
     packing : bool, default=False
-        Several values per ciphertext (for now: private prediction), with slots sized
-        from the declared bounds; the same scores bit for bit.  See docs/protocol.md.
+        Several values per ciphertext in training and private prediction, with slots
+        sized from the declared bounds; the same weights and scores bit for bit.  Off by
+        default until its speed goals are met.  See docs/protocol.md.
     feature_bound : float, default=2**8
         Declared bound on ``|x|`` (packed slots are sized for it).
     score_bound : float, default=2**12

@@ -8,6 +8,11 @@ and micro figures (encryptions, multi-exponentiation terms and decryptions per
 second).  It generates its own data (:mod:`vfl.bench.data`).  The full run takes
 about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
+
+``--packing`` also trains with packed ciphertexts, unpacked and packed runs
+interleaved, and prints both with their ratio, bytes, the load average before
+each run and the issue's goals; ``--predict ROWS`` times private prediction of
+ROWS rows unpacked against packed (:mod:`vfl.bench.predict`).
 """
 
 from __future__ import annotations

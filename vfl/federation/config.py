@@ -31,7 +31,7 @@ certificate and key from it (the others' entries may point nowhere)::
     insecure = false                    # must be true for key_bits < 2048
     frac_bits = 32
     random_state = 0                    # batch-order seed; leave out to let B draw one
-    packing = false                     # several values per ciphertext (for now: private prediction)
+    packing = false                     # several values per ciphertext (training and prediction)
     score_bound = 4096                  # declared |share of a score| per party (packed slots are sized for it)
     feature_bound = 256                 # declared |x| (packed slots are sized for it)
 
