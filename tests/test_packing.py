@@ -315,3 +315,27 @@ def test_packed_training_resumes_exactly():
         np.testing.assert_array_equal(got[0].params, a0.params)
         np.testing.assert_array_equal(got[1].params, b0.params)
         assert got[2].loss_curve == c0.loss_curve and len(c0.loss_curve) == 4
+
+
+def test_coordinator_refuses_a_packed_layout_other_than_the_settings_give():
+    from vfl.errors import ProtocolError
+    from vfl.protocols import predict_a, predict_b, predict_c
+    from vfl.transport import Endpoint, InProcessNetwork, run_roles
+
+    parties, x, roster = _parties(1)
+    network = InProcessNetwork(roster.everyone)
+    ep = {r: Endpoint(network.transport(r), roster.peers(r)) for r in roster.everyone}
+    c = Coordinator(1024, insecure=True)
+    with pytest.raises(ProtocolError, match="score_bound or frac_bits differ"):
+        run_roles(network, {
+            "a0": lambda: predict_a(ep["a0"], parties["a0"], x["a0"], roster=roster, packing=True, score_bound=2 ** 20),
+            "B": lambda: predict_b(ep["B"], parties["B"], x["B"], roster=roster, packing=True, score_bound=2 ** 20),
+            "C": lambda: predict_c(ep["C"], c, roster=roster, packing=True),
+        })
+
+
+def test_non_finite_scores_are_named_as_such():
+    from vfl.parties.packed import check_declared
+
+    with pytest.raises(FixedPointOverflowError, match="party A: partial score at position 1 is not a finite number"):
+        check_declared("A", [0.0, float("nan")], 4096.0, "partial score")

@@ -53,7 +53,10 @@ def check_declared(role: str, values, bound: float, what: str, setting: str = "s
     worst = float(np.max(np.abs(values)))
     if math.isfinite(worst) and worst <= bound:
         return
-    where = int(np.argmax(np.abs(values))) if math.isfinite(worst) else int(np.flatnonzero(~np.isfinite(values))[0])
+    if not math.isfinite(worst):
+        where = int(np.flatnonzero(~np.isfinite(values.ravel()))[0])
+        raise FixedPointOverflowError(f"party {role}: {what} at position {where} is not a finite number; {advice}")
+    where = int(np.argmax(np.abs(values)))
     raise FixedPointOverflowError(
         f"party {role}: {what} {float(values.flat[where]):.6g} at position {where} is beyond the declared "
         f"{setting} {bound:g} that the packed slots are sized for; raise {setting} or {advice}")
