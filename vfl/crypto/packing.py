@@ -122,14 +122,7 @@ def pack(values, layout: SlotLayout) -> list:
     """
     values = [int(v) for v in values]
     check_values(values, layout)
-    s, w = layout.slots, layout.slot_bits
-    out = []
-    for start in range(0, len(values), s):
-        acc = 0
-        for v in reversed(values[start:start + s]):
-            acc = (acc << w) + v
-        out.append(gmpy2.mpz(acc))
-    return out
+    return _combine(values, layout)
 
 
 def pack_unsigned(values, layout: SlotLayout) -> list:
@@ -139,6 +132,11 @@ def pack_unsigned(values, layout: SlotLayout) -> list:
     for i, v in enumerate(values):
         if not 0 <= v < top:
             raise FixedPointOverflowError(f"masked slot value at position {i} does not fit {layout.slot_bits} bits")
+    return _combine(values, layout)
+
+
+def _combine(values: list, layout: SlotLayout) -> list:
+    """``sum_j v_(is + j) 2^(j w)`` for each group of ``s`` values."""
     s, w = layout.slots, layout.slot_bits
     out = []
     for start in range(0, len(values), s):
