@@ -13,6 +13,7 @@ from typing import Mapping
 import numpy as np
 
 from vfl.parties import Coordinator, FeatureParty
+from vfl.parties.packed import DEFAULT_SCORE_BOUND
 from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
                            run_c)
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
@@ -52,14 +53,19 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
 
 def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, features: Mapping[str, np.ndarray],
             mode: str = "private", frac_bits: int = 32, transcript: Transcript | None = None, engine=None,
-            roster: Roster = TWO_PARTY) -> np.ndarray:
-    """Scores ``z`` of new rows (``features`` by party name), as the label party learns them."""
+            roster: Roster = TWO_PARTY, packing: bool = False, score_bound: float | None = None) -> np.ndarray:
+    """Scores ``z`` of new rows (``features`` by party name), as the label party learns them.
+
+    ``packing`` runs the packed private prediction, its slots sized from the
+    declared ``score_bound`` (default :data:`vfl.parties.packed.DEFAULT_SCORE_BOUND`).
+    """
+    packed = {"packing": packing, "score_bound": DEFAULT_SCORE_BOUND if score_bound is None else score_bound}
     transcript = transcript if transcript is not None else Transcript()
     network, ep = _endpoints(roster, transcript)
     programs = {name: (lambda name=name: predict_a(ep[name], parties[name], features[name], mode, frac_bits, engine,
-                                                   roster))
+                                                   roster, **packed))
                 for name in roster.features}
     programs[roster.label] = lambda: predict_b(ep[roster.label], parties[roster.label], features[roster.label], mode,
-                                               frac_bits, engine, roster)
-    programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster)
+                                               frac_bits, engine, roster, **packed)
+    programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster, **packed)
     return run_roles(network, programs)[roster.label]

@@ -31,7 +31,7 @@ class _VerticalLinearModel(BaseEstimator):
     def __init__(self, learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None, tol=1e-4,
                  fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
-                 dp_label_bound=None):
+                 dp_label_bound=None, packing=False, feature_bound=2.0 ** 8, score_bound=2.0 ** 12):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -49,6 +49,9 @@ class _VerticalLinearModel(BaseEstimator):
         self.dp_epsilon = dp_epsilon
         self.dp_delta = dp_delta
         self.dp_label_bound = dp_label_bound
+        self.packing = packing
+        self.feature_bound = feature_bound
+        self.score_bound = score_bound
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -57,7 +60,8 @@ class _VerticalLinearModel(BaseEstimator):
             alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
             key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
             random_state=self.random_state, init=self.init, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
-            dp_label_bound=self.dp_label_bound,
+            dp_label_bound=self.dp_label_bound, packing=self.packing, feature_bound=self.feature_bound,
+            score_bound=self.score_bound,
         )
 
     def _check_run_params(self) -> None:
@@ -178,8 +182,9 @@ class _VerticalLinearModel(BaseEstimator):
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
                                                           self.engine)
         transcript = Transcript()
+        settings = self._settings()
         scores = inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits, transcript,
-                                   self.engine, roster)
+                                   self.engine, roster, packing=settings.packing, score_bound=settings.score_bound)
         self.predict_transcript_ = transcript.to_frame()
         return scores
 
@@ -242,6 +247,15 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``(dp_epsilon, dp_delta)``-DP.  Needs ``tol=None`` (every epoch runs).
     dp_label_bound : float or None, default=None
         With DP, linear regression only: labels are clipped to ``[-bound, bound]``.
+    packing : bool, default=False
+        Several values per ciphertext in training and private prediction, with slots
+        sized from the declared bounds; the same weights and scores bit for bit.  Off by
+        default until its speed goals are met.  See docs/protocol.md.
+    feature_bound : float, default=2**8
+        Declared bound on ``|x|`` (packed slots are sized for it).
+    score_bound : float, default=2**12
+        Declared bound on each party's share of a score; a larger one is refused with
+        ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
 
     Attributes
     ----------

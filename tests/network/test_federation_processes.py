@@ -353,3 +353,30 @@ def test_settings_that_let_a_party_solve_for_labels_are_refused(federation):
         assert results[role][0] == 2 and "party A: 30 epochs of 5 batches give A 1500 exact gradient equations" \
             in results[role][2] and "use at most 4 epochs" in results[role][2], results[role][2]
     assert results["C"][0] == 1
+
+
+def test_packed_training_and_prediction_over_the_network(reference_run, federation_certs):
+    """``packing = true`` in [training]: the same model as the unpacked reference run, and the same scores."""
+    data, base, whole = reference_run["data"], reference_run["folder"], reference_run["work"]
+    training = {**reference_run["training"], "packing": True}
+    config = write_federation_file(base / "packed.toml", federation_certs[0], _free_ports(3), training)
+    parties = start_parties("party", config, data, base / "packed", extra=["--narrate"])
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    assert "values per ciphertext" in results["A"][1]
+    for role in ("A", "B"):
+        packed, plain = shard(base / "packed", role), shard(whole, role)
+        assert packed["coef"] == plain["coef"] and packed.get("intercept") == plain.get("intercept")
+    parties = start_parties("predict", config, data, base / "packed")
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    transcript = pd.read_csv(base / "packed" / "C" / "transcript_predict.csv")
+    assert "packed_scores" in set(transcript["name"])      # C sends the decrypted, still masked, packed scores

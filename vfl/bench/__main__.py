@@ -10,6 +10,10 @@ about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
 
 ``--psi`` benchmarks the private set intersection instead (:mod:`vfl.bench.psi`).
+``--packing`` also trains with packed ciphertexts, unpacked and packed runs
+interleaved, and prints both with their ratio, bytes, the load average before
+each run and the issue's goals; ``--predict ROWS`` times private prediction of
+ROWS rows unpacked against packed (:mod:`vfl.bench.predict`).
 """
 
 from __future__ import annotations
@@ -56,6 +60,14 @@ def parse_args(argv=None):
                         "half in common; about 10 minutes on 2 cores)")
     p.add_argument("--psi-sizes", type=_parse_sizes, default=None, metavar="N,N,...",
                    help="ids per party for --psi (implies --psi), e.g. 10000,100000")
+    p.add_argument("--predict", type=int, default=None, metavar="ROWS",
+                   help="instead: private prediction of ROWS rows, unpacked against packed ciphertexts, "
+                        "interleaved runs (--repeats each), same rows, weights and key")
+    p.add_argument("--repeats", type=int, default=3, help="runs of each variant with --predict (default 3)")
+    p.add_argument("--packing", action="store_true",
+                   help="also train with packed ciphertexts: unpacked and packed runs interleaved (--pairs of "
+                        "each per size), same data; prints both, their ratio and the goals")
+    p.add_argument("--pairs", type=int, default=2, help="unpacked/packed run pairs per size with --packing")
     args = p.parse_args(argv)
     if args.psi_sizes is not None:
         args.psi = True
@@ -95,10 +107,11 @@ def load() -> str:
         return "?"
 
 
-def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1) -> dict:
+def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1,
+            packing: bool = False) -> dict:
     """vfl's protocol in a fresh process (so its memory figures are its own)."""
     cmd = [sys.executable, "-m", "vfl.bench.run_vfl", str(rows), str(features), str(key_bits), str(iterations),
-           engine, str(feature_parties)]
+           engine, str(feature_parties), "1" if packing else "0"]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -163,6 +176,10 @@ def main(argv=None) -> int:
     if args.key_bits < 2048:
         print(f"warning: {args.key_bits}-bit keys are insecure; use them to try the benchmark, not to quote it")
     report = {"machine": info, "args": {k: v for k, v in vars(args).items()}, "sizes": [], "micro": []}
+    if args.predict:
+        report["predict"] = prediction_series(args)
+        _write_json(args, report)
+        return 0
     if args.feature_parties:
         report["feature_parties"] = feature_party_series(args)
         _write_json(args, report)
@@ -174,8 +191,11 @@ def main(argv=None) -> int:
         if args.quick and args.iterations is None:
             iterations = 3
         started = time.perf_counter()
-        vfl = run_vfl(rows, args.features, args.key_bits, iterations, args.engine)
-        vfl["load_after"] = load()
+        if args.packing:
+            vfl, packed_runs = packing_pairs(args, rows, iterations)
+        else:
+            vfl, packed_runs = run_vfl(rows, args.features, args.key_bits, iterations, args.engine), None
+            vfl["load_after"] = load()
         textbook, approx = None, False
         if not args.no_textbook:
             # From the weights after vfl's first step: a typical iteration (from all-zero weights
@@ -196,6 +216,8 @@ def main(argv=None) -> int:
         entry = {"rows": rows, "features": args.features, "key_bits": args.key_bits, "vfl": vfl,
                  "vfl_seconds_per_iteration": steady, "textbook": textbook, "textbook_estimated": approx,
                  "wall_seconds": time.perf_counter() - started}
+        if packed_runs is not None:
+            entry["packed"] = packed_runs
         if textbook is not None:
             entry["ratio"] = textbook["seconds"] / steady
             if "params" in textbook and len(vfl["params"]["A"]) >= 2:
@@ -236,6 +258,9 @@ def main(argv=None) -> int:
         if "max_weight_difference" in e:
             print(f"{e['rows']} rows: the textbook step from vfl's weights after step 1 lands on vfl's weights "
                   f"after step 2 within {e['max_weight_difference']:.1e}")
+    if any("packed" in e for e in results):
+        print()
+        print(packing_table(results))
     if report["micro"]:
         print()
         print(table([[m["what"], m["detail"], m["implementation"], f"{m['per_second']:,.0f}"]
@@ -245,10 +270,94 @@ def main(argv=None) -> int:
     return 0
 
 
+def _steady(figures: dict) -> float:
+    return float(np.mean(figures["iterations"])) if figures["iterations"] else figures["first"]
+
+
+def packing_pairs(args, rows: int, iterations: int) -> tuple[dict, dict]:
+    """``--pairs`` runs of unpacked and packed training, interleaved; the median unpacked run and all figures."""
+    unpacked, packed = [], []
+    for _ in range(max(1, args.pairs)):
+        for runs, packing in ((unpacked, False), (packed, True)):
+            before = load()
+            figures = run_vfl(rows, args.features, args.key_bits, iterations, args.engine, 1, packing)
+            figures["load_before"], figures["load_after"] = before, load()
+            runs.append(figures)
+    median = lambda runs: sorted(runs, key=_steady)[(len(runs) - 1) // 2]
+    vfl = median(unpacked)
+    pick = median(packed)
+    identical = all(np.array_equal(u["params"][p], q["params"][p]) and u["losses"] == q["losses"]
+                    for u, q in zip(unpacked, packed) for p in ("A", "B"))
+    return vfl, {"runs": packed, "unpacked_runs": unpacked, "median": pick, "identical": identical,
+                 "unpacked_seconds": [_steady(r) for r in unpacked], "packed_seconds": [_steady(r) for r in packed]}
+
+
+def packing_table(results: list) -> str:
+    """Unpacked against packed training, per size: medians of interleaved runs, ratio, bytes, load, goals."""
+    goals = {569: 50.0, 10_000: 80.0}
+    body, notes = [], []
+    for e in results:
+        if "packed" not in e:
+            continue
+        p = e["packed"]
+        unpacked_s, packed_s = float(np.median(p["unpacked_seconds"])), float(np.median(p["packed_seconds"]))
+        bytes_u = float(np.mean(e["vfl"]["bytes"][1:] or e["vfl"]["bytes"]))
+        bytes_p = float(np.mean(p["median"]["bytes"][1:] or p["median"]["bytes"]))
+        tb = e["textbook"]
+        ratio = f"{tb['seconds'] / packed_s:.1f}x" if tb else "-"
+        loads = ", ".join(r["load_before"].split()[0] for r in p["unpacked_runs"] + p["runs"])
+        body.append([e["rows"], e["key_bits"], _fmt_s(unpacked_s), _fmt_s(packed_s), f"{unpacked_s / packed_s:.2f}x",
+                     ratio, _fmt_bytes(int(bytes_u)), _fmt_bytes(int(bytes_p)), f"{bytes_u / bytes_p:.1f}x", loads])
+        if tb and e["rows"] in goals and e["key_bits"] == 2048:
+            got = tb["seconds"] / packed_s
+            goal = goals[e["rows"]]
+            notes.append(f"goal {e['rows']} rows >= {goal:g}x the textbook: "
+                         + ("met" if got >= goal else f"missed ({got:.1f}x; needs {tb['seconds'] / goal:.3f} s/iter)"))
+        if e["rows"] == 10_000:
+            notes.append(f"goal 10,000 rows >= 4x fewer bytes: " + ("met" if bytes_u / bytes_p >= 4 else
+                                                                   f"missed ({bytes_u / bytes_p:.1f}x)"))
+        notes.append(f"{e['rows']} rows: packed and unpacked weights and losses identical bit for bit: {p['identical']}")
+    text = table(body, ["rows", "key bits", "unpacked s/iter", "packed s/iter", "packed speed-up",
+                        "textbook / packed", "unpacked bytes/iter", "packed bytes/iter", "fewer bytes",
+                        "load avg before each run (unpacked..., packed...)"])
+    return text + "\n" + "\n".join(notes)
+
+
 def _write_json(args, report: dict) -> None:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(report, f, indent=2, default=str)
+
+
+def prediction_series(args) -> dict:
+    """Private prediction of ``args.predict`` rows, unpacked and packed, interleaved; prints a table."""
+    from tqdm import tqdm
+
+    from vfl.bench.predict import predict_series
+    from vfl.crypto import workers
+
+    engine = None if args.engine == "default" else args.engine
+    with tqdm(total=2 * args.repeats, desc=f"predict {args.predict} rows", file=sys.stderr, leave=False) as bar:
+        result = predict_series(args.predict, args.features, args.key_bits, args.repeats, engine, bar.update)
+    workers.shutdown()
+    print()
+    body = []
+    for name in ("unpacked", "packed"):
+        runs = result["runs"][name]
+        body.append([result["rows"], result["key_bits"], name, _fmt_s(result[name]["median_seconds"]),
+                     ", ".join(_fmt_s(r["seconds"]) for r in runs), _fmt_bytes(result[name]["bytes"]),
+                     ", ".join(f"{r['load_before']:.2f}" for r in runs)])
+    print(table(body, ["rows", "key bits", "prediction", "median s", "runs s (interleaved)", "bytes",
+                       "load avg before each run"]))
+    goal = 5.0
+    packed = result["packed"]["median_seconds"]
+    print(f"packed / unpacked: {result['speedup']:.1f}x faster, "
+          f"{result['unpacked']['bytes'] / result['packed']['bytes']:.1f}x fewer bytes; scores identical bit for "
+          f"bit: {result['identical']}")
+    if result["rows"] == 30_000 and result["key_bits"] == 2048:
+        print(f"goal (30,000 rows in <= {goal:g} s): " + ("met" if packed <= goal else f"missed by {packed - goal:.2f} s"))
+    print(f"load average at end: {load()}")
+    return result
 
 
 def feature_party_series(args) -> list[dict]:

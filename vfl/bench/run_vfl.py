@@ -1,6 +1,6 @@
 """Time vfl's real protocol (the role programs, in-process) in a fresh process; print JSON.
 
-``python -m vfl.bench.run_vfl ROWS FEATURES KEY_BITS ITERATIONS [ENGINE [FEATURE_PARTIES]]``
+``python -m vfl.bench.run_vfl ROWS FEATURES KEY_BITS ITERATIONS [ENGINE [FEATURE_PARTIES [PACKING]]]``
 
 Runs :func:`vfl.inprocess.train` (the parties and C in threads, messages
 framed as bytes) for ``ITERATIONS`` full-batch epochs.  With one feature party
@@ -37,6 +37,7 @@ def main(argv=None) -> None:
     rows, features, key_bits, iterations = (int(v) for v in argv[:4])
     engine = argv[4] if len(argv) > 4 and argv[4] != "default" else None
     k = int(argv[5]) if len(argv) > 5 else 1
+    packing = len(argv) > 6 and argv[6] in ("1", "packed", "true")
 
     from tqdm import tqdm
 
@@ -64,7 +65,8 @@ def main(argv=None) -> None:
     settings = TrainingSettings(objective="logistic", learning_rate=0.1, max_iter=iterations, alpha=0.01,
                                 batch_size=None, tol=None, fit_intercept=True, key_bits=key_bits,
                                 insecure=insecure, frac_bits=32, random_state=0,
-                                init="zeros")   # the textbook run it is compared with starts at zero
+                                init="zeros",   # the textbook run it is compared with starts at zero
+                                packing=packing)
 
     history = {"A": [], "B": []}
     for party in (party_a, party_b) if k == 1 else ():
@@ -132,6 +134,7 @@ def main(argv=None) -> None:
         "rss_worker_mb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024,
         "params": history,
         "feature_parties": k,
+        "packing": packing,
         "parties": party_figures,
     }
     print(json.dumps(result))

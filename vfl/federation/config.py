@@ -42,6 +42,9 @@ federation has one *label party* (feature columns and the labels), one
     insecure = false                    # must be true for key_bits < 2048
     frac_bits = 32
     random_state = 0                    # batch-order seed; leave out to let the label party draw one
+    packing = false                     # several values per ciphertext (training and prediction)
+    score_bound = 4096                  # declared |share of a score| per party (packed slots are sized for it)
+    feature_bound = 256                 # declared |x| (packed slots are sized for it)
 
     [prediction]
     mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)

@@ -37,6 +37,12 @@ DESCRIPTIONS = {
     "masked_scores": "encrypted scores plus mask [[z + R]]",
     "partial_scores": "partial scores in clear (Table 3: the coordinator learns them)",
     "abort": "this party stopped, and why",
+    "packed_scores": "encrypted partial scores [[u_k]], packed",
+    "packed_residual": "encrypted residuals [[d]] = sum_k [[u_k]] + u_B - k y, packed",
+    "masked_packed_gradient": "encrypted gradient products, every slot masked",
+    "packed_loss_part": "encrypted loss part [[a u_k.d + penalty]] in slot s-1",
+    "packed_loss": "encrypted batch loss [[L]] in slot s-1, every other slot masked",
+    "masked_packed_scores": "encrypted scores plus per-slot masks [[z + 2^v + R]], packed",
 }
 
 
@@ -55,6 +61,10 @@ def describe(message) -> tuple[str, int]:
         text = "scores z"
     elif message.name == "scores" and message.kind == "masked":
         text = "decrypted scores, still masked: z + R"
+    elif message.name == "packed_scores" and message.kind == "masked":
+        text = "decrypted packed scores, every slot still masked: z + 2^v + R"
+    if isinstance(message.fields.get("slots"), int):
+        text += f" ({message.fields['slots']} values per ciphertext)"
     return text, count
 
 

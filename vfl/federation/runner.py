@@ -437,16 +437,17 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                    "coordinator": roster.coordinator}
         if alignment:
             summary["alignment"] = alignment
+        packed = {"packing": settings.packing, "score_bound": settings.score_bound}
         if kind == "feature":
-            predict_a(ep, party, data.features, mode, frac_bits, roster=roster)
+            predict_a(ep, party, data.features, mode, frac_bits, roster=roster, **packed)
             summary["rows"] = data.n_rows
         elif kind == "label":
-            scores = predict_b(ep, party, data.features, mode, frac_bits, roster=roster)
+            scores = predict_b(ep, party, data.features, mode, frac_bits, roster=roster, **packed)
             summary["rows"] = data.n_rows
             summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
         else:
-            summary["rows"] = predict_c(ep, party, mode, roster=roster)
+            summary["rows"] = predict_c(ep, party, mode, roster=roster, **packed)
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair
+from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair, packing
+from vfl.errors import FixedPointOverflowError
 
 
 class Coordinator:
@@ -45,6 +48,21 @@ class Coordinator:
     def decrypt_masked(self, masked: EncryptedVector) -> list:
         """Residues of masked values: uniform over Z_n, so they tell C nothing."""
         return self.context.decrypt_residues(masked)
+
+    def decrypt_packed_results(self, masked: EncryptedVector, layout) -> list:
+        """Position ``s - 1`` of each masked product (still masked): the only position that goes back."""
+        n = self.context.public_key.n
+        return [packing.position_value(r, n, layout, layout.slots - 1)
+                for r in self.context.decrypt_residues(masked)]
+
+    def decrypt_packed_total(self, value: EncryptedVector, layout) -> float:
+        """The batch loss from position ``s - 1`` of the packed loss (every other position is masked)."""
+        n = self.context.public_key.n
+        result = packing.position_value(self.context.decrypt_residues(value)[0], n, layout, layout.slots - 1,
+                                        signed=True)
+        if abs(result) >= layout.offset:
+            raise FixedPointOverflowError("the packed loss overflowed its slot")
+        return math.ldexp(float(result), -value.exponent)
 
     def record_epoch(self, batch_losses, batch_sizes) -> float:
         loss = float(np.average(batch_losses, weights=batch_sizes))

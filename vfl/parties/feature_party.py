@@ -9,6 +9,7 @@ import numpy as np
 from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
+from vfl.parties import packed
 from vfl.parties.objectives import Objective
 
 
@@ -185,15 +186,38 @@ class FeatureParty:
         """Unmask ``X^T d`` and take one gradient step; returns the gradient used."""
         if self._pending_mask is None:
             raise ProtocolError(f"party {self.role} received a gradient it did not ask for")
-        mask, exponent = self._pending_mask
-        self._pending_mask = None  # a mask is used exactly once
-        xtd = self._ctx().unmask(residues, mask, exponent, what=f"party {self.role} gradient")
+        pending, self._pending_mask = self._pending_mask, None  # a mask is used exactly once
+        if isinstance(pending, packed.SlotMasks):
+            xtd = pending.unmask(self._ctx(), residues, what=f"party {self.role} gradient")
+        else:
+            mask, exponent = pending
+            xtd = self._ctx().unmask(residues, mask, exponent, what=f"party {self.role} gradient")
         penalised = np.ones_like(self.params)
         if self.fit_intercept:
             penalised[-1] = 0.0
         gradient = objective.grad_scale * xtd / n + alpha * penalised * self.params
         self.params = self.params - learning_rate * gradient
         return gradient
+
+    # -- packed ciphertexts (see vfl.parties.packed) -------------------------------------
+    def check_declared_features(self, feature_bound: float) -> None:
+        """Refuse features beyond the declared ``feature_bound`` the packed slots are sized for."""
+        big = np.abs(self.features) > feature_bound
+        if big.any():
+            row, col = map(int, np.argwhere(big)[0])
+            raise FixedPointOverflowError(
+                f"party {self.role}, {self._column(col)}: value {self.features[row, col]:.6g} at row {row} is "
+                f"beyond the declared feature_bound {feature_bound:g} that the packed slots are sized for; "
+                "raise feature_bound or scale the column down")
+
+    def packed_masked_gradient(self, d: EncryptedVector, rows, layout) -> EncryptedVector:
+        """``[[X^T d]]`` from the packed ``[[d]]``, every slot position masked (the masks kept)."""
+        return self._mask_packed_gradient(packed.products(self._ctx(), d, self.design(rows).T, layout), layout)
+
+    def _mask_packed_gradient(self, products: EncryptedVector, layout) -> EncryptedVector:
+        masked, masks = packed.mask_products(self._ctx(), products, layout)
+        self._pending_mask = masks
+        return masked
 
     # -- checkpoints -------------------------------------------------------------
     def state(self) -> dict:

@@ -7,6 +7,7 @@ import numpy as np
 from vfl.crypto import EncryptedVector
 from vfl.errors import ProtocolError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
+from vfl.parties import packed
 from vfl.parties.objectives import Objective
 
 
@@ -54,3 +55,33 @@ class PartyA(FeatureParty):
         products = columns @ d
         gradient, cross = products[: self.params.size], products[self.params.size:]
         return self.mask_gradient(gradient), (cross + penalty).rerandomize()
+
+    # -- packed ciphertexts ----------------------------------------------------------------
+    def encrypted_packed_scores(self, rows, layout, score_bound: float) -> EncryptedVector:
+        """Step 2, packed: ``[[u_k]]``, ``s`` scores per ciphertext (each checked against the declared bound)."""
+        u = self.scores(rows)
+        packed.check_declared(self.role, u, score_bound, "partial score",
+                              advice="lower learning_rate if the training diverges, or scale the columns down")
+        self._pending_scores = u
+        return packed.encrypt_packed(self._ctx(), u, layout, what=f"party {self.role} score")
+
+    def packed_gradient_and_loss_part(self, d: EncryptedVector, rows, objective: Objective, alpha: float,
+                                      layout) -> tuple[EncryptedVector, EncryptedVector]:
+        """Step 3, packed: as :meth:`masked_gradient_and_loss_part`, from the packed ``[[d]]``.
+
+        The gradient's products have every slot position masked; the loss part's
+        result is in slot ``s - 1`` (cross terms elsewhere, which B masks before C
+        decrypts the loss).
+        """
+        if self._pending_scores is None:
+            raise ProtocolError(f"party {self.role} received a residual before sending its scores")
+        u, self._pending_scores = self._pending_scores, None
+        ctx = self._ctx()
+        penalty = len(u) * self.penalty(alpha)
+        self.check_range(penalty, packed.own_loss_bound(ctx, layout, self.n_parties), "its penalty", len(u),
+                         advice="lower alpha or learning_rate, or raise score_bound")
+        columns = np.vstack([self.design(rows).T, objective.a * u])
+        products = packed.products(ctx, d, columns, layout)
+        gradient, cross = products[: self.params.size], products[self.params.size:]
+        loss_part = packed.add_in_result_slot(ctx, cross, penalty, layout).rerandomize()
+        return self._mask_packed_gradient(gradient, layout), loss_part

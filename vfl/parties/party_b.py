@@ -8,6 +8,7 @@ from vfl.crypto import EncryptedVector
 from vfl.crypto.randomness import gaussian
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
+from vfl.parties import packed
 from vfl.parties.objectives import Objective
 
 
@@ -114,3 +115,42 @@ class PartyB(FeatureParty):
         for part in loss_parts:
             loss = loss + part
         return loss.rerandomize()
+
+    # -- packed ciphertexts ----------------------------------------------------------------
+    def packed_residual(self, scores: list[EncryptedVector], rows, objective: Objective, layout,
+                        score_bound: float) -> EncryptedVector:
+        """Step 2, packed: ``[[d]] = sum_k [[u_k]] + pack(u_B - kappa y (+ e))``, re-randomized (``n / s`` ciphertexts)."""
+        y = self.labels[rows]
+        exact = self.scores(rows) - objective.kappa * y
+        noise = self.noise_std * self.standard_normal(len(y)) if self.noise_std else np.zeros(len(y))
+        share = exact + noise
+        packed.check_declared(self.role, np.maximum(np.abs(exact), np.abs(share)), score_bound,
+                              "partial score minus kappa * label" + (" (with the DP noise)" if self.noise_std else ""),
+                              advice="lower learning_rate if the training diverges, or scale the columns or labels")
+        total = scores[0]
+        for other in scores[1:]:
+            total = total + other
+        self._pending_loss = (total, exact, noise, rows)
+        return packed.add_packed_plain(self._ctx(), total, share, layout,
+                                       what=f"party {self.role} residual").rerandomize()
+
+    def packed_batch_loss(self, loss_parts: list[EncryptedVector], objective: Objective, alpha: float,
+                          layout) -> EncryptedVector:
+        """Step 2, packed: ``[[n L]]`` in slot ``s - 1``; every other position masked for C (see :meth:`batch_loss`)."""
+        if self._pending_loss is None:
+            raise ProtocolError(f"party {self.role} received loss parts before forming the residual")
+        total, exact, noise, rows = self._pending_loss
+        self._pending_loss = None
+        ctx = self._ctx()
+        y, u_b = self.labels[rows], self.scores(rows)
+        with np.errstate(over="ignore", invalid="ignore"):
+            own = float(np.sum(objective.a * u_b * u_b + objective.b * y * u_b + objective.c(y)))
+            own += len(y) * self.penalty(alpha)
+        self.check_range(own, packed.own_loss_bound(ctx, layout, self.n_parties), "its loss part (penalty included)",
+                         len(y), advice="lower alpha or learning_rate, or raise score_bound")
+        loss = packed.add_in_result_slot(ctx, packed.products(ctx, total, objective.a * (exact - noise), layout),
+                                         own, layout)
+        for part in loss_parts:
+            loss = loss + part
+        masked, _ = packed.mask_products(ctx, loss, layout, keep_result=True)
+        return masked

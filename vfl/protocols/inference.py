@@ -8,6 +8,14 @@ Two variants:
     ``z + R``; B removes ``R``.  Only B learns the scores; the feature parties'
     plaintext partial scores never leave them, and C sees only masked values.  (B can of course subtract its own ``u_B`` from a score: learning
     the scores means learning ``u_A`` for those rows.  That is what prediction is.)
+Packed (``packing=True``, with ``"private"``)
+    The same, with ``s`` scores per ciphertext (slots sized from the declared
+    ``score_bound``, :func:`vfl.parties.packed.prediction_layout`): every feature
+    party packs its ``[[u_k]]``; B adds its packed scores plus, in every slot, an
+    offset and a fresh statistical mask 80 bits wider than the score, and
+    re-randomizes; C decrypts ``n / s`` ciphertexts and returns the masked
+    plaintexts; B unmasks.  C sees each slot only as ``z + 2^v + r``.  The scores
+    are the same integers as unpacked, so the same floats bit for bit.
 ``"table3"``
     Yang et al. 2019, Table 3, for teaching: every party sends its plaintext partial
     scores to C, which adds them and returns ``z`` to B.  **It leaks**: C learns
@@ -19,9 +27,11 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.crypto import FixedPoint
-from vfl.errors import ConfigurationError, DataError
+from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, pack_residues, pack_vector, prediction_bound, unpack_residues,
                          unpack_vector)
+from vfl.parties.packed import (DEFAULT_SCORE_BOUND, check_declared, encrypt_packed, mask_packed,
+                                prediction_layout, unmask_packed)
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.transport import Endpoint
 
@@ -51,7 +61,8 @@ def _receive_key(ep: Endpoint, party, frac_bits: int, engine, roster: Roster) ->
 
 
 def predict_a(ep: Endpoint, party: PartyA, features, mode: str = "private", frac_bits: int = 32,
-              engine=None, roster: Roster = TWO_PARTY) -> None:
+              engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
+              score_bound: float = DEFAULT_SCORE_BOUND) -> None:
     """A feature party's program: its partial scores leave it encrypted (or, for ``table3``, in plaintext to C)."""
     _check_mode(mode)
     x = _features(party, features)
@@ -60,7 +71,12 @@ def predict_a(ep: Endpoint, party: PartyA, features, mode: str = "private", frac
     if n_rows != x.shape[0]:
         raise DataError(f"party {party.role} has {x.shape[0]} prediction rows but party {roster.label} has {n_rows}")
     u_a = party.scores(features=x)
-    if mode == "private":
+    if mode == "private" and packing:
+        check_declared(party.role, u_a, score_bound, "partial score", advice=_SCALE)
+        layout = prediction_layout(party.context, score_bound, party.n_parties)
+        ep.send(roster.label, "packed_scores", "ciphertext", slots=layout.slots,
+                **pack_vector(encrypt_packed(party.context, u_a, layout, what=f"party {party.role} score")))
+    elif mode == "private":
         party.check_range(u_a, prediction_bound(party.context, party.n_parties), "partial scores", advice=_SCALE)
         ep.send(roster.label, "scores", "ciphertext",
                 **pack_vector(party.context.encrypt(u_a, what=f"party {party.role} score")))
@@ -69,7 +85,8 @@ def predict_a(ep: Endpoint, party: PartyA, features, mode: str = "private", frac
 
 
 def predict_b(ep: Endpoint, party: PartyB, features, mode: str = "private", frac_bits: int = 32,
-              engine=None, roster: Roster = TWO_PARTY) -> np.ndarray:
+              engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
+              score_bound: float = DEFAULT_SCORE_BOUND) -> np.ndarray:
     """The label party's program: returns the scores ``z`` of the rows."""
     _check_mode(mode)
     x = _features(party, features)
@@ -84,6 +101,8 @@ def predict_b(ep: Endpoint, party: PartyB, features, mode: str = "private", frac
             raise DataError(f"party {party.role}: {roster.coordinator} returned {scores.shape[0]} scores for "
                             f"{u_b.shape[0]} rows")
         return scores
+    if packing:
+        return _predict_b_packed(ep, party, u_b, roster, score_bound)
     party.check_range(u_b, prediction_bound(party.context, party.n_parties), "partial scores", advice=_SCALE)
     total = u_b
     for a in roster.features:
@@ -94,7 +113,41 @@ def predict_b(ep: Endpoint, party: PartyB, features, mode: str = "private", frac
     return party.context.unmask(residues, mask, masked.exponent, what=f"party {party.role} score")
 
 
-def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private", roster: Roster = TWO_PARTY) -> int:
+def _predict_b_packed(ep: Endpoint, party: PartyB, u_b, roster: Roster, score_bound: float) -> np.ndarray:
+    """B's packed private prediction: sum the packed ``[[u_k]]``, add ``u_B`` and per-slot masks, ask C, unmask."""
+    check_declared(party.role, u_b, score_bound, "partial score", advice=_SCALE)
+    layout = prediction_layout(party.context, score_bound, party.n_parties)
+    count = layout.ciphertexts(len(u_b))
+    total = None
+    for a in roster.features:
+        packed = unpack_vector(party.context, ep.recv(a, "packed_scores"), count)
+        total = packed if total is None else total + packed
+    masked, masks = mask_packed(party.context, total, u_b, layout, what=f"party {party.role} score")
+    ep.send(roster.coordinator, "masked_packed_scores", "ciphertext", **pack_vector(masked), n_values=len(u_b),
+            **layout.to_fields())
+    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "packed_scores"), count)
+    return unmask_packed(party.context, residues, masks, layout, what=f"party {party.role} score")
+
+
+def _predict_c_packed(ep: Endpoint, coordinator: Coordinator, roster: Roster, score_bound: float) -> int:
+    """C's packed prediction: check the layout is the public one, decrypt ``n / s`` ciphertexts, return them."""
+    message = ep.recv(roster.label, "masked_packed_scores")
+    layout = prediction_layout(coordinator.context, score_bound, len(roster.data_parties))
+    if any(message[k] != v for k, v in layout.to_fields().items()):
+        raise ProtocolError(f"coordinator: {roster.label} packed the scores as "
+                            f"{ {k: message[k] for k in layout.to_fields()} }, not as the settings say "
+                            f"({layout.to_fields()}); the parties' score_bound or frac_bits differ")
+    n_values = message["n_values"]
+    if not isinstance(n_values, int) or n_values < 1:
+        raise ProtocolError(f"coordinator: bad row count {n_values!r} from {roster.label}")
+    masked = unpack_vector(coordinator.context, message, layout.ciphertexts(n_values))
+    ep.send(roster.label, "packed_scores", "masked", **pack_residues(coordinator.decrypt_masked(masked),
+                                                                     coordinator.context))
+    return n_values
+
+
+def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private", roster: Roster = TWO_PARTY,
+              packing: bool = False, score_bound: float = DEFAULT_SCORE_BOUND) -> int:
     """C's program: decrypts masked scores (or, for ``table3``, adds plaintext ones); returns the row count."""
     _check_mode(mode)
     key = coordinator.generate_keys() if coordinator.context is None else coordinator.context.public_key.to_bytes()
@@ -108,6 +161,8 @@ def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private", ros
                             + ", ".join(f"{p} {s[0]}" for p, s in sizes.items()))
         ep.send(roster.label, "scores", "plaintext", scores=sum(parts.values()))
         return len(parts[roster.label])
+    if packing:
+        return _predict_c_packed(ep, coordinator, roster, score_bound)
     masked = unpack_vector(coordinator.context, ep.recv(roster.label, "masked_scores"))
     ep.send(roster.label, "scores", "masked", **pack_residues(coordinator.decrypt_masked(masked),
                                                               coordinator.context))

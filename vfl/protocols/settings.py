@@ -58,6 +58,16 @@ class TrainingSettings:
     dp_label_bound : float or None
         With DP and linear regression: B clips its labels to ``[-bound, bound]``,
         which bounds the sensitivity.  Logistic labels are -1/+1 and need none.
+    packing : bool
+        Pack several values per ciphertext (see :mod:`vfl.parties.packed`); off by
+        default for now.  The slots are sized from the declared bounds below.
+    feature_bound : float
+        Declared bound on ``|x|`` of every feature (packed slots are sized for it).
+    score_bound : float
+        Declared bound on each party's share of a score: ``|u_k|`` at a feature
+        party, ``|u_B - kappa y|`` (with the DP noise) at B, and every partial score
+        at prediction.  A value beyond it is a ``FixedPointOverflowError`` naming
+        the party before anything is encrypted ("raise score_bound or scale the column").
     """
 
     objective: str = "logistic"
@@ -75,6 +85,9 @@ class TrainingSettings:
     dp_epsilon: float | None = None
     dp_delta: float | None = None
     dp_label_bound: float | None = None
+    packing: bool = False
+    feature_bound: float = 2.0 ** 8
+    score_bound: float = 2.0 ** 12
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -94,6 +107,11 @@ class TrainingSettings:
         check_key_bits(self.key_bits, self.insecure)
         _check(self.init in INITS, f"init must be one of {INITS}", self.init)
         self._check_dp()
+        _check(_is_bool(self.packing), "packing must be True or False", self.packing)
+        for name in ("feature_bound", "score_bound"):
+            value = getattr(self, name)
+            _check(_is_real(value) and 0 < value <= 2.0 ** 256, f"{name} must be a positive number up to 2**256",
+                   value)
 
     def _check_dp(self) -> None:
         eps, delta, bound = self.dp_epsilon, self.dp_delta, self.dp_label_bound

@@ -41,6 +41,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
+from vfl.parties.packed import training_layout
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
 from vfl.transport import Endpoint
@@ -53,6 +54,13 @@ OnEpoch = Callable[[int, dict], None]
 def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster: Roster) -> None:
     message = ep.recv(roster.coordinator, "public_key")
     party.receive_public_key(message["key"], FixedPoint(settings.frac_bits), engine, len(roster.data_parties))
+    if settings.packing:
+        party.check_declared_features(settings.feature_bound)
+
+
+def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
+    """The packed slot layout of a batch (public: key, precision, batch size, parties, declared bounds)."""
+    return training_layout(context, rows, settings.feature_bound, settings.score_bound, len(roster.data_parties))
 
 
 def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> int:
@@ -92,6 +100,9 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for rows in batches(party.n_rows, settings.batch_size, schedule["seed"], epoch):
+            if settings.packing:
+                _packed_batch_a(ep, party, rows, objective, settings, roster)
+                continue
             # Step 2: [[u_A]] to B
             ep.send(b, "scores", "ciphertext", **pack_vector(party.encrypted_scores(rows)))
             # Step 3: [[X_A^T d]] + [[R_A]] to C; A's loss part [[a u_A . d + penalty]] to B
@@ -132,6 +143,9 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for rows in batches(party.n_rows, settings.batch_size, seed, epoch):
+            if settings.packing:
+                _packed_batch_b(ep, party, rows, objective, settings, roster)
+                continue
             # Step 2: [[d]] to every feature party
             scores = [unpack_vector(party.context, ep.recv(a, "scores"), len(rows)) for a in roster.features]
             d = party.residual(scores, rows, objective)
@@ -191,6 +205,12 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
         ep.iteration = epoch
         losses, sizes = [], []
         for batch, size in enumerate(batch_sizes(n_rows, settings.batch_size)):
+            if settings.packing:
+                losses.append(_packed_batch_c(ep, coordinator, size, settings, roster))
+                sizes.append(size)
+                if on_batch_loss:
+                    on_batch_loss(epoch, batch, losses[-1])
+                continue
             # Step 3: decrypt and return the masked gradients; decrypt [[L]]
             for peer in parties:
                 masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_gradient"))
@@ -218,6 +238,51 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
             break
     return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
             "converged": converged}
+
+
+# -- packed ciphertexts: the same steps, s values per ciphertext (settings.packing) ------------------
+def _packed_batch_a(ep: Endpoint, party: PartyA, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+    """A feature party's batch, packed: the same steps 2-4 with ``n / s`` ciphertexts for ``[[u_k]]`` and ``[[d]]``."""
+    b, c = roster.label, roster.coordinator
+    layout = _layout(party.context, len(rows), settings, roster)
+    count = layout.ciphertexts(len(rows))
+    ep.send(b, "packed_scores", "ciphertext", slots=layout.slots, **pack_vector(
+        party.encrypted_packed_scores(rows, layout, settings.score_bound)))
+    d = unpack_vector(party.context, ep.recv(b, "packed_residual"), count)
+    gradient, loss_part = party.packed_gradient_and_loss_part(d, rows, objective, settings.alpha, layout)
+    ep.send(c, "masked_packed_gradient", "ciphertext", **pack_vector(gradient))
+    ep.send(b, "packed_loss_part", "ciphertext", **pack_vector(loss_part))
+    _update(ep, party, rows, objective, settings, roster)
+
+
+def _packed_batch_b(ep: Endpoint, party: PartyB, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+    """The label party's batch, packed."""
+    c = roster.coordinator
+    layout = _layout(party.context, len(rows), settings, roster)
+    count = layout.ciphertexts(len(rows))
+    scores = [unpack_vector(party.context, ep.recv(a, "packed_scores"), count) for a in roster.features]
+    d = party.packed_residual(scores, rows, objective, layout, settings.score_bound)
+    residual = pack_vector(d)
+    for a in roster.features:
+        ep.send(a, "packed_residual", "ciphertext", slots=layout.slots, **residual)
+    ep.send(c, "masked_packed_gradient", "ciphertext", **pack_vector(party.packed_masked_gradient(d, rows, layout)))
+    parts = [unpack_vector(party.context, ep.recv(a, "packed_loss_part"), 1) for a in roster.features]
+    ep.send(c, "packed_loss", "ciphertext", **pack_vector(
+        party.packed_batch_loss(parts, objective, settings.alpha, layout)), n=len(rows))
+    _update(ep, party, rows, objective, settings, roster)
+
+
+def _packed_batch_c(ep: Endpoint, coordinator: Coordinator, size: int, settings: TrainingSettings,
+                    roster: Roster) -> float:
+    """C's batch, packed: returns position ``s - 1`` of each masked gradient product; decrypts the loss slot."""
+    layout = _layout(coordinator.context, size, settings, roster)
+    for peer in roster.data_parties:
+        masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_packed_gradient"))
+        ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_packed_results(masked, layout),
+                                                            coordinator.context))
+    loss_message = ep.recv(roster.label, "packed_loss")
+    loss = unpack_vector(coordinator.context, loss_message, 1)
+    return coordinator.decrypt_packed_total(loss, layout) / loss_message["n"]
 
 
 #: Epochs in a row the loss may grow before C calls the run diverging.
