@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vfl.metrics import ks_statistic
-from vfl.parties.optim import (Optimizer, l1_ratio_of, learning_rate, penalised_step, penalty_value,
+from vfl.parties.optim import (Optimizer, Penalty, l1_ratio_of, learning_rate, penalised_step, penalty_value,
                                soft_threshold)
 
 W0 = np.array([1.0, 1.0])
@@ -80,7 +80,7 @@ def test_penalties_and_the_proximal_step():
     # elastic net: L2 part in the gradient, L1 part as a soft threshold; the intercept (last) untouched
     opt = Optimizer("sgd", 3)
     new, gradient = penalised_step(opt, np.array([1.0, 0.01, 2.0]), np.zeros(3), np.array([1.0, 1.0, 0.0]),
-                                   alpha=0.5, l1_ratio=0.4, eta=0.1)
+                                   Penalty(0.5, 0.4), eta=0.1)
     np.testing.assert_allclose(gradient, [0.3, 0.003, 0.0])
     np.testing.assert_allclose(new, [1.0 - 0.03 - 0.02, 0.0, 2.0])
 

@@ -15,7 +15,8 @@ import numpy as np
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DivergenceError
 from vfl.parties.objectives import get_objective
-from vfl.protocols.settings import TrainingSettings, batches
+from vfl.parties.optim import Optimizer, penalised_step
+from vfl.protocols.settings import TrainingSettings, batch_sizes, batches
 from vfl.protocols.training import diverged
 
 
@@ -62,29 +63,35 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         raise ValueError("mini-batch training needs a seed (settings.random_state) for the batch order")
     if start is None:
         start = random_start(x, y, settings) if settings.init == "random" else (np.zeros(n_features), 0.0)
-    w, b = np.array(start[0], dtype=np.float64), float(start[1]) if settings.fit_intercept else 0.0
+    # weights, then the intercept: the parties' layout, so one optimizer runs over all of them
+    params = np.append(np.array(start[0], dtype=np.float64), float(start[1]) if settings.fit_intercept else 0.0)
+    penalised = np.append(np.ones(n_features), 0.0)
+    penalty = settings.penalty_spec
+    optimizer = Optimizer(settings.optimizer, params.size, **settings.optimizer_hyper())
+    per_epoch = len(batch_sizes(n_rows, settings.batch_size))
     loss_curve: list[float] = []
     for epoch in range(settings.max_iter):
         losses, sizes = [], []
-        for rows in batches(n_rows, settings.batch_size, seed or 0, epoch):
+        for batch, rows in enumerate(batches(n_rows, settings.batch_size, seed or 0, epoch)):
             xb, yb = x[rows], y[rows]
-            z = xb @ w + b
-            losses.append(float(np.mean(objective.loss(z, yb))) + 0.5 * settings.alpha * float(w @ w))
+            z = xb @ params[:-1] + params[-1]
+            losses.append(float(np.mean(objective.loss(z, yb))) + penalty.value(params[:-1]))
             sizes.append(len(rows))
             residual = objective.residual(z, yb)
             if noise is not None:
                 residual = residual + noise(len(rows))
             dz = objective.grad_scale * residual / len(rows)
-            grad_w = xb.T @ dz + settings.alpha * w
-            grad_b = float(dz.sum()) if settings.fit_intercept else 0.0
-            w, b = w - settings.learning_rate * grad_w, b - settings.learning_rate * grad_b
+            data_gradient = np.append(xb.T @ dz, float(dz.sum()) if settings.fit_intercept else 0.0)
+            params, _ = penalised_step(optimizer, params, data_gradient, penalised, penalty,
+                                       settings.step_size(epoch * per_epoch + batch + 1, epoch))
         loss_curve.append(float(np.average(losses, weights=sizes)))
         why = diverged(loss_curve, noisy=noise is not None)
         if why:
             raise DivergenceError(f"centralized training diverges: {why}")
         if settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
             break
-    return {"coef": w, "intercept": b, "loss_curve": loss_curve, "n_iter": len(loss_curve)}
+    return {"coef": params[:-1], "intercept": float(params[-1]), "loss_curve": loss_curve,
+            "n_iter": len(loss_curve)}
 
 
 def random_start(x, y, settings: TrainingSettings) -> tuple[np.ndarray, float]:

@@ -25,13 +25,20 @@ from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
 
 
+#: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
+_UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
+                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon")
+
+
 class _VerticalLinearModel(BaseEstimator):
     _objective = ""
 
     def __init__(self, learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None, tol=1e-4,
                  fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
-                 dp_label_bound=None):
+                 dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
+                 power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-8):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -49,6 +56,17 @@ class _VerticalLinearModel(BaseEstimator):
         self.dp_epsilon = dp_epsilon
         self.dp_delta = dp_delta
         self.dp_label_bound = dp_label_bound
+        self.optimizer = optimizer
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+        self.learning_rate_schedule = learning_rate_schedule
+        self.power_t = power_t
+        self.decay_rate = decay_rate
+        self.decay_steps = decay_steps
+        self.momentum = momentum
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -57,7 +75,7 @@ class _VerticalLinearModel(BaseEstimator):
             alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
             key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
             random_state=self.random_state, init=self.init, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
-            dp_label_bound=self.dp_label_bound,
+            dp_label_bound=self.dp_label_bound, **{name: getattr(self, name) for name in _UPDATE_PARAMS},
         )
 
     def _check_run_params(self) -> None:
@@ -242,6 +260,22 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``(dp_epsilon, dp_delta)``-DP.  Needs ``tol=None`` (every epoch runs).
     dp_label_bound : float or None, default=None
         With DP, linear regression only: labels are clipped to ``[-bound, bound]``.
+    optimizer : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam"}, default="sgd"
+        Each party's update rule, run on its own weights: the coordinator never sees
+        a gradient.  All are coordinate-wise, so federated equals centralized.
+    penalty : {"l2", "l1", "elasticnet", "none"}, default="l2"
+        ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) / 2 ||w||^2)``; L1 by a proximal
+        (soft-threshold) step, which zeroes weights.  The loss C decrypts includes it.
+    l1_ratio : float, default=0.15
+        The L1 share of ``"elasticnet"``, in [0, 1].
+    learning_rate_schedule : {"constant", "invscaling", "step"}, default="constant"
+        ``learning_rate``; ``learning_rate / t^power_t`` at gradient step ``t``; or
+        times ``decay_rate`` every ``decay_steps`` epochs.
+    power_t, decay_rate, decay_steps : float, float, int, default=0.5, 0.5, 10
+    momentum : float, default=0.9
+        For ``"momentum"`` and ``"nesterov"``.
+    beta_1, beta_2, epsilon : float, default=0.9, 0.999, 1e-8
+        Adam's (scikit-learn's MLP defaults); ``epsilon`` also for adagrad and rmsprop.
 
     Attributes
     ----------

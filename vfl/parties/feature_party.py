@@ -10,6 +10,7 @@ from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.objectives import Objective
+from vfl.parties.optim import Optimizer, Penalty, penalised_step
 
 
 class FeatureParty:
@@ -49,6 +50,8 @@ class FeatureParty:
         self.context: Context | None = None
         #: how many parties hold rows (feature parties and the label party): the range bounds depend on it
         self.n_parties = 2
+        #: the coordinate-wise update rule, with its own state (see :mod:`vfl.parties.optim`)
+        self.optimizer = Optimizer("sgd", self.params.size)
         self._pending_mask = None
 
     # -- where training starts -------------------------------------------------------
@@ -112,10 +115,13 @@ class FeatureParty:
         with np.errstate(over="ignore", invalid="ignore"):   # a diverging run: check_range reports it
             return self.design(rows, features) @ self.params
 
-    def penalty(self, alpha: float) -> float:
-        coef = self.params[: self.n_features]
-        with np.errstate(over="ignore", invalid="ignore"):
-            return 0.5 * alpha * float(coef @ coef)
+    def penalty(self, penalty: Penalty) -> float:
+        """This party's share of the penalty (its weights; never the intercept)."""
+        return penalty.value(self.params[: self.n_features])
+
+    def set_optimizer(self, name: str = "sgd", **hyper) -> None:
+        """The update rule of :meth:`apply_update` (fresh state: call before training, not on resume)."""
+        self.optimizer = Optimizer(name, self.params.size, **hyper)
 
     # -- keys ------------------------------------------------------------------
     def _column(self, j: int) -> str:
@@ -181,8 +187,13 @@ class FeatureParty:
         self._pending_mask = (mask, masked.exponent)
         return masked
 
-    def apply_update(self, residues, n: int, objective: Objective, alpha: float, learning_rate: float) -> np.ndarray:
-        """Unmask ``X^T d`` and take one gradient step; returns the gradient used."""
+    def apply_update(self, residues, n: int, objective: Objective, penalty: Penalty, learning_rate: float
+                     ) -> np.ndarray:
+        """Unmask ``X^T d`` and take one step of this party's optimizer; returns the gradient used.
+
+        ``learning_rate`` is this step's rate (the schedule's); the penalty's L2 part
+        joins the gradient and its L1 part is a proximal step (:func:`~vfl.parties.optim.penalised_step`).
+        """
         if self._pending_mask is None:
             raise ProtocolError(f"party {self.role} received a gradient it did not ask for")
         mask, exponent = self._pending_mask
@@ -191,19 +202,24 @@ class FeatureParty:
         penalised = np.ones_like(self.params)
         if self.fit_intercept:
             penalised[-1] = 0.0
-        gradient = objective.grad_scale * xtd / n + alpha * penalised * self.params
-        self.params = self.params - learning_rate * gradient
+        self.params, gradient = penalised_step(self.optimizer, self.params, objective.grad_scale * xtd / n, penalised,
+                                               penalty, learning_rate)
         return gradient
 
     # -- checkpoints -------------------------------------------------------------
     def state(self) -> dict:
-        return {"params": self.params.tolist()}
+        return {"params": self.params.tolist(), "optimizer": self.optimizer.state()}
 
     def load_state(self, state: dict) -> None:
         params = np.asarray(state["params"], dtype=np.float64)
         if params.shape != self.params.shape:
             raise DataError(f"party {self.role}: saved state has {params.size} weights, data has {self.params.size}")
         self.params = params
+        if "optimizer" in state:
+            try:
+                self.optimizer.load_state(state["optimizer"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"party {self.role}: saved optimizer state does not fit: {exc}") from None
 
 
 def _range_bits(context: Context) -> int:

@@ -30,6 +30,7 @@ which sets weights exactly to zero.  The intercept is never penalised.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,6 +39,22 @@ PENALTIES = ("l2", "l1", "elasticnet", "none")
 SCHEDULES = ("constant", "invscaling", "step")
 #: Hyper-parameters of the optimizers, scikit-learn's MLP defaults where it has them.
 DEFAULTS = {"momentum": 0.9, "rho": 0.9, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8}
+
+
+@dataclass(frozen=True)
+class Penalty:
+    """``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) / 2 ||w||^2)``; the default ``Penalty(alpha)`` is today's L2."""
+
+    alpha: float = 0.0
+    l1_ratio: float = 0.0
+
+    @classmethod
+    def of(cls, penalty: str, alpha: float, l1_ratio: float) -> "Penalty":
+        """From scikit-learn's parameters ``penalty``, ``alpha`` and ``l1_ratio``."""
+        return cls(0.0 if penalty == "none" else float(alpha), l1_ratio_of(penalty, l1_ratio))
+
+    def value(self, coef: np.ndarray) -> float:
+        return penalty_value(coef, self.alpha, self.l1_ratio)
 
 
 def l1_ratio_of(penalty: str, l1_ratio: float) -> float:
@@ -128,12 +145,13 @@ def soft_threshold(values: np.ndarray, threshold: float) -> np.ndarray:
 
 
 def penalised_step(optimizer: Optimizer, params: np.ndarray, data_gradient: np.ndarray, penalised: np.ndarray,
-                   alpha: float, l1_ratio: float, eta: float) -> tuple[np.ndarray, np.ndarray]:
+                   penalty: Penalty, eta: float) -> tuple[np.ndarray, np.ndarray]:
     """One update: the L2 part of the penalty joins the gradient, then the optimizer, then the L1 proximal step.
 
     ``penalised`` is 1 for weights and 0 for the intercept.  Returns the new
     parameters and the gradient the optimizer was given.
     """
+    alpha, l1_ratio = penalty.alpha, penalty.l1_ratio
     gradient = data_gradient + alpha * (1.0 - l1_ratio) * penalised * params
     new = optimizer.update(params, gradient, eta)
     if alpha and l1_ratio:

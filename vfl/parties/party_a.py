@@ -8,6 +8,7 @@ from vfl.crypto import EncryptedVector
 from vfl.errors import ProtocolError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
+from vfl.parties.optim import Penalty
 
 
 class PartyA(FeatureParty):
@@ -35,7 +36,7 @@ class PartyA(FeatureParty):
         return self._ctx().encrypt(u, what=f"party {self.role} score")
 
     def masked_gradient_and_loss_part(self, d: EncryptedVector, rows, objective: Objective,
-                                      alpha: float) -> tuple[EncryptedVector, EncryptedVector]:
+                                      penalty: Penalty) -> tuple[EncryptedVector, EncryptedVector]:
         """Table 2, step 3: ``[[X^T d]] + [[R]]`` for C, and the loss part ``[[a u.d + n alpha/2 ||w||^2]]`` for B.
 
         Both come from one multi-exponentiation over ``[[d]]``: the party's columns,
@@ -48,9 +49,9 @@ class PartyA(FeatureParty):
         if self._pending_scores is None:
             raise ProtocolError(f"party {self.role} received a residual before sending its scores")
         u, self._pending_scores = self._pending_scores, None
-        penalty = len(u) * self.penalty(alpha)
-        self.check_range(penalty, loss_part_bound(self._ctx(), self.n_parties), "its penalty", len(u))
+        own_penalty = len(u) * self.penalty(penalty)
+        self.check_range(own_penalty, loss_part_bound(self._ctx(), self.n_parties), "its penalty", len(u))
         columns = np.vstack([self.design(rows).T, objective.a * u])
         products = columns @ d
         gradient, cross = products[: self.params.size], products[self.params.size:]
-        return self.mask_gradient(gradient), (cross + penalty).rerandomize()
+        return self.mask_gradient(gradient), (cross + own_penalty).rerandomize()

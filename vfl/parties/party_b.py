@@ -9,6 +9,7 @@ from vfl.crypto.randomness import gaussian
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties.objectives import Objective
+from vfl.parties.optim import Penalty
 
 
 class PartyB(FeatureParty):
@@ -87,7 +88,7 @@ class PartyB(FeatureParty):
         self._pending_loss = (total, exact, noise, rows)
         return (total + (exact + noise)).rerandomize()
 
-    def batch_loss(self, loss_parts: list[EncryptedVector], objective: Objective, alpha: float) -> EncryptedVector:
+    def batch_loss(self, loss_parts: list[EncryptedVector], objective: Objective, penalty: Penalty) -> EncryptedVector:
         """Table 2, step 2 at B: the encrypted batch loss ``[[n L]]``, re-randomized, for C.
 
         With ``U = sum_k u_k``, ``r = u_B - kappa y`` and ``d = U + r + e`` (``e``: the
@@ -107,7 +108,7 @@ class PartyB(FeatureParty):
         y, u_b = self.labels[rows], self.scores(rows)
         with np.errstate(over="ignore", invalid="ignore"):
             own = float(np.sum(objective.a * u_b * u_b + objective.b * y * u_b + objective.c(y)))
-            own += len(y) * self.penalty(alpha)
+            own += len(y) * self.penalty(penalty)
         self.check_range(own, loss_part_bound(self._ctx(), self.n_parties), "its loss part (penalty included)",
                          len(y))
         loss = (objective.a * (exact - noise)) @ total + own

@@ -14,6 +14,7 @@ import numpy as np
 from vfl.crypto import check_key_bits
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import get_objective
+from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
 
 INITS = ("random", "zeros")
 
@@ -58,6 +59,19 @@ class TrainingSettings:
     dp_label_bound : float or None
         With DP and linear regression: B clips its labels to ``[-bound, bound]``,
         which bounds the sensitivity.  Logistic labels are -1/+1 and need none.
+    optimizer : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam"}
+        Each party's update rule, run on its own weights (:mod:`vfl.parties.optim`).
+    penalty : {"l2", "l1", "elasticnet", "none"}
+        ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) / 2 ||w||^2)``; L1 by a proximal step.
+    l1_ratio : float
+        The L1 share of an ``"elasticnet"`` penalty, in [0, 1].
+    learning_rate_schedule : {"constant", "invscaling", "step"}
+        ``learning_rate``; ``learning_rate / t^power_t`` at gradient step ``t``; or
+        times ``decay_rate`` every ``decay_steps`` epochs.
+    power_t, decay_rate, decay_steps : float, float, int
+        The schedules' parameters.
+    momentum, beta_1, beta_2, epsilon : float
+        The optimizers' parameters (scikit-learn's MLP defaults).
     """
 
     objective: str = "logistic"
@@ -75,6 +89,17 @@ class TrainingSettings:
     dp_epsilon: float | None = None
     dp_delta: float | None = None
     dp_label_bound: float | None = None
+    optimizer: str = "sgd"
+    penalty: str = "l2"
+    l1_ratio: float = 0.15
+    learning_rate_schedule: str = "constant"
+    power_t: float = 0.5
+    decay_rate: float = 0.5
+    decay_steps: int = 10
+    momentum: float = 0.9
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -94,6 +119,38 @@ class TrainingSettings:
         check_key_bits(self.key_bits, self.insecure)
         _check(self.init in INITS, f"init must be one of {INITS}", self.init)
         self._check_dp()
+        self._check_update()
+
+    def _check_update(self) -> None:
+        _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)
+        _check(self.penalty in PENALTIES, f"penalty must be one of {PENALTIES}", self.penalty)
+        _check(_is_real(self.l1_ratio) and 0 <= self.l1_ratio <= 1, "l1_ratio must be in [0, 1]", self.l1_ratio)
+        _check(self.learning_rate_schedule in SCHEDULES, f"learning_rate_schedule must be one of {SCHEDULES}",
+               self.learning_rate_schedule)
+        _check(_is_real(self.power_t) and self.power_t >= 0, "power_t must be a non-negative number", self.power_t)
+        _check(_is_real(self.decay_rate) and 0 < self.decay_rate <= 1, "decay_rate must be in (0, 1]",
+               self.decay_rate)
+        _check(_is_int(self.decay_steps) and self.decay_steps >= 1, "decay_steps must be a positive integer",
+               self.decay_steps)
+        for name in ("momentum", "beta_1", "beta_2"):
+            value = getattr(self, name)
+            _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
+        _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a positive number", self.epsilon)
+
+    @property
+    def penalty_spec(self) -> Penalty:
+        """The penalty as the parties apply it."""
+        return Penalty.of(self.penalty, self.alpha, self.l1_ratio)
+
+    def optimizer_hyper(self) -> dict:
+        """The optimizer's parameters, for :meth:`vfl.parties.FeatureParty.set_optimizer`."""
+        return {"momentum": self.momentum, "rho": 0.9, "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon}
+
+    def step_size(self, step: int, epoch: int) -> float:
+        """The learning rate of gradient step ``step`` (from 1) in ``epoch`` (from 0)."""
+        return learning_rate(self.learning_rate_schedule, self.learning_rate, step, epoch, self.power_t,
+                             self.decay_rate, self.decay_steps)
 
     def _check_dp(self) -> None:
         eps, delta, bound = self.dp_epsilon, self.dp_delta, self.dp_label_bound

@@ -64,10 +64,18 @@ def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roste
     return start
 
 
-def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
-    """Step 4: unmask the gradient C returned, and take the step."""
+def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster, step: int,
+            epoch: int) -> None:
+    """Step 4: unmask the gradient C returned, and take this party's optimizer step."""
     residues = unpack_residues(party.context, ep.recv(roster.coordinator, "gradient"), party.n_gradient_values)
-    party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+    party.apply_update(residues, len(rows), objective, settings.penalty_spec, settings.step_size(step, epoch))
+
+
+def _begin(party, settings: TrainingSettings, start: int, checkpoints) -> None:
+    """A fresh optimizer; then, on resume, the weights and optimizer state after epoch ``start``."""
+    party.set_optimizer(settings.optimizer, **settings.optimizer_hyper())
+    if start >= 0:
+        party.load_state(checkpoints[start])
 
 
 # -- a feature party (Yang's A) ----------------------------------------------------------
@@ -79,28 +87,28 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     # Step 1: receive the public key
     _receive_key(ep, party, settings, engine, roster)
     start = _agree_on_start(ep, checkpoints, roster)
-    if start >= 0:
-        party.load_state(checkpoints[start])
-    else:
+    if start < 0:
         party.start(settings.init)
+    _begin(party, settings, start, checkpoints)
     schedule = ep.recv(b, "schedule")
     if schedule["n_rows"] != party.n_rows:
         raise DataError(f"party {party.role} has {party.n_rows} rows but party {b} has {schedule['n_rows']}; "
                         "the parties' rows must be aligned")
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
 
+    per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
-        for rows in batches(party.n_rows, settings.batch_size, schedule["seed"], epoch):
+        for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, schedule["seed"], epoch)):
             # Step 2: [[u_A]] to B
             ep.send(b, "scores", "ciphertext", **pack_vector(party.encrypted_scores(rows)))
             # Step 3: [[X_A^T d]] + [[R_A]] to C; A's loss part [[a u_A . d + penalty]] to B
             d = unpack_vector(party.context, ep.recv(b, "residual"), len(rows))
-            gradient, loss_part = party.masked_gradient_and_loss_part(d, rows, objective, settings.alpha)
+            gradient, loss_part = party.masked_gradient_and_loss_part(d, rows, objective, settings.penalty_spec)
             ep.send(c, "masked_gradient", "ciphertext", **pack_vector(gradient))
             ep.send(b, "loss_part", "ciphertext", **pack_vector(loss_part))
             # Step 4: unmask X_A^T d, update w_A
-            _update(ep, party, rows, objective, settings, roster)
+            _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
         if on_epoch:
             on_epoch(epoch, party.state())
         if ep.recv(c, "control")["stop"]:
@@ -119,19 +127,20 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     _differential_privacy(party, settings, objective.kappa)
     start = _agree_on_start(ep, checkpoints, roster)
     if start >= 0:
-        party.load_state(checkpoints[start])
         seed = checkpoints[start]["seed"]
     else:
         party.start(settings.init, objective.kappa)
         seed = settings.random_state if settings.random_state is not None else secrets.randbits(63)
+    _begin(party, settings, start, checkpoints)
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
     for a in roster.features:
         ep.send(a, "schedule", "public", seed=seed, n_rows=party.n_rows)
     ep.send(c, "schedule", "public", n_rows=party.n_rows)
 
+    per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
-        for rows in batches(party.n_rows, settings.batch_size, seed, epoch):
+        for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, seed, epoch)):
             # Step 2: [[d]] to every feature party
             scores = [unpack_vector(party.context, ep.recv(a, "scores"), len(rows)) for a in roster.features]
             d = party.residual(scores, rows, objective)
@@ -141,10 +150,10 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
             # Step 3: [[X_B^T d]] + [[R_B]] to C; [[L]] to C, from the feature parties' loss parts
             ep.send(c, "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
             parts = [unpack_vector(party.context, ep.recv(a, "loss_part"), 1) for a in roster.features]
-            ep.send(c, "loss", "ciphertext", **pack_vector(party.batch_loss(parts, objective, settings.alpha)),
+            ep.send(c, "loss", "ciphertext", **pack_vector(party.batch_loss(parts, objective, settings.penalty_spec)),
                     n=len(rows))
             # Step 4: unmask, update w_B and b
-            _update(ep, party, rows, objective, settings, roster)
+            _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
         if on_epoch:
             on_epoch(epoch, {**party.state(), "seed": seed})
         if ep.recv(c, "control")["stop"]:

@@ -1,0 +1,87 @@
+"""Every training option: the federated run equals centralized training with the same option and start."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vfl import ConfigurationError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
+from vfl.centralized import fit_gradient_descent
+from vfl.protocols import TrainingSettings
+
+FAST = dict(key_bits=1024, insecure=True)
+ATOL = 1e-7
+
+
+def data(task, k=1, n_rows=64, seed=2):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n_rows, 2 * k + 2))
+    z = x @ rng.normal(size=x.shape[1]) + 0.3
+    y = (z + rng.normal(scale=0.5, size=n_rows) > 0).astype(int) if task == "logistic" else z
+    frames = {f"f{j}": pd.DataFrame(x[:, 2 * j:2 * j + 2]).add_prefix(f"f{j}_") for j in range(k)}
+    frames["lab"] = pd.DataFrame(x[:, 2 * k:]).add_prefix("lab_").assign(y=y)
+    return VerticalDataset(frames, label="y"), x, y
+
+
+def check_against_centralized(model, x, y):
+    names = (*model.feature_parties_, model.label_party_)
+    start = np.concatenate([model.initial_coef_[n] for n in names]), model.initial_intercept_
+    target = np.where(y == model.classes_[1], 1.0, -1.0) if hasattr(model, "classes_") else y
+    ref = fit_gradient_descent(x, target, model._settings(), start=start)
+    coef = np.concatenate([model.coef_[n] for n in names])
+    np.testing.assert_allclose(coef, ref["coef"], atol=ATOL, rtol=0)
+    assert model.intercept_ == pytest.approx(ref["intercept"], abs=ATOL)
+    np.testing.assert_allclose(model.loss_curve_, ref["loss_curve"], atol=ATOL, rtol=0)
+    return ref
+
+
+OPTIONS = [
+    dict(optimizer="momentum"), dict(optimizer="nesterov", momentum=0.5), dict(optimizer="adagrad"),
+    dict(optimizer="rmsprop"), dict(optimizer="adam"), dict(optimizer="adam", beta_1=0.8, beta_2=0.99),
+    dict(penalty="l1", alpha=0.05), dict(penalty="elasticnet", alpha=0.05, l1_ratio=0.5), dict(penalty="none"),
+    dict(learning_rate_schedule="invscaling", power_t=0.25), dict(learning_rate_schedule="step", decay_steps=2),
+    dict(optimizer="adam", penalty="elasticnet", alpha=0.02, learning_rate_schedule="invscaling"),
+]
+
+
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(f"{k}={v}" for k, v in o.items()))
+@pytest.mark.parametrize("task", ["logistic", "linear"])
+def test_each_option_equals_centralized(task, options):
+    dataset, x, y = data(task)
+    cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
+    model = cls(**{"learning_rate": 0.1, "max_iter": 4, "batch_size": 20, "tol": None, "random_state": 5,
+                   **FAST, **options}).fit(dataset)
+    check_against_centralized(model, x, y)
+
+
+def test_options_with_three_feature_parties_full_batch():
+    dataset, x, y = data("logistic", k=3, seed=7)
+    model = VerticalLogisticRegression(learning_rate=0.05, max_iter=3, tol=None, optimizer="adam", penalty="l1",
+                                       alpha=0.1, **FAST).fit(dataset)
+    check_against_centralized(model, x, y)
+
+
+def test_l1_zeroes_weights_and_the_decrypted_loss_includes_it():
+    dataset, x, y = data("linear", seed=3)
+    model = VerticalLinearRegression(learning_rate=0.1, max_iter=6, tol=None, penalty="l1", alpha=1.0, init="zeros",
+                                     **FAST).fit(dataset)
+    coef = np.concatenate(list(model.coef_.values()))
+    assert np.count_nonzero(coef == 0.0) >= 1
+    ref = check_against_centralized(model, x, y)
+    unpenalised = VerticalLinearRegression(learning_rate=0.1, max_iter=1, tol=None, penalty="none", init="zeros",
+                                           **FAST).fit(dataset)
+    assert model.loss_curve_[0] == pytest.approx(unpenalised.loss_curve_[0])   # zero start: no penalty yet
+    assert ref["loss_curve"][-1] == pytest.approx(model.loss_curve_[-1], abs=ATOL)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(optimizer="lbfgs"), "optimizer must be one of"),
+    (dict(penalty="l3"), "penalty must be one of"),
+    (dict(l1_ratio=1.5), r"l1_ratio must be in \[0, 1\]"),
+    (dict(learning_rate_schedule="cosine"), "learning_rate_schedule must be one of"),
+    (dict(decay_rate=0.0), r"decay_rate must be in \(0, 1\]"),
+    (dict(beta_2=1.0), r"beta_2 must be in \[0, 1\)"),
+    (dict(epsilon=0.0), "epsilon must be a positive number"),
+])
+def test_bad_options_are_refused(kwargs, message):
+    with pytest.raises(ConfigurationError, match=message):
+        TrainingSettings(**kwargs)
