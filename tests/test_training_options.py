@@ -85,3 +85,60 @@ def test_l1_zeroes_weights_and_the_decrypted_loss_includes_it():
 def test_bad_options_are_refused(kwargs, message):
     with pytest.raises(ConfigurationError, match=message):
         TrainingSettings(**kwargs)
+
+
+@pytest.mark.parametrize("task,scoring", [("logistic", "loss"), ("logistic", "roc_auc"), ("logistic", "ks"),
+                                          ("logistic", "accuracy"), ("linear", "r2")])
+def test_early_stopping_stops_at_the_centralized_epoch_with_its_best_weights(task, scoring):
+    dataset, x, y = data(task, n_rows=90, seed=11)
+    cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
+    # a learning rate large enough that the validation score turns around within a few epochs
+    model = cls(learning_rate=0.9 if task == "logistic" else 0.5, max_iter=25, batch_size=15, tol=1e-3,
+                random_state=3, early_stopping=True, validation_fraction=0.2, n_iter_no_change=2, scoring=scoring,
+                optimizer="momentum", **FAST).fit(dataset)
+    ref = check_against_centralized(model, x, y)
+    assert model.n_iter_ == ref["n_iter"] and model.best_iteration_ == ref["best_epoch"] + 1
+    np.testing.assert_allclose(model.validation_scores_, ref["validation_scores"], atol=1e-6)
+    assert len(model.validation_scores_) == model.n_iter_
+    assert model.best_iteration_ < model.n_iter_ < 25     # it did stop early, and went back to a better epoch
+
+
+def test_early_stopping_on_a_given_validation_set():
+    train, x, y = data("logistic", n_rows=70, seed=4)
+    held, xv, yv = data("logistic", n_rows=30, seed=5)
+    model = VerticalLogisticRegression(learning_rate=0.8, max_iter=12, tol=None, early_stopping=True,
+                                       n_iter_no_change=3, scoring="roc_auc", **FAST).fit(train, validation=held)
+    names = (*model.feature_parties_, model.label_party_)
+    start = np.concatenate([model.initial_coef_[n] for n in names]), model.initial_intercept_
+    ref = fit_gradient_descent(x, np.where(y == 1, 1.0, -1.0), model._settings(), start=start,
+                               validation=(xv, np.where(yv == 1, 1.0, -1.0)))
+    np.testing.assert_allclose(np.concatenate([model.coef_[n] for n in names]), ref["coef"], atol=ATOL)
+    assert model.best_iteration_ == ref["best_epoch"] + 1
+
+
+def test_only_the_label_party_sees_validation_scores():
+    dataset, _, _ = data("logistic", k=2, n_rows=80, seed=6)
+    model = VerticalLogisticRegression(max_iter=3, tol=None, random_state=1, early_stopping=True,
+                                       **FAST).fit(dataset)
+    t = model.transcript_
+    for name in ("masked_validation", "validation_scores"):
+        assert set(t[t.name == name]["kind"]) == {"ciphertext"}
+    assert set(t[t.name == "validation"]["receiver"]) == {"lab"} and set(t[t.name == "validation"]["kind"]) == {"masked"}
+    assert set(t[t.name == "early_stop"]["receiver"]) == {"C"}
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(validation_fraction=1.0), r"validation_fraction must be in \(0, 1\)"),
+    (dict(scoring="r2"), "scoring for logistic regression must be one of"),
+    (dict(n_iter_no_change=0), "n_iter_no_change must be a positive integer"),
+    (dict(early_stopping=True, dp_epsilon=1.0, dp_delta=1e-5, tol=None), "use one or the other"),
+])
+def test_bad_early_stopping_settings(kwargs, message):
+    with pytest.raises(ConfigurationError, match=message):
+        TrainingSettings(**kwargs)
+
+
+def test_validation_data_needs_early_stopping():
+    train, _, _ = data("logistic")
+    with pytest.raises(ConfigurationError, match="pass early_stopping=True"):
+        VerticalLogisticRegression(**FAST).fit(train, validation=train)

@@ -16,12 +16,14 @@ from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DivergenceError
 from vfl.parties.objectives import get_objective
 from vfl.parties.optim import Optimizer, penalised_step
-from vfl.protocols.settings import TrainingSettings, batch_sizes, batches
+from vfl.parties.scoring import validation_score
+from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, validation_rows
+from vfl.protocols.validation import Tracker
 from vfl.protocols.training import diverged
 
 
 def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
-                         noise=None) -> dict:
+                         noise=None, validation=None) -> dict:
     """Gradient descent on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
 
     Parameters
@@ -42,9 +44,15 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         the CSPRNG; a test passes the same draws to both).  Linear labels are
         clipped to ``settings.dp_label_bound`` as the label party clips them.
 
+    validation : tuple (x_val, y_val), optional
+        With ``settings.early_stopping``: the validation rows; by default the rows
+        :func:`~vfl.protocols.settings.validation_rows` holds out from the seed, as
+        the parties do.
+
     Returns
     -------
-    dict with ``coef``, ``intercept``, ``loss_curve`` (per epoch) and ``n_iter``.
+    dict with ``coef``, ``intercept``, ``loss_curve`` (per epoch), ``n_iter``, and with
+    early stopping ``validation_scores`` and ``best_epoch`` (whose weights are returned).
 
     Raises
     ------
@@ -57,8 +65,14 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     y = np.asarray(y, dtype=np.float64)
     if settings.dp and settings.objective == "linear":
         y = np.clip(y, -settings.label_bound, settings.label_bound)
-    n_rows, n_features = x.shape
     seed = settings.random_state if seed is None else seed
+    if settings.early_stopping and validation is None:
+        if seed is None:
+            raise ValueError("early stopping needs a seed (settings.random_state) to hold out validation rows")
+        held = validation_rows(len(y), settings.validation_fraction, seed)
+        validation = (x[held], y[held])
+        x, y = np.delete(x, held, axis=0), np.delete(y, held)
+    n_rows, n_features = x.shape
     if settings.batch_size is not None and settings.batch_size < n_rows and seed is None:
         raise ValueError("mini-batch training needs a seed (settings.random_state) for the batch order")
     if start is None:
@@ -69,6 +83,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     penalty = settings.penalty_spec
     optimizer = Optimizer(settings.optimizer, params.size, **settings.optimizer_hyper())
     per_epoch = len(batch_sizes(n_rows, settings.batch_size))
+    tracker, snapshots = Tracker(settings), {}
     loss_curve: list[float] = []
     for epoch in range(settings.max_iter):
         losses, sizes = [], []
@@ -88,10 +103,20 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         why = diverged(loss_curve, noisy=noise is not None)
         if why:
             raise DivergenceError(f"centralized training diverges: {why}")
-        if settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
+        if settings.early_stopping:
+            snapshots[epoch] = params.copy()
+            z_val = validation[0] @ params[:-1] + params[-1]
+            stop = tracker.add(epoch, validation_score(settings.scoring, objective, z_val, validation[1]))
+            if stop or epoch + 1 >= settings.max_iter:
+                params = snapshots[tracker.best_epoch]
+                break
+        elif settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
             break
-    return {"coef": params[:-1], "intercept": float(params[-1]), "loss_curve": loss_curve,
-            "n_iter": len(loss_curve)}
+    result = {"coef": params[:-1], "intercept": float(params[-1]), "loss_curve": loss_curve,
+              "n_iter": len(loss_curve)}
+    if settings.early_stopping:
+        result.update(validation_scores=tracker.scores, best_epoch=tracker.best_epoch)
+    return result
 
 
 def random_start(x, y, settings: TrainingSettings) -> tuple[np.ndarray, float]:

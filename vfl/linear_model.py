@@ -27,7 +27,8 @@ from vfl.transport import Transcript
 
 #: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
-                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon")
+                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "early_stopping", "validation_fraction",
+                  "n_iter_no_change", "scoring")
 
 
 class _VerticalLinearModel(BaseEstimator):
@@ -38,7 +39,7 @@ class _VerticalLinearModel(BaseEstimator):
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
                  dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-8):
+                 epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss"):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -67,6 +68,10 @@ class _VerticalLinearModel(BaseEstimator):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.scoring = scoring
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -88,16 +93,19 @@ class _VerticalLinearModel(BaseEstimator):
         if not isinstance(self.verbose, (bool, np.bool_)):
             raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
 
-    def fit(self, data: VerticalDataset, y=None):
+    def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None):
         """Train on aligned vertical data; the party holding the label plays B.
 
         Parameters
         ----------
         data : VerticalDataset
-            Both parties' frames, the label column inside one of them.
+            Every party's frame, the label column inside one of them.
         y : None
             Not used: present only to answer scikit-learn's ``fit(X, y)`` with a
             message saying what to pass instead.
+        validation : VerticalDataset, optional
+            With ``early_stopping=True``: the rows to score after every epoch (same
+            parties, columns and label), instead of ``validation_fraction`` of ``data``.
 
         Returns
         -------
@@ -116,6 +124,8 @@ class _VerticalLinearModel(BaseEstimator):
                    for name in roster.features}
         party_b = parties[roster.label] = PartyB(data.features(roster.label), y, fit_intercept=self.fit_intercept,
                                                  role=roster.label, columns=data.columns(roster.label))
+        if validation is not None:
+            self._give_validation(validation, data, parties, roster)
         for party in parties.values():
             check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
         if not settings.dp:
@@ -145,6 +155,8 @@ class _VerticalLinearModel(BaseEstimator):
         self.dp_spent_ = ((dp.epsilon_spent(party_b.noise_multiplier, self.dp_delta, self.n_iter_), self.dp_delta)
                           if settings.dp else None)
         self.dp_noise_std_ = party_b.noise_std if settings.dp else None
+        self.validation_scores_ = np.asarray(party_b.validation_scores) if self.early_stopping else None
+        self.best_iteration_ = result["best_epoch"] + 1 if self.early_stopping else None
         self.transcript_ = transcript.to_frame()
         # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
         # coordinator, in memory (never pickled, see __getstate__).
@@ -153,6 +165,30 @@ class _VerticalLinearModel(BaseEstimator):
             warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
                           f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
         return self
+
+    def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster) -> None:
+        """Each party's validation rows from a separate data set (checked like the training data)."""
+        if not self.early_stopping:
+            raise ConfigurationError("fit(..., validation=...) scores the validation rows for early stopping: "
+                                     "pass early_stopping=True as well")
+        if not isinstance(validation, VerticalDataset) or set(validation.parties) != set(data.parties):
+            raise DataError(f"validation must be a VerticalDataset with the parties {list(data.parties)}")
+        if validation.label_party != roster.label:
+            raise DataError(f"the validation data must hold the label {data.label!r} in party {roster.label}'s frame")
+        for name, party in parties.items():
+            if validation.columns(name) != data.columns(name):
+                raise DataError(f"party {name}: validation columns differ from the training columns")
+            party.validation = validation.features(name)
+        labels = validation.labels
+        if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1
+            unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()), key=str)
+            if unknown:
+                raise DataError(f"party {roster.label}: the validation labels hold {unknown[:5]}, not among the "
+                                f"training classes {self.classes_.tolist()}")
+            labels = np.where(labels == self.classes_[1], 1.0, -1.0)
+        else:
+            labels = self._encode_labels(labels, roster.label)
+        parties[roster.label].validation_labels = labels
 
     # -- pickling ------------------------------------------------------------------
     def __getstate__(self):
@@ -276,6 +312,17 @@ class VerticalLinearRegression(_VerticalLinearModel):
         For ``"momentum"`` and ``"nesterov"``.
     beta_1, beta_2, epsilon : float, default=0.9, 0.999, 1e-8
         Adam's (scikit-learn's MLP defaults); ``epsilon`` also for adagrad and rmsprop.
+    early_stopping : bool, default=False
+        Score held-out rows after every epoch by private prediction (only the label
+        party sees the scores), stop when the score has not improved by more than
+        ``tol`` for ``n_iter_no_change`` epochs, and give every party its weights of
+        the best epoch.  The rows: ``validation_fraction`` of the training rows, chosen
+        from the batch seed, or ``fit(data, validation=...)``.
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=5
+    scoring : str, default="loss"
+        ``"loss"`` (the objective; lower is better), ``"roc_auc"``, ``"ks"``,
+        ``"accuracy"`` (logistic) or ``"r2"`` (linear).
 
     Attributes
     ----------
@@ -295,6 +342,10 @@ class VerticalLinearRegression(_VerticalLinearModel):
         Every message of training: iteration, sender, receiver, name, kind, bytes.
     dp_spent_ : tuple (epsilon, delta) or None
         The privacy budget spent over the epochs run, with DP on.
+    validation_scores_ : ndarray or None
+        With early stopping: the validation score after each epoch (the label party's).
+    best_iteration_ : int or None
+        With early stopping: the epoch (counted from 1) whose weights the model holds.
     dp_noise_std_ : float or None
         The standard deviation of the noise B added to each residual (a function of
         the public settings: epsilon, delta, epochs and the sensitivity).

@@ -52,6 +52,10 @@ class FeatureParty:
         self.n_parties = 2
         #: the coordinate-wise update rule, with its own state (see :mod:`vfl.parties.optim`)
         self.optimizer = Optimizer("sgd", self.params.size)
+        #: held-out rows scored after every epoch (early stopping), or None
+        self.validation: np.ndarray | None = None
+        #: this party's parameters after each epoch, to restore the best one (early stopping)
+        self.snapshots: dict[int, list] = {}
         self._pending_mask = None
 
     # -- where training starts -------------------------------------------------------
@@ -118,6 +122,22 @@ class FeatureParty:
     def penalty(self, penalty: Penalty) -> float:
         """This party's share of the penalty (its weights; never the intercept)."""
         return penalty.value(self.params[: self.n_features])
+
+    def hold_out(self, rows) -> None:
+        """Move ``rows`` (agreed by every party from the shared seed) from training to validation."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self.validation = self.features[rows]
+        self.features = np.delete(self.features, rows, axis=0)
+
+    def snapshot(self, epoch: int) -> None:
+        self.snapshots[int(epoch)] = self.params.tolist()
+
+    def restore(self, epoch: int) -> None:
+        """Take back the parameters this party had after ``epoch`` (the best validation epoch)."""
+        try:
+            self.params = np.asarray(self.snapshots[int(epoch)], dtype=np.float64)
+        except KeyError:
+            raise ProtocolError(f"party {self.role} has no snapshot of epoch {epoch} to restore") from None
 
     def set_optimizer(self, name: str = "sgd", **hyper) -> None:
         """The update rule of :meth:`apply_update` (fresh state: call before training, not on resume)."""
@@ -208,13 +228,17 @@ class FeatureParty:
 
     # -- checkpoints -------------------------------------------------------------
     def state(self) -> dict:
-        return {"params": self.params.tolist(), "optimizer": self.optimizer.state()}
+        state = {"params": self.params.tolist(), "optimizer": self.optimizer.state()}
+        if self.snapshots:
+            state["snapshots"] = {str(e): p for e, p in self.snapshots.items()}
+        return state
 
     def load_state(self, state: dict) -> None:
         params = np.asarray(state["params"], dtype=np.float64)
         if params.shape != self.params.shape:
             raise DataError(f"party {self.role}: saved state has {params.size} weights, data has {self.params.size}")
         self.params = params
+        self.snapshots = {int(e): list(p) for e, p in state.get("snapshots", {}).items()}
         if "optimizer" in state:
             try:
                 self.optimizer.load_state(state["optimizer"])

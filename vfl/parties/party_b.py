@@ -40,6 +40,8 @@ class PartyB(FeatureParty):
         #: the source of standard normal noise: the CSPRNG (a test may substitute a recorded one)
         self.standard_normal = gaussian
         self._pending_loss = None
+        #: the labels of the validation rows (early stopping)
+        self.validation_labels: np.ndarray | None = None
 
     def start(self, init: str, kappa: float = 1.0) -> None:
         """As :meth:`FeatureParty.start`; B's random start hides ``kappa y`` in the first residual.
@@ -51,6 +53,13 @@ class PartyB(FeatureParty):
         label_rms = float(np.sqrt(np.mean(np.square(self.labels)))) or 1.0
         self.start_scale = 0.5 * kappa * label_rms
         super().start(init)
+
+    def hold_out(self, rows) -> None:
+        """As for a feature party; the held-out labels stay with B."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self.validation_labels = self.labels[rows]
+        self.labels = np.delete(self.labels, rows)
+        super().hold_out(rows)
 
     def clip_labels(self, bound: float) -> None:
         """Clip the labels to ``[-bound, bound]``: the sensitivity bound of linear regression with DP."""

@@ -17,6 +17,8 @@ from vfl.parties import get_objective
 from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
 
 INITS = ("random", "zeros")
+#: Validation scores each objective can be stopped on.
+SCORINGS = {"logistic": ("loss", "roc_auc", "ks", "accuracy"), "linear": ("loss", "r2")}
 
 
 @dataclass(frozen=True)
@@ -72,6 +74,17 @@ class TrainingSettings:
         The schedules' parameters.
     momentum, beta_1, beta_2, epsilon : float
         The optimizers' parameters (scikit-learn's MLP defaults).
+    early_stopping : bool
+        Hold out validation rows (``validation_fraction`` of them, chosen from the
+        batch seed, never from the labels), score them after every epoch by private
+        prediction (only B sees the scores), stop when the score has not improved by
+        more than ``tol`` for ``n_iter_no_change`` epochs, and restore every party's
+        weights of the best epoch.  The loss-change criterion is then not used.
+    validation_fraction : float
+        In (0, 1).
+    n_iter_no_change : int
+    scoring : {"loss", "roc_auc", "ks", "accuracy", "r2"}
+        The validation score (``"loss"`` is lower-is-better, the others higher).
     """
 
     objective: str = "logistic"
@@ -100,6 +113,10 @@ class TrainingSettings:
     beta_1: float = 0.9
     beta_2: float = 0.999
     epsilon: float = 1e-8
+    early_stopping: bool = False
+    validation_fraction: float = 0.1
+    n_iter_no_change: int = 5
+    scoring: str = "loss"
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -136,7 +153,16 @@ class TrainingSettings:
             value = getattr(self, name)
             _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
         _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a positive number", self.epsilon)
-
+        _check(_is_bool(self.early_stopping), "early_stopping must be True or False", self.early_stopping)
+        _check(_is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
+               "validation_fraction must be in (0, 1)", self.validation_fraction)
+        _check(_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
+               "n_iter_no_change must be a positive integer", self.n_iter_no_change)
+        allowed = SCORINGS[self.objective]
+        _check(self.scoring in allowed, f"scoring for {self.objective} regression must be one of {allowed}",
+               self.scoring)
+        _check(not (self.early_stopping and self.dp), "early stopping chooses the epoch from validation labels, "
+               "which differential privacy does not cover: use one or the other", self.early_stopping)
     @property
     def penalty_spec(self) -> Penalty:
         """The penalty as the parties apply it."""
@@ -305,3 +331,13 @@ def check_gradient_equations(n_rows: int, batch_size: int | None, max_iter: int,
             f"{gradient_unknowns(n_rows, steps, party, columns, label_party, intercept)} unknowns that hide the "
             f"other parties' scores{'' if party == label_party else ' and the labels'} from it, so it could solve "
             f"for them; use {limit}full batches (batch_size=None), or differential privacy (dp_epsilon)")
+
+
+def validation_rows(n_rows: int, fraction: float, seed: int) -> np.ndarray:
+    """The rows held out for validation: ``ceil(fraction n)`` of them, chosen from the shared seed only.
+
+    Every party computes the same rows from the seed and the row count, so the
+    split is agreed without any party looking at the labels.
+    """
+    count = min(max(1, math.ceil(fraction * n_rows)), n_rows - 1)
+    return np.sort(np.random.default_rng([int(seed), 0x76616C]).permutation(n_rows)[:count])

@@ -41,6 +41,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
+from vfl.protocols import validation
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
 from vfl.transport import Endpoint
@@ -94,6 +95,7 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     if schedule["n_rows"] != party.n_rows:
         raise DataError(f"party {party.role} has {party.n_rows} rows but party {b} has {schedule['n_rows']}; "
                         "the parties' rows must be aligned")
+    validation.hold_out(party, settings, schedule["seed"])
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
 
     per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
@@ -109,9 +111,12 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
             ep.send(b, "loss_part", "ciphertext", **pack_vector(loss_part))
             # Step 4: unmask X_A^T d, update w_A
             _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
+        if settings.early_stopping:
+            validation.score_a(ep, party, roster)
+        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)
         if on_epoch:
             on_epoch(epoch, party.state())
-        if ep.recv(c, "control")["stop"]:
+        if stop:
             break
     return party
 
@@ -132,9 +137,11 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
         party.start(settings.init, objective.kappa)
         seed = settings.random_state if settings.random_state is not None else secrets.randbits(63)
     _begin(party, settings, start, checkpoints)
-    check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
     for a in roster.features:
         ep.send(a, "schedule", "public", seed=seed, n_rows=party.n_rows)
+    validation.hold_out(party, settings, seed)
+    tracker = validation.Tracker(settings, checkpoints[start].get("validation") if start >= 0 else None)
+    check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
     ep.send(c, "schedule", "public", n_rows=party.n_rows)
 
     per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
@@ -154,10 +161,14 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
                     n=len(rows))
             # Step 4: unmask, update w_B and b
             _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
+        if settings.early_stopping:
+            validation.score_b(ep, party, roster, objective, tracker, epoch)
+        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)
         if on_epoch:
-            on_epoch(epoch, {**party.state(), "seed": seed})
-        if ep.recv(c, "control")["stop"]:
+            on_epoch(epoch, {**party.state(), "seed": seed, "validation": tracker.state()})
+        if stop:
             break
+    party.validation_scores = tracker.scores
     return party
 
 
@@ -213,20 +224,24 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
                 on_batch_loss(epoch, batch, losses[-1])
         previous = coordinator.loss_curve[-1] if coordinator.loss_curve else None
         current = coordinator.record_epoch(losses, sizes)
-        converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
+        if settings.early_stopping:     # the validation score decides, not the training loss
+            converged, best_epoch = validation.score_c(ep, coordinator, roster)
+        else:
+            best_epoch = -1
+            converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
         diverging = diverged(coordinator.loss_curve, noisy=settings.dp)
         stop = converged or diverging is not None or epoch + 1 >= settings.max_iter
         if on_epoch:
             on_epoch(epoch, coordinator.state())
         for peer in parties:
-            ep.send(peer, "control", "public", stop=stop)
+            ep.send(peer, "control", "public", stop=stop, best_epoch=best_epoch)
         if diverging:
             raise DivergenceError(f"{ep.role}: training diverges: {diverging}; lower learning_rate (now "
                                   f"{settings.learning_rate:g}) or scale the features")
         if stop:
             break
     return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
-            "converged": converged}
+            "converged": converged, "best_epoch": best_epoch}
 
 
 #: Epochs in a row the loss may grow before C calls the run diverging.
