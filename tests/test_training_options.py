@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vfl import ConfigurationError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
+from vfl import ConfigurationError, DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
 from vfl.protocols import TrainingSettings
 
@@ -142,3 +142,64 @@ def test_validation_data_needs_early_stopping():
     train, _, _ = data("logistic")
     with pytest.raises(ConfigurationError, match="pass early_stopping=True"):
         VerticalLogisticRegression(**FAST).fit(train, validation=train)
+
+
+def iris_data():
+    from sklearn.datasets import load_iris
+    from sklearn.preprocessing import StandardScaler
+
+    x, y = load_iris(return_X_y=True)
+    x = StandardScaler().fit_transform(x)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    frames = {"shop": pd.DataFrame(x[:, :2], columns=["a", "b"]),
+              "bank": pd.DataFrame(x[:, 2:], columns=["c", "d"]).assign(species=names)}
+    return VerticalDataset(frames, label="species"), x, names
+
+
+def test_one_vs_rest_in_one_run_equals_centralized_per_class(monkeypatch):
+    import vfl.parties.coordinator as coordinator_module
+
+    made = []
+    original = coordinator_module.generate_keypair
+    monkeypatch.setattr(coordinator_module, "generate_keypair", lambda *a, **k: made.append(1) or original(*a, **k))
+    dataset, x, names = iris_data()
+    model = VerticalLogisticRegression(learning_rate=0.3, max_iter=4, tol=None, optimizer="adam", **FAST)
+    model.fit(dataset)
+    assert len(made) == 1                                   # one key pair for the whole run
+    assert list(model.classes_) == ["setosa", "versicolor", "virginica"]
+    assert model.coef_["shop"].shape == (3, 2) and model.intercept_.shape == (3,) and len(model.loss_curve_) == 3
+    central = []
+    for k, cls in enumerate(model.classes_):
+        start = np.concatenate([model.initial_coef_["shop"][k], model.initial_coef_["bank"][k]]), \
+            model.initial_intercept_[k]
+        ref = fit_gradient_descent(x, np.where(names == cls, 1.0, -1.0), model._settings(), start=start)
+        np.testing.assert_allclose(np.concatenate([model.coef_["shop"][k], model.coef_["bank"][k]]), ref["coef"],
+                                   atol=ATOL)
+        np.testing.assert_allclose(model.loss_curve_[k], ref["loss_curve"], atol=ATOL)
+        central.append(x @ ref["coef"] + ref["intercept"])
+    proba = model.predict_proba(dataset)
+    assert proba.shape == (150, 3) and np.allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_allclose(model.decision_function(dataset), np.column_stack(central), atol=1e-6)
+    assert (model.predict(dataset) == model.classes_[np.argmax(np.column_stack(central), axis=1)]).all()
+    assert set(model.transcript_["model"]) == {0, 1, 2}
+
+
+def test_warm_start_continues_from_the_fitted_weights():
+    dataset, x, y = data("logistic", seed=8)
+    common = dict(learning_rate=0.2, tol=None, init="zeros", **FAST)
+    warm = VerticalLogisticRegression(max_iter=3, warm_start=True, **common).fit(dataset)
+    first = {name: c.copy() for name, c in warm.coef_.items()}
+    warm.set_params(max_iter=2).fit(dataset)
+    whole = VerticalLogisticRegression(max_iter=5, **common).fit(dataset)   # sgd, full batch: 3 + 2 = 5 epochs
+    for name in whole.coef_:
+        np.testing.assert_allclose(warm.coef_[name], whole.coef_[name], atol=ATOL)
+        np.testing.assert_allclose(warm.initial_coef_[name], first[name])
+    np.testing.assert_allclose(warm.loss_curve_, whole.loss_curve_[3:], atol=ATOL)
+
+
+def test_warm_start_on_other_data_is_refused():
+    dataset, _, _ = data("logistic", seed=8)
+    model = VerticalLogisticRegression(max_iter=1, tol=None, warm_start=True, **FAST).fit(dataset)
+    other, _, _ = data("logistic", k=2, seed=8)
+    with pytest.raises(DataError, match="warm_start continues the fitted model"):
+        model.fit(other)

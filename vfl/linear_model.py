@@ -11,9 +11,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils.multiclass import type_of_target
 
 from vfl import inprocess
 from vfl.crypto import FixedPoint, get_engine
@@ -39,7 +41,8 @@ class _VerticalLinearModel(BaseEstimator):
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
                  dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss"):
+                 epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss",
+                 warm_start=False):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -72,6 +75,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
         self.scoring = scoring
+        self.warm_start = warm_start
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -119,45 +123,38 @@ class _VerticalLinearModel(BaseEstimator):
         if data.label_party is None:
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
-        y = self._encode_labels(data.labels, roster.label)
-        parties = {name: PartyA(data.features(name), role=name, columns=data.columns(name))
-                   for name in roster.features}
-        party_b = parties[roster.label] = PartyB(data.features(roster.label), y, fit_intercept=self.fit_intercept,
-                                                 role=roster.label, columns=data.columns(roster.label))
-        if validation is not None:
-            self._give_validation(validation, data, parties, roster)
-        for party in parties.values():
-            check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
-        if not settings.dp:
-            check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
-                                     {name: party.n_features for name, party in parties.items()},
-                                     roster.label, self.fit_intercept)
+        targets = self._targets(data.labels, roster.label)
+        starts = self._warm_starts(data, roster, len(targets))
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
-
-        transcript = Transcript()
-        progress = _progress(self.verbose, self.max_iter)
-        try:
-            result = inprocess.train(parties, coordinator, settings, transcript, self.engine,
-                                     on_epoch=progress.epoch if progress else None, roster=roster)
-        finally:
-            if progress:
-                progress.close()
+        models, transcripts = [], []
+        for index, (target, start) in enumerate(zip(targets, starts)):
+            # one-vs-rest: one binary model per class, all under C's one key, on the same aligned rows
+            model, transcript = self._fit_binary(data, roster, target, start, settings, coordinator, validation,
+                                                 index, len(targets))
+            models.append(model)
+            transcripts.append(transcript.assign(model=index) if len(targets) > 1 else transcript)
 
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
-        self.coef_ = {name: party.coef for name, party in parties.items()}
-        self.intercept_ = party_b.intercept
-        self.initial_coef_ = {name: party.initial_params[:party.n_features].copy() for name, party in parties.items()}
-        self.initial_intercept_ = float(party_b.initial_params[-1]) if self.fit_intercept else 0.0
-        self.n_iter_ = result["n_iter"]
-        self.loss_curve_ = np.asarray(result["loss_curve"])
-        self.converged_ = result["converged"]
-        self.dp_spent_ = ((dp.epsilon_spent(party_b.noise_multiplier, self.dp_delta, self.n_iter_), self.dp_delta)
+        one = len(models) == 1
+        stack = (lambda key: models[0][key]) if one else (lambda key: np.array([m[key] for m in models]))
+        self.coef_ = {name: stack("coef")[name] if one else np.array([m["coef"][name] for m in models])
+                      for name in roster.data_parties}
+        self.intercept_ = stack("intercept")
+        self.initial_coef_ = {name: models[0]["initial_coef"][name] if one else
+                              np.array([m["initial_coef"][name] for m in models]) for name in roster.data_parties}
+        self.initial_intercept_ = stack("initial_intercept")
+        self.n_iter_ = stack("n_iter")
+        self.loss_curve_ = models[0]["loss_curve"] if one else [m["loss_curve"] for m in models]
+        self.converged_ = all(m["converged"] for m in models)
+        releases = sum(m["n_iter"] for m in models)
+        self.dp_spent_ = ((dp.epsilon_spent(models[0]["noise_multiplier"], self.dp_delta, releases), self.dp_delta)
                           if settings.dp else None)
-        self.dp_noise_std_ = party_b.noise_std if settings.dp else None
-        self.validation_scores_ = np.asarray(party_b.validation_scores) if self.early_stopping else None
-        self.best_iteration_ = result["best_epoch"] + 1 if self.early_stopping else None
-        self.transcript_ = transcript.to_frame()
+        self.dp_noise_std_ = models[0]["noise_std"] if settings.dp else None
+        self.validation_scores_ = (None if not self.early_stopping else models[0]["validation_scores"] if one
+                                   else [m["validation_scores"] for m in models])
+        self.best_iteration_ = None if not self.early_stopping else stack("best_iteration")
+        self.transcript_ = transcripts[0] if one else pd.concat(transcripts, ignore_index=True)
         # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
         # coordinator, in memory (never pickled, see __getstate__).
         self._coordinator = coordinator
@@ -166,7 +163,63 @@ class _VerticalLinearModel(BaseEstimator):
                           f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
         return self
 
-    def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster) -> None:
+    def _fit_binary(self, data: VerticalDataset, roster: Roster, target: np.ndarray, start: dict | None, settings,
+                    coordinator: Coordinator, validation, index: int, n_models: int) -> tuple[dict, object]:
+        """One model (of ``n_models`` one-vs-rest models) trained on ``target``; its figures and transcript."""
+        parties = {name: PartyA(data.features(name), role=name, columns=data.columns(name))
+                   for name in roster.features}
+        party_b = parties[roster.label] = PartyB(data.features(roster.label), target, fit_intercept=self.fit_intercept,
+                                                 role=roster.label, columns=data.columns(roster.label))
+        party_b.dp_models = n_models
+        for name, party in parties.items():
+            if start is not None:
+                party.warm_params = start[name]
+        if validation is not None:
+            self._give_validation(validation, data, parties, roster, index, n_models)
+        if index == 0:
+            for party in parties.values():
+                check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
+            if not settings.dp:
+                check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
+                                         {name: party.n_features for name, party in parties.items()},
+                                         roster.label, self.fit_intercept)
+        transcript = Transcript()
+        progress = _progress(self.verbose, self.max_iter)
+        try:
+            result = inprocess.train(parties, coordinator, settings, transcript, self.engine,
+                                     on_epoch=progress.epoch if progress else None, roster=roster)
+        finally:
+            if progress:
+                progress.close()
+        return {"coef": {name: party.coef for name, party in parties.items()}, "intercept": party_b.intercept,
+                "initial_coef": {name: party.initial_params[:party.n_features].copy()
+                                 for name, party in parties.items()},
+                "initial_intercept": float(party_b.initial_params[-1]) if self.fit_intercept else 0.0,
+                "n_iter": result["n_iter"], "loss_curve": np.asarray(result["loss_curve"]),
+                "converged": result["converged"], "noise_multiplier": party_b.noise_multiplier,
+                "noise_std": party_b.noise_std, "validation_scores": np.asarray(party_b.validation_scores),
+                "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
+
+    def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
+        """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
+        if not self.warm_start or not hasattr(self, "coef_"):
+            return [None] * n_models
+        same = (getattr(self, "feature_names_", None) == {n: data.columns(n) for n in roster.data_parties}
+                and getattr(self, "label_party_", None) == roster.label)
+        intercepts = np.atleast_1d(self.intercept_)
+        if not same or len(intercepts) != n_models:
+            raise DataError("warm_start continues the fitted model: fit it on data with the same parties, columns "
+                            "and classes (or set warm_start=False)")
+        starts = []
+        for index in range(n_models):
+            start = {name: np.atleast_2d(self.coef_[name])[index].copy() for name in roster.features}
+            own = np.atleast_2d(self.coef_[roster.label])[index]
+            start[roster.label] = np.append(own, intercepts[index]) if self.fit_intercept else own.copy()
+            starts.append(start)
+        return starts
+
+    def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster, index: int = 0,
+                         n_models: int = 1) -> None:
         """Each party's validation rows from a separate data set (checked like the training data)."""
         if not self.early_stopping:
             raise ConfigurationError("fit(..., validation=...) scores the validation rows for early stopping: "
@@ -180,14 +233,15 @@ class _VerticalLinearModel(BaseEstimator):
                 raise DataError(f"party {name}: validation columns differ from the training columns")
             party.validation = validation.features(name)
         labels = validation.labels
-        if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1
+        if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1 for this model's class
             unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()), key=str)
             if unknown:
                 raise DataError(f"party {roster.label}: the validation labels hold {unknown[:5]}, not among the "
                                 f"training classes {self.classes_.tolist()}")
-            labels = np.where(labels == self.classes_[1], 1.0, -1.0)
+            positive = self.classes_[1] if n_models == 1 else self.classes_[index]
+            labels = np.where(labels == positive, 1.0, -1.0)
         else:
-            labels = self._encode_labels(labels, roster.label)
+            labels = self._targets(labels, roster.label)[0]
         parties[roster.label].validation_labels = labels
 
     # -- pickling ------------------------------------------------------------------
@@ -200,8 +254,9 @@ class _VerticalLinearModel(BaseEstimator):
         state.pop("_coordinator", None)
         return state
 
-    def _encode_labels(self, labels, party: str) -> np.ndarray:
-        return labels
+    def _targets(self, labels, party: str) -> list[np.ndarray]:
+        """The labels in the objective's coding: one target, or one per class (one-vs-rest)."""
+        return [labels]
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
@@ -226,31 +281,35 @@ class _VerticalLinearModel(BaseEstimator):
                                 f"(missing {missing}, unexpected {extra}, or another order)")
             features[name] = data.features(name)
         roster = _roster(self.feature_parties_, self.label_party_)
-        parties = self._prediction_parties(features, roster)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
                                                           self.engine)
-        transcript = Transcript()
-        scores = inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits, transcript,
-                                   self.engine, roster)
-        self.predict_transcript_ = transcript.to_frame()
-        return scores
+        intercepts = np.atleast_1d(self.intercept_)
+        columns, frames = [], []
+        for index, intercept in enumerate(intercepts):     # one private prediction per one-vs-rest model
+            coef = {name: np.atleast_2d(self.coef_[name])[index] for name in roster.data_parties}
+            transcript = Transcript()
+            columns.append(inprocess.predict(self._prediction_parties(features, roster, coef, intercept),
+                                             coordinator, features, self.inference, self.frac_bits, transcript,
+                                             self.engine, roster))
+            frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
+        self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)
 
-    def _prediction_parties(self, features: dict, roster: Roster) -> dict:
-        """The parties holding the rows to score and their fitted weights, as ``vfl predict`` loads shards.
+    def _prediction_parties(self, features: dict, roster: Roster, coef: dict, intercept: float) -> dict:
+        """The parties holding the rows to score and one model's weights, as ``vfl predict`` loads shards.
 
-        The label party always carries an intercept (``intercept_`` is 0.0 when none was fitted): same scores.
+        The label party always carries an intercept (0.0 when none was fitted): the same scores.
         """
         parties = {}
         for name in roster.features:
             parties[name] = PartyA(features[name], role=name, columns=self.feature_names_[name])
-            parties[name].load_state({"params": np.asarray(self.coef_[name], dtype=np.float64)})
+            parties[name].load_state({"params": np.asarray(coef[name], dtype=np.float64)})
         x_b = features[roster.label]
         party_b = parties[roster.label] = PartyB(x_b, np.zeros(x_b.shape[0]), fit_intercept=True, role=roster.label,
                                                  columns=self.feature_names_[roster.label])
-        party_b.load_state({"params": np.append(np.asarray(self.coef_[roster.label], dtype=np.float64),
-                                                self.intercept_)})
+        party_b.load_state({"params": np.append(np.asarray(coef[roster.label], dtype=np.float64), intercept)})
         return parties
 
 
@@ -320,6 +379,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
         from the batch seed, or ``fit(data, validation=...)``.
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=5
+    warm_start : bool, default=False
+        ``fit`` continues from the fitted weights (scikit-learn's meaning) instead of
+        a new start; the data must have the same parties, columns (and classes).
     scoring : str, default="loss"
         ``"loss"`` (the objective; lower is better), ``"roc_auc"``, ``"ks"``,
         ``"accuracy"`` (logistic) or ``"r2"`` (linear).
@@ -370,9 +432,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
 
     _objective = "linear"
 
-    def _encode_labels(self, labels, party: str) -> np.ndarray:
+    def _targets(self, labels, party: str) -> list[np.ndarray]:
         try:
-            return np.asarray(labels, dtype=np.float64)
+            return [np.asarray(labels, dtype=np.float64)]
         except (TypeError, ValueError):
             raise DataError(f"party {party}: linear regression needs a numeric label") from None
 
@@ -393,40 +455,58 @@ class VerticalLogisticRegression(_VerticalLinearModel):
     2017), ``(1/n) sum (log 2 - y_i z_i / 2 + z_i^2 / 8) + (alpha/2) ||w||^2`` with
     ``y`` in {-1, +1}, by gradient descent (Yang et al. 2019, Table 2).
 
-    Parameters are those of :class:`VerticalLinearRegression`.
+    Parameters are those of :class:`VerticalLinearRegression`, with ``warm_start``.
+    More than two classes train one binary model per class (one-vs-rest), in one
+    federation run: one key pair, the same aligned rows.
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The labels; ``classes_[1]`` is the positive class.
+    classes_ : ndarray of shape (n_classes,)
+        The labels; with two, ``classes_[1]`` is the positive class.
     coef_, intercept_, n_iter_, loss_curve_, transcript_, dp_spent_
-        As for :class:`VerticalLinearRegression`.
+        As for :class:`VerticalLinearRegression`; with more than two classes,
+        ``coef_[party]`` has shape (n_classes, n_columns), ``intercept_`` and
+        ``n_iter_`` shape (n_classes,), ``loss_curve_`` is one curve per class, and
+        the transcript has a ``model`` column (the class's index).  With DP, the
+        budget is accounted over every class's epochs.
     """
 
     _objective = "logistic"
 
-    def _encode_labels(self, labels, party: str) -> np.ndarray:
+    def _targets(self, labels, party: str) -> list[np.ndarray]:
+        """-1/+1 for ``classes_[1]``; with more than two classes, -1/+1 for each class (one-vs-rest)."""
         try:
             classes = np.unique(labels)
         except TypeError:
             kinds = sorted({type(v).__name__ for v in labels})
             raise DataError(f"party {party}: the label mixes value types ({', '.join(kinds)}); "
-                            "use one type for both classes") from None
-        if classes.size != 2:
-            raise DataError(f"party {party}: logistic regression needs a binary label, "
+                            "use one type for every class") from None
+        if classes.size < 2:
+            raise DataError(f"party {party}: logistic regression needs at least two classes, "
                             f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
+        if type_of_target(labels) not in ("binary", "multiclass"):
+            raise DataError(f"party {party}: logistic regression needs class labels, but the label is a continuous "
+                            f"target ({classes.size} distinct values such as {classes[:3].tolist()}); use "
+                            "VerticalLinearRegression for it")
         self.classes_ = classes
-        return np.where(labels == classes[1], 1.0, -1.0)
+        positives = classes[1:] if classes.size == 2 else classes
+        return [np.where(labels == positive, 1.0, -1.0) for positive in positives]
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
-        """Probability of the positive class ``classes_[1]``, shape (n,)."""
-        z = self.decision_function(data)
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+        """Probability of the positive class ``classes_[1]``, shape (n,); with more classes, (n, n_classes).
+
+        One-vs-rest probabilities are each class's sigmoid, normalised to sum to 1
+        (as scikit-learn's one-vs-rest logistic regression).
+        """
+        proba = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(data), -500, 500)))
+        return proba if proba.ndim == 1 else proba / proba.sum(axis=1, keepdims=True)
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
-        """The predicted class of each row (``classes_[1]`` where the probability is at least 0.5)."""
-        proba = self.predict_proba(data)
-        return self.classes_[(proba >= 0.5).astype(int)]
+        """The predicted class of each row (binary: ``classes_[1]`` where the probability is at least 0.5)."""
+        z = self.decision_function(data)
+        if z.ndim == 2:
+            return self.classes_[np.argmax(z, axis=1)]
+        return self.classes_[(z >= 0).astype(int)]
 
     def score(self, data: VerticalDataset, y=None) -> float:
         """Accuracy of the predictions on ``data``."""

@@ -52,6 +52,8 @@ class FeatureParty:
         self.n_parties = 2
         #: the coordinate-wise update rule, with its own state (see :mod:`vfl.parties.optim`)
         self.optimizer = Optimizer("sgd", self.params.size)
+        #: where to start instead of a fresh start (``warm_start``: the fitted weights), or None
+        self.warm_params: np.ndarray | None = None
         #: held-out rows scored after every epoch (early stopping), or None
         self.validation: np.ndarray | None = None
         #: this party's parameters after each epoch, to restore the best one (early stopping)
@@ -71,10 +73,15 @@ class FeatureParty:
         this party's ``f`` columns of root mean square ``rms_j``: the partial scores
         then have a root mean square of about ``start_scale`` whatever the columns'
         units.  An intercept starts uniform in ``[-start_scale, start_scale]``.  The
-        start is this party's secret, like its weights.
+        start is this party's secret, like its weights.  With ``warm_params`` set
+        (a warm start), training continues from them instead.
         """
         params = np.zeros_like(self.params)
-        if init == "random":
+        if self.warm_params is not None:
+            params = np.asarray(self.warm_params, dtype=np.float64).copy()
+            if params.shape != self.params.shape:
+                raise DataError(f"party {self.role}: a warm start of {params.size} parameters for {self.params.size}")
+        elif init == "random":
             f = self.n_features
             if f:
                 rms = np.sqrt(np.mean(np.square(self.features), axis=0))

@@ -37,6 +37,8 @@ class PartyB(FeatureParty):
         self.noise_std = 0.0
         #: ``noise_std`` over the sensitivity (None: DP off)
         self.noise_multiplier: float | None = None
+        #: how many models release these labels (one-vs-rest: one per class), for the DP budget
+        self.dp_models = 1
         #: the source of standard normal noise: the CSPRNG (a test may substitute a recorded one)
         self.standard_normal = gaussian
         self._pending_loss = None

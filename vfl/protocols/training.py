@@ -173,12 +173,17 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
 
 
 def _differential_privacy(party: PartyB, settings: TrainingSettings, kappa: float) -> None:
-    """With DP on: clip linear labels to the bound, and set the noise for ``max_iter`` epochs."""
+    """With DP on: clip linear labels to the bound, and set the noise for every release of the labels.
+
+    Each row's label is released once per epoch of every model trained on it
+    (``party.dp_models``: one per class in one-vs-rest).
+    """
     if not settings.dp:
         return
     if settings.objective == "linear":
         party.clip_labels(settings.label_bound)
-    party.noise_multiplier = dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta, settings.max_iter)
+    party.noise_multiplier = dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta,
+                                                 settings.max_iter * party.dp_models)
     party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound)
 
 
@@ -194,8 +199,8 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
     the loss is no longer finite or has grown for :data:`DIVERGING_EPOCHS` epochs in a row.
     """
     parties = roster.data_parties
-    # Step 1: create the key pair, send the public key to every party
-    key = coordinator.generate_keys()
+    # Step 1: create the key pair (or keep the one made for an earlier model of this run), send the public key
+    key = coordinator.public_key_bytes()
     for peer in parties:
         ep.send(peer, "public_key", "public", key=key, frac_bits=settings.frac_bits)
     # Resume after the last epoch every party completed (-1: from the start)
