@@ -203,3 +203,63 @@ def test_warm_start_on_other_data_is_refused():
     other, _, _ = data("logistic", k=2, seed=8)
     with pytest.raises(DataError, match="warm_start continues the fitted model"):
         model.fit(other)
+
+
+@pytest.mark.parametrize("task,k,class_weight,with_sample_weight", [
+    ("logistic", 1, {1: 2.5}, False), ("logistic", 2, {0: 3.0}, False), ("logistic", 1, "balanced", True),
+    ("linear", 1, None, True), ("linear", 2, None, True)])
+def test_weighted_rows_equal_centralized_with_the_same_weights(task, k, class_weight, with_sample_weight):
+    from vfl.parties import class_weights
+
+    dataset, x, y = data(task, k=k, n_rows=80, seed=9)
+    sample_weight = np.random.default_rng(1).uniform(0.2, 3.0, size=80) if with_sample_weight else None
+    cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
+    extra = {"class_weight": class_weight} if class_weight is not None else {}
+    model = cls(learning_rate=0.2, max_iter=3, batch_size=20, tol=None, random_state=2, **extra, **FAST)
+    model.fit(dataset, sample_weight=sample_weight)
+    weights = np.ones(80)
+    if class_weight is not None:
+        weights = weights * class_weights(y, class_weight)
+    if sample_weight is not None:
+        weights = weights * sample_weight
+    names = (*model.feature_parties_, model.label_party_)
+    start = np.concatenate([model.initial_coef_[n] for n in names]), model.initial_intercept_
+    target = np.where(y == 1, 1.0, -1.0) if task == "logistic" else y
+    ref = fit_gradient_descent(x, target, model._settings(), start=start, sample_weight=weights)
+    np.testing.assert_allclose(np.concatenate([model.coef_[n] for n in names]), ref["coef"], atol=ATOL)
+    np.testing.assert_allclose(model.loss_curve_, ref["loss_curve"], atol=ATOL)
+    unweighted = fit_gradient_descent(x, target, model._settings(), start=start)
+    assert not np.allclose(unweighted["coef"], ref["coef"], atol=1e-3)   # the weights did change the model
+
+
+def test_balanced_class_weights_are_scikit_learns():
+    from sklearn.utils.class_weight import compute_sample_weight
+
+    from vfl.parties import class_weights
+
+    labels = np.array(["a", "b", "b", "b", "c", "c"])
+    np.testing.assert_allclose(class_weights(labels, "balanced"), compute_sample_weight("balanced", labels))
+    np.testing.assert_allclose(class_weights(labels, {"a": 2.0}), [2, 1, 1, 1, 1, 1])
+
+
+def test_bad_weights_are_refused():
+    dataset, _, _ = data("logistic")
+    with pytest.raises(DataError, match="class_weight names class 7, which is not among the labels' classes"):
+        VerticalLogisticRegression(class_weight={7: 2.0}, **FAST).fit(dataset)
+    with pytest.raises(DataError, match="sample_weight has shape"):
+        VerticalLogisticRegression(**FAST).fit(dataset, sample_weight=np.ones(3))
+    with pytest.raises(DataError, match=r"sample weight -1.0 at row 0 is not a finite number in \[0, 65536\]"):
+        VerticalLogisticRegression(**FAST).fit(dataset, sample_weight=np.r_[-1.0, np.ones(63)])
+    with pytest.raises(ConfigurationError, match="class_weight must be None, 'balanced' or a dict"):
+        TrainingSettings(class_weight="heavy")
+    with pytest.raises(ConfigurationError, match="class_weight derives the weights from the labels"):
+        TrainingSettings(class_weight="balanced", dp_epsilon=1.0, dp_delta=1e-5, tol=None)
+
+
+def test_the_weights_never_leave_the_label_party():
+    dataset, _, _ = data("logistic", k=2, n_rows=60)
+    model = VerticalLogisticRegression(max_iter=1, tol=None, class_weight="balanced", **FAST)
+    model.fit(dataset, sample_weight=np.linspace(0.5, 2.0, 60))
+    t = model.transcript_
+    sent_by_lab = t[t.sender == "lab"]
+    assert set(sent_by_lab["kind"]) <= {"public", "ciphertext"}    # nothing per row in clear

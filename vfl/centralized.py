@@ -23,7 +23,7 @@ from vfl.protocols.training import diverged
 
 
 def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
-                         noise=None, validation=None) -> dict:
+                         noise=None, validation=None, sample_weight=None) -> dict:
     """Gradient descent on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
 
     Parameters
@@ -44,6 +44,9 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         the CSPRNG; a test passes the same draws to both).  Linear labels are
         clipped to ``settings.dp_label_bound`` as the label party clips them.
 
+    sample_weight : array of shape (n_rows,), optional
+        Each row's weight in the loss (class weights included), as the label party
+        holds them: the objective becomes ``(1/n) sum s_i l_i + penalty``.
     validation : tuple (x_val, y_val), optional
         With ``settings.early_stopping``: the validation rows; by default the rows
         :func:`~vfl.protocols.settings.validation_rows` holds out from the seed, as
@@ -66,12 +69,13 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     if settings.dp and settings.objective == "linear":
         y = np.clip(y, -settings.label_bound, settings.label_bound)
     seed = settings.random_state if seed is None else seed
+    weights = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     if settings.early_stopping and validation is None:
         if seed is None:
             raise ValueError("early stopping needs a seed (settings.random_state) to hold out validation rows")
         held = validation_rows(len(y), settings.validation_fraction, seed)
         validation = (x[held], y[held])
-        x, y = np.delete(x, held, axis=0), np.delete(y, held)
+        x, y, weights = np.delete(x, held, axis=0), np.delete(y, held), np.delete(weights, held)
     n_rows, n_features = x.shape
     if settings.batch_size is not None and settings.batch_size < n_rows and seed is None:
         raise ValueError("mini-batch training needs a seed (settings.random_state) for the batch order")
@@ -88,13 +92,14 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     for epoch in range(settings.max_iter):
         losses, sizes = [], []
         for batch, rows in enumerate(batches(n_rows, settings.batch_size, seed or 0, epoch)):
-            xb, yb = x[rows], y[rows]
+            xb, yb, sb = x[rows], y[rows], weights[rows]
             z = xb @ params[:-1] + params[-1]
-            losses.append(float(np.mean(objective.loss(z, yb))) + penalty.value(params[:-1]))
+            losses.append(float(np.mean(sb * objective.loss(z, yb))) + penalty.value(params[:-1]))
             sizes.append(len(rows))
             residual = objective.residual(z, yb)
             if noise is not None:
                 residual = residual + noise(len(rows))
+            residual = sb * residual
             dz = objective.grad_scale * residual / len(rows)
             data_gradient = np.append(xb.T @ dz, float(dz.sum()) if settings.fit_intercept else 0.0)
             params, _ = penalised_step(optimizer, params, data_gradient, penalised, penalty,

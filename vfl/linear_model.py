@@ -8,6 +8,7 @@ the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
@@ -21,7 +22,7 @@ from vfl import inprocess
 from vfl.crypto import FixedPoint, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties import Coordinator, PartyA, PartyB, dp
+from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
@@ -30,7 +31,7 @@ from vfl.transport import Transcript
 #: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
                   "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "early_stopping", "validation_fraction",
-                  "n_iter_no_change", "scoring")
+                  "n_iter_no_change", "scoring", "class_weight")
 
 
 class _VerticalLinearModel(BaseEstimator):
@@ -42,7 +43,7 @@ class _VerticalLinearModel(BaseEstimator):
                  dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss",
-                 warm_start=False):
+                 warm_start=False, class_weight=None):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -76,6 +77,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.n_iter_no_change = n_iter_no_change
         self.scoring = scoring
         self.warm_start = warm_start
+        self.class_weight = class_weight
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -97,7 +99,7 @@ class _VerticalLinearModel(BaseEstimator):
         if not isinstance(self.verbose, (bool, np.bool_)):
             raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
 
-    def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None):
+    def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None, sample_weight=None):
         """Train on aligned vertical data; the party holding the label plays B.
 
         Parameters
@@ -110,13 +112,15 @@ class _VerticalLinearModel(BaseEstimator):
         validation : VerticalDataset, optional
             With ``early_stopping=True``: the rows to score after every epoch (same
             parties, columns and label), instead of ``validation_fraction`` of ``data``.
+        sample_weight : array of shape (n_rows,), optional
+            Each row's weight in the loss, held by the label party only.
 
         Returns
         -------
         self
         """
         _check_fit_arguments(data, y)
-        settings = self._settings()
+        settings = dataclasses.replace(self._settings(), sample_weighted=sample_weight is not None)
         self._check_run_params()
         if data.label is None:
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
@@ -124,13 +128,14 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
         targets = self._targets(data.labels, roster.label)
+        weights = self._row_weights(data, roster.label, sample_weight)
         starts = self._warm_starts(data, roster, len(targets))
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         models, transcripts = [], []
         for index, (target, start) in enumerate(zip(targets, starts)):
             # one-vs-rest: one binary model per class, all under C's one key, on the same aligned rows
             model, transcript = self._fit_binary(data, roster, target, start, settings, coordinator, validation,
-                                                 index, len(targets))
+                                                 index, len(targets), weights)
             models.append(model)
             transcripts.append(transcript.assign(model=index) if len(targets) > 1 else transcript)
 
@@ -164,13 +169,16 @@ class _VerticalLinearModel(BaseEstimator):
         return self
 
     def _fit_binary(self, data: VerticalDataset, roster: Roster, target: np.ndarray, start: dict | None, settings,
-                    coordinator: Coordinator, validation, index: int, n_models: int) -> tuple[dict, object]:
+                    coordinator: Coordinator, validation, index: int, n_models: int,
+                    weights: np.ndarray | None = None) -> tuple[dict, object]:
         """One model (of ``n_models`` one-vs-rest models) trained on ``target``; its figures and transcript."""
         parties = {name: PartyA(data.features(name), role=name, columns=data.columns(name))
                    for name in roster.features}
         party_b = parties[roster.label] = PartyB(data.features(roster.label), target, fit_intercept=self.fit_intercept,
                                                  role=roster.label, columns=data.columns(roster.label))
         party_b.dp_models = n_models
+        if weights is not None:
+            party_b.set_weights(weights)
         for name, party in parties.items():
             if start is not None:
                 party.warm_params = start[name]
@@ -199,6 +207,19 @@ class _VerticalLinearModel(BaseEstimator):
                 "converged": result["converged"], "noise_multiplier": party_b.noise_multiplier,
                 "noise_std": party_b.noise_std, "validation_scores": np.asarray(party_b.validation_scores),
                 "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
+
+    def _row_weights(self, data: VerticalDataset, label_party: str, sample_weight) -> np.ndarray | None:
+        """Each row's weight (class weight times sample weight), or None: the label party's secret."""
+        weights = None
+        if self.class_weight is not None:
+            weights = class_weights(data.labels, self.class_weight, label_party)
+        if sample_weight is not None:
+            s = np.asarray(sample_weight, dtype=np.float64)
+            if s.shape != (data.n_rows,):
+                raise DataError(f"party {label_party}: sample_weight has shape {s.shape}, the data has "
+                                f"{data.n_rows} rows")
+            weights = s if weights is None else weights * s
+        return weights
 
     def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
         """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
@@ -379,6 +400,11 @@ class VerticalLinearRegression(_VerticalLinearModel):
         from the batch seed, or ``fit(data, validation=...)``.
     validation_fraction : float, default=0.1
     n_iter_no_change : int, default=5
+    class_weight : "balanced", dict or None, default=None
+        Logistic regression: weigh each row's loss by its class's weight
+        (``"balanced"``: ``n / (n_classes * count)``).  With ``fit(..., sample_weight=)``
+        the weights multiply.  Both stay with the label party: they enter its residual,
+        and the other parties learn only that weighting is on.
     warm_start : bool, default=False
         ``fit`` continues from the fitted weights (scikit-learn's meaning) instead of
         a new start; the data must have the same parties, columns (and classes).

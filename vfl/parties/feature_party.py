@@ -50,6 +50,8 @@ class FeatureParty:
         self.context: Context | None = None
         #: how many parties hold rows (feature parties and the label party): the range bounds depend on it
         self.n_parties = 2
+        #: range bits the label party's row weights take (0 without weights): the bounds depend on it
+        self.extra_bits = 0
         #: the coordinate-wise update rule, with its own state (see :mod:`vfl.parties.optim`)
         self.optimizer = Optimizer("sgd", self.params.size)
         #: where to start instead of a fresh start (``warm_start``: the fitted weights), or None
@@ -155,19 +157,21 @@ class FeatureParty:
         name = self.columns[j]
         return name if name.startswith("column ") else f"column {name!r}"
 
-    def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None, n_parties: int = 2) -> None:
+    def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None, n_parties: int = 2,
+                           extra_bits: int = 0) -> None:
         """Keep the public key, and check every feature fits the fixed-point range.
 
         The check is the data half of :func:`score_bound`'s budget: with scores
         within that bound, no gradient over any batch of these rows can wrap.
-        ``n_parties`` is the number of parties holding rows (public).
+        ``n_parties`` is the number of parties holding rows (public); ``extra_bits``
+        the head-room the label party's row weights take (see :data:`WEIGHT_BITS`).
         """
         context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
-        self.n_parties = int(n_parties)
+        self.n_parties, self.extra_bits = int(n_parties), int(extra_bits)
         if self.features.size:
             limit = _power_of_two(math.floor(
-                _product_bits(context) - 1 - math.log2(self.n_parties * self.n_rows)
-                - _score_bits(context, self.n_rows, self.n_parties)))
+                _product_bits(context, self.extra_bits) - 1 - math.log2(self.n_parties * self.n_rows)
+                - _score_bits(context, self.n_rows, self.n_parties, self.extra_bits)))
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
@@ -258,9 +262,23 @@ def _range_bits(context: Context) -> int:
     return int(context.public_key.max_int).bit_length() - 1
 
 
-def _product_bits(context: Context) -> int:
-    """Bits of real magnitude a value carried at twice the fractional bits (a product) may use."""
-    return _range_bits(context) - 2 * context.frac_bits
+#: Row weights (class_weight, sample_weight) are at most 2^WEIGHT_BITS; a weighted residual carries one
+#: more fixed-point scale, so weights cost ``frac_bits + WEIGHT_BITS`` bits of the range.
+WEIGHT_BITS = 16
+
+
+def weight_extra_bits(context: Context) -> int:
+    """The range bits a weighted residual takes beyond an unweighted one."""
+    return context.frac_bits + WEIGHT_BITS
+
+
+def _product_bits(context: Context, extra_bits: int = 0) -> int:
+    """Bits of real magnitude a value carried at twice the fractional bits (a product) may use.
+
+    ``extra_bits`` is what row weights take (:func:`weight_extra_bits`): a weighted
+    residual carries one more fixed-point scale and a factor up to ``2^WEIGHT_BITS``.
+    """
+    return _range_bits(context) - 2 * context.frac_bits - extra_bits
 
 
 def _power_of_two(bits: int) -> float:
@@ -268,11 +286,11 @@ def _power_of_two(bits: int) -> float:
     return math.ldexp(1.0, bits) if bits < 1024 else math.inf
 
 
-def _score_bits(context: Context, n: int, n_parties: int = 2) -> int:
-    return math.floor((_product_bits(context) - 4 - math.log2(3 * n * n_parties ** 2 / 4)) / 2)
+def _score_bits(context: Context, n: int, n_parties: int = 2, extra_bits: int = 0) -> int:
+    return math.floor((_product_bits(context, extra_bits) - 4 - math.log2(3 * n * n_parties ** 2 / 4)) / 2)
 
 
-def score_bound(context: Context, n: int, n_parties: int = 2) -> float:
+def score_bound(context: Context, n: int, n_parties: int = 2, extra_bits: int = 0) -> float:
     """The largest share of a score each party may contribute in a batch of ``n`` rows.
 
     A public function of the key, the precision, the batch size and the number
@@ -290,12 +308,12 @@ def score_bound(context: Context, n: int, n_parties: int = 2) -> float:
     wrapped around Z_n — as long as every party runs these checks, as
     semi-honest parties do.
     """
-    return _power_of_two(_score_bits(context, n, n_parties))
+    return _power_of_two(_score_bits(context, n, n_parties, extra_bits))
 
 
-def loss_part_bound(context: Context, n_parties: int = 2) -> float:
+def loss_part_bound(context: Context, n_parties: int = 2, extra_bits: int = 0) -> float:
     """The largest own part (penalty, B's label terms) a party may add to the encrypted batch loss."""
-    return _power_of_two(_product_bits(context) - 1) / n_parties
+    return _power_of_two(_product_bits(context, extra_bits) - 1) / n_parties
 
 
 def prediction_bound(context: Context, n_parties: int = 2) -> float:

@@ -31,7 +31,7 @@ class PartyA(FeatureParty):
     def encrypted_scores(self, rows) -> EncryptedVector:
         """Table 2, step 2: ``[[u_k]]``, a fresh encryption, so it may leave the party as it is."""
         u = self.scores(rows)
-        self.check_range(u, score_bound(self._ctx(), len(u), self.n_parties), "partial scores", len(u))
+        self.check_range(u, score_bound(self._ctx(), len(u), self.n_parties, self.extra_bits), "partial scores", len(u))
         self._pending_scores = u
         return self._ctx().encrypt(u, what=f"party {self.role} score")
 
@@ -50,7 +50,7 @@ class PartyA(FeatureParty):
             raise ProtocolError(f"party {self.role} received a residual before sending its scores")
         u, self._pending_scores = self._pending_scores, None
         own_penalty = len(u) * self.penalty(penalty)
-        self.check_range(own_penalty, loss_part_bound(self._ctx(), self.n_parties), "its penalty", len(u))
+        self.check_range(own_penalty, loss_part_bound(self._ctx(), self.n_parties, self.extra_bits), "its penalty", len(u))
         columns = np.vstack([self.design(rows).T, objective.a * u])
         products = columns @ d
         gradient, cross = products[: self.params.size], products[self.params.size:]

@@ -85,6 +85,12 @@ class TrainingSettings:
     n_iter_no_change : int
     scoring : {"loss", "roc_auc", "ks", "accuracy", "r2"}
         The validation score (``"loss"`` is lower-is-better, the others higher).
+    class_weight : "balanced", dict or None
+        The label party weighs each row's loss by its class's weight (logistic):
+        ``"balanced"`` is ``n / (n_classes * count(class))`` as in scikit-learn.  The
+        weights stay with B; that weighting is on is public (the range bounds need it).
+    sample_weighted : bool
+        The label party also weighs rows by its own per-row weights (``sample_weight``).
     """
 
     objective: str = "logistic"
@@ -117,6 +123,8 @@ class TrainingSettings:
     validation_fraction: float = 0.1
     n_iter_no_change: int = 5
     scoring: str = "loss"
+    class_weight: str | dict | None = None
+    sample_weighted: bool = False
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -163,6 +171,22 @@ class TrainingSettings:
                self.scoring)
         _check(not (self.early_stopping and self.dp), "early stopping chooses the epoch from validation labels, "
                "which differential privacy does not cover: use one or the other", self.early_stopping)
+        self._check_weights()
+
+    def _check_weights(self) -> None:
+        cw = self.class_weight
+        _check(cw is None or cw == "balanced" or (isinstance(cw, dict) and cw and all(
+            _is_real(v) and 0 <= v <= 2 ** 16 for v in cw.values())),
+            "class_weight must be None, 'balanced' or a dict {class: weight} of weights in [0, 65536]", cw)
+        _check(cw is None or self.objective == "logistic", "class_weight is for classification (logistic)", cw)
+        _check(not (cw is not None and self.dp), "class_weight derives the weights from the labels, which the "
+               "differential-privacy sensitivity does not cover: use sample weights or no weights with DP", cw)
+        _check(_is_bool(self.sample_weighted), "sample_weighted must be True or False", self.sample_weighted)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the label party weighs rows (public: every party's range bounds depend on it)."""
+        return self.class_weight is not None or self.sample_weighted
     @property
     def penalty_spec(self) -> Penalty:
         """The penalty as the parties apply it."""

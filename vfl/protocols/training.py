@@ -41,6 +41,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
+from vfl.parties.feature_party import WEIGHT_BITS
 from vfl.protocols import validation
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
@@ -53,7 +54,9 @@ OnEpoch = Callable[[int, dict], None]
 # -- setup shared by all roles ---------------------------------------------------------
 def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster: Roster) -> None:
     message = ep.recv(roster.coordinator, "public_key")
-    party.receive_public_key(message["key"], FixedPoint(settings.frac_bits), engine, len(roster.data_parties))
+    precision = FixedPoint(settings.frac_bits)
+    extra = precision.frac_bits + WEIGHT_BITS if settings.weighted else 0
+    party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
 
 
 def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> int:
@@ -184,7 +187,9 @@ def _differential_privacy(party: PartyB, settings: TrainingSettings, kappa: floa
         party.clip_labels(settings.label_bound)
     party.noise_multiplier = dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta,
                                                  settings.max_iter * party.dp_models)
-    party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound)
+    # a row's weight scales its residual, and so what its label can change: B's largest weight (B's secret)
+    largest = float(party.weights.max()) if party.weights is not None else 1.0
+    party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound) * largest
 
 
 # -- the coordinator (Yang's C) ----------------------------------------------------------
