@@ -263,3 +263,16 @@ def test_the_weights_never_leave_the_label_party():
     t = model.transcript_
     sent_by_lab = t[t.sender == "lab"]
     assert set(sent_by_lab["kind"]) <= {"public", "ciphertext"}    # nothing per row in clear
+
+
+def test_credit_scoring_example_runs(capsys):
+    import runpy
+    from pathlib import Path
+
+    example = Path(__file__).parent.parent / "examples" / "credit_scoring.py"
+    runpy.run_path(str(example), run_name="not_main")["main"](["--key-bits", "1024", "--rows", "1500"])
+    out = capsys.readouterr().out
+    federated, central = (float(line.split()[-2]) for line in out.splitlines()
+                          if line.startswith(("federated (vfl)", "centralized, same options")))
+    assert federated == pytest.approx(central, abs=1e-4) and federated > 0.7
+    assert "largest weight difference federated vs centralized" in out
