@@ -26,9 +26,10 @@ What it does (the code is in vfl/federation/demo.py):
 5. Prints the AUC beside the AUC of centralized training, and the bytes each
    link carried.
 
-Options, the same as ``vfl demo``'s: ``--quiet`` (losses and summary only),
-``--iterations N``, ``--batch-size N``, ``--key-bits 1024`` (insecure, faster),
-``--keep DIR`` (keep every file).
+Options, the same as ``vfl demo``'s: ``--feature-parties K`` (feature parties
+A1 ... AK share A's columns; ``K + 2`` processes), ``--quiet`` (losses and summary
+only), ``--iterations N``, ``--batch-size N``, ``--key-bits 1024`` (insecure,
+faster), ``--keep DIR`` (keep every file).
 """
 
 import argparse

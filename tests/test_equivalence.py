@@ -106,8 +106,10 @@ def test_breast_cancer_logistic_matches_and_auc_close_to_sklearn():
     x, y = load_breast_cancer(return_X_y=True)
     x = StandardScaler().fit_transform(x)
     data = split_columns(x, y, 20)
+    # From zero: the AUC comparison with scikit-learn should not depend on where a random start fell
+    # (equality with the centralized reference from random starts is tested above).
     model = VerticalLogisticRegression(learning_rate=0.15, max_iter=25, alpha=0.01, tol=None, key_bits=1024,
-                                       insecure=True).fit(data)
+                                       insecure=True, init="zeros").fit(data)
     assert_matches(model, reference(model, x, y), 20)
     auc = roc_auc_score(y, model.predict_proba(data))
     sk_auc = roc_auc_score(y, LogisticRegression(max_iter=1000).fit(x, y).predict_proba(x)[:, 1])

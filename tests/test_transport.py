@@ -105,3 +105,27 @@ def test_unexpected_message_and_timeout():
     a.abort("disk full")
     with pytest.raises(PeerError, match="disk full"):
         b.recv("A", "wanted")
+
+
+def test_a_send_that_fails_after_the_peer_aborted_reports_the_peer_s_reason():
+    """The peer's abort arrived, then its link closed: the failed send says why the peer stopped."""
+    net = InProcessNetwork(["A", "B"])
+    a, b = Endpoint(net.transport("A"), ["B"]), Endpoint(net.transport("B"), ["A"])
+    b.send("A", "residual", "public")   # unread, before the abort
+    b.abort("party B: PeerError: B: waiting for 'scores' from telco: telco closed the connection")
+
+    class Closed:
+        role = "A"
+
+        def send(self, receiver, frame):
+            raise PeerError(f"{receiver} closed the connection (stopped, or was killed)")
+
+        def recv(self, sender, timeout):
+            return net.transport("A").recv(sender, timeout)
+
+    a.transport = Closed()
+    with pytest.raises(PeerError, match="^A: B stopped while A was sending 'scores': party B: PeerError: B: waiting "
+                                        "for 'scores' from telco"):
+        a.send("B", "scores", "public")
+    with pytest.raises(PeerError, match="^A: sending 'scores' to B: B closed the connection"):
+        a.send("B", "scores", "public")  # no abort waiting: the transport's error, at its step

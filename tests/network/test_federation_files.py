@@ -14,7 +14,9 @@ from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_p
 from vfl.federation.config import load_config, write_config
 from vfl.federation.data import PartyData, encode_labels, load_csv
 from vfl.federation.narration import Narrator
-from vfl.federation.runner import Session, _differences, abort_reason, check_rows, rows_hello
+from vfl.federation.runner import (Session, _differences, abort_reason, check_equations, check_rows, rows_hello,
+                                   share_columns)
+from vfl.protocols import Roster
 from vfl.transport import BigInts, Endpoint, InProcessNetwork, Message, Transcript, run_roles
 
 PARTIES = {r: {"address": f"127.0.0.1:{7000 + i}", "certificate": f"certs/{r}.pem", "key": f"certs/{r}.key"}
@@ -46,7 +48,7 @@ def test_config_round_trip_and_fingerprint(tmp_path):
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t.replace("learning_rate", "learnin_rate"), "unknown key(s) ['learnin_rate']"),
     (lambda t: t.replace("insecure = true", "insecure = false"), "below the secure minimum"),
-    (lambda t: t.replace("[parties.C]", "[parties.D]"), "must name exactly A, B and C"),
+    (lambda t: t.replace("[parties.C]", "[parties.D]"), "[parties.A]: 'role' is missing"),
     (lambda t: t.replace('address = "127.0.0.1:7001"', 'address = "nowhere"'), "expected host:port"),
     (lambda t: t.replace("[training]", "[trainin]"), "unknown key(s) ['trainin']"),
     (lambda t: t + "\n[[", "not valid TOML"),
@@ -111,13 +113,15 @@ def test_checkpoints_keep_the_last_few_and_refuse_other_settings(tmp_path):
 
 
 def test_shards(tmp_path):
-    path = write_shard(tmp_path / "b.json", "B", "logistic", ["x", "y"], [0.5, -1.0, 0.25], True, "fp",
+    path = write_shard(tmp_path / "b.json", "B", "label", "logistic", ["x", "y"], [0.5, -1.0, 0.25], True, "fp",
                        classes=["no", "yes"], label="label")
-    shard = read_shard(path, "B")
-    assert shard["coef"] == [0.5, -1.0] and shard["intercept"] == 0.25
+    shard = read_shard(path, "B", "label")
+    assert shard["coef"] == [0.5, -1.0] and shard["intercept"] == 0.25 and shard["party"] == "B"
     assert shard_params(shard) == [0.5, -1.0, 0.25]
     with pytest.raises(DataError, match="not party A's model shard"):
-        read_shard(path, "A")
+        read_shard(path, "A", "feature")
+    with pytest.raises(DataError, match="the model shard of a 'label' party; party B is the feature party"):
+        read_shard(path, "B", "feature")
 
 
 @pytest.mark.parametrize("role, edit, message", [
@@ -136,13 +140,14 @@ def test_shards(tmp_path):
 ])
 def test_shards_with_bad_values_are_refused_naming_the_file(tmp_path, role, edit, message):
     """A shard edited by hand or damaged gives a DataError naming the file, never a traceback later."""
-    path = write_shard(tmp_path / f"model_{role}.json", role, "logistic", ["x", "y"], [0.5, -1.0, 0.25], True,
+    kind = {"A": "feature", "B": "label"}[role]
+    path = write_shard(tmp_path / f"model_{role}.json", role, kind, "logistic", ["x", "y"], [0.5, -1.0, 0.25], True,
                        "fp", classes=["no", "yes"], label="label")
     shard = json.loads(path.read_text())
     edit(shard)
     path.write_text(json.dumps(shard))      # json writes NaN and Infinity as the literals it also reads
     with pytest.raises(DataError, match=re.escape(str(path)) + ".*" + message):
-        read_shard(path, role)
+        read_shard(path, role, kind)
 
 
 def test_label_that_is_the_id_column_is_refused(tmp_path):
@@ -201,17 +206,22 @@ def test_rows_check_refuses_other_ids_and_a_missing_salt(tmp_path):
 
 def test_narrator_one_line_per_message():
     out = io.StringIO()
-    narrator = Narrator("A", total_epochs=3, stream=out)
+    narrator, coordinator = Narrator("telco", total_epochs=3, stream=out), Narrator("hub", total_epochs=3, stream=out)
     message = Message("masked_gradient", "ciphertext", 1, {"ciphertexts": BigInts.from_ints([1, 2, 3], 256),
                                                            "exponent": 4})
-    narrator("->", "C", message, 1234)
-    narrator("<-", "C", message, 1234)  # received messages are narrated by their sender
-    narrator.loss(1, 0.5)
+    narrator("->", "hub", message, 1234)
+    narrator("<-", "hub", message, 1234)  # received messages are narrated by their sender
+    narrator("->", "bank", Message("loss_part", "ciphertext", 1, {"ciphertexts": BigInts.from_ints([5], 256)}), 300)
+    coordinator.batch_loss(1, 0, 0.25)
+    coordinator.loss(1, 0.5)
     lines = out.getvalue().splitlines()
     assert lines == [
-        "[A] epoch 2/3  A -> C  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
+        "[telco] epoch 2/3  telco -> hub  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
         "[ciphertext, 3 values, 1,234 bytes]",
-        "[A] epoch 2/3 done: C's decrypted loss over the epoch: 0.500000",
+        "[telco] epoch 2/3  telco -> bank  loss_part: encrypted loss part [[a u_k.d + penalty]]  "
+        "[ciphertext, 1 value, 300 bytes]",
+        "[hub] epoch 2/3  hub decrypts [[L]] of batch 1: loss 0.250000",
+        "[hub] epoch 2/3 done: hub's decrypted loss over the epoch: 0.500000",
     ]
 
 
@@ -257,3 +267,157 @@ def test_hello_fields_are_checked_and_their_settings_parsed_strictly():
         assert _differences(mine, unreadable, "B", "A") == "the peer sent unreadable settings"
     long = _differences(mine, '{"training": {"alpha": "' + "x" * 500 + '"}}', "B", "A")
     assert long.startswith("training.alpha = 0.1 at B, 'xxx") and long.endswith("x... at A") and len(long) < 120
+
+
+# --------------------------------------------------------------------------- any number of feature parties
+
+NAMED = {"telco": "feature", "bank": "label", "shop": "feature", "hub": "coordinator", "web-2": "feature"}
+
+
+def named_parties(roles=NAMED):
+    return {name: {"role": role, "address": f"127.0.0.1:{7100 + i}", "certificate": f"certs/{name}.pem",
+                   "key": f"certs/{name}.key"} for i, (name, role) in enumerate(roles.items())}
+
+
+def test_named_parties_with_roles(tmp_path):
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", named_parties(), TRAINING))
+    # feature parties in the order of their names, whatever the order of the tables in the file
+    assert config.roster == Roster(("shop", "telco", "web-2"), "bank", "hub")
+    assert config.role_of("web-2") == "feature" and config.party("hub").address == ("127.0.0.1", 7103)
+    assert config.shared("train")["roles"] == NAMED
+    swapped = load_config(write_config(tmp_path / "g.toml", "ca.pem",
+                                       named_parties(dict(NAMED, telco="label", bank="feature")), TRAINING))
+    assert swapped.roster.label == "telco" and swapped.fingerprint("train") != config.fingerprint("train")
+    assert _differences(config.shared("train"), json.dumps(swapped.shared("train")), "shop", "telco") == \
+        "roles.bank = 'label' at shop, 'feature' at telco; roles.telco = 'feature' at shop, 'label' at telco"
+    with pytest.raises(ConfigurationError, match=re.escape(f"{tmp_path / 'f.toml'}: no party 'A'")):
+        config.role_of("A")
+
+
+def test_a_file_naming_a_b_and_c_may_leave_out_the_roles(tmp_path):
+    legacy = load_config(write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING))
+    assert legacy.roster == Roster(("A",), "B", "C")
+    explicit = {r: dict(p, role=k) for (r, p), k in zip(PARTIES.items(), ("feature", "label", "coordinator"))}
+    same = load_config(write_config(tmp_path / "g.toml", "ca.pem", explicit, TRAINING))
+    assert same.fingerprint("train") == legacy.fingerprint("train")
+
+
+@pytest.mark.parametrize("roles, edit, message", [
+    (dict(NAMED, shop=None), None, "[parties.shop]: 'role' is missing: give every party a role"),
+    (dict(NAMED, shop="features"), None, "[parties.shop]: role must be one of ['feature', 'label', 'coordinator'], "
+                                         "got 'features'"),
+    (dict(NAMED, shop="label"), None, "exactly one party must have role = 'label' (the party holding the labels); "
+                                      "parties bank, shop have it"),
+    (dict(NAMED, hub="feature"), None, "exactly one party must have role = 'coordinator' (the key holder); none has"),
+    ({"bank": "label", "hub": "coordinator"}, None, "no party has role = 'feature'"),
+    (NAMED, lambda t: t.replace("[parties.shop]", "[parties.shop_1]"), "'shop_1' is not a valid party name"),
+    (NAMED, lambda t: t.replace("[parties.shop]", '[parties."shop.example.org"]'),
+     "'shop.example.org' is not a valid party name"),
+    (NAMED, lambda t: t.replace("[parties.shop]", "[parties.Telco]"),
+     "parties 'Telco' and 'telco' differ only in case"),
+    (NAMED, lambda t: t.replace('role = "feature"', 'role = 1', 1), "role must be one of"),
+    (NAMED, lambda t: t.replace('role = "feature"', 'rol = "feature"', 1), "unknown key(s) ['rol']"),
+    ({"A": "feature", "B": "label", "C": None}, None, "[parties.C]: 'role' is missing"),
+])
+def test_party_roles_errors_name_the_file_and_the_party(tmp_path, roles, edit, message):
+    parties = named_parties({n: r for n, r in roles.items()})
+    for entry in parties.values():
+        if entry["role"] is None:
+            del entry["role"]
+    path = write_config(tmp_path / "f.toml", "ca.pem", parties, TRAINING)
+    if edit:
+        path.write_text(edit(path.read_text()))
+    with pytest.raises(ConfigurationError, match=re.escape(str(path)) + ".*" + re.escape(message)):
+        load_config(path)
+
+
+def _data_parties(tmp_path, rows, columns, training=None):
+    """Feature parties and the label party "bank" run hello, rows check and column counts in threads.
+
+    Returns each party's result: the column counts, or the error that stopped it.
+    """
+    roles = {name: "feature" for name in rows if name != "bank"}
+    roles.update(bank="label", hub="coordinator")
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", named_parties(roles),
+                                      dict(TRAINING, **(training or {}))))
+    roster = config.roster
+    network, results = InProcessNetwork(roster.data_parties), {}
+
+    def program(name):
+        def run():
+            session = Session(config, name, "train")
+            peers = roster.features if name == "bank" else ["bank"]
+            session.endpoint = Endpoint(network.transport(name), peers, timeout=5)
+            n = len(rows[name])
+            data = PartyData(sorted(rows[name]), [f"x{j}" for j in range(columns[name])], np.zeros((n, columns[name])))
+            extra = dict(rows_hello(data), n_columns=columns[name])
+            try:
+                theirs = session.hello(extra)
+                check_rows(session.endpoint, name, data, extra, theirs, roster)
+                counts = share_columns(session.endpoint, name, data, theirs, roster)
+                check_equations(n, counts, config.training, roster)
+                results[name] = counts
+            except Exception as exc:  # noqa: BLE001 - inspected by the test
+                results[name] = exc
+                network.fail(name, str(exc))  # the others stop at once, as over the network (abort)
+        return run
+
+    run_roles(network, {name: program(name) for name in roster.data_parties})
+    return results
+
+
+def test_every_data_party_learns_every_column_count(tmp_path):
+    ids = [f"r{i}" for i in range(30)]
+    results = _data_parties(tmp_path, {"telco": ids, "shop": ids[::-1], "bank": ids},
+                            {"telco": 3, "shop": 1, "bank": 2})
+    assert results == {name: {"shop": 1, "telco": 3, "bank": 2} for name in ("telco", "shop", "bank")}
+    assert list(results["shop"]) == ["shop", "telco", "bank"]
+
+
+def test_rows_check_is_hub_and_spoke(tmp_path):
+    ids = [f"r{i}" for i in range(30)]
+    results = _data_parties(tmp_path, {"telco": ids, "shop": ids[:29] + ["x"], "bank": ids},
+                            {"telco": 1, "shop": 1, "bank": 1})
+    assert isinstance(results["bank"], DataError) and isinstance(results["shop"], DataError)
+    assert "parties bank and shop hold different row ids (30 rows at bank, 30 at shop)" in str(results["bank"])
+    assert "parties shop and bank hold different row ids" in str(results["shop"])
+    assert isinstance(results["telco"], PeerError)  # its own rows match; it stops because bank stopped
+
+
+def test_every_data_party_refuses_a_party_that_could_solve_for_labels(tmp_path):
+    """shop has 12 columns; with mini-batches over 30 epochs it would gather more equations than unknowns."""
+    ids = [f"r{i}" for i in range(100)]
+    results = _data_parties(tmp_path, {"telco": ids, "shop": ids, "bank": ids}, {"telco": 1, "shop": 12, "bank": 1},
+                            training={"iterations": 30, "batch_size": 20})
+    messages = {name: str(exc) for name, exc in results.items()}
+    assert all(isinstance(exc, ConfigurationError) for exc in results.values()), messages
+    assert len(set(messages.values())) == 1 and messages["telco"].startswith("party shop: 30 epochs of 5 batches")
+
+
+def test_a_malformed_columns_message_is_refused(tmp_path):
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", named_parties(), TRAINING))
+    network = InProcessNetwork(["bank", "telco"])
+    bank, telco = Endpoint(network.transport("bank"), ["telco"]), Endpoint(network.transport("telco"), ["bank"])
+    data = PartyData(["r1"], ["x"], np.zeros((1, 1)))
+    for fields, problem in (({"parties": "shop,telco,web-2,bank", "counts": np.array([1, 2, 1, 1])},
+                             "it says telco has 2 columns, not 1"),
+                            ({"parties": "telco,bank", "counts": np.array([1, 1])},
+                             "it lists the parties 'telco,bank'"),
+                            ({"parties": "shop,telco,web-2,bank", "counts": np.array([1, 1, 0, 1])},
+                             "it does not give one positive column count per data party"),
+                            ({"parties": "shop,telco,web-2,bank", "counts": np.array([1.0, 1, 1, 1])},
+                             "it does not give one positive column count per data party")):
+        bank.send("telco", "columns", "public", **fields)
+        with pytest.raises(ProtocolError, match=re.escape(f"telco: waiting for 'columns' from bank: bank sent a "
+                                                          f"malformed message: {problem}")):
+            share_columns(telco, "telco", data, {}, config.roster)
+
+
+def test_two_party_shards_are_still_read(tmp_path):
+    path = tmp_path / "model_A.json"
+    path.write_text(json.dumps({"format": "vfl-model-shard/1", "role": "A", "objective": "logistic", "columns": ["x"],
+                                "coef": [0.5], "initial_coef": [0.0], "trained_with": "fp"}))
+    shard = read_shard(path, "A", "feature")
+    assert shard["party"] == "A" and shard["role"] == "feature" and shard["coef"] == [0.5]
+    with pytest.raises(DataError, match="not party B's model shard"):
+        read_shard(path, "B", "label")

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from vfl.errors import HandshakeError, PeerError, ProtocolError
+from vfl.errors import ConfigurationError, HandshakeError, PeerError, ProtocolError
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.network import NetworkSettings, NetworkTransport, parse_address
 from vfl.transport.tls import TLSFiles, certificate_role, load_certificate, write_federation_certs
@@ -58,6 +58,63 @@ def test_three_roles_exchange_messages(federation_certs, connect_all):
         assert all(nbytes > 1_600_000 for *_, nbytes in transcript.records)
     finally:
         close_all(transports)
+
+
+def test_named_parties_link_only_with_their_peers(tmp_path, free_ports):
+    """Any DNS-label name is a role; feature parties link only to the label party and the coordinator."""
+    names = ["telco-2", "42", "bank", "C"]
+    tls = write_federation_certs(tmp_path, names)
+    assert {certificate_role(load_certificate(f.certificate)) for f in tls.values()} == set(names)
+    peers = {"telco-2": ["bank", "C"], "42": ["bank", "C"], "bank": ["telco-2", "42", "C"],
+             "C": ["telco-2", "42", "bank"]}
+    addresses = dict(zip(names, (("127.0.0.1", p) for p in free_ports(4))))
+    settings = NetworkSettings(connect_timeout=10, send_timeout=5)
+    transports, errors = {}, {}
+
+    def run(name):
+        try:
+            transports[name] = NetworkTransport.connect(name, addresses, tls[name], settings, peers=peers[name])
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            errors[name] = exc
+
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    try:
+        assert not errors, errors
+        assert {n: sorted(t.links) for n, t in transports.items()} == {n: sorted(p) for n, p in peers.items()}
+        for name in ("telco-2", "42"):
+            Endpoint(transports[name], peers[name], timeout=5).send("bank", "hi", "public", me=name)
+            assert Endpoint(transports["bank"], peers["bank"], timeout=5).recv(name, "hi")["me"] == name
+            with pytest.raises(PeerError, match="no link to 'telco-2'" if name == "42" else "no link to '42'"):
+                transports[name].send("telco-2" if name == "42" else "42", b"x")
+    finally:
+        close_all(transports)
+
+
+def test_a_role_that_is_not_a_peer_is_refused(tmp_path, free_ports):
+    """"web" expects only "a"; "shop", with a valid certificate of the same CA, is refused at the hello."""
+    tls = write_federation_certs(tmp_path, ["a", "shop", "web"])
+    addresses = dict(zip(["a", "shop", "web"], (("127.0.0.1", p) for p in free_ports(3))))
+    settings = NetworkSettings(connect_timeout=2, send_timeout=2)
+    with pytest.raises(ConfigurationError, match=r"peers \['bank'\] are not other roles with an address"):
+        NetworkTransport("shop", addresses, tls["shop"], settings, peers=["bank"])
+    errors = {}
+
+    def listen():
+        try:
+            NetworkTransport.connect("web", addresses, tls["web"], settings, peers=["a"])
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            errors["web"] = exc
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    with pytest.raises(HandshakeError, match="web refused the connection: shop is not a role that dials web"):
+        NetworkTransport.connect("shop", addresses, tls["shop"], settings, peers=["web"])
+    t.join(10)
+    assert "a did not connect" in str(errors["web"]) and "shop is not a role that dials web" in str(errors["web"])
 
 
 def test_dialler_retries_until_the_listener_starts(federation_certs, free_ports):

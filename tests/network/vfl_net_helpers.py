@@ -26,7 +26,8 @@ def _free_ports(count):
 def federation_certs(tmp_path_factory):
     """A CA with certificates for A, B, C; and a second, foreign CA with the same roles."""
     base = tmp_path_factory.mktemp("certs")
-    return write_federation_certs(base / "ours", ["A", "B", "C"]), write_federation_certs(base / "theirs", ["A", "B", "C"])
+    return (write_federation_certs(base / "ours", ["A", "B", "C"]),
+            write_federation_certs(base / "theirs", ["A", "B", "C"]))
 
 
 def _connect_all(tls_by_role, roles=("A", "B", "C"), settings=None, addresses=None):
@@ -96,13 +97,40 @@ def write_party_data(folder, n_rows=60, seed=0):
     return paths
 
 
-def write_federation_file(path, tls_by_role, ports, training=None, network=None):
+def write_k_party_data(folder, columns, label_party, n_rows=60, seed=0):
+    """CSVs for any parties: ``columns`` maps a name to its column count; the label party's has the label too."""
+    rng = np.random.default_rng(seed)
+    total = sum(columns.values())
+    weights = rng.choice([-1.5, -1.0, 1.0, 2.0], size=total)
+    paths = {}
+    for split, n in (("train", n_rows), ("test", 25)):
+        x = rng.normal(size=(n, total))
+        y = (x @ weights + rng.normal(scale=0.5, size=n) > 0).astype(int)
+        ids = [f"r{split}{i:03d}" for i in range(n)]
+        start = 0
+        for name, count in columns.items():
+            frame = pd.DataFrame(x[:, start:start + count], columns=[f"{name}_{j}" for j in range(count)])
+            frame.insert(0, "id", ids)
+            start += count
+            if name == label_party and split == "train":
+                frame["label"] = np.where(y == 1, "yes", "no")
+            path = folder / f"{name}_{split}.csv"
+            frame.iloc[rng.permutation(n)].to_csv(path, index=False)
+            paths[(name, split)] = path
+    return paths
+
+
+def write_federation_file(path, tls_by_role, ports, training=None, network=None, roles=None):
+    """federation.toml for the parties of ``tls_by_role``; ``roles`` maps names to roles (default: A/B/C, none)."""
     parties = {role: {"address": f"127.0.0.1:{port}", "certificate": tls.certificate, "key": tls.key}
                for (role, tls), port in zip(sorted(tls_by_role.items()), ports)}
+    for name, role in (roles or {}).items():
+        parties[name]["role"] = role
     # Generous by default: under load, three interpreters may take several seconds to start.
     net = {"connect_timeout": 30, "timeout": 20}
     net.update(network or {})
-    return write_config(path, tls_by_role["A"].ca, parties, dict(FAST_TRAINING, **(training or {})), net)
+    ca = next(iter(tls_by_role.values())).ca
+    return write_config(path, ca, parties, dict(FAST_TRAINING, **(training or {})), net)
 
 
 def _run_vfl(args, out_path, err_path):
@@ -178,13 +206,13 @@ class Party:
             self.proc.join(5)
 
 
-def start_parties(command, config, data, workdir, roles=("A", "B", "C"), extra=(), split=None):
-    """Start ``vfl COMMAND`` for each role; returns ``{role: Party}``."""
+def start_parties(command, config, data, workdir, roles=("A", "B", "C"), extra=(), split=None, coordinator="C"):
+    """Start ``vfl COMMAND`` for each role (all but ``coordinator`` with their data); returns ``{role: Party}``."""
     split = split or ("train" if command == "party" else "test")
     parties = {}
     for role in roles:
         args = [command, "--config", config, "--role", role, "--workdir", workdir / role, *extra]
-        if role != "C":
+        if role != coordinator:
             args += ["--data", data[(role, split)]]
         parties[role] = Party(args, workdir / "output")
     return parties

@@ -7,10 +7,13 @@ a run is never resumed under other settings.  Files are written atomically
 kept: parties may be one epoch apart when one of them is killed, and a resumed
 run restarts after the last epoch *all* of them completed.
 
-A model shard is a party's share of the trained model: its columns and
-weights (B: also the intercept and the label classes), and where its training
-started (``initial_coef``, B: ``initial_intercept``) so the run can be
-reproduced centrally by whoever holds every shard.
+A model shard is a party's share of the trained model: its name and role
+(``"feature"`` or ``"label"``), its columns and weights (the label party: also
+the intercept and the label classes), and where its training started
+(``initial_coef``, the label party: ``initial_intercept``) so the run can be
+reproduced centrally by whoever holds every shard.  Shards of the two-party
+format (``vfl-model-shard/1``, whose ``role`` is ``"A"`` or ``"B"``) are still
+read: party A's is a feature party's, party B's the label party's.
 """
 
 from __future__ import annotations
@@ -101,18 +104,27 @@ class CheckpointStore:
             (self.folder / f"epoch-{epoch:06d}.json").unlink(missing_ok=True)
 
 
-def write_shard(path, role: str, objective: str, columns, params, fit_intercept: bool, fingerprint: str,
-                classes=None, label: str | None = None, initial=None) -> Path:
-    """Write a party's model shard: its columns and weights (B: the intercept and classes too).
+#: The shard format written; :data:`LEGACY_FORMAT` shards (two parties, roles "A" and "B") are still read.
+FORMAT = "vfl-model-shard/2"
+LEGACY_FORMAT = "vfl-model-shard/1"
+_SHARD_ROLES = ("feature", "label")
 
-    ``initial`` is the parameter vector training started from (same layout as ``params``).
+
+def write_shard(path, party: str, role: str, objective: str, columns, params, fit_intercept: bool,
+                fingerprint: str, classes=None, label: str | None = None, initial=None) -> Path:
+    """Write party ``party``'s model shard: its columns and weights (the label party: intercept and classes too).
+
+    ``role`` is ``"feature"`` or ``"label"``; ``initial`` is the parameter vector
+    training started from (same layout as ``params``).
     """
+    if role not in _SHARD_ROLES:
+        raise ValueError(f"a model shard's role is 'feature' or 'label', got {role!r}")
     params = [float(v) for v in params]
     initial = [float(v) for v in initial] if initial is not None else [0.0] * len(params)
     n = len(columns)
-    shard = {"format": "vfl-model-shard/1", "role": role, "objective": objective, "columns": list(columns),
+    shard = {"format": FORMAT, "party": party, "role": role, "objective": objective, "columns": list(columns),
              "coef": params[:n], "initial_coef": initial[:n], "trained_with": fingerprint}
-    if role == "B":
+    if role == "label":
         shard["fit_intercept"] = bool(fit_intercept)
         shard["intercept"] = params[n] if fit_intercept else 0.0
         shard["initial_intercept"] = initial[n] if fit_intercept else 0.0
@@ -121,8 +133,11 @@ def write_shard(path, role: str, objective: str, columns, params, fit_intercept:
     return write_json(path, shard, private=True)
 
 
-def read_shard(path, role: str) -> dict:
-    """Read party ``role``'s model shard and check every field prediction uses.
+def read_shard(path, party: str, role: str) -> dict:
+    """Read party ``party``'s model shard, for its ``role`` (``"feature"`` or ``"label"``), and check it.
+
+    Every field prediction uses is checked.  A two-party shard (format
+    ``vfl-model-shard/1``) is returned in the current form (``party`` and ``role``).
 
     Raises
     ------
@@ -131,8 +146,14 @@ def read_shard(path, role: str) -> dict:
         reaches the protocol (JSON admits ``NaN`` and ``Infinity``, weights may not).
     """
     shard = read_json(path, "model shard")
-    if shard.get("format") != "vfl-model-shard/1" or shard.get("role") != role:
-        raise DataError(f"{path} is not party {role}'s model shard (role {shard.get('role')!r})")
+    if shard.get("format") == LEGACY_FORMAT and shard.get("role") in ("A", "B") and "party" not in shard:
+        shard = dict(shard, format=FORMAT, party=shard["role"], role="feature" if shard["role"] == "A" else "label")
+    if shard.get("format") != FORMAT or shard.get("party") != party:
+        raise DataError(f"{path} is not party {party}'s model shard (party {_short(shard.get('party'))}, "
+                        f"format {_short(shard.get('format'))})")
+    if shard.get("role") != role:
+        raise DataError(f"{path} is the model shard of a {_short(shard.get('role'))} party; party {party} is the "
+                        f"{role} party of this federation")
     columns, coef = shard.get("columns"), shard.get("coef")
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
         raise DataError(f"{path}: 'columns' must be a list of column names, got {_short(columns)}")
@@ -146,7 +167,7 @@ def read_shard(path, role: str) -> dict:
         raise DataError(f"{path}: 'trained_with' (the training settings' fingerprint) is missing")
     if shard.get("objective") not in ("linear", "logistic"):
         raise DataError(f"{path}: 'objective' must be 'linear' or 'logistic', got {_short(shard.get('objective'))}")
-    if role == "B":
+    if role == "label":
         if not isinstance(shard.get("fit_intercept"), bool):
             raise DataError(f"{path}: 'fit_intercept' must be true or false, got {_short(shard.get('fit_intercept'))}")
         _finite(path, "intercept", shard.get("intercept"))

@@ -20,6 +20,8 @@ one command per machine, each with its own data (see docs/network.md):
   machine A:  vfl party --config federation.toml --role A --data a.csv
   machine B:  vfl party --config federation.toml --role B --data b.csv
   machine C:  vfl party --config federation.toml --role C
+--role is the party's name in federation.toml (A, B, C, or e.g. bank, telco, shop):
+one such command for each feature party, the label party and the coordinator.
 """
 
 
@@ -41,15 +43,16 @@ def _register_certs(subparsers) -> None:
         "certs", help="make a federation CA and one key + certificate per party",
         description=_wrap(
             "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
-            "(ROLE.key, mode 0600) and a certificate signed by the CA (ROLE.pem) naming its role. "
-            "Give each machine ca.pem, its own ROLE.pem and ROLE.key; keep ca.key offline."),
+            "(NAME.key, mode 0600) and a certificate signed by the CA (NAME.pem) naming the party. "
+            "Give each machine ca.pem, its own NAME.pem and NAME.key; keep ca.key offline."),
+        epilog="example: vfl certs certs --parties bank telco shop C   (names as in federation.toml)",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("directory", type=Path, help="folder to write into (created if missing)")
-    p.add_argument("--parties", nargs="+", default=["A", "B", "C"], metavar="ROLE",
-                   help="roles to make certificates for (default: A B C)")
+    p.add_argument("--parties", nargs="+", default=["A", "B", "C"], metavar="NAME",
+                   help="the parties' names, as in federation.toml: letters, digits and '-' (default: A B C)")
     p.add_argument("--hosts", nargs="*", default=None, metavar="HOST",
-                   help="host names or IP addresses to add to every certificate, or ROLE=HOST to add to one "
-                        "(default: localhost 127.0.0.1); informative: peers are checked by role")
+                   help="host names or IP addresses to add to every certificate, or NAME=HOST to add to one "
+                        "(default: localhost 127.0.0.1); informative: peers are checked by name")
     p.add_argument("--days", type=int, default=365, help="validity in days (default: 365)")
     p.add_argument("--force", action="store_true", help="overwrite an existing ca.pem in DIRECTORY")
     p.set_defaults(func=_certs)
@@ -57,12 +60,13 @@ def _register_certs(subparsers) -> None:
 
 def _register_party(subparsers) -> None:
     p = subparsers.add_parser(
-        "party", help="run one party (A, B or C) of federated training as this process",
+        "party", help="run one party of federated training (any party of federation.toml) as this process",
         description=_wrap(
             "Run one party of vertical federated training over mutually authenticated TLS. "
-            "Connects to the other parties named in the federation file (retrying while they start), "
-            "checks that all share the same settings, trains, and writes this party's model shard "
-            "(A, B) to WORKDIR/model_ROLE.json."),
+            "Connects to its peers named in the federation file (retrying while they start): a feature "
+            "party to the label party and the coordinator, those two to every party. Checks that all "
+            "share the same settings, trains, and writes this party's model shard (feature and label "
+            "parties) to WORKDIR/model_NAME.json."),
         epilog=THREE_MACHINES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--resume", action="store_true",
@@ -76,14 +80,15 @@ def _register_predict(subparsers) -> None:
         "predict", help="run one party of federated prediction from its model shard",
         description=_wrap(
             "Score new rows with the trained model, each party using only its own shard and data. "
-            "Party B learns the scores and writes them (id, score, and for logistic models "
+            "The label party learns the scores and writes them (id, score, and for logistic models "
             "probability and prediction)."),
         epilog=THREE_MACHINES.replace("vfl party", "vfl predict"),
         formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--model", type=Path, default=None,
-                   help="this party's model shard (default: WORKDIR/model_ROLE.json)")
-    p.add_argument("--output", type=Path, default=None, help="party B: the scores CSV (default: WORKDIR/scores.csv)")
+                   help="this party's model shard (default: WORKDIR/model_NAME.json)")
+    p.add_argument("--output", type=Path, default=None,
+                   help="the label party: the scores CSV (default: WORKDIR/scores.csv)")
     p.set_defaults(func=_predict)
 
 
@@ -94,7 +99,8 @@ def _register_demo(subparsers) -> None:
             "Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
             "train logistic regression on scikit-learn's breast cancer data split by columns, "
             "run federated prediction, and compare the AUC with centralized training. "
-            "Narrates every protocol step."))
+            "Narrates every protocol step. With --feature-parties K, the feature parties are A1 ... AK "
+            "and K + 2 processes run."))
     add_demo_arguments(p)
     p.set_defaults(func=_demo)
 
@@ -105,9 +111,12 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        Gains ``--iterations``, ``--batch-size``, ``--key-bits``, ``--quiet`` and ``--keep``;
-        :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
+        Gains ``--feature-parties``, ``--iterations``, ``--batch-size``, ``--key-bits``, ``--quiet``
+        and ``--keep``; :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
     """
+    parser.add_argument("--feature-parties", type=int, default=1, choices=range(1, 6), metavar="K",
+                        help="feature parties besides the label party B and the coordinator C, 1 to 5 "
+                             "(default: 1, party A; with K >= 2: A1 ... AK)")
     parser.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
     parser.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: 64)")
     parser.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048; "
@@ -128,19 +137,21 @@ def demo_options(args: argparse.Namespace) -> dict:
     Returns
     -------
     dict
-        ``iterations``, ``batch_size``, ``key_bits``, ``quiet`` and ``keep``.
+        ``feature_parties``, ``iterations``, ``batch_size``, ``key_bits``, ``quiet`` and ``keep``.
     """
-    return {"iterations": args.iterations, "batch_size": args.batch_size, "key_bits": args.key_bits,
-            "quiet": args.quiet, "keep": args.keep}
+    return {"feature_parties": args.feature_parties, "iterations": args.iterations, "batch_size": args.batch_size,
+            "key_bits": args.key_bits, "quiet": args.quiet, "keep": args.keep}
 
 
 def _common(p) -> None:
     p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
-    p.add_argument("--role", required=True, choices=["A", "B", "C"], help="which party this process is")
+    p.add_argument("--role", required=True, metavar="NAME",
+                   help="which party this process is: its name in the federation file (e.g. A, B, C, telco)")
     p.add_argument("--data", type=Path, default=None,
-                   help="this party's CSV with an id column (A, B; B's holds the label); not for C")
+                   help="this party's CSV with an id column (feature and label parties; the label party's "
+                        "holds the label); not for the coordinator")
     p.add_argument("--workdir", type=Path, default=None,
-                   help="where this party keeps checkpoints, its shard and transcripts (default: ./vfl-ROLE)")
+                   help="where this party keeps checkpoints, its shard and transcripts (default: ./vfl-NAME)")
     p.add_argument("--narrate", action="store_true", help="print one line per protocol step")
 
 
@@ -202,24 +213,24 @@ def _certs(args) -> int:
         files = write_federation_certs(args.directory, args.parties, hosts=hosts, days=args.days)
         print(f"CA: {args.directory / CA_FILE} (give to every party); "
               f"{args.directory / 'ca.key'} (keep offline: it signs parties)")
-        for role, tls in files.items():
-            print(f"party {role}: {tls.certificate} and {tls.key} (mode 0600): copy to {role}'s machine only")
+        for name, tls in files.items():
+            print(f"party {name}: {tls.certificate} and {tls.key} (mode 0600): copy to {name}'s machine only")
 
     return _run(args, action)
 
 
-def _hosts(given, roles, default):
+def _hosts(given, names, default):
     if given is None:
         return list(default)
     common = [h for h in given if "=" not in h]
-    per_role = {r: list(common) for r in roles}
+    per_party = {n: list(common) for n in names}
     for item in given:
         if "=" in item:
-            role, host = item.split("=", 1)
-            if role not in per_role:
-                raise ConfigurationError(f"--hosts {item}: {role!r} is not one of {roles}")
-            per_role[role].append(host)
-    return per_role
+            name, host = item.split("=", 1)
+            if name not in per_party:
+                raise ConfigurationError(f"--hosts {item}: {name!r} is not one of the parties {names}")
+            per_party[name].append(host)
+    return per_party
 
 
 def _party(args) -> int:
@@ -229,8 +240,9 @@ def _party(args) -> int:
     def action():
         summary = train(load_config(args.config), args.role, args.data, _workdir(args), args.resume,
                         narrate=args.narrate, progress=args.progress)
-        if args.role == "C":
-            print(f"party C: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}")
+        if summary["role"] == "coordinator":
+            print(f"party {args.role}: trained {summary['epochs']} epochs, final loss "
+                  f"{summary['loss_curve'][-1]:.6f}")
         else:
             print(f"party {args.role}: model shard written to {summary['model']}")
         if "dp_spent" in summary:
@@ -248,35 +260,38 @@ def _predict(args) -> int:
     def action():
         summary = predict(load_config(args.config), args.role, args.data, args.model, _workdir(args),
                           args.output, narrate=args.narrate)
-        print(prediction_line(args.role, summary))
+        print(prediction_line(summary))
 
     return _run(args, action)
 
 
-def prediction_line(role: str, summary: dict) -> str:
-    """One line saying what party ``role`` did in a federated prediction.
+def prediction_line(summary: dict) -> str:
+    """One line saying what a party did in a federated prediction.
 
     Parameters
     ----------
-    role : {"A", "B", "C"}
     summary : dict
-        What :func:`vfl.federation.runner.predict` returned (``mode``, ``rows``, B's ``scores``).
+        What :func:`vfl.federation.runner.predict` returned: ``party`` (its name), ``role``
+        (``"feature"``, ``"label"`` or ``"coordinator"``), ``mode``, ``rows``, the names
+        ``label`` and ``coordinator``, and the label party's ``scores``.
 
     Returns
     -------
     str
         For example ``"party A: sent encrypted partial scores for 171 rows to B"``.
     """
+    name, role, label, coordinator = summary["party"], summary["role"], summary["label"], summary["coordinator"]
     rows, table3 = summary["rows"], summary["mode"] == "table3"
-    if role == "A":
+    if role == "feature":
         if table3:
-            return f"party A: sent partial scores for {rows} rows to C in clear (table3 mode)"
-        return f"party A: sent encrypted partial scores for {rows} rows to B"
-    if role == "C":
+            return f"party {name}: sent partial scores for {rows} rows to {coordinator} in clear (table3 mode)"
+        return f"party {name}: sent encrypted partial scores for {rows} rows to {label}"
+    if role == "coordinator":
         if table3:
-            return f"party C: added the partial scores of {rows} rows and sent the scores to B (table3 mode)"
-        return f"party C: decrypted {rows} masked scores for B"
-    return f"party B: scores of {rows} rows written to {summary['scores']}"
+            return (f"party {name}: added the partial scores of {rows} rows and sent the scores to {label} "
+                    "(table3 mode)")
+        return f"party {name}: decrypted {rows} masked scores for {label}"
+    return f"party {name}: scores of {rows} rows written to {summary['scores']}"
 
 
 def _demo(args) -> int:

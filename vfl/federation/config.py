@@ -1,21 +1,32 @@
 """``federation.toml``: who the parties are, where they listen, and the settings they share.
 
 Every machine keeps a copy of the same file; each party reads only its own
-certificate and key from it (the others' entries may point nowhere)::
+certificate and key from it (the others' entries may point nowhere).  A
+federation has one *label party* (feature columns and the labels), one
+*coordinator* (the Paillier key pair) and one or more *feature parties*
+(feature columns only); each ``[parties.NAME]`` table gives its role::
 
     [federation]
     ca = "certs/ca.pem"                 # paths are relative to this file
 
-    [parties.A]
-    address = "10.0.0.1:7001"           # host:port this party listens on (if another role dials it)
-    certificate = "certs/A.pem"
-    key = "certs/A.key"                 # only party A needs this file
-    [parties.B]
+    [parties.bank]
+    role = "label"                      # "feature", "label" or "coordinator"
+    address = "10.0.0.1:7001"           # host:port this party listens on (if another party dials it)
+    certificate = "certs/bank.pem"
+    key = "certs/bank.key"              # only party bank needs this file
+    [parties.telco]
+    role = "feature"
     address = "10.0.0.2:7002"
-    certificate = "certs/B.pem"
-    key = "certs/B.key"
-    [parties.C]
+    certificate = "certs/telco.pem"
+    key = "certs/telco.key"
+    [parties.shop]
+    role = "feature"
     address = "10.0.0.3:7003"
+    certificate = "certs/shop.pem"
+    key = "certs/shop.key"
+    [parties.C]
+    role = "coordinator"
+    address = "10.0.0.4:7004"
     certificate = "certs/C.pem"
     key = "certs/C.key"
 
@@ -30,14 +41,14 @@ certificate and key from it (the others' entries may point nowhere)::
     key_bits = 2048
     insecure = false                    # must be true for key_bits < 2048
     frac_bits = 32
-    random_state = 0                    # batch-order seed; leave out to let B draw one
+    random_state = 0                    # batch-order seed; leave out to let the label party draw one
 
     [prediction]
-    mode = "private"                    # or "table3" (teaching only: C sees partial scores)
+    mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)
 
     [data]
     id_column = "id"
-    label = "label"                     # B's label column
+    label = "label"                     # the label party's label column
 
     [network]                           # local: may differ between machines
     connect_timeout = 120               # seconds to reach every peer, retries included
@@ -45,8 +56,15 @@ certificate and key from it (the others' entries may point nowhere)::
     handshake_timeout = 5               # seconds an incoming connection has to finish TLS and its hello
     max_frame_bytes = 67108864
 
-The *shared* part (``[training]``, ``[prediction]`` and the set of roles) is
-hashed into a fingerprint that parties compare when they connect.
+Party names are DNS labels (letters, digits, ``-``; they are also the names in
+the certificates), distinct even ignoring case.  A file naming exactly the
+parties A, B and C may leave out every ``role``: A is then the feature party, B
+the label party and C the coordinator (Yang et al.'s three parties).  The
+feature parties take part in the order of their names (sorted), whatever the
+order of the tables in the file.
+
+The *shared* part (``[training]``, ``[prediction]`` and every party's name and
+role) is hashed into a fingerprint that parties compare when they connect.
 """
 
 from __future__ import annotations
@@ -62,11 +80,14 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from vfl.errors import ConfigurationError
-from vfl.protocols import TrainingSettings
+from vfl.protocols import Roster, TrainingSettings
 from vfl.transport.network import NetworkSettings, parse_address
-from vfl.transport.tls import TLSFiles, check_role
+from vfl.transport.tls import ROLE_PATTERN, TLSFiles
 
-ROLES = ("A", "B", "C")
+#: What a party can be: a feature party (columns), the label party (columns and labels), the coordinator (keys).
+KINDS = ("feature", "label", "coordinator")
+#: Yang et al.'s three parties: a file naming exactly these may leave out the ``role`` keys.
+LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 #: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
 _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES)
@@ -75,8 +96,9 @@ _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network
 
 @dataclass(frozen=True)
 class PartyEntry:
-    """One party's entry: its address and TLS files."""
+    """One party's entry: its name, role (one of :data:`KINDS`), address and TLS files."""
 
+    name: str
     role: str
     address: tuple[str, int]
     certificate: Path
@@ -97,24 +119,35 @@ class FederationConfig:
     network: NetworkSettings = field(default_factory=NetworkSettings)
     timeout: float = 300.0
 
-    def tls(self, role: str) -> TLSFiles:
-        entry = self.party(role)
+    @property
+    def roster(self) -> Roster:
+        """Who plays which role; the feature parties in the order of their names."""
+        by_role = {kind: sorted(n for n, e in self.parties.items() if e.role == kind) for kind in KINDS}
+        return Roster(tuple(by_role["feature"]), by_role["label"][0], by_role["coordinator"][0])
+
+    def tls(self, name: str) -> TLSFiles:
+        entry = self.party(name)
         return TLSFiles(self.ca, entry.certificate, entry.key)
 
-    def party(self, role: str) -> PartyEntry:
+    def party(self, name: str) -> PartyEntry:
+        """Party ``name``'s entry; a :class:`ConfigurationError` naming the file if there is none."""
         try:
-            return self.parties[role]
+            return self.parties[name]
         except KeyError:
-            raise ConfigurationError(f"{self.path}: no party {role!r}; the file names {sorted(self.parties)}") \
+            raise ConfigurationError(f"{self.path}: no party {name!r}; the file names {sorted(self.parties)}") \
                 from None
 
+    def role_of(self, name: str) -> str:
+        """``"feature"``, ``"label"`` or ``"coordinator"``."""
+        return self.party(name).role
+
     def addresses(self) -> dict[str, tuple[str, int]]:
-        return {role: entry.address for role, entry in self.parties.items()}
+        return {name: entry.address for name, entry in self.parties.items()}
 
     def shared(self, task: str) -> dict:
-        """What every party must agree on for ``task`` ("train" or "predict")."""
-        return {"task": task, "roles": sorted(self.parties), "training": self.training.to_dict(),
-                "prediction_mode": self.prediction_mode}
+        """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
+        return {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
+                "training": self.training.to_dict(), "prediction_mode": self.prediction_mode}
 
     def fingerprint(self, task: str) -> str:
         """SHA-256 of the canonical JSON of :meth:`shared`."""
@@ -139,22 +172,7 @@ def load_config(path) -> FederationConfig:
     _unknown(f"{where} [federation]", federation, {"ca"})
     ca = _path(base, _required(f"{where} [federation]", federation, "ca"))
 
-    parties_raw = _section(where, raw, "parties")
-    if set(parties_raw) != set(ROLES):
-        raise ConfigurationError(f"{where}: [parties] must name exactly A, B and C, got {sorted(parties_raw)}")
-    parties = {}
-    for role, entry in parties_raw.items():
-        check_role(role)
-        here = f"{where} [parties.{role}]"
-        if not isinstance(entry, dict):
-            raise ConfigurationError(f"{here}: expected a table")
-        _unknown(here, entry, {"address", "certificate", "key"})
-        parties[role] = PartyEntry(role, parse_address(_required(here, entry, "address")),
-                                   _path(base, _required(here, entry, "certificate")),
-                                   _path(base, _required(here, entry, "key")))
-    addresses = [p.address for p in parties.values()]
-    if len(set(addresses)) != len(addresses):
-        raise ConfigurationError(f"{where}: two parties share an address: {addresses}")
+    parties = _parties(where, base, _section(where, raw, "parties"))
 
     training = _training(f"{where} [training]", _section(where, raw, "training"))
     prediction = _section(where, raw, "prediction", required=False)
@@ -181,6 +199,48 @@ def load_config(path) -> FederationConfig:
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             network=net, timeout=timeout)
+
+
+def _parties(where: str, base: Path, table: dict) -> dict[str, PartyEntry]:
+    """The ``[parties.NAME]`` tables: valid names, one role each, one label party and one coordinator."""
+    legacy = set(table) == set(LEGACY_ROLES) and not any(isinstance(e, dict) and "role" in e for e in table.values())
+    parties, lowered = {}, {}
+    for name, entry in table.items():
+        here = f"{where} [parties.{name}]"
+        if not isinstance(name, str) or not ROLE_PATTERN.match(name):
+            raise ConfigurationError(f"{where}: {name!r} is not a valid party name: use letters, digits and '-' "
+                                     "(a DNS label: the name is also in the party's certificate)")
+        if name.lower() in lowered:
+            raise ConfigurationError(f"{where}: parties {lowered[name.lower()]!r} and {name!r} differ only in case; "
+                                     "give them distinct names")
+        lowered[name.lower()] = name
+        if not isinstance(entry, dict):
+            raise ConfigurationError(f"{here}: expected a table")
+        _unknown(here, entry, {"role", "address", "certificate", "key"})
+        if legacy:
+            role = LEGACY_ROLES[name]
+        elif "role" not in entry:
+            raise ConfigurationError(f"{here}: 'role' is missing: give every party a role, one of {list(KINDS)} "
+                                     "(only a file naming exactly the parties A, B and C may leave out the roles)")
+        else:
+            role = entry["role"]
+        if role not in KINDS:
+            raise ConfigurationError(f"{here}: role must be one of {list(KINDS)}, got {role!r}")
+        parties[name] = PartyEntry(name, role, parse_address(_required(here, entry, "address")),
+                                   _path(base, _required(here, entry, "certificate")),
+                                   _path(base, _required(here, entry, "key")))
+    for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
+        named = [n for n, e in parties.items() if e.role == kind]
+        if len(named) != 1:
+            raise ConfigurationError(f"{where}: exactly one party must have role = {kind!r} ({what}); "
+                                     f"{'parties ' + ', '.join(named) + ' have it' if named else 'none has'}")
+    if not any(e.role == "feature" for e in parties.values()):
+        raise ConfigurationError(f"{where}: no party has role = 'feature'; a federation needs at least one "
+                                 "feature party besides the label party")
+    addresses = [p.address for p in parties.values()]
+    if len(set(addresses)) != len(addresses):
+        raise ConfigurationError(f"{where}: two parties share an address: {addresses}")
+    return parties
 
 
 def _training(where: str, table: dict) -> TrainingSettings:
@@ -242,12 +302,13 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label") -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
-    ``parties`` maps a role to ``{"address": "host:port", "certificate": path, "key": path}``.
+    ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
+    and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``).
     """
     lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
-    for role in sorted(parties):
-        lines.append(f"[parties.{role}]")
-        lines += [f"{k} = {_toml(str(v))}" for k, v in parties[role].items()]
+    for name in sorted(parties):
+        lines.append(f"[parties.{name}]")
+        lines += [f"{k} = {_toml(str(v))}" for k, v in parties[name].items()]
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
                          ("data", {"id_column": id_column, "label": label}), ("network", network or {})):

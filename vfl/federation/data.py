@@ -1,9 +1,10 @@
-"""One party's CSV: an id column, its feature columns and (party B) the label.
+"""One party's CSV: an id column, its feature columns and (the label party) the label.
 
 Rows are put in the order of their ids (compared as text), so that parties
 holding the same ids hold them in the same order without ever exchanging them.
-At connect, A and B compare only a digest of their sorted ids, salted afresh
-for every run (:func:`new_salt`, :meth:`PartyData.ids_digest`).
+At connect, each feature party and the label party compare only a digest of
+their sorted ids, salted afresh for every run (:func:`new_salt`,
+:meth:`PartyData.ids_digest`).
 """
 
 from __future__ import annotations
@@ -70,10 +71,10 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     ----------
     path : path
     role : str
-        Used in error messages.
+        The party's name, used in error messages.
     id_column : str
     label : str, optional
-        The label column (party B); ``None`` for a party without labels.
+        The label column (the label party); ``None`` for a party without labels.
     columns : list of str, optional
         The feature columns expected, in this order (prediction: the columns the
         model was trained on).  By default every column but the id and label.

@@ -2,11 +2,14 @@
 
 1. Make a CA and one certificate per party in a temporary folder.
 2. Split scikit-learn's breast cancer data by columns: party A gets 20 lab
-   measurements, party B the 10 "worst" ones and the diagnosis.  Each party's
-   CSV lists the rows in its own order; the id column aligns them.
-3. Start ``vfl party`` for A, B and C as three processes; they connect over
-   mutually authenticated TLS and train logistic regression with Paillier keys.
-4. Start ``vfl predict`` for A, B and C on held-out rows; B writes the scores.
+   measurements, party B the 10 "worst" ones and the diagnosis.  With
+   ``feature_parties=K`` (2 to 5), parties A1 ... AK share A's 20 columns
+   (10 + 10 for K = 2).  Each party's CSV lists the rows in its own order; the
+   id column aligns them.
+3. Start ``vfl party`` for every party (A, B and C) as its own process; they
+   connect over mutually authenticated TLS and train logistic regression with
+   Paillier keys.
+4. Start ``vfl predict`` for every party on held-out rows; B writes the scores.
 5. Print the AUC beside centralized training, and the bytes on every link.
 """
 
@@ -26,13 +29,27 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vfl.errors import PeerError
-from vfl.federation.config import ROLES, load_config, write_config
+from vfl.errors import ConfigurationError, PeerError
+from vfl.federation.config import load_config, write_config
+from vfl.protocols import Roster
 from vfl.transport.tls import write_federation_certs
 
 _LOSS_LINE = re.compile(r"^\[C\] epoch (\d+)/(\d+) done")
 _BATCH_LOSS_LINE = re.compile(r"^\[C\] epoch \d+/\d+  C decrypts \[\[L\]\]")
 DEFAULTS = {"iterations": 5, "batch_size": 64}
+#: Feature parties the demo can run besides B and C.
+MAX_FEATURE_PARTIES = 5
+_NUMBERS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
+
+
+def demo_roster(feature_parties: int = 1) -> Roster:
+    """The demo's parties: A, B and C; with ``K >= 2`` feature parties, A1 ... AK, B and C."""
+    if isinstance(feature_parties, bool) or not isinstance(feature_parties, int) \
+            or not 1 <= feature_parties <= MAX_FEATURE_PARTIES:
+        raise ConfigurationError(f"the demo runs 1 to {MAX_FEATURE_PARTIES} feature parties, got {feature_parties!r}")
+    if feature_parties == 1:
+        return Roster(("A",), "B", "C")
+    return Roster(tuple(f"A{k}" for k in range(1, feature_parties + 1)), "B", "C")
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -49,20 +66,25 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size: int = 64, seed: int = 0) -> dict:
+def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size: int = 64, seed: int = 0,
+            feature_parties: int = 1) -> dict:
     """Certificates, the parties' CSVs and federation.toml in ``folder``; returns paths and the held-out labels."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
 
+    roster = demo_roster(feature_parties)
     folder.mkdir(parents=True, exist_ok=True)
-    tls = write_federation_certs(folder / "certs", ROLES)
+    tls = write_federation_certs(folder / "certs", roster.everyone)
     bunch = load_breast_cancer()
     names = [str(n).replace(" ", "_") for n in bunch.feature_names]
     ids = np.array([f"patient-{i:04d}" for i in range(len(bunch.target))])
     frame = pd.DataFrame(bunch.data, columns=names)
     train_idx, test_idx = train_test_split(np.arange(len(ids)), test_size=0.3, random_state=seed,
                                            stratify=bunch.target)
-    columns = {"A": names[:20], "B": names[20:]}
+    # The feature parties share the 20 lab measurements (in order); B keeps the 10 "worst" ones.
+    shares = np.array_split(np.arange(20), len(roster.features))
+    columns = {name: [names[j] for j in share] for name, share in zip(roster.features, shares)}
+    columns[roster.label] = names[20:]
     rng = np.random.default_rng(seed)
     files = {}
     for role, cols in columns.items():
@@ -71,26 +93,26 @@ def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size:
         for split, rows in (("train", train_idx), ("test", test_idx)):
             part = ((frame.loc[rows, cols] - mean) / std).round(6)
             part.insert(0, "id", ids[rows])
-            if role == "B" and split == "train":
+            if role == roster.label and split == "train":
                 part["diagnosis"] = np.where(bunch.target[rows] == 1, "benign", "malignant")
             part = part.iloc[rng.permutation(len(part))]  # every party keeps its own row order
             files[(role, split)] = folder / f"{role}_{split}.csv"
             part.to_csv(files[(role, split)], index=False)
-    ports = free_ports(3)
-    parties = {role: {"address": f"127.0.0.1:{port}", "certificate": tls[role].certificate.name,
-                      "key": tls[role].key.name} for role, port in zip(ROLES, ports)}
-    parties = {r: {k: (f"certs/{v}" if k != "address" else v) for k, v in p.items()} for r, p in parties.items()}
+    ports = free_ports(len(roster.everyone))
+    parties = {name: {"role": roster.role_of(name), "address": f"127.0.0.1:{port}",
+                      "certificate": f"certs/{tls[name].certificate.name}", "key": f"certs/{tls[name].key.name}"}
+               for name, port in zip(roster.everyone, ports)}
     training = {"model": "logistic", "learning_rate": 0.15, "iterations": iterations, "batch_size": batch_size,
                 "alpha": 0.01, "tol": 0, "fit_intercept": True, "key_bits": key_bits,
                 "insecure": key_bits < 2048, "frac_bits": 32, "random_state": seed}
     config = write_config(folder / "federation.toml", "certs/ca.pem", parties, training,
                           network={"connect_timeout": 60, "timeout": 120}, label="diagnosis")
     return {"config": config, "files": files, "frame": frame, "target": bunch.target, "train": train_idx,
-            "test": test_idx, "columns": columns}
+            "test": test_idx, "columns": columns, "roster": roster}
 
 
 class Processes:
-    """Three party processes whose output lines are merged, prefixed, into one stream."""
+    """Party processes whose output lines are merged, prefixed, into one stream."""
 
     def __init__(self):
         self.procs: dict[str, subprocess.Popen] = {}
@@ -182,13 +204,13 @@ class EpochProgress:
 
 def run_parties(command: str, prep: dict, folder: Path, quiet: bool, progress: EpochProgress | None = None,
                 limit: float = 600) -> None:
-    """Run ``vfl COMMAND`` for A, B and C; raise :class:`PeerError` if any fails.
+    """Run ``vfl COMMAND`` for every party; raise :class:`PeerError` if any fails.
 
     Every line the parties print goes to standard output (through ``progress``
     if given, whose epochs advance on C's loss lines).
     """
     procs = Processes()
-    for role in ROLES:
+    for role in prep["roster"].everyone:
         args = [command, "--config", str(prep["config"]), "--role", role, "--workdir", str(folder / role)]
         if role != "C":
             args += ["--data", str(prep["files"][(role, "train" if command == "party" else "test")])]
@@ -217,22 +239,29 @@ def run_parties(command: str, prep: dict, folder: Path, quiet: bool, progress: E
 
 
 def run_demo(iterations: int | None = None, batch_size: int | None = None, key_bits: int = 2048,
-             quiet: bool = False, keep: Path | None = None) -> dict:
-    """The whole demo; returns the AUCs, the per-link bytes and the time taken."""
+             quiet: bool = False, keep: Path | None = None, feature_parties: int = 1) -> dict:
+    """The whole demo; returns the AUCs, the per-link bytes and the time taken.
+
+    ``feature_parties`` (1 to 5): with 1, parties A, B and C; with ``K >= 2``,
+    feature parties A1 ... AK beside B and C, ``K + 2`` processes in all.
+    """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
 
+    roster = demo_roster(feature_parties)
     iterations = iterations or DEFAULTS["iterations"]
     batch_size = batch_size or DEFAULTS["batch_size"]
     start = time.perf_counter()
     tmp = None if keep else tempfile.TemporaryDirectory(prefix="vfl-demo-")
     folder = Path(keep) if keep else Path(tmp.name)
     try:
-        prep = prepare(folder, key_bits, iterations, batch_size)
+        prep = prepare(folder, key_bits, iterations, batch_size, feature_parties=feature_parties)
         config = load_config(prep["config"])
         s = config.training
-        print(f"vfl demo: three parties as three processes on 127.0.0.1, talking mutual TLS 1.3 (certificates in "
-              f"{folder / 'certs'})\n  A holds {len(prep['columns']['A'])} columns, B holds "
+        count = _NUMBERS.get(len(roster.everyone), str(len(roster.everyone)))
+        holds = ", ".join(f"{name} holds {len(prep['columns'][name])} columns" for name in roster.features)
+        print(f"vfl demo: {count} parties as {count} processes on 127.0.0.1, talking mutual TLS 1.3 (certificates in "
+              f"{folder / 'certs'})\n  {holds}, B holds "
               f"{len(prep['columns']['B'])} columns and the diagnosis, C holds the Paillier private key "
               f"({s.key_bits} bits).\n  Logistic regression, {s.max_iter} epochs of batches of {s.batch_size} "
               f"rows, learning rate {s.learning_rate}.\n  Kinds: ciphertext = Paillier-encrypted; masked = "
@@ -250,7 +279,8 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
         result["seconds"] = time.perf_counter() - start
         print(f"\ntime: {result['seconds']:.1f} s in all ({trained - start:.1f} s to train)")
         if keep:
-            print(f"kept in {folder}: certs/, the CSVs, federation.toml, A/ B/ C/ (shards, scores, transcripts)")
+            print(f"kept in {folder}: certs/, the CSVs, federation.toml, {' '.join(f'{n}/' for n in roster.everyone)} "
+                  "(shards, scores, transcripts)")
         return result
     finally:
         if tmp is not None:
@@ -268,22 +298,26 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
 
     # Centralized: the same columns pooled in one place, standardized as the parties did.
     # Rows in id order, as the parties hold them, so that the batches are the same rows.
-    cols = prep["columns"]["A"] + prep["columns"]["B"]
+    roster = prep["roster"]
+    cols = [c for name in roster.data_parties for c in prep["columns"][name]]
     frame, train, test = prep["frame"], np.sort(prep["train"]), prep["test"]
     mean, std = frame.loc[train, cols].mean(), frame.loc[train, cols].std(ddof=0)
     x_train = ((frame.loc[train, cols] - mean) / std).round(6).to_numpy()
     x_test = ((frame.loc[test, cols] - mean) / std).round(6).to_numpy()
     y_train = malignant[train]
-    # From the same start: each party's shard records the secret start it drew (the demo holds every shard).
-    shards = [json.loads((folder / r / f"model_{r}.json").read_text()) for r in ("A", "B")]
-    start = (np.array(shards[0]["initial_coef"] + shards[1]["initial_coef"]), shards[1]["initial_intercept"])
+    # From the same start: each party's shard records the secret start it drew (the demo holds every shard),
+    # feature parties in the roster's order, then B (whose shard also holds the intercept).
+    shards = [json.loads((folder / r / f"model_{r}.json").read_text()) for r in roster.data_parties]
+    label = shards[-1]
+    start = (np.array([w for shard in shards for w in shard["initial_coef"]]), label["initial_intercept"])
     gd = fit_gradient_descent(x_train, np.where(y_train == 1, 1.0, -1.0), config.training, start=start)
     auc_gd = roc_auc_score(y_test, x_test @ gd["coef"] + gd["intercept"])
     auc_sk = roc_auc_score(y_test, LogisticRegression(max_iter=1000).fit(x_train, y_train).decision_function(x_test))
-    federated = np.array(shards[0]["coef"] + shards[1]["coef"] + [shards[1]["intercept"]])
+    federated = np.array([w for shard in shards for w in shard["coef"]] + [label["intercept"]])
     weight_gap = float(np.max(np.abs(federated - np.append(gd["coef"], gd["intercept"]))))
+    federation = f"federated ({', '.join(roster.everyone)} over TLS)"
     print(f"\nAUC on {len(test)} held-out rows:\n"
-          f"  federated (A, B, C over TLS)                     {auc:.4f}\n"
+          f"  {federation:<49}{auc:.4f}\n"
           f"  centralized, same gradient descent and start     {auc_gd:.4f}\n"
           f"  centralized, scikit-learn LogisticRegression     {auc_sk:.4f}\n"
           f"largest difference between a federated and a centralized weight: {weight_gap:.1e} "
@@ -291,7 +325,7 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
 
     links = []
     for phase in ("train", "predict"):
-        for role in ROLES:
+        for role in roster.everyone:
             t = pd.read_csv(folder / role / f"transcript_{phase}.csv")
             t["phase"] = phase
             links.append(t)

@@ -5,7 +5,8 @@ narrated once, by its sender: who sends what to whom, what kind of value it is
 (``ciphertext``: Paillier-encrypted; ``masked``: decrypted but hidden by a
 random mask only the receiver can remove; ``public``: harmless in clear;
 ``plaintext``: a value in clear that is not public), how many values and how
-many bytes.  Lines start with ``[ROLE]`` so three parties can share a screen.
+many bytes.  Lines start with ``[NAME]``, the party's name, so every party can
+share one screen.
 """
 
 from __future__ import annotations
@@ -16,51 +17,54 @@ import numpy as np
 
 from vfl.transport.message import BigInts
 
-#: What each protocol message carries, in the notation of Yang et al. 2019.
+#: What each protocol message carries, in the notation of Yang et al. 2019 (``k``: one feature party).
 DESCRIPTIONS = {
-    "hello": "settings fingerprint, row count and a fresh salt for the row-id digest",
+    "hello": "settings fingerprint, row and column counts and a fresh salt for the row-id digest",
     "ids_digest": "digest of the sorted row ids under both parties' salts",
+    "columns": "every data party's column count (for the gradient-equations check)",
     "public_key": "Paillier public key n",
     "resume": "the last epoch it completed",
     "start": "the epoch to resume after (-1: from the start)",
     "schedule": "batch-order seed and row count",
-    "scores": "encrypted partial scores [[u_A]] (and A's loss part [[L_A]])",
-    "residual": "encrypted residuals [[d]] = [[u_A]] + u_B - k y",
+    "scores": "encrypted partial scores [[u_k]]",
+    "residual": "encrypted residuals [[d]] = sum_k [[u_k]] + u_B - kappa y",
+    "loss_part": "encrypted loss part [[a u_k.d + penalty]]",
     "loss": "encrypted batch loss [[L]]",
     "masked_gradient": "encrypted gradient plus mask [[X^T d + R]]",
     "gradient": "decrypted gradient, still masked: X^T d + R",
     "control": "continue or stop",
     "rows": "number of rows to score",
     "masked_scores": "encrypted scores plus mask [[z + R]]",
-    "partial_scores": "partial scores in clear (Table 3: C learns them)",
+    "partial_scores": "partial scores in clear (Table 3: the coordinator learns them)",
     "abort": "this party stopped, and why",
 }
 
 
 def describe(message) -> tuple[str, int]:
-    """A short description of ``message`` and how many big integers it carries."""
+    """A short description of ``message`` and how many numbers it carries."""
     count = sum(len(v) if isinstance(v, BigInts) else int(v.size)
                 for v in message.fields.values() if isinstance(v, (BigInts, np.ndarray)))
     text = DESCRIPTIONS.get(message.name, message.name)
     if message.name == "hello" and "ids_salt" not in message.fields:
         text = "settings fingerprint"
+    elif message.name == "hello" and "trained_with" in message.fields:
+        text = "settings fingerprint, the shard's training fingerprint, row count and a salt for the row-id digest"
     if message.name == "schedule" and "seed" not in message.fields:
         text = "row count"
     if message.name == "scores" and message.kind == "plaintext":
         text = "scores z"
-    elif message.name == "scores" and "loss_ciphertexts" not in message.fields and message.kind == "ciphertext":
-        text = "encrypted partial scores [[u_A]]"
     elif message.name == "scores" and message.kind == "masked":
         text = "decrypted scores, still masked: z + R"
     return text, count
 
 
 class Narrator:
-    """Prints one line per message sent by ``role``; ``loss(epoch, value)`` prints C's loss.
+    """Prints one line per message sent by ``role``; ``loss(epoch, value)`` prints the coordinator's loss.
 
     Parameters
     ----------
     role : str
+        The party's name.
     total_epochs : int, optional
         Shown as ``epoch 3/30``.
     stream : file, optional
@@ -84,11 +88,12 @@ class Narrator:
                  f"[{message.kind}, {values}{nbytes:,} bytes]")
 
     def batch_loss(self, epoch: int, batch: int, value: float) -> None:
-        """C has just decrypted the loss of one batch."""
-        self.say(f"epoch {self._epoch(epoch)}  C decrypts [[L]] of batch {batch + 1}: loss {value:.6f}")
+        """The coordinator has just decrypted the loss of one batch."""
+        self.say(f"epoch {self._epoch(epoch)}  {self.role} decrypts [[L]] of batch {batch + 1}: loss {value:.6f}")
 
     def loss(self, epoch: int, value: float) -> None:
-        self.say(f"epoch {self._epoch(epoch)} done: C's decrypted loss over the epoch: {value:.6f}")
+        """The coordinator's loss over a whole epoch."""
+        self.say(f"epoch {self._epoch(epoch)} done: {self.role}'s decrypted loss over the epoch: {value:.6f}")
 
     def say(self, text: str) -> None:
         print(f"[{self.role}] {text}", file=self.stream, flush=True)

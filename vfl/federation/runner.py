@@ -4,14 +4,24 @@ The role programs of :mod:`vfl.protocols` run unchanged; this module gives them
 a :class:`~vfl.transport.network.NetworkTransport` instead of in-process queues,
 and surrounds them with what a real deployment needs:
 
-* at connect, every pair of parties exchanges a ``hello`` with the fingerprint
-  of the shared settings (A and B add their row count and a fresh salt, then
-  exchange a digest of their row ids under both salts); any difference stops
-  the run with an error saying what differs;
+Parties are named in ``federation.toml`` (``A``, ``B``, ``C``, or ``bank``,
+``telco``...), each with its role; the names are the transport's role names.
+A feature party links only to the label party and the coordinator
+(:meth:`vfl.protocols.Roster.peers`).
+
+* at connect, every pair of linked parties exchanges a ``hello`` with the
+  fingerprint of the shared settings (each feature party and the label party add
+  their row count, column count and a fresh salt, then exchange a digest of
+  their row ids under both salts); any difference stops the run with an error
+  saying what differs;
+* before training, the label party sends every feature party the column count of
+  every data party (``columns``), so each data party checks the
+  accumulated-equations rule for all of them and refuses with the same message;
 * after every epoch, the party writes a checkpoint; with ``resume`` it starts
   after the last epoch every party completed;
-* at the end, A and B write their model shards and every party its transcript
-  (the messages it sent); B writes the scores of a prediction;
+* at the end, the data parties write their model shards and every party its
+  transcript (the messages it sent); the label party writes the scores of a
+  prediction;
 * on any failure the party tells its peers why (``abort``, best effort), closes
   its links at once, and the error names the peer and the protocol step.
 """
@@ -28,36 +38,39 @@ import pandas as pd
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError, VFLError
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params, write_json, write_shard
-from vfl.federation.config import ROLES, FederationConfig
+from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, encode_labels, is_salt, load_csv, new_salt
 from vfl.federation.narration import Narrator
 from vfl.parties import Coordinator, PartyA, PartyB, dp
-from vfl.protocols import check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.protocols import (TWO_PARTY, Roster, check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b,
+                           run_c)
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.message import parse_json, quote
 from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
 from vfl.transport.tls import certificate_role, load_certificate
 
 
-def check_own_certificate(config: FederationConfig, role: str) -> None:
-    """Refuse early, with a local error, a certificate that names another role."""
-    named = certificate_role(load_certificate(config.party(role).certificate))
-    if named != role:
-        raise ConfigurationError(f"party {role}: the certificate {config.party(role).certificate} is "
+def check_own_certificate(config: FederationConfig, name: str) -> None:
+    """Refuse early, with a local error, a certificate that names another party."""
+    named = certificate_role(load_certificate(config.party(name).certificate))
+    if named != name:
+        raise ConfigurationError(f"party {name}: the certificate {config.party(name).certificate} is "
                                  f"party {named}'s; peers would refuse it")
 
 
 class Session:
-    """One party's connection to the federation, for one task ("train" or "predict").
+    """Party ``role``'s connection to the federation, for one task ("train" or "predict").
 
-    Use as a context manager: on an exception the peers are told why, and every
-    link is closed on exit.
+    ``role`` is the party's name in the federation file; it links to its peers
+    only (a feature party: the label party and the coordinator).  Use as a
+    context manager: on an exception the peers are told why, and every link is
+    closed on exit.
     """
 
     def __init__(self, config: FederationConfig, role: str, task: str, narrator: Narrator | None = None):
-        if role not in ROLES:
-            raise ConfigurationError(f"role must be one of {ROLES}, got {role!r}")
+        config.party(role)  # no such party: a ConfigurationError naming the file
         self.config, self.role, self.task = config, role, task
+        self.roster = config.roster
         self.narrator = narrator
         self.transcript = Transcript()
         self.transport: NetworkTransport | None = None
@@ -65,10 +78,11 @@ class Session:
 
     def __enter__(self) -> "Session":
         check_own_certificate(self.config, self.role)
+        peers = self.roster.peers(self.role)
         self.transport = NetworkTransport.connect(self.role, self.config.addresses(), self.config.tls(self.role),
-                                                  self.config.network)
-        self.endpoint = Endpoint(self.transport, [r for r in ROLES if r != self.role], self.transcript,
-                                 timeout=self.config.timeout, on_message=self._on_message)
+                                                  self.config.network, peers=peers)
+        self.endpoint = Endpoint(self.transport, peers, self.transcript, timeout=self.config.timeout,
+                                 on_message=self._on_message)
         return self
 
     def _on_message(self, direction: str, peer: str, message, nbytes: int) -> None:
@@ -84,12 +98,13 @@ class Session:
             self.transport.close(linger=0 if exc is not None else DEFAULT_LINGER)
 
     def hello(self, extra: dict | None = None) -> dict[str, dict]:
-        """Exchange settings fingerprints with every peer (and ``extra`` fields with A/B); return theirs."""
+        """Exchange settings fingerprints with every peer (and ``extra`` fields between data parties); return theirs."""
         ep = self.endpoint
         shared = self.config.shared(self.task)
         mine = {"fingerprint": self.config.fingerprint(self.task), "shared": json.dumps(shared, sort_keys=True)}
+        data_parties = set(self.roster.data_parties)
         for peer in ep.peers:
-            fields = dict(mine, **(extra or {})) if {peer, self.role} == {"A", "B"} else mine
+            fields = dict(mine, **(extra or {})) if {peer, self.role} <= data_parties else mine
             ep.send(peer, "hello", "public", **fields)
         theirs = {}
         for peer in ep.peers:
@@ -109,8 +124,9 @@ class Session:
         return path
 
 
-#: The fields of a ``hello`` this party reads, and the type each must have (A and B add the last three).
-_HELLO_FIELDS = {"fingerprint": str, "shared": str, "ids_digest": str, "n_rows": int, "trained_with": str}
+#: The fields of a ``hello`` this party reads, and the type each must have (data parties add all but the first two).
+_HELLO_FIELDS = {"fingerprint": str, "shared": str, "ids_salt": str, "n_rows": int, "n_columns": int,
+                 "trained_with": str}
 
 
 def _check_hello(role: str, peer: str, message) -> None:
@@ -156,44 +172,113 @@ def _flatten(obj: dict, prefix: str = "") -> dict:
 
 
 def rows_hello(data: PartyData) -> dict:
-    """What A and B add to their hello to each other: the row count and this run's fresh salt."""
+    """What data parties add to their hellos to each other: the row count and this run's fresh salt."""
     return {"n_rows": data.n_rows, "ids_salt": new_salt()}
 
 
-def check_rows(ep: Endpoint, role: str, data: PartyData, mine: dict, theirs: dict[str, dict]) -> None:
-    """A and B must hold the same ids: they compare a digest salted with both parties' salts.
+def _data_peers(role: str, roster: Roster) -> list[str]:
+    """The data parties ``role`` checks rows with: the label party checks with each feature party, and back."""
+    return list(roster.features) if role == roster.label else [roster.label]
 
-    The salts travel in the hellos; only once both are known does each party
-    send its digest (message ``ids_digest``), so no digest can be computed
-    before the run from a guessed id set, nor compared with another run's.
+
+def check_rows(ep: Endpoint, role: str, data: PartyData, mine: dict, theirs: dict[str, dict],
+               roster: Roster = TWO_PARTY) -> None:
+    """Each feature party and the label party must hold the same ids: a digest salted with both parties' salts.
+
+    Hub and spoke, like the protocol: the label party compares with every feature
+    party, each pair under its own two salts.  The salts travel in the hellos;
+    only once both are known does each party send its digest (message
+    ``ids_digest``), so no digest can be computed before the run from a guessed
+    id set, nor compared with another run's.
     """
-    peer = "B" if role == "A" else "A"
-    other = theirs.get(peer, {})
-    if not is_salt(other.get("ids_salt")):
-        raise ProtocolError(f"party {role}: the hello from {peer} carries no valid salt for the row-id digest")
-    digest = data.ids_digest((mine["ids_salt"], other["ids_salt"]))
-    ep.send(peer, "ids_digest", "public", digest=digest)
-    received = ep.recv(peer, "ids_digest").fields.get("digest")
-    if not isinstance(received, str) or not hmac.compare_digest(received, digest):
-        raise DataError(f"party {role}: parties {role} and {peer} hold different row ids ({data.n_rows} rows at "
-                        f"{role}, {other.get('n_rows')} at {peer}); each CSV must hold the same ids")
+    digests = {}
+    for peer in _data_peers(role, roster):
+        salt = theirs.get(peer, {}).get("ids_salt")
+        if not is_salt(salt):
+            raise ProtocolError(f"party {role}: the hello from {peer} carries no valid salt for the row-id digest")
+        digests[peer] = data.ids_digest((mine["ids_salt"], salt))
+    for peer, digest in digests.items():
+        ep.send(peer, "ids_digest", "public", digest=digest)
+    for peer, digest in digests.items():
+        received = ep.recv(peer, "ids_digest").fields.get("digest")
+        if not isinstance(received, str) or not hmac.compare_digest(received, digest):
+            raise DataError(f"party {role}: parties {role} and {peer} hold different row ids ({data.n_rows} rows at "
+                            f"{role}, {theirs[peer].get('n_rows')} at {peer}); each CSV must hold the same ids")
+
+
+def share_columns(ep: Endpoint, role: str, data: PartyData, theirs: dict[str, dict],
+                  roster: Roster = TWO_PARTY) -> dict[str, int]:
+    """Every data party's column count, in the roster's order: the label party tells the feature parties.
+
+    The label party reads each feature party's ``n_columns`` from its hello and
+    sends every feature party the whole list (message ``columns``: the names
+    joined by commas, and the counts), since feature parties never talk to each
+    other.  Each data party can then check the accumulated-equations rule for
+    every party (:func:`check_equations`).
+
+    Raises
+    ------
+    ProtocolError
+        A hello without a column count, or a ``columns`` message that does not list
+        every data party once with a positive count, or this party's count wrongly.
+    """
+    label = roster.label
+    if role == label:
+        counts = {}
+        for peer in roster.features:
+            n = theirs.get(peer, {}).get("n_columns")
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ProtocolError(f"party {role}: the hello from {peer} has no column count")
+            counts[peer] = n
+        counts[role] = len(data.columns)
+        for peer in roster.features:
+            ep.send(peer, "columns", "public", parties=",".join(counts),
+                    counts=np.array(list(counts.values()), dtype=np.int64))
+        return counts
+    message = ep.recv(label, "columns")
+    names, values = message.fields.get("parties"), message.fields.get("counts")
+    problem = None
+    if not isinstance(names, str) or names.split(",") != list(roster.data_parties):
+        problem = f"it lists the parties {quote(names)}, not {','.join(roster.data_parties)}"
+    elif (not isinstance(values, np.ndarray) or values.shape != (len(roster.data_parties),)
+          or values.dtype.kind not in "iu" or not (values >= 1).all()):
+        problem = "it does not give one positive column count per data party"
+    elif int(values[roster.data_parties.index(role)]) != len(data.columns):
+        problem = f"it says {role} has {int(values[roster.data_parties.index(role)])} columns, not {len(data.columns)}"
+    if problem:
+        raise ProtocolError(f"{role}: waiting for 'columns' from {label}: {label} sent a malformed message: {problem}")
+    return {name: int(v) for name, v in zip(roster.data_parties, values)}
+
+
+def check_equations(n_rows: int, columns: dict[str, int], settings, roster: Roster = TWO_PARTY) -> None:
+    """The accumulated-equations rule (:func:`~vfl.protocols.check_gradient_equations`) for every data party.
+
+    Every data party runs it on the same column counts, so each refuses with the same message.
+    """
+    if settings.dp:
+        return
+    check_gradient_equations(n_rows, settings.batch_size, settings.max_iter, columns, roster.label,
+                             settings.fit_intercept)
 
 
 # --------------------------------------------------------------------------- training
 
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
           narrate: bool = False, progress: bool = False) -> dict:
-    """Run party ``role``'s part of training; write its shard, transcript, and (C) the loss curve.
+    """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
 
-    Returns a summary dict (``epochs``, ``loss_curve`` for C, the written paths).
+    ``role`` is the party's name in ``config``.  Returns a summary dict: ``party``
+    (the name), ``role`` (``"feature"``, ``"label"`` or ``"coordinator"``), the
+    written paths, and ``epochs`` and ``loss_curve`` for the coordinator.
     """
-    settings = config.training
+    settings, roster = config.training, config.roster
+    kind = config.role_of(role)
     workdir = Path(workdir)
+    party, data, classes = _training_party(config, role, kind, data_path)
     store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
     checkpoints = store.load() if resume else {}
     if not resume:
         store.clear()
-    party, data, classes = _training_party(config, role, data_path)
     narrator = Narrator(role, settings.max_iter) if narrate else None
     bar = _bar(progress, role, settings.max_iter)
     if narrator and checkpoints:
@@ -201,7 +286,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
     def on_epoch(epoch: int, state: dict) -> None:
         store.save(epoch, state)
-        loss = state["loss_curve"][-1] if role == "C" else None
+        loss = state["loss_curve"][-1] if kind == "coordinator" else None
         if narrator and loss is not None:
             narrator.loss(epoch, loss)
         if bar is not None:
@@ -214,57 +299,48 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
             theirs = session.hello(extra)
             if data:
-                check_rows(session.endpoint, role, data, extra, theirs)
-                _check_equations(role, data, theirs, settings)
-            program = {"A": run_a, "B": run_b, "C": run_c}[role]
-            batch_loss = {"on_batch_loss": narrator.batch_loss} if role == "C" and narrator else {}
-            result = program(session.endpoint, party, settings, checkpoints or None, on_epoch, **batch_loss)
-            summary = {"role": role, "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
+                check_rows(session.endpoint, role, data, extra, theirs, roster)
+                columns = share_columns(session.endpoint, role, data, theirs, roster)
+                check_equations(data.n_rows, columns, settings, roster)
+            program = {"feature": run_a, "label": run_b, "coordinator": run_c}[kind]
+            batch_loss = {"on_batch_loss": narrator.batch_loss} if kind == "coordinator" and narrator else {}
+            result = program(session.endpoint, party, settings, checkpoints or None, on_epoch, roster=roster,
+                             **batch_loss)
+            summary = {"party": role, "role": kind,
+                       "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
     finally:
         if bar is not None:
             bar.close()
-    if role == "C":
+    if kind == "coordinator":
         summary.update(loss_curve=result["loss_curve"], epochs=result["n_iter"], converged=result["converged"])
-        write_json(workdir / "training_C.json", summary, private=False)
+        write_json(workdir / f"training_{role}.json", summary, private=False)
     else:
-        if role == "B" and settings.dp:
+        if kind == "label" and settings.dp:
             # with DP every epoch runs (tol is refused), so max_iter epochs were released
             summary["dp_spent"] = [dp.epsilon_spent(party.noise_multiplier, settings.dp_delta, settings.max_iter),
                                    settings.dp_delta]
-        summary["model"] = str(write_shard(workdir / f"model_{role}.json", role, settings.objective, data.columns,
-                                           party.params, party.fit_intercept, config.fingerprint("train"),
-                                           classes, config.label if role == "B" else None,
-                                           initial=party.initial_params))
+        summary["model"] = str(write_shard(workdir / f"model_{role}.json", role, kind, settings.objective,
+                                           data.columns, party.params, party.fit_intercept,
+                                           config.fingerprint("train"), classes,
+                                           config.label if kind == "label" else None, initial=party.initial_params))
     store.clear()  # finished: the shard is the result
     return summary
 
 
-def _check_equations(role: str, data: PartyData, theirs: dict[str, dict], settings) -> None:
-    """The accumulated-equations rule (``check_gradient_equations``), from the column counts in the hellos."""
-    if settings.dp:
-        return
-    peer = "B" if role == "A" else "A"
-    columns = {role: len(data.columns), peer: theirs.get(peer, {}).get("n_columns")}
-    if not isinstance(columns[peer], int):
-        raise ProtocolError(f"party {role}: {peer}'s hello has no column count")
-    check_gradient_equations(data.n_rows, settings.batch_size, settings.max_iter, columns, "B",
-                             settings.fit_intercept)
-
-
-def _training_party(config: FederationConfig, role: str, data_path):
+def _training_party(config: FederationConfig, role: str, kind: str, data_path):
     settings = config.training
-    if role == "C":
+    if kind == "coordinator":
         if data_path is not None:
-            raise ConfigurationError("party C holds no data: leave out --data")
+            raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
         return Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None, None
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
-    if role == "A":
-        data = load_csv(data_path, "A", config.id_column)
-        return PartyA(data.features, columns=data.columns), data, None
-    data = load_csv(data_path, "B", config.id_column, label=config.label)
-    labels, classes = encode_labels(data.labels, settings.objective)
-    party = PartyB(data.features, labels, fit_intercept=settings.fit_intercept, columns=data.columns)
+    if kind == "feature":
+        data = load_csv(data_path, role, config.id_column)
+        return PartyA(data.features, role=role, columns=data.columns), data, None
+    data = load_csv(data_path, role, config.id_column, label=config.label)
+    labels, classes = encode_labels(data.labels, settings.objective, role)
+    party = PartyB(data.features, labels, fit_intercept=settings.fit_intercept, role=role, columns=data.columns)
     return party, data, classes
 
 
@@ -272,28 +348,30 @@ def _training_party(config: FederationConfig, role: str, data_path):
 
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
             output=None, narrate: bool = False) -> dict:
-    """Run party ``role``'s part of federated prediction; B writes the scores CSV.
+    """Run party ``role``'s part of federated prediction; the label party writes the scores CSV.
 
-    Returns a summary dict: ``mode``, ``rows`` (how many rows were scored), the
-    transcript's path, and for B the scores' path.
+    Returns a summary dict: ``party`` (the name), ``role`` (its kind), ``mode``,
+    ``rows`` (how many rows were scored), ``label`` and ``coordinator`` (their
+    names), the transcript's path, and for the label party the scores' path.
     """
-    settings = config.training
+    settings, roster = config.training, config.roster
+    kind = config.role_of(role)
     workdir = Path(workdir)
     shard = data = None
-    if role == "C":
+    if kind == "coordinator":
         if data_path is not None:
-            raise ConfigurationError("party C holds no data: leave out --data")
+            raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
         party = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
     else:
         if data_path is None:
             raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
-        shard = read_shard(model_path or workdir / f"model_{role}.json", role)
-        data = load_csv(data_path, role, config.id_column, label=config.label if role == "B" else None,
+        shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
+        data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False)
-        if role == "A":
-            party = PartyA(data.features, columns=data.columns)
+        if kind == "feature":
+            party = PartyA(data.features, role=role, columns=data.columns)
         else:
-            party = PartyB(data.features, np.zeros(data.n_rows), fit_intercept=shard["fit_intercept"],
+            party = PartyB(data.features, np.zeros(data.n_rows), fit_intercept=shard["fit_intercept"], role=role,
                            columns=data.columns)
         party.load_state({"params": shard_params(shard)})
     narrator = Narrator(role, phase="predict") if narrate else None
@@ -301,23 +379,24 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
         theirs = session.hello(extra)
         if data:
-            check_rows(session.endpoint, role, data, extra, theirs)
-            peer = "B" if role == "A" else "A"
-            if theirs[peer].get("trained_with") != shard["trained_with"]:
-                raise DataError(f"party {role}: the model shards of A and B come from trainings with different "
-                                "settings; use the shards of one training run")
-        mode, frac_bits = config.prediction_mode, settings.frac_bits
-        summary = {"role": role, "mode": mode}
-        if role == "A":
-            predict_a(session.endpoint, party, data.features, mode, frac_bits)
+            check_rows(session.endpoint, role, data, extra, theirs, roster)
+            for peer in _data_peers(role, roster):
+                if theirs[peer].get("trained_with") != shard["trained_with"]:
+                    raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
+                                    "different settings; use the shards of one training run")
+        mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
+        summary = {"party": role, "role": kind, "mode": mode, "label": roster.label,
+                   "coordinator": roster.coordinator}
+        if kind == "feature":
+            predict_a(ep, party, data.features, mode, frac_bits, roster=roster)
             summary["rows"] = data.n_rows
-        elif role == "B":
-            scores = predict_b(session.endpoint, party, data.features, mode, frac_bits)
+        elif kind == "label":
+            scores = predict_b(ep, party, data.features, mode, frac_bits, roster=roster)
             summary["rows"] = data.n_rows
             summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
         else:
-            summary["rows"] = predict_c(session.endpoint, party, mode)
+            summary["rows"] = predict_c(ep, party, mode, roster=roster)
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
 

@@ -23,6 +23,8 @@ from vfl.errors import PeerError, ProtocolError, VFLError
 from vfl.transport.message import Message, decode, encode
 
 ABORT = "abort"
+#: Frames read, after a failed send, looking for the peer's ``abort``.
+_ABORT_LOOKAHEAD = 64
 
 
 class Transport(Protocol):
@@ -112,6 +114,10 @@ class Endpoint:
         try:
             self.transport.send(to, frame)
         except (PeerError, ProtocolError) as exc:
+            reason = self._pending_abort(to)
+            if reason is not None:  # the peer said why it stopped: more useful than "closed the connection"
+                raise PeerError(f"{self.role}: {to} stopped while {self.role} was sending {name!r}: {reason}") \
+                    from None
             raise _at_step(exc, f"{self.role}: sending {name!r} to {to}") from None
         self.transcript.record(message, self.role, to, frame)
         if self.on_message:
@@ -147,6 +153,22 @@ class Endpoint:
         if self.on_message:
             self.on_message("<-", frm, message, len(frame))
         return message
+
+    def _pending_abort(self, peer: str) -> str | None:
+        """After a failed send: the reason ``peer`` gave if its ``abort`` has already arrived, else ``None``.
+
+        A peer that stops sends ``abort`` and closes its links; a send to it can then
+        fail before this role reads the ``abort``.  The link is broken either way, so
+        whatever ``peer`` sent before its ``abort`` is read and dropped.
+        """
+        for _ in range(_ABORT_LOOKAHEAD):
+            try:
+                message = decode(self.transport.recv(peer, 0))
+            except Exception:  # nothing more has arrived, the link failed, or a frame did not decode
+                return None
+            if message.name == ABORT:
+                return str(message.fields.get("reason", "no reason given"))
+        return None
 
     def abort(self, reason: str) -> None:
         """Tell every peer that this role stopped, and why (best effort)."""

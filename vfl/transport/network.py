@@ -1,12 +1,15 @@
-"""The network transport: every pair of roles joined by one mutually authenticated TLS 1.3 link.
+"""The network transport: each pair of roles that talk joined by one mutually authenticated TLS 1.3 link.
 
 Topology
 --------
-Each role has an address (host, port).  For every pair of roles, the role that
-sorts *first* dials the other; a role listens only if some role sorting before
-it must reach it.  With roles A, B, C: A dials B and C, B dials C, and B and C
-listen.  Dialling retries while the peer is not up yet (connection refused),
-until ``connect_timeout``.
+Each role has an address (host, port) and a set of peers: the roles it talks to
+(by default every other role; a federation's feature parties talk only to the
+label party and the coordinator).  For every linked pair, the role that sorts
+*first* dials the other; a role listens only if some peer sorting before it
+must reach it.  With roles A, B, C all linked: A dials B and C, B dials C, and B
+and C listen.  Dialling retries while the peer is not up yet (connection
+refused), until ``connect_timeout``.  A role that is not a peer is refused at
+the hello, whatever its certificate.
 
 Handshake
 ---------
@@ -289,14 +292,26 @@ class NetworkTransport:
     tls : TLSFiles
         This role's CA, certificate and key.
     settings : NetworkSettings, optional
+    peers : iterable of str, optional
+        The roles this one exchanges messages with (default: every other role in
+        ``addresses``).  Links exist only between peers, and both ends of a link
+        must name each other.
     """
 
-    def __init__(self, role: str, addresses: dict, tls: TLSFiles, settings: NetworkSettings | None = None):
+    def __init__(self, role: str, addresses: dict, tls: TLSFiles, settings: NetworkSettings | None = None,
+                 peers=None):
         self.role = check_role(role)
         self.addresses = {check_role(r): _address(a) for r, a in addresses.items()}
         if role not in self.addresses:
             raise ConfigurationError(f"no address for this party's own role {role!r}")
-        self.peers = tuple(sorted(r for r in self.addresses if r != role))
+        if peers is None:
+            peers = [r for r in self.addresses if r != role]
+        peers = [str(p) for p in peers]
+        unknown = sorted(p for p in peers if p not in self.addresses or p == role)
+        if unknown:
+            raise ConfigurationError(f"{role}: peers {unknown} are not other roles with an address "
+                                     f"(roles: {sorted(self.addresses)})")
+        self.peers = tuple(sorted(set(peers)))
         self.tls = tls
         self.settings = settings or NetworkSettings()
         self.links: dict[str, _Link] = {}
@@ -309,10 +324,10 @@ class NetworkTransport:
         self._lock = threading.Lock()      # guards links, the two sets above, _refusals and _closed
 
     @classmethod
-    def connect(cls, role: str, addresses: dict, tls: TLSFiles, settings: NetworkSettings | None = None
-                ) -> "NetworkTransport":
-        """Build the transport and establish every link; raise :class:`PeerError` if one fails."""
-        transport = cls(role, addresses, tls, settings)
+    def connect(cls, role: str, addresses: dict, tls: TLSFiles, settings: NetworkSettings | None = None,
+                peers=None) -> "NetworkTransport":
+        """Build the transport and establish a link to every peer; raise :class:`PeerError` if one fails."""
+        transport = cls(role, addresses, tls, settings, peers)
         try:
             transport._establish()
         except BaseException:

@@ -191,8 +191,9 @@ def write_federation_certs(folder, roles, hosts=DEFAULT_HOSTS, days: int = 365,
     role or a dict ``{role: [hosts]}``.
     """
     roles = [check_role(r) for r in roles]
-    if len(set(roles)) != len(roles):
-        raise ConfigurationError(f"roles must be distinct, got {roles}")
+    if len({r.lower() for r in roles}) != len(roles):
+        raise ConfigurationError(f"roles must be distinct, even ignoring case (DNS names and some file systems "
+                                 f"ignore it), got {roles}")
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     ca_key, ca_cert = make_ca(ca_name, days)
