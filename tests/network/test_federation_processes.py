@@ -352,3 +352,35 @@ def test_settings_that_let_a_party_solve_for_labels_are_refused(federation):
         assert results[role][0] == 2 and "party A: 30 epochs of 5 batches give A 1500 exact gradient equations" \
             in results[role][2] and "use at most 4 epochs" in results[role][2], results[role][2]
     assert results["C"][0] == 1
+
+
+def test_training_options_over_the_network_equal_centralized(federation):
+    """[training] optimizer, elastic net, a schedule, early stopping and class weights through vfl party:
+    the shards equal centralized training from the starts they record."""
+    from vfl.centralized import fit_gradient_descent
+    from vfl.federation.config import load_config
+    from vfl.parties import class_weights
+
+    training = {"iterations": 8, "optimizer": "adam", "learning_rate": 0.1, "penalty": "elasticnet",
+                "l1_ratio": 0.5, "learning_rate_schedule": "invscaling", "early_stopping": True,
+                "validation_fraction": 0.2, "n_iter_no_change": 2, "scoring": "roc_auc", "class_weight": "balanced",
+                "tol": 0}
+    config = federation["make"](training=training)
+    data, work = federation["data"], federation["dir"]
+    parties = start_parties("party", config, data, work)
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    a, b = shard(work, "A"), shard(work, "B")
+    frame_a = pd.read_csv(data[("A", "train")]).assign(id=lambda f: f["id"].astype(str)).sort_values("id")
+    frame_b = pd.read_csv(data[("B", "train")]).assign(id=lambda f: f["id"].astype(str)).sort_values("id")
+    x = np.hstack([frame_a[a["columns"]].to_numpy(), frame_b[b["columns"]].to_numpy()])
+    y = np.where(frame_b["label"].to_numpy() == b["classes"][1], 1.0, -1.0)
+    settings = load_config(config).training
+    start = np.array(a["initial_coef"] + b["initial_coef"]), b["initial_intercept"]
+    ref = fit_gradient_descent(x, y, settings, start=start, sample_weight=class_weights(frame_b["label"], "balanced"))
+    np.testing.assert_allclose(a["coef"] + b["coef"], ref["coef"], atol=1e-7)
+    assert b["intercept"] == pytest.approx(ref["intercept"], abs=1e-7)
