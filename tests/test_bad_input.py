@@ -96,7 +96,8 @@ def test_non_numeric_column():
 def test_label_not_binary_for_logistic():
     a, b = frames(task="linear")
     data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
-    with pytest.raises(DataError, match="party B: logistic regression needs a binary label, found 30"):
+    with pytest.raises(DataError, match="party B: logistic regression needs class labels, but the label is a "
+                                        "continuous target \\(30 distinct values"):
         VerticalLogisticRegression(**FAST).fit(data)
 
 

@@ -7,6 +7,7 @@ from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair
 from vfl.errors import FixedPointOverflowError
 from vfl.parties import LINEAR, PartyA, PartyB, loss_part_bound, score_bound
 from vfl.parties.objectives import OBJECTIVES
+from vfl.parties.optim import Penalty
 from vfl.parties.feature_party import _product_bits, _score_bits
 
 
@@ -47,10 +48,10 @@ def test_values_at_the_bounds_decrypt_exactly(short_key, batch, n_features):
     for party in (*features, b):
         party.params[:] = 0.99 * bound / (0.99 * limit)
     d = b.residual([party.encrypted_scores(rows) for party in features], rows, LINEAR)
-    masked, parts = zip(*(party.masked_gradient_and_loss_part(d, rows, LINEAR, alpha=0.0) for party in features))
-    loss = b.batch_loss(list(parts), LINEAR, alpha=0.0)
+    masked, parts = zip(*(party.masked_gradient_and_loss_part(d, rows, LINEAR, Penalty()) for party in features))
+    loss = b.batch_loss(list(parts), LINEAR, Penalty())
     residues = [private_key.raw_decrypt(c) for c in masked[0].ciphertexts]
-    gradient = a.apply_update(residues, batch, LINEAR, alpha=0.0, learning_rate=0.0)
+    gradient = a.apply_update(residues, batch, LINEAR, Penalty(), learning_rate=0.0)
     z = np.full(batch, (n_features + 1) * 0.99 * bound)
     expected = a.features[rows].T @ z / batch
     np.testing.assert_allclose(gradient, expected, rtol=1e-9)
@@ -91,5 +92,5 @@ def test_diverging_weights_with_a_2048_bit_key(secure_key, weight, what):
     rows = np.arange(8)
     with pytest.raises(FixedPointOverflowError, match=f"party A: {what}"):
         a.encrypted_scores(rows)
-        a.masked_gradient_and_loss_part(a.context.encrypt(np.zeros(8)), rows, LINEAR, alpha=0.1)
+        a.masked_gradient_and_loss_part(a.context.encrypt(np.zeros(8)), rows, LINEAR, Penalty(0.1))
     assert loss_part_bound(a.context) > 1e300

@@ -15,12 +15,15 @@ import numpy as np
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DivergenceError
 from vfl.parties.objectives import get_objective
-from vfl.protocols.settings import TrainingSettings, batches
+from vfl.parties.optim import Optimizer, penalised_step
+from vfl.parties.scoring import validation_score
+from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, validation_rows
+from vfl.protocols.validation import Tracker
 from vfl.protocols.training import diverged
 
 
 def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
-                         noise=None) -> dict:
+                         noise=None, validation=None, sample_weight=None) -> dict:
     """Gradient descent on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
 
     Parameters
@@ -41,9 +44,18 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         the CSPRNG; a test passes the same draws to both).  Linear labels are
         clipped to ``settings.dp_label_bound`` as the label party clips them.
 
+    sample_weight : array of shape (n_rows,), optional
+        Each row's weight in the loss (class weights included), as the label party
+        holds them: the objective becomes ``(1/n) sum s_i l_i + penalty``.
+    validation : tuple (x_val, y_val), optional
+        With ``settings.early_stopping``: the validation rows; by default the rows
+        :func:`~vfl.protocols.settings.validation_rows` holds out from the seed, as
+        the parties do.
+
     Returns
     -------
-    dict with ``coef``, ``intercept``, ``loss_curve`` (per epoch) and ``n_iter``.
+    dict with ``coef``, ``intercept``, ``loss_curve`` (per epoch), ``n_iter``, and with
+    early stopping ``validation_scores`` and ``best_epoch`` (whose weights are returned).
 
     Raises
     ------
@@ -56,35 +68,60 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     y = np.asarray(y, dtype=np.float64)
     if settings.dp and settings.objective == "linear":
         y = np.clip(y, -settings.label_bound, settings.label_bound)
-    n_rows, n_features = x.shape
     seed = settings.random_state if seed is None else seed
+    weights = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    if settings.early_stopping and validation is None:
+        if seed is None:
+            raise ValueError("early stopping needs a seed (settings.random_state) to hold out validation rows")
+        held = validation_rows(len(y), settings.validation_fraction, seed)
+        validation = (x[held], y[held])
+        x, y, weights = np.delete(x, held, axis=0), np.delete(y, held), np.delete(weights, held)
+    n_rows, n_features = x.shape
     if settings.batch_size is not None and settings.batch_size < n_rows and seed is None:
         raise ValueError("mini-batch training needs a seed (settings.random_state) for the batch order")
     if start is None:
         start = random_start(x, y, settings) if settings.init == "random" else (np.zeros(n_features), 0.0)
-    w, b = np.array(start[0], dtype=np.float64), float(start[1]) if settings.fit_intercept else 0.0
+    # weights, then the intercept: the parties' layout, so one optimizer runs over all of them
+    params = np.append(np.array(start[0], dtype=np.float64), float(start[1]) if settings.fit_intercept else 0.0)
+    penalised = np.append(np.ones(n_features), 0.0)
+    penalty = settings.penalty_spec
+    optimizer = Optimizer(settings.optimizer, params.size, **settings.optimizer_hyper())
+    per_epoch = len(batch_sizes(n_rows, settings.batch_size))
+    tracker, snapshots = Tracker(settings), {}
     loss_curve: list[float] = []
     for epoch in range(settings.max_iter):
         losses, sizes = [], []
-        for rows in batches(n_rows, settings.batch_size, seed or 0, epoch):
-            xb, yb = x[rows], y[rows]
-            z = xb @ w + b
-            losses.append(float(np.mean(objective.loss(z, yb))) + 0.5 * settings.alpha * float(w @ w))
+        for batch, rows in enumerate(batches(n_rows, settings.batch_size, seed or 0, epoch)):
+            xb, yb, sb = x[rows], y[rows], weights[rows]
+            z = xb @ params[:-1] + params[-1]
+            losses.append(float(np.mean(sb * objective.loss(z, yb))) + penalty.value(params[:-1]))
             sizes.append(len(rows))
             residual = objective.residual(z, yb)
             if noise is not None:
                 residual = residual + noise(len(rows))
+            residual = sb * residual
             dz = objective.grad_scale * residual / len(rows)
-            grad_w = xb.T @ dz + settings.alpha * w
-            grad_b = float(dz.sum()) if settings.fit_intercept else 0.0
-            w, b = w - settings.learning_rate * grad_w, b - settings.learning_rate * grad_b
+            data_gradient = np.append(xb.T @ dz, float(dz.sum()) if settings.fit_intercept else 0.0)
+            params, _ = penalised_step(optimizer, params, data_gradient, penalised, penalty,
+                                       settings.step_size(epoch * per_epoch + batch + 1, epoch))
         loss_curve.append(float(np.average(losses, weights=sizes)))
         why = diverged(loss_curve, noisy=noise is not None)
         if why:
             raise DivergenceError(f"centralized training diverges: {why}")
-        if settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
+        if settings.early_stopping:
+            snapshots[epoch] = params.copy()
+            z_val = validation[0] @ params[:-1] + params[-1]
+            stop = tracker.add(epoch, validation_score(settings.scoring, objective, z_val, validation[1]))
+            if stop or epoch + 1 >= settings.max_iter:
+                params = snapshots[tracker.best_epoch]
+                break
+        elif settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
             break
-    return {"coef": w, "intercept": b, "loss_curve": loss_curve, "n_iter": len(loss_curve)}
+    result = {"coef": params[:-1], "intercept": float(params[-1]), "loss_curve": loss_curve,
+              "n_iter": len(loss_curve)}
+    if settings.early_stopping:
+        result.update(validation_scores=tracker.scores, best_epoch=tracker.best_epoch)
+    return result
 
 
 def random_start(x, y, settings: TrainingSettings) -> tuple[np.ndarray, float]:

@@ -8,21 +8,30 @@ the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import numpy as np
+import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils.multiclass import type_of_target
 
 from vfl import inprocess
 from vfl.crypto import FixedPoint, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties import Coordinator, PartyA, PartyB, dp
+from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
+
+
+#: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
+_UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
+                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "early_stopping", "validation_fraction",
+                  "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound")
 
 
 class _VerticalLinearModel(BaseEstimator):
@@ -31,7 +40,11 @@ class _VerticalLinearModel(BaseEstimator):
     def __init__(self, learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None, tol=1e-4,
                  fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
-                 dp_label_bound=None, packing=False, feature_bound=2.0 ** 8, score_bound=2.0 ** 12):
+                 dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
+                 power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
+                 epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss",
+                 warm_start=False, class_weight=None, packing=False, feature_bound=2.0 ** 8,
+                 score_bound=2.0 ** 12):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -49,6 +62,23 @@ class _VerticalLinearModel(BaseEstimator):
         self.dp_epsilon = dp_epsilon
         self.dp_delta = dp_delta
         self.dp_label_bound = dp_label_bound
+        self.optimizer = optimizer
+        self.penalty = penalty
+        self.l1_ratio = l1_ratio
+        self.learning_rate_schedule = learning_rate_schedule
+        self.power_t = power_t
+        self.decay_rate = decay_rate
+        self.decay_steps = decay_steps
+        self.momentum = momentum
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.scoring = scoring
+        self.warm_start = warm_start
+        self.class_weight = class_weight
         self.packing = packing
         self.feature_bound = feature_bound
         self.score_bound = score_bound
@@ -60,8 +90,7 @@ class _VerticalLinearModel(BaseEstimator):
             alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
             key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
             random_state=self.random_state, init=self.init, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
-            dp_label_bound=self.dp_label_bound, packing=self.packing, feature_bound=self.feature_bound,
-            score_bound=self.score_bound,
+            dp_label_bound=self.dp_label_bound, **{name: getattr(self, name) for name in _UPDATE_PARAMS},
         )
 
     def _check_run_params(self) -> None:
@@ -74,42 +103,98 @@ class _VerticalLinearModel(BaseEstimator):
         if not isinstance(self.verbose, (bool, np.bool_)):
             raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
 
-    def fit(self, data: VerticalDataset, y=None):
+    def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None, sample_weight=None):
         """Train on aligned vertical data; the party holding the label plays B.
 
         Parameters
         ----------
         data : VerticalDataset
-            Both parties' frames, the label column inside one of them.
+            Every party's frame, the label column inside one of them.
         y : None
             Not used: present only to answer scikit-learn's ``fit(X, y)`` with a
             message saying what to pass instead.
+        validation : VerticalDataset, optional
+            With ``early_stopping=True``: the rows to score after every epoch (same
+            parties, columns and label), instead of ``validation_fraction`` of ``data``.
+        sample_weight : array of shape (n_rows,), optional
+            Each row's weight in the loss, held by the label party only.
 
         Returns
         -------
         self
         """
         _check_fit_arguments(data, y)
-        settings = self._settings()
+        settings = dataclasses.replace(self._settings(), sample_weighted=sample_weight is not None)
         self._check_run_params()
         if data.label is None:
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
         if data.label_party is None:
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
-        y = self._encode_labels(data.labels, roster.label)
+        targets = self._targets(data.labels, roster.label)
+        weights = self._row_weights(data, roster.label, sample_weight)
+        starts = self._warm_starts(data, roster, len(targets))
+        coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
+        models, transcripts = [], []
+        for index, (target, start) in enumerate(zip(targets, starts)):
+            # one-vs-rest: one binary model per class, all under C's one key, on the same aligned rows
+            model, transcript = self._fit_binary(data, roster, target, start, settings, coordinator, validation,
+                                                 index, len(targets), weights)
+            models.append(model)
+            transcripts.append(transcript.assign(model=index) if len(targets) > 1 else transcript)
+
+        self.label_party_, self.feature_parties_ = roster.label, roster.features
+        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        one = len(models) == 1
+        stack = (lambda key: models[0][key]) if one else (lambda key: np.array([m[key] for m in models]))
+        self.coef_ = {name: stack("coef")[name] if one else np.array([m["coef"][name] for m in models])
+                      for name in roster.data_parties}
+        self.intercept_ = stack("intercept")
+        self.initial_coef_ = {name: models[0]["initial_coef"][name] if one else
+                              np.array([m["initial_coef"][name] for m in models]) for name in roster.data_parties}
+        self.initial_intercept_ = stack("initial_intercept")
+        self.n_iter_ = stack("n_iter")
+        self.loss_curve_ = models[0]["loss_curve"] if one else [m["loss_curve"] for m in models]
+        self.converged_ = all(m["converged"] for m in models)
+        releases = sum(m["n_iter"] for m in models)
+        self.dp_spent_ = ((dp.epsilon_spent(models[0]["noise_multiplier"], self.dp_delta, releases), self.dp_delta)
+                          if settings.dp else None)
+        self.dp_noise_std_ = models[0]["noise_std"] if settings.dp else None
+        self.validation_scores_ = (None if not self.early_stopping else models[0]["validation_scores"] if one
+                                   else [m["validation_scores"] for m in models])
+        self.best_iteration_ = None if not self.early_stopping else stack("best_iteration")
+        self.transcript_ = transcripts[0] if one else pd.concat(transcripts, ignore_index=True)
+        # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
+        # coordinator, in memory (never pickled, see __getstate__).
+        self._coordinator = coordinator
+        if self.tol is not None and not self.converged_:
+            warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
+                          f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
+        return self
+
+    def _fit_binary(self, data: VerticalDataset, roster: Roster, target: np.ndarray, start: dict | None, settings,
+                    coordinator: Coordinator, validation, index: int, n_models: int,
+                    weights: np.ndarray | None = None) -> tuple[dict, object]:
+        """One model (of ``n_models`` one-vs-rest models) trained on ``target``; its figures and transcript."""
         parties = {name: PartyA(data.features(name), role=name, columns=data.columns(name))
                    for name in roster.features}
-        party_b = parties[roster.label] = PartyB(data.features(roster.label), y, fit_intercept=self.fit_intercept,
+        party_b = parties[roster.label] = PartyB(data.features(roster.label), target, fit_intercept=self.fit_intercept,
                                                  role=roster.label, columns=data.columns(roster.label))
-        for party in parties.values():
-            check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
-        if not settings.dp:
-            check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
-                                     {name: party.n_features for name, party in parties.items()},
-                                     roster.label, self.fit_intercept)
-        coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
-
+        party_b.dp_models = n_models
+        if weights is not None:
+            party_b.set_weights(weights)
+        for name, party in parties.items():
+            if start is not None:
+                party.warm_params = start[name]
+        if validation is not None:
+            self._give_validation(validation, data, parties, roster, index, n_models)
+        if index == 0:
+            for party in parties.values():
+                check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
+            if not settings.dp:
+                check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
+                                         {name: party.n_features for name, party in parties.items()},
+                                         roster.label, self.fit_intercept)
         transcript = Transcript()
         progress = _progress(self.verbose, self.max_iter)
         try:
@@ -118,27 +203,71 @@ class _VerticalLinearModel(BaseEstimator):
         finally:
             if progress:
                 progress.close()
+        return {"coef": {name: party.coef for name, party in parties.items()}, "intercept": party_b.intercept,
+                "initial_coef": {name: party.initial_params[:party.n_features].copy()
+                                 for name, party in parties.items()},
+                "initial_intercept": float(party_b.initial_params[-1]) if self.fit_intercept else 0.0,
+                "n_iter": result["n_iter"], "loss_curve": np.asarray(result["loss_curve"]),
+                "converged": result["converged"], "noise_multiplier": party_b.noise_multiplier,
+                "noise_std": party_b.noise_std, "validation_scores": np.asarray(party_b.validation_scores),
+                "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
 
-        self.label_party_, self.feature_parties_ = roster.label, roster.features
-        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
-        self.coef_ = {name: party.coef for name, party in parties.items()}
-        self.intercept_ = party_b.intercept
-        self.initial_coef_ = {name: party.initial_params[:party.n_features].copy() for name, party in parties.items()}
-        self.initial_intercept_ = float(party_b.initial_params[-1]) if self.fit_intercept else 0.0
-        self.n_iter_ = result["n_iter"]
-        self.loss_curve_ = np.asarray(result["loss_curve"])
-        self.converged_ = result["converged"]
-        self.dp_spent_ = ((dp.epsilon_spent(party_b.noise_multiplier, self.dp_delta, self.n_iter_), self.dp_delta)
-                          if settings.dp else None)
-        self.dp_noise_std_ = party_b.noise_std if settings.dp else None
-        self.transcript_ = transcript.to_frame()
-        # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
-        # coordinator, in memory (never pickled, see __getstate__).
-        self._coordinator = coordinator
-        if self.tol is not None and not self.converged_:
-            warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
-                          f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
-        return self
+    def _row_weights(self, data: VerticalDataset, label_party: str, sample_weight) -> np.ndarray | None:
+        """Each row's weight (class weight times sample weight), or None: the label party's secret."""
+        weights = None
+        if self.class_weight is not None:
+            weights = class_weights(data.labels, self.class_weight, label_party)
+        if sample_weight is not None:
+            s = np.asarray(sample_weight, dtype=np.float64)
+            if s.shape != (data.n_rows,):
+                raise DataError(f"party {label_party}: sample_weight has shape {s.shape}, the data has "
+                                f"{data.n_rows} rows")
+            weights = s if weights is None else weights * s
+        return weights
+
+    def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
+        """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
+        if not self.warm_start or not hasattr(self, "coef_"):
+            return [None] * n_models
+        same = (getattr(self, "feature_names_", None) == {n: data.columns(n) for n in roster.data_parties}
+                and getattr(self, "label_party_", None) == roster.label)
+        intercepts = np.atleast_1d(self.intercept_)
+        if not same or len(intercepts) != n_models:
+            raise DataError("warm_start continues the fitted model: fit it on data with the same parties, columns "
+                            "and classes (or set warm_start=False)")
+        starts = []
+        for index in range(n_models):
+            start = {name: np.atleast_2d(self.coef_[name])[index].copy() for name in roster.features}
+            own = np.atleast_2d(self.coef_[roster.label])[index]
+            start[roster.label] = np.append(own, intercepts[index]) if self.fit_intercept else own.copy()
+            starts.append(start)
+        return starts
+
+    def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster, index: int = 0,
+                         n_models: int = 1) -> None:
+        """Each party's validation rows from a separate data set (checked like the training data)."""
+        if not self.early_stopping:
+            raise ConfigurationError("fit(..., validation=...) scores the validation rows for early stopping: "
+                                     "pass early_stopping=True as well")
+        if not isinstance(validation, VerticalDataset) or set(validation.parties) != set(data.parties):
+            raise DataError(f"validation must be a VerticalDataset with the parties {list(data.parties)}")
+        if validation.label_party != roster.label:
+            raise DataError(f"the validation data must hold the label {data.label!r} in party {roster.label}'s frame")
+        for name, party in parties.items():
+            if validation.columns(name) != data.columns(name):
+                raise DataError(f"party {name}: validation columns differ from the training columns")
+            party.validation = validation.features(name)
+        labels = validation.labels
+        if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1 for this model's class
+            unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()), key=str)
+            if unknown:
+                raise DataError(f"party {roster.label}: the validation labels hold {unknown[:5]}, not among the "
+                                f"training classes {self.classes_.tolist()}")
+            positive = self.classes_[1] if n_models == 1 else self.classes_[index]
+            labels = np.where(labels == positive, 1.0, -1.0)
+        else:
+            labels = self._targets(labels, roster.label)[0]
+        parties[roster.label].validation_labels = labels
 
     # -- pickling ------------------------------------------------------------------
     def __getstate__(self):
@@ -150,8 +279,9 @@ class _VerticalLinearModel(BaseEstimator):
         state.pop("_coordinator", None)
         return state
 
-    def _encode_labels(self, labels, party: str) -> np.ndarray:
-        return labels
+    def _targets(self, labels, party: str) -> list[np.ndarray]:
+        """The labels in the objective's coding: one target, or one per class (one-vs-rest)."""
+        return [labels]
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
@@ -176,32 +306,36 @@ class _VerticalLinearModel(BaseEstimator):
                                 f"(missing {missing}, unexpected {extra}, or another order)")
             features[name] = data.features(name)
         roster = _roster(self.feature_parties_, self.label_party_)
-        parties = self._prediction_parties(features, roster)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
                                                           self.engine)
-        transcript = Transcript()
-        settings = self._settings()
-        scores = inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits, transcript,
-                                   self.engine, roster, packing=settings.packing, score_bound=settings.score_bound)
-        self.predict_transcript_ = transcript.to_frame()
-        return scores
+        intercepts = np.atleast_1d(self.intercept_)
+        columns, frames = [], []
+        for index, intercept in enumerate(intercepts):     # one private prediction per one-vs-rest model
+            coef = {name: np.atleast_2d(self.coef_[name])[index] for name in roster.data_parties}
+            transcript = Transcript()
+            columns.append(inprocess.predict(self._prediction_parties(features, roster, coef, intercept),
+                                             coordinator, features, self.inference, self.frac_bits, transcript,
+                                             self.engine, roster, packing=self.packing,
+                                             score_bound=self.score_bound))
+            frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
+        self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+        return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)
 
-    def _prediction_parties(self, features: dict, roster: Roster) -> dict:
-        """The parties holding the rows to score and their fitted weights, as ``vfl predict`` loads shards.
+    def _prediction_parties(self, features: dict, roster: Roster, coef: dict, intercept: float) -> dict:
+        """The parties holding the rows to score and one model's weights, as ``vfl predict`` loads shards.
 
-        The label party always carries an intercept (``intercept_`` is 0.0 when none was fitted): same scores.
+        The label party always carries an intercept (0.0 when none was fitted): the same scores.
         """
         parties = {}
         for name in roster.features:
             parties[name] = PartyA(features[name], role=name, columns=self.feature_names_[name])
-            parties[name].load_state({"params": np.asarray(self.coef_[name], dtype=np.float64)})
+            parties[name].load_state({"params": np.asarray(coef[name], dtype=np.float64)})
         x_b = features[roster.label]
         party_b = parties[roster.label] = PartyB(x_b, np.zeros(x_b.shape[0]), fit_intercept=True, role=roster.label,
                                                  columns=self.feature_names_[roster.label])
-        party_b.load_state({"params": np.append(np.asarray(self.coef_[roster.label], dtype=np.float64),
-                                                self.intercept_)})
+        party_b.load_state({"params": np.append(np.asarray(coef[roster.label], dtype=np.float64), intercept)})
         return parties
 
 
@@ -247,6 +381,41 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``(dp_epsilon, dp_delta)``-DP.  Needs ``tol=None`` (every epoch runs).
     dp_label_bound : float or None, default=None
         With DP, linear regression only: labels are clipped to ``[-bound, bound]``.
+    optimizer : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam"}, default="sgd"
+        Each party's update rule, run on its own weights: the coordinator never sees
+        a gradient.  All are coordinate-wise, so federated equals centralized.
+    penalty : {"l2", "l1", "elasticnet", "none"}, default="l2"
+        ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) / 2 ||w||^2)``; L1 by a proximal
+        (soft-threshold) step, which zeroes weights.  The loss C decrypts includes it.
+    l1_ratio : float, default=0.15
+        The L1 share of ``"elasticnet"``, in [0, 1].
+    learning_rate_schedule : {"constant", "invscaling", "step"}, default="constant"
+        ``learning_rate``; ``learning_rate / t^power_t`` at gradient step ``t``; or
+        times ``decay_rate`` every ``decay_steps`` epochs.
+    power_t, decay_rate, decay_steps : float, float, int, default=0.5, 0.5, 10
+    momentum : float, default=0.9
+        For ``"momentum"`` and ``"nesterov"``.
+    beta_1, beta_2, epsilon : float, default=0.9, 0.999, 1e-8
+        Adam's (scikit-learn's MLP defaults); ``epsilon`` also for adagrad and rmsprop.
+    early_stopping : bool, default=False
+        Score held-out rows after every epoch by private prediction (only the label
+        party sees the scores), stop when the score has not improved by more than
+        ``tol`` for ``n_iter_no_change`` epochs, and give every party its weights of
+        the best epoch.  The rows: ``validation_fraction`` of the training rows, chosen
+        from the batch seed, or ``fit(data, validation=...)``.
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=5
+    class_weight : "balanced", dict or None, default=None
+        Logistic regression: weigh each row's loss by its class's weight
+        (``"balanced"``: ``n / (n_classes * count)``).  With ``fit(..., sample_weight=)``
+        the weights multiply.  Both stay with the label party: they enter its residual,
+        and the other parties learn only that weighting is on.
+    warm_start : bool, default=False
+        ``fit`` continues from the fitted weights (scikit-learn's meaning) instead of
+        a new start; the data must have the same parties, columns (and classes).
+    scoring : str, default="loss"
+        ``"loss"`` (the objective; lower is better), ``"roc_auc"``, ``"ks"``,
+        ``"accuracy"`` (logistic) or ``"r2"`` (linear).
     packing : bool, default=False
         Several values per ciphertext in training and private prediction, with slots
         sized from the declared bounds; the same weights and scores bit for bit.  Off by
@@ -275,6 +444,10 @@ class VerticalLinearRegression(_VerticalLinearModel):
         Every message of training: iteration, sender, receiver, name, kind, bytes.
     dp_spent_ : tuple (epsilon, delta) or None
         The privacy budget spent over the epochs run, with DP on.
+    validation_scores_ : ndarray or None
+        With early stopping: the validation score after each epoch (the label party's).
+    best_iteration_ : int or None
+        With early stopping: the epoch (counted from 1) whose weights the model holds.
     dp_noise_std_ : float or None
         The standard deviation of the noise B added to each residual (a function of
         the public settings: epsilon, delta, epochs and the sensitivity).
@@ -299,9 +472,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
 
     _objective = "linear"
 
-    def _encode_labels(self, labels, party: str) -> np.ndarray:
+    def _targets(self, labels, party: str) -> list[np.ndarray]:
         try:
-            return np.asarray(labels, dtype=np.float64)
+            return [np.asarray(labels, dtype=np.float64)]
         except (TypeError, ValueError):
             raise DataError(f"party {party}: linear regression needs a numeric label") from None
 
@@ -322,40 +495,58 @@ class VerticalLogisticRegression(_VerticalLinearModel):
     2017), ``(1/n) sum (log 2 - y_i z_i / 2 + z_i^2 / 8) + (alpha/2) ||w||^2`` with
     ``y`` in {-1, +1}, by gradient descent (Yang et al. 2019, Table 2).
 
-    Parameters are those of :class:`VerticalLinearRegression`.
+    Parameters are those of :class:`VerticalLinearRegression`, with ``warm_start``.
+    More than two classes train one binary model per class (one-vs-rest), in one
+    federation run: one key pair, the same aligned rows.
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
-        The labels; ``classes_[1]`` is the positive class.
+    classes_ : ndarray of shape (n_classes,)
+        The labels; with two, ``classes_[1]`` is the positive class.
     coef_, intercept_, n_iter_, loss_curve_, transcript_, dp_spent_
-        As for :class:`VerticalLinearRegression`.
+        As for :class:`VerticalLinearRegression`; with more than two classes,
+        ``coef_[party]`` has shape (n_classes, n_columns), ``intercept_`` and
+        ``n_iter_`` shape (n_classes,), ``loss_curve_`` is one curve per class, and
+        the transcript has a ``model`` column (the class's index).  With DP, the
+        budget is accounted over every class's epochs.
     """
 
     _objective = "logistic"
 
-    def _encode_labels(self, labels, party: str) -> np.ndarray:
+    def _targets(self, labels, party: str) -> list[np.ndarray]:
+        """-1/+1 for ``classes_[1]``; with more than two classes, -1/+1 for each class (one-vs-rest)."""
         try:
             classes = np.unique(labels)
         except TypeError:
             kinds = sorted({type(v).__name__ for v in labels})
             raise DataError(f"party {party}: the label mixes value types ({', '.join(kinds)}); "
-                            "use one type for both classes") from None
-        if classes.size != 2:
-            raise DataError(f"party {party}: logistic regression needs a binary label, "
+                            "use one type for every class") from None
+        if classes.size < 2:
+            raise DataError(f"party {party}: logistic regression needs at least two classes, "
                             f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
+        if type_of_target(labels) not in ("binary", "multiclass"):
+            raise DataError(f"party {party}: logistic regression needs class labels, but the label is a continuous "
+                            f"target ({classes.size} distinct values such as {classes[:3].tolist()}); use "
+                            "VerticalLinearRegression for it")
         self.classes_ = classes
-        return np.where(labels == classes[1], 1.0, -1.0)
+        positives = classes[1:] if classes.size == 2 else classes
+        return [np.where(labels == positive, 1.0, -1.0) for positive in positives]
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
-        """Probability of the positive class ``classes_[1]``, shape (n,)."""
-        z = self.decision_function(data)
-        return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+        """Probability of the positive class ``classes_[1]``, shape (n,); with more classes, (n, n_classes).
+
+        One-vs-rest probabilities are each class's sigmoid, normalised to sum to 1
+        (as scikit-learn's one-vs-rest logistic regression).
+        """
+        proba = 1.0 / (1.0 + np.exp(-np.clip(self.decision_function(data), -500, 500)))
+        return proba if proba.ndim == 1 else proba / proba.sum(axis=1, keepdims=True)
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
-        """The predicted class of each row (``classes_[1]`` where the probability is at least 0.5)."""
-        proba = self.predict_proba(data)
-        return self.classes_[(proba >= 0.5).astype(int)]
+        """The predicted class of each row (binary: ``classes_[1]`` where the probability is at least 0.5)."""
+        z = self.decision_function(data)
+        if z.ndim == 2:
+            return self.classes_[np.argmax(z, axis=1)]
+        return self.classes_[(z >= 0).astype(int)]
 
     def score(self, data: VerticalDataset, y=None) -> float:
         """Accuracy of the predictions on ``data``."""

@@ -380,3 +380,35 @@ def test_packed_training_and_prediction_over_the_network(reference_run, federati
         assert code == 0, f"{role}: {err}"
     transcript = pd.read_csv(base / "packed" / "C" / "transcript_predict.csv")
     assert "packed_scores" in set(transcript["name"])      # C sends the decrypted, still masked, packed scores
+
+
+def test_training_options_over_the_network_equal_centralized(federation):
+    """[training] optimizer, elastic net, a schedule, early stopping and class weights through vfl party:
+    the shards equal centralized training from the starts they record."""
+    from vfl.centralized import fit_gradient_descent
+    from vfl.federation.config import load_config
+    from vfl.parties import class_weights
+
+    training = {"iterations": 8, "optimizer": "adam", "learning_rate": 0.1, "penalty": "elasticnet",
+                "l1_ratio": 0.5, "learning_rate_schedule": "invscaling", "early_stopping": True,
+                "validation_fraction": 0.2, "n_iter_no_change": 2, "scoring": "roc_auc", "class_weight": "balanced",
+                "tol": 0}
+    config = federation["make"](training=training)
+    data, work = federation["data"], federation["dir"]
+    parties = start_parties("party", config, data, work)
+    try:
+        results = finish_all(parties)
+    finally:
+        kill_all(parties)
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    a, b = shard(work, "A"), shard(work, "B")
+    frame_a = pd.read_csv(data[("A", "train")]).assign(id=lambda f: f["id"].astype(str)).sort_values("id")
+    frame_b = pd.read_csv(data[("B", "train")]).assign(id=lambda f: f["id"].astype(str)).sort_values("id")
+    x = np.hstack([frame_a[a["columns"]].to_numpy(), frame_b[b["columns"]].to_numpy()])
+    y = np.where(frame_b["label"].to_numpy() == b["classes"][1], 1.0, -1.0)
+    settings = load_config(config).training
+    start = np.array(a["initial_coef"] + b["initial_coef"]), b["initial_intercept"]
+    ref = fit_gradient_descent(x, y, settings, start=start, sample_weight=class_weights(frame_b["label"], "balanced"))
+    np.testing.assert_allclose(a["coef"] + b["coef"], ref["coef"], atol=1e-7)
+    assert b["intercept"] == pytest.approx(ref["intercept"], abs=1e-7)

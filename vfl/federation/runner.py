@@ -42,7 +42,7 @@ from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_params,
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, encode_labels, is_salt, load_csv, new_salt
 from vfl.federation.narration import Narrator
-from vfl.parties import Coordinator, PartyA, PartyB, dp
+from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp
 from vfl.protocols import (TWO_PARTY, Roster, check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b,
                            run_c)
 from vfl.transport import Endpoint, Transcript
@@ -355,6 +355,8 @@ def _training_party(config: FederationConfig, role: str, kind: str, data: PartyD
         return PartyA(data.features, role=role, columns=data.columns), None
     labels, classes = encode_labels(data.labels, settings.objective, role)
     party = PartyB(data.features, labels, fit_intercept=settings.fit_intercept, role=role, columns=data.columns)
+    if settings.class_weight is not None:       # the weights stay with the label party
+        party.set_weights(class_weights(data.labels, settings.class_weight, role))
     return party, classes
 
 

@@ -41,6 +41,10 @@ class Coordinator:
         self.context = Context(public_key, self.precision, private_key=private_key, engine=self.engine)
         return public_key.to_bytes()
 
+    def public_key_bytes(self) -> bytes:
+        """The public key's wire form; the key pair is made at the first call and kept for this run."""
+        return self.generate_keys() if self.context is None else self.context.public_key.to_bytes()
+
     def decrypt_total(self, value: EncryptedVector) -> float:
         """An aggregate C is allowed to see (the loss summed over the batch)."""
         return float(self.context.decrypt(value, what="loss")[0])

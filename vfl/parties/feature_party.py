@@ -11,6 +11,7 @@ from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties import packed
 from vfl.parties.objectives import Objective
+from vfl.parties.optim import Optimizer, Penalty, penalised_step
 
 
 class FeatureParty:
@@ -50,6 +51,16 @@ class FeatureParty:
         self.context: Context | None = None
         #: how many parties hold rows (feature parties and the label party): the range bounds depend on it
         self.n_parties = 2
+        #: range bits the label party's row weights take (0 without weights): the bounds depend on it
+        self.extra_bits = 0
+        #: the coordinate-wise update rule, with its own state (see :mod:`vfl.parties.optim`)
+        self.optimizer = Optimizer("sgd", self.params.size)
+        #: where to start instead of a fresh start (``warm_start``: the fitted weights), or None
+        self.warm_params: np.ndarray | None = None
+        #: held-out rows scored after every epoch (early stopping), or None
+        self.validation: np.ndarray | None = None
+        #: this party's parameters after each epoch, to restore the best one (early stopping)
+        self.snapshots: dict[int, list] = {}
         self._pending_mask = None
 
     # -- where training starts -------------------------------------------------------
@@ -65,10 +76,15 @@ class FeatureParty:
         this party's ``f`` columns of root mean square ``rms_j``: the partial scores
         then have a root mean square of about ``start_scale`` whatever the columns'
         units.  An intercept starts uniform in ``[-start_scale, start_scale]``.  The
-        start is this party's secret, like its weights.
+        start is this party's secret, like its weights.  With ``warm_params`` set
+        (a warm start), training continues from them instead.
         """
         params = np.zeros_like(self.params)
-        if init == "random":
+        if self.warm_params is not None:
+            params = np.asarray(self.warm_params, dtype=np.float64).copy()
+            if params.shape != self.params.shape:
+                raise DataError(f"party {self.role}: a warm start of {params.size} parameters for {self.params.size}")
+        elif init == "random":
             f = self.n_features
             if f:
                 rms = np.sqrt(np.mean(np.square(self.features), axis=0))
@@ -113,29 +129,50 @@ class FeatureParty:
         with np.errstate(over="ignore", invalid="ignore"):   # a diverging run: check_range reports it
             return self.design(rows, features) @ self.params
 
-    def penalty(self, alpha: float) -> float:
-        coef = self.params[: self.n_features]
-        with np.errstate(over="ignore", invalid="ignore"):
-            return 0.5 * alpha * float(coef @ coef)
+    def penalty(self, penalty: Penalty) -> float:
+        """This party's share of the penalty (its weights; never the intercept)."""
+        return penalty.value(self.params[: self.n_features])
+
+    def hold_out(self, rows) -> None:
+        """Move ``rows`` (agreed by every party from the shared seed) from training to validation."""
+        rows = np.asarray(rows, dtype=np.int64)
+        self.validation = self.features[rows]
+        self.features = np.delete(self.features, rows, axis=0)
+
+    def snapshot(self, epoch: int) -> None:
+        self.snapshots[int(epoch)] = self.params.tolist()
+
+    def restore(self, epoch: int) -> None:
+        """Take back the parameters this party had after ``epoch`` (the best validation epoch)."""
+        try:
+            self.params = np.asarray(self.snapshots[int(epoch)], dtype=np.float64)
+        except KeyError:
+            raise ProtocolError(f"party {self.role} has no snapshot of epoch {epoch} to restore") from None
+
+    def set_optimizer(self, name: str = "sgd", **hyper) -> None:
+        """The update rule of :meth:`apply_update` (fresh state: call before training, not on resume)."""
+        self.optimizer = Optimizer(name, self.params.size, **hyper)
 
     # -- keys ------------------------------------------------------------------
     def _column(self, j: int) -> str:
         name = self.columns[j]
         return name if name.startswith("column ") else f"column {name!r}"
 
-    def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None, n_parties: int = 2) -> None:
+    def receive_public_key(self, key_bytes: bytes, precision: FixedPoint, engine=None, n_parties: int = 2,
+                           extra_bits: int = 0) -> None:
         """Keep the public key, and check every feature fits the fixed-point range.
 
         The check is the data half of :func:`score_bound`'s budget: with scores
         within that bound, no gradient over any batch of these rows can wrap.
-        ``n_parties`` is the number of parties holding rows (public).
+        ``n_parties`` is the number of parties holding rows (public); ``extra_bits``
+        the head-room the label party's row weights take (see :data:`WEIGHT_BITS`).
         """
         context = Context(PublicKey.from_bytes(key_bytes), precision, engine=engine)
-        self.n_parties = int(n_parties)
+        self.n_parties, self.extra_bits = int(n_parties), int(extra_bits)
         if self.features.size:
             limit = _power_of_two(math.floor(
-                _product_bits(context) - 1 - math.log2(self.n_parties * self.n_rows)
-                - _score_bits(context, self.n_rows, self.n_parties)))
+                _product_bits(context, self.extra_bits) - 1 - math.log2(self.n_parties * self.n_rows)
+                - _score_bits(context, self.n_rows, self.n_parties, self.extra_bits)))
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
@@ -182,8 +219,13 @@ class FeatureParty:
         self._pending_mask = (mask, masked.exponent)
         return masked
 
-    def apply_update(self, residues, n: int, objective: Objective, alpha: float, learning_rate: float) -> np.ndarray:
-        """Unmask ``X^T d`` and take one gradient step; returns the gradient used."""
+    def apply_update(self, residues, n: int, objective: Objective, penalty: Penalty, learning_rate: float
+                     ) -> np.ndarray:
+        """Unmask ``X^T d`` and take one step of this party's optimizer; returns the gradient used.
+
+        ``learning_rate`` is this step's rate (the schedule's); the penalty's L2 part
+        joins the gradient and its L1 part is a proximal step (:func:`~vfl.parties.optim.penalised_step`).
+        """
         if self._pending_mask is None:
             raise ProtocolError(f"party {self.role} received a gradient it did not ask for")
         pending, self._pending_mask = self._pending_mask, None  # a mask is used exactly once
@@ -195,8 +237,8 @@ class FeatureParty:
         penalised = np.ones_like(self.params)
         if self.fit_intercept:
             penalised[-1] = 0.0
-        gradient = objective.grad_scale * xtd / n + alpha * penalised * self.params
-        self.params = self.params - learning_rate * gradient
+        self.params, gradient = penalised_step(self.optimizer, self.params, objective.grad_scale * xtd / n, penalised,
+                                               penalty, learning_rate)
         return gradient
 
     # -- packed ciphertexts (see vfl.parties.packed) -------------------------------------
@@ -221,13 +263,22 @@ class FeatureParty:
 
     # -- checkpoints -------------------------------------------------------------
     def state(self) -> dict:
-        return {"params": self.params.tolist()}
+        state = {"params": self.params.tolist(), "optimizer": self.optimizer.state()}
+        if self.snapshots:
+            state["snapshots"] = {str(e): p for e, p in self.snapshots.items()}
+        return state
 
     def load_state(self, state: dict) -> None:
         params = np.asarray(state["params"], dtype=np.float64)
         if params.shape != self.params.shape:
             raise DataError(f"party {self.role}: saved state has {params.size} weights, data has {self.params.size}")
         self.params = params
+        self.snapshots = {int(e): list(p) for e, p in state.get("snapshots", {}).items()}
+        if "optimizer" in state:
+            try:
+                self.optimizer.load_state(state["optimizer"])
+            except (KeyError, TypeError, ValueError) as exc:
+                raise DataError(f"party {self.role}: saved optimizer state does not fit: {exc}") from None
 
 
 def _range_bits(context: Context) -> int:
@@ -235,9 +286,23 @@ def _range_bits(context: Context) -> int:
     return int(context.public_key.max_int).bit_length() - 1
 
 
-def _product_bits(context: Context) -> int:
-    """Bits of real magnitude a value carried at twice the fractional bits (a product) may use."""
-    return _range_bits(context) - 2 * context.frac_bits
+#: Row weights (class_weight, sample_weight) are at most 2^WEIGHT_BITS; a weighted residual carries one
+#: more fixed-point scale, so weights cost ``frac_bits + WEIGHT_BITS`` bits of the range.
+WEIGHT_BITS = 16
+
+
+def weight_extra_bits(context: Context) -> int:
+    """The range bits a weighted residual takes beyond an unweighted one."""
+    return context.frac_bits + WEIGHT_BITS
+
+
+def _product_bits(context: Context, extra_bits: int = 0) -> int:
+    """Bits of real magnitude a value carried at twice the fractional bits (a product) may use.
+
+    ``extra_bits`` is what row weights take (:func:`weight_extra_bits`): a weighted
+    residual carries one more fixed-point scale and a factor up to ``2^WEIGHT_BITS``.
+    """
+    return _range_bits(context) - 2 * context.frac_bits - extra_bits
 
 
 def _power_of_two(bits: int) -> float:
@@ -245,11 +310,11 @@ def _power_of_two(bits: int) -> float:
     return math.ldexp(1.0, bits) if bits < 1024 else math.inf
 
 
-def _score_bits(context: Context, n: int, n_parties: int = 2) -> int:
-    return math.floor((_product_bits(context) - 4 - math.log2(3 * n * n_parties ** 2 / 4)) / 2)
+def _score_bits(context: Context, n: int, n_parties: int = 2, extra_bits: int = 0) -> int:
+    return math.floor((_product_bits(context, extra_bits) - 4 - math.log2(3 * n * n_parties ** 2 / 4)) / 2)
 
 
-def score_bound(context: Context, n: int, n_parties: int = 2) -> float:
+def score_bound(context: Context, n: int, n_parties: int = 2, extra_bits: int = 0) -> float:
     """The largest share of a score each party may contribute in a batch of ``n`` rows.
 
     A public function of the key, the precision, the batch size and the number
@@ -267,12 +332,12 @@ def score_bound(context: Context, n: int, n_parties: int = 2) -> float:
     wrapped around Z_n — as long as every party runs these checks, as
     semi-honest parties do.
     """
-    return _power_of_two(_score_bits(context, n, n_parties))
+    return _power_of_two(_score_bits(context, n, n_parties, extra_bits))
 
 
-def loss_part_bound(context: Context, n_parties: int = 2) -> float:
+def loss_part_bound(context: Context, n_parties: int = 2, extra_bits: int = 0) -> float:
     """The largest own part (penalty, B's label terms) a party may add to the encrypted batch loss."""
-    return _power_of_two(_product_bits(context) - 1) / n_parties
+    return _power_of_two(_product_bits(context, extra_bits) - 1) / n_parties
 
 
 def prediction_bound(context: Context, n_parties: int = 2) -> float:

@@ -9,6 +9,7 @@ from vfl.errors import ProtocolError
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, score_bound
 from vfl.parties import packed
 from vfl.parties.objectives import Objective
+from vfl.parties.optim import Penalty
 
 
 class PartyA(FeatureParty):
@@ -31,12 +32,12 @@ class PartyA(FeatureParty):
     def encrypted_scores(self, rows) -> EncryptedVector:
         """Table 2, step 2: ``[[u_k]]``, a fresh encryption, so it may leave the party as it is."""
         u = self.scores(rows)
-        self.check_range(u, score_bound(self._ctx(), len(u), self.n_parties), "partial scores", len(u))
+        self.check_range(u, score_bound(self._ctx(), len(u), self.n_parties, self.extra_bits), "partial scores", len(u))
         self._pending_scores = u
         return self._ctx().encrypt(u, what=f"party {self.role} score")
 
     def masked_gradient_and_loss_part(self, d: EncryptedVector, rows, objective: Objective,
-                                      alpha: float) -> tuple[EncryptedVector, EncryptedVector]:
+                                      penalty: Penalty) -> tuple[EncryptedVector, EncryptedVector]:
         """Table 2, step 3: ``[[X^T d]] + [[R]]`` for C, and the loss part ``[[a u.d + n alpha/2 ||w||^2]]`` for B.
 
         Both come from one multi-exponentiation over ``[[d]]``: the party's columns,
@@ -49,12 +50,12 @@ class PartyA(FeatureParty):
         if self._pending_scores is None:
             raise ProtocolError(f"party {self.role} received a residual before sending its scores")
         u, self._pending_scores = self._pending_scores, None
-        penalty = len(u) * self.penalty(alpha)
-        self.check_range(penalty, loss_part_bound(self._ctx(), self.n_parties), "its penalty", len(u))
+        own_penalty = len(u) * self.penalty(penalty)
+        self.check_range(own_penalty, loss_part_bound(self._ctx(), self.n_parties, self.extra_bits), "its penalty", len(u))
         columns = np.vstack([self.design(rows).T, objective.a * u])
         products = columns @ d
         gradient, cross = products[: self.params.size], products[self.params.size:]
-        return self.mask_gradient(gradient), (cross + penalty).rerandomize()
+        return self.mask_gradient(gradient), (cross + own_penalty).rerandomize()
 
     # -- packed ciphertexts ----------------------------------------------------------------
     def encrypted_packed_scores(self, rows, layout, score_bound: float) -> EncryptedVector:
@@ -65,7 +66,7 @@ class PartyA(FeatureParty):
         self._pending_scores = u
         return packed.encrypt_packed(self._ctx(), u, layout, what=f"party {self.role} score")
 
-    def packed_gradient_and_loss_part(self, d: EncryptedVector, rows, objective: Objective, alpha: float,
+    def packed_gradient_and_loss_part(self, d: EncryptedVector, rows, objective: Objective, penalty: Penalty,
                                       layout) -> tuple[EncryptedVector, EncryptedVector]:
         """Step 3, packed: as :meth:`masked_gradient_and_loss_part`, from the packed ``[[d]]``.
 
@@ -77,11 +78,11 @@ class PartyA(FeatureParty):
             raise ProtocolError(f"party {self.role} received a residual before sending its scores")
         u, self._pending_scores = self._pending_scores, None
         ctx = self._ctx()
-        penalty = len(u) * self.penalty(alpha)
-        self.check_range(penalty, packed.own_loss_bound(ctx, layout, self.n_parties), "its penalty", len(u),
+        own_penalty = len(u) * self.penalty(penalty)
+        self.check_range(own_penalty, packed.own_loss_bound(ctx, layout, self.n_parties), "its penalty", len(u),
                          advice="lower alpha or learning_rate, or raise score_bound")
         columns = np.vstack([self.design(rows).T, objective.a * u])
         products = packed.products(ctx, d, columns, layout)
         gradient, cross = products[: self.params.size], products[self.params.size:]
-        loss_part = packed.add_in_result_slot(ctx, cross, penalty, layout).rerandomize()
+        loss_part = packed.add_in_result_slot(ctx, cross, own_penalty, layout).rerandomize()
         return self._mask_packed_gradient(gradient, layout), loss_part

@@ -150,7 +150,7 @@ def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private", ros
               packing: bool = False, score_bound: float = DEFAULT_SCORE_BOUND) -> int:
     """C's program: decrypts masked scores (or, for ``table3``, adds plaintext ones); returns the row count."""
     _check_mode(mode)
-    key = coordinator.generate_keys() if coordinator.context is None else coordinator.context.public_key.to_bytes()
+    key = coordinator.public_key_bytes()
     for peer in roster.data_parties:
         ep.send(peer, "public_key", "public", key=key)
     if mode == "table3":

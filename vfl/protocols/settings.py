@@ -14,8 +14,11 @@ import numpy as np
 from vfl.crypto import check_key_bits
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import get_objective
+from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
 
 INITS = ("random", "zeros")
+#: Validation scores each objective can be stopped on.
+SCORINGS = {"logistic": ("loss", "roc_auc", "ks", "accuracy"), "linear": ("loss", "r2")}
 
 
 @dataclass(frozen=True)
@@ -68,6 +71,36 @@ class TrainingSettings:
         party, ``|u_B - kappa y|`` (with the DP noise) at B, and every partial score
         at prediction.  A value beyond it is a ``FixedPointOverflowError`` naming
         the party before anything is encrypted ("raise score_bound or scale the column").
+    optimizer : {"sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam"}
+        Each party's update rule, run on its own weights (:mod:`vfl.parties.optim`).
+    penalty : {"l2", "l1", "elasticnet", "none"}
+        ``alpha (l1_ratio ||w||_1 + (1 - l1_ratio) / 2 ||w||^2)``; L1 by a proximal step.
+    l1_ratio : float
+        The L1 share of an ``"elasticnet"`` penalty, in [0, 1].
+    learning_rate_schedule : {"constant", "invscaling", "step"}
+        ``learning_rate``; ``learning_rate / t^power_t`` at gradient step ``t``; or
+        times ``decay_rate`` every ``decay_steps`` epochs.
+    power_t, decay_rate, decay_steps : float, float, int
+        The schedules' parameters.
+    momentum, beta_1, beta_2, epsilon : float
+        The optimizers' parameters (scikit-learn's MLP defaults).
+    early_stopping : bool
+        Hold out validation rows (``validation_fraction`` of them, chosen from the
+        batch seed, never from the labels), score them after every epoch by private
+        prediction (only B sees the scores), stop when the score has not improved by
+        more than ``tol`` for ``n_iter_no_change`` epochs, and restore every party's
+        weights of the best epoch.  The loss-change criterion is then not used.
+    validation_fraction : float
+        In (0, 1).
+    n_iter_no_change : int
+    scoring : {"loss", "roc_auc", "ks", "accuracy", "r2"}
+        The validation score (``"loss"`` is lower-is-better, the others higher).
+    class_weight : "balanced", dict or None
+        The label party weighs each row's loss by its class's weight (logistic):
+        ``"balanced"`` is ``n / (n_classes * count(class))`` as in scikit-learn.  The
+        weights stay with B; that weighting is on is public (the range bounds need it).
+    sample_weighted : bool
+        The label party also weighs rows by its own per-row weights (``sample_weight``).
     """
 
     objective: str = "logistic"
@@ -88,6 +121,23 @@ class TrainingSettings:
     packing: bool = False
     feature_bound: float = 2.0 ** 8
     score_bound: float = 2.0 ** 12
+    optimizer: str = "sgd"
+    penalty: str = "l2"
+    l1_ratio: float = 0.15
+    learning_rate_schedule: str = "constant"
+    power_t: float = 0.5
+    decay_rate: float = 0.5
+    decay_steps: int = 10
+    momentum: float = 0.9
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
+    early_stopping: bool = False
+    validation_fraction: float = 0.1
+    n_iter_no_change: int = 5
+    scoring: str = "loss"
+    class_weight: str | dict | None = None
+    sample_weighted: bool = False
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -112,6 +162,65 @@ class TrainingSettings:
             value = getattr(self, name)
             _check(_is_real(value) and 0 < value <= 2.0 ** 256, f"{name} must be a positive number up to 2**256",
                    value)
+        self._check_update()
+
+    def _check_update(self) -> None:
+        _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)
+        _check(self.penalty in PENALTIES, f"penalty must be one of {PENALTIES}", self.penalty)
+        _check(_is_real(self.l1_ratio) and 0 <= self.l1_ratio <= 1, "l1_ratio must be in [0, 1]", self.l1_ratio)
+        _check(self.learning_rate_schedule in SCHEDULES, f"learning_rate_schedule must be one of {SCHEDULES}",
+               self.learning_rate_schedule)
+        _check(_is_real(self.power_t) and self.power_t >= 0, "power_t must be a non-negative number", self.power_t)
+        _check(_is_real(self.decay_rate) and 0 < self.decay_rate <= 1, "decay_rate must be in (0, 1]",
+               self.decay_rate)
+        _check(_is_int(self.decay_steps) and self.decay_steps >= 1, "decay_steps must be a positive integer",
+               self.decay_steps)
+        for name in ("momentum", "beta_1", "beta_2"):
+            value = getattr(self, name)
+            _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
+        _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a positive number", self.epsilon)
+        _check(_is_bool(self.early_stopping), "early_stopping must be True or False", self.early_stopping)
+        _check(_is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
+               "validation_fraction must be in (0, 1)", self.validation_fraction)
+        _check(_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
+               "n_iter_no_change must be a positive integer", self.n_iter_no_change)
+        allowed = SCORINGS[self.objective]
+        _check(self.scoring in allowed, f"scoring for {self.objective} regression must be one of {allowed}",
+               self.scoring)
+        _check(not (self.early_stopping and self.dp), "early stopping chooses the epoch from validation labels, "
+               "which differential privacy does not cover: use one or the other", self.early_stopping)
+        self._check_weights()
+
+    def _check_weights(self) -> None:
+        cw = self.class_weight
+        _check(cw is None or cw == "balanced" or (isinstance(cw, dict) and cw and all(
+            _is_real(v) and 0 <= v <= 2 ** 16 for v in cw.values())),
+            "class_weight must be None, 'balanced' or a dict {class: weight} of weights in [0, 65536]", cw)
+        _check(cw is None or self.objective == "logistic", "class_weight is for classification (logistic)", cw)
+        _check(not (cw is not None and self.dp), "class_weight derives the weights from the labels, which the "
+               "differential-privacy sensitivity does not cover: use sample weights or no weights with DP", cw)
+        _check(_is_bool(self.sample_weighted), "sample_weighted must be True or False", self.sample_weighted)
+        _check(not (self.packing and (cw is not None or self.sample_weighted)), "packed ciphertexts do not take row "
+               "weights (class_weight, sample_weight) yet: set packing=False to weigh rows", self.packing)
+
+    @property
+    def weighted(self) -> bool:
+        """Whether the label party weighs rows (public: every party's range bounds depend on it)."""
+        return self.class_weight is not None or self.sample_weighted
+    @property
+    def penalty_spec(self) -> Penalty:
+        """The penalty as the parties apply it."""
+        return Penalty.of(self.penalty, self.alpha, self.l1_ratio)
+
+    def optimizer_hyper(self) -> dict:
+        """The optimizer's parameters, for :meth:`vfl.parties.FeatureParty.set_optimizer`."""
+        return {"momentum": self.momentum, "rho": 0.9, "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon}
+
+    def step_size(self, step: int, epoch: int) -> float:
+        """The learning rate of gradient step ``step`` (from 1) in ``epoch`` (from 0)."""
+        return learning_rate(self.learning_rate_schedule, self.learning_rate, step, epoch, self.power_t,
+                             self.decay_rate, self.decay_steps)
 
     def _check_dp(self) -> None:
         eps, delta, bound = self.dp_epsilon, self.dp_delta, self.dp_label_bound
@@ -266,3 +375,13 @@ def check_gradient_equations(n_rows: int, batch_size: int | None, max_iter: int,
             f"{gradient_unknowns(n_rows, steps, party, columns, label_party, intercept)} unknowns that hide the "
             f"other parties' scores{'' if party == label_party else ' and the labels'} from it, so it could solve "
             f"for them; use {limit}full batches (batch_size=None), or differential privacy (dp_epsilon)")
+
+
+def validation_rows(n_rows: int, fraction: float, seed: int) -> np.ndarray:
+    """The rows held out for validation: ``ceil(fraction n)`` of them, chosen from the shared seed only.
+
+    Every party computes the same rows from the seed and the row count, so the
+    split is agreed without any party looking at the labels.
+    """
+    count = min(max(1, math.ceil(fraction * n_rows)), n_rows - 1)
+    return np.sort(np.random.default_rng([int(seed), 0x76616C]).permutation(n_rows)[:count])

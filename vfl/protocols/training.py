@@ -42,6 +42,8 @@ from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
 from vfl.parties.packed import training_layout
+from vfl.parties.feature_party import WEIGHT_BITS
+from vfl.protocols import validation
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
 from vfl.transport import Endpoint
@@ -61,6 +63,9 @@ def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster
 def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
     """The packed slot layout of a batch (public: key, precision, batch size, parties, declared bounds)."""
     return training_layout(context, rows, settings.feature_bound, settings.score_bound, len(roster.data_parties))
+    precision = FixedPoint(settings.frac_bits)
+    extra = precision.frac_bits + WEIGHT_BITS if settings.weighted else 0
+    party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
 
 
 def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> int:
@@ -72,10 +77,18 @@ def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roste
     return start
 
 
-def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
-    """Step 4: unmask the gradient C returned, and take the step."""
+def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster, step: int,
+            epoch: int) -> None:
+    """Step 4: unmask the gradient C returned, and take this party's optimizer step."""
     residues = unpack_residues(party.context, ep.recv(roster.coordinator, "gradient"), party.n_gradient_values)
-    party.apply_update(residues, len(rows), objective, settings.alpha, settings.learning_rate)
+    party.apply_update(residues, len(rows), objective, settings.penalty_spec, settings.step_size(step, epoch))
+
+
+def _begin(party, settings: TrainingSettings, start: int, checkpoints) -> None:
+    """A fresh optimizer; then, on resume, the weights and optimizer state after epoch ``start``."""
+    party.set_optimizer(settings.optimizer, **settings.optimizer_hyper())
+    if start >= 0:
+        party.load_state(checkpoints[start])
 
 
 # -- a feature party (Yang's A) ----------------------------------------------------------
@@ -87,34 +100,39 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     # Step 1: receive the public key
     _receive_key(ep, party, settings, engine, roster)
     start = _agree_on_start(ep, checkpoints, roster)
-    if start >= 0:
-        party.load_state(checkpoints[start])
-    else:
+    if start < 0:
         party.start(settings.init)
+    _begin(party, settings, start, checkpoints)
     schedule = ep.recv(b, "schedule")
     if schedule["n_rows"] != party.n_rows:
         raise DataError(f"party {party.role} has {party.n_rows} rows but party {b} has {schedule['n_rows']}; "
                         "the parties' rows must be aligned")
+    validation.hold_out(party, settings, schedule["seed"])
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
 
+    per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
-        for rows in batches(party.n_rows, settings.batch_size, schedule["seed"], epoch):
+        for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, schedule["seed"], epoch)):
+            step = epoch * per_epoch + batch + 1
             if settings.packing:
-                _packed_batch_a(ep, party, rows, objective, settings, roster)
+                _packed_batch_a(ep, party, rows, objective, settings, roster, step, epoch)
                 continue
             # Step 2: [[u_A]] to B
             ep.send(b, "scores", "ciphertext", **pack_vector(party.encrypted_scores(rows)))
             # Step 3: [[X_A^T d]] + [[R_A]] to C; A's loss part [[a u_A . d + penalty]] to B
             d = unpack_vector(party.context, ep.recv(b, "residual"), len(rows))
-            gradient, loss_part = party.masked_gradient_and_loss_part(d, rows, objective, settings.alpha)
+            gradient, loss_part = party.masked_gradient_and_loss_part(d, rows, objective, settings.penalty_spec)
             ep.send(c, "masked_gradient", "ciphertext", **pack_vector(gradient))
             ep.send(b, "loss_part", "ciphertext", **pack_vector(loss_part))
             # Step 4: unmask X_A^T d, update w_A
-            _update(ep, party, rows, objective, settings, roster)
+            _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
+        if settings.early_stopping:
+            validation.score_a(ep, party, roster)
+        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)
         if on_epoch:
             on_epoch(epoch, party.state())
-        if ep.recv(c, "control")["stop"]:
+        if stop:
             break
     return party
 
@@ -130,21 +148,25 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     _differential_privacy(party, settings, objective.kappa)
     start = _agree_on_start(ep, checkpoints, roster)
     if start >= 0:
-        party.load_state(checkpoints[start])
         seed = checkpoints[start]["seed"]
     else:
         party.start(settings.init, objective.kappa)
         seed = settings.random_state if settings.random_state is not None else secrets.randbits(63)
-    check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
+    _begin(party, settings, start, checkpoints)
     for a in roster.features:
         ep.send(a, "schedule", "public", seed=seed, n_rows=party.n_rows)
+    validation.hold_out(party, settings, seed)
+    tracker = validation.Tracker(settings, checkpoints[start].get("validation") if start >= 0 else None)
+    check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
     ep.send(c, "schedule", "public", n_rows=party.n_rows)
 
+    per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
-        for rows in batches(party.n_rows, settings.batch_size, seed, epoch):
+        for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, seed, epoch)):
+            step = epoch * per_epoch + batch + 1
             if settings.packing:
-                _packed_batch_b(ep, party, rows, objective, settings, roster)
+                _packed_batch_b(ep, party, rows, objective, settings, roster, step, epoch)
                 continue
             # Step 2: [[d]] to every feature party
             scores = [unpack_vector(party.context, ep.recv(a, "scores"), len(rows)) for a in roster.features]
@@ -155,25 +177,36 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
             # Step 3: [[X_B^T d]] + [[R_B]] to C; [[L]] to C, from the feature parties' loss parts
             ep.send(c, "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
             parts = [unpack_vector(party.context, ep.recv(a, "loss_part"), 1) for a in roster.features]
-            ep.send(c, "loss", "ciphertext", **pack_vector(party.batch_loss(parts, objective, settings.alpha)),
+            ep.send(c, "loss", "ciphertext", **pack_vector(party.batch_loss(parts, objective, settings.penalty_spec)),
                     n=len(rows))
             # Step 4: unmask, update w_B and b
-            _update(ep, party, rows, objective, settings, roster)
+            _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
+        if settings.early_stopping:
+            validation.score_b(ep, party, roster, objective, tracker, epoch)
+        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)
         if on_epoch:
-            on_epoch(epoch, {**party.state(), "seed": seed})
-        if ep.recv(c, "control")["stop"]:
+            on_epoch(epoch, {**party.state(), "seed": seed, "validation": tracker.state()})
+        if stop:
             break
+    party.validation_scores = tracker.scores
     return party
 
 
 def _differential_privacy(party: PartyB, settings: TrainingSettings, kappa: float) -> None:
-    """With DP on: clip linear labels to the bound, and set the noise for ``max_iter`` epochs."""
+    """With DP on: clip linear labels to the bound, and set the noise for every release of the labels.
+
+    Each row's label is released once per epoch of every model trained on it
+    (``party.dp_models``: one per class in one-vs-rest).
+    """
     if not settings.dp:
         return
     if settings.objective == "linear":
         party.clip_labels(settings.label_bound)
-    party.noise_multiplier = dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta, settings.max_iter)
-    party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound)
+    party.noise_multiplier = dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta,
+                                                 settings.max_iter * party.dp_models)
+    # a row's weight scales its residual, and so what its label can change: B's largest weight (B's secret)
+    largest = float(party.weights.max()) if party.weights is not None else 1.0
+    party.noise_std = party.noise_multiplier * dp.sensitivity(kappa, settings.label_bound) * largest
 
 
 # -- the coordinator (Yang's C) ----------------------------------------------------------
@@ -188,8 +221,8 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
     the loss is no longer finite or has grown for :data:`DIVERGING_EPOCHS` epochs in a row.
     """
     parties = roster.data_parties
-    # Step 1: create the key pair, send the public key to every party
-    key = coordinator.generate_keys()
+    # Step 1: create the key pair (or keep the one made for an earlier model of this run), send the public key
+    key = coordinator.public_key_bytes()
     for peer in parties:
         ep.send(peer, "public_key", "public", key=key, frac_bits=settings.frac_bits)
     # Resume after the last epoch every party completed (-1: from the start)
@@ -224,24 +257,29 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
                 on_batch_loss(epoch, batch, losses[-1])
         previous = coordinator.loss_curve[-1] if coordinator.loss_curve else None
         current = coordinator.record_epoch(losses, sizes)
-        converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
+        if settings.early_stopping:     # the validation score decides, not the training loss
+            converged, best_epoch = validation.score_c(ep, coordinator, roster)
+        else:
+            best_epoch = -1
+            converged = settings.tol is not None and previous is not None and abs(previous - current) < settings.tol
         diverging = diverged(coordinator.loss_curve, noisy=settings.dp)
         stop = converged or diverging is not None or epoch + 1 >= settings.max_iter
         if on_epoch:
             on_epoch(epoch, coordinator.state())
         for peer in parties:
-            ep.send(peer, "control", "public", stop=stop)
+            ep.send(peer, "control", "public", stop=stop, best_epoch=best_epoch)
         if diverging:
             raise DivergenceError(f"{ep.role}: training diverges: {diverging}; lower learning_rate (now "
                                   f"{settings.learning_rate:g}) or scale the features")
         if stop:
             break
     return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
-            "converged": converged}
+            "converged": converged, "best_epoch": best_epoch}
 
 
 # -- packed ciphertexts: the same steps, s values per ciphertext (settings.packing) ------------------
-def _packed_batch_a(ep: Endpoint, party: PartyA, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+def _packed_batch_a(ep: Endpoint, party: PartyA, rows, objective, settings: TrainingSettings, roster: Roster,
+                    step: int, epoch: int) -> None:
     """A feature party's batch, packed: the same steps 2-4 with ``n / s`` ciphertexts for ``[[u_k]]`` and ``[[d]]``."""
     b, c = roster.label, roster.coordinator
     layout = _layout(party.context, len(rows), settings, roster)
@@ -249,13 +287,14 @@ def _packed_batch_a(ep: Endpoint, party: PartyA, rows, objective, settings: Trai
     ep.send(b, "packed_scores", "ciphertext", slots=layout.slots, **pack_vector(
         party.encrypted_packed_scores(rows, layout, settings.score_bound)))
     d = unpack_vector(party.context, ep.recv(b, "packed_residual"), count)
-    gradient, loss_part = party.packed_gradient_and_loss_part(d, rows, objective, settings.alpha, layout)
+    gradient, loss_part = party.packed_gradient_and_loss_part(d, rows, objective, settings.penalty_spec, layout)
     ep.send(c, "masked_packed_gradient", "ciphertext", **pack_vector(gradient))
     ep.send(b, "packed_loss_part", "ciphertext", **pack_vector(loss_part))
-    _update(ep, party, rows, objective, settings, roster)
+    _update(ep, party, rows, objective, settings, roster, step, epoch)
 
 
-def _packed_batch_b(ep: Endpoint, party: PartyB, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+def _packed_batch_b(ep: Endpoint, party: PartyB, rows, objective, settings: TrainingSettings, roster: Roster,
+                    step: int, epoch: int) -> None:
     """The label party's batch, packed."""
     c = roster.coordinator
     layout = _layout(party.context, len(rows), settings, roster)
@@ -268,8 +307,8 @@ def _packed_batch_b(ep: Endpoint, party: PartyB, rows, objective, settings: Trai
     ep.send(c, "masked_packed_gradient", "ciphertext", **pack_vector(party.packed_masked_gradient(d, rows, layout)))
     parts = [unpack_vector(party.context, ep.recv(a, "packed_loss_part"), 1) for a in roster.features]
     ep.send(c, "packed_loss", "ciphertext", **pack_vector(
-        party.packed_batch_loss(parts, objective, settings.alpha, layout)), n=len(rows))
-    _update(ep, party, rows, objective, settings, roster)
+        party.packed_batch_loss(parts, objective, settings.penalty_spec, layout)), n=len(rows))
+    _update(ep, party, rows, objective, settings, roster, step, epoch)
 
 
 def _packed_batch_c(ep: Endpoint, coordinator: Coordinator, size: int, settings: TrainingSettings,
