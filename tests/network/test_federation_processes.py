@@ -18,17 +18,9 @@ import pytest
 from vfl.cli import main as vfl_main
 from vfl.errors import DataError, PeerError, ProtocolError
 from vfl.transport.tls import TLSFiles
-from vfl_net_helpers import (_free_ports, federation, federation_certs, start_parties,  # noqa: F401 - fixtures
-                             write_federation_file, write_party_data)
-
-
-def finish_all(parties, timeout=60):
-    return {role: p.finish(timeout) for role, p in parties.items()}
-
-
-def kill_all(parties):
-    for p in parties.values():
-        p.kill()
+from vfl_net_helpers import (_free_ports, assert_succeeded, federation, federation_certs,  # noqa: F401 - fixtures
+                             finish_all, kill_all, run_parties, start_parties, write_federation_file,
+                             write_party_data)
 
 
 def shard(workdir, role):
@@ -66,13 +58,7 @@ def test_training_then_prediction(reference_run):
     assert list(transcript.columns) == ["iteration", "sender", "receiver", "name", "kind", "bytes"]
     assert set(transcript["sender"]) == {"C"} and "gradient" in set(transcript["name"])
 
-    parties = start_parties("predict", config, data, work)
-    try:
-        results = finish_all(parties)
-    finally:
-        kill_all(parties)
-    for role, (code, out, err) in results.items():
-        assert code == 0, f"{role}: {err}"
+    results = assert_succeeded(run_parties("predict", config, data, work))
     assert results["A"][1].splitlines() == ["party A: aligned by private set intersection: A 25 rows, B 25 rows; "
                                             "25 shared", "party A: sent encrypted partial scores for 25 rows to B"]
     assert results["B"][1].splitlines()[-1].startswith("party B: scores of 25 rows written to ")
@@ -98,13 +84,7 @@ def test_resumed_run_equals_uninterrupted_run(reference_run, federation_certs):
     assert cut["B"][0] != 0 and cut["C"][0] != 0
     assert list((base / "cut" / "B" / "checkpoints").glob("epoch-*.json"))
 
-    resumed = start_parties("party", config, data, base / "cut", extra=["--resume", "--narrate"])
-    try:
-        results = finish_all(resumed)
-    finally:
-        kill_all(resumed)
-    for role, (code, out, err) in results.items():
-        assert code == 0, f"{role}: {err}"
+    results = assert_succeeded(run_parties("party", config, data, base / "cut", extra=["--resume", "--narrate"]))
     assert "resume: has checkpoints" in results["C"][1]
     epochs = pd.read_csv(base / "cut" / "C" / "transcript_train.csv")["iteration"]
     assert epochs.max() == 7 and epochs[epochs >= 0].min() >= 3  # started after epoch 4 (or 3), not from 0
@@ -322,13 +302,7 @@ def test_a_garbled_frame_from_a_peer_ends_the_party_with_one_line(federation):
 def test_differential_privacy_over_the_network(federation):
     """[training] dp_epsilon/dp_delta: B reports the budget spent; the mini-batch equations rule then does not apply."""
     config = federation["make"](training={"iterations": 3, "dp_epsilon": 2.0, "dp_delta": 1e-5})
-    parties = start_parties("party", config, federation["data"], federation["dir"])
-    try:
-        results = finish_all(parties)
-    finally:
-        kill_all(parties)
-    for role, (code, out, err) in results.items():
-        assert code == 0, f"{role}: {err}"
+    results = assert_succeeded(run_parties("party", config, federation["data"], federation["dir"]))
     line = next(x for x in results["B"][1].splitlines() if "differential privacy" in x)
     epsilon = float(re.search(r"\(([\d.]+), 1e-05\)-DP spent over 3 epochs", line).group(1))
     assert 1.99 <= epsilon <= 2.0 + 1e-6
@@ -360,24 +334,12 @@ def test_packed_training_and_prediction_over_the_network(reference_run, federati
     data, base, whole = reference_run["data"], reference_run["folder"], reference_run["work"]
     training = {**reference_run["training"], "packing": True}
     config = write_federation_file(base / "packed.toml", federation_certs[0], _free_ports(3), training)
-    parties = start_parties("party", config, data, base / "packed", extra=["--narrate"])
-    try:
-        results = finish_all(parties)
-    finally:
-        kill_all(parties)
-    for role, (code, out, err) in results.items():
-        assert code == 0, f"{role}: {err}"
+    results = assert_succeeded(run_parties("party", config, data, base / "packed", extra=["--narrate"]))
     assert "values per ciphertext" in results["A"][1]
     for role in ("A", "B"):
         packed, plain = shard(base / "packed", role), shard(whole, role)
         assert packed["coef"] == plain["coef"] and packed.get("intercept") == plain.get("intercept")
-    parties = start_parties("predict", config, data, base / "packed")
-    try:
-        results = finish_all(parties)
-    finally:
-        kill_all(parties)
-    for role, (code, out, err) in results.items():
-        assert code == 0, f"{role}: {err}"
+    results = assert_succeeded(run_parties("predict", config, data, base / "packed"))
     transcript = pd.read_csv(base / "packed" / "C" / "transcript_predict.csv")
     assert "packed_scores" in set(transcript["name"])      # C sends the decrypted, still masked, packed scores
 
@@ -395,13 +357,7 @@ def test_training_options_over_the_network_equal_centralized(federation):
                 "tol": 0}
     config = federation["make"](training=training)
     data, work = federation["data"], federation["dir"]
-    parties = start_parties("party", config, data, work)
-    try:
-        results = finish_all(parties)
-    finally:
-        kill_all(parties)
-    for role, (code, out, err) in results.items():
-        assert code == 0, f"{role}: {err}"
+    results = assert_succeeded(run_parties("party", config, data, work))
     a, b = shard(work, "A"), shard(work, "B")
     frame_a = pd.read_csv(data[("A", "train")]).assign(id=lambda f: f["id"].astype(str)).sort_values("id")
     frame_b = pd.read_csv(data[("B", "train")]).assign(id=lambda f: f["id"].astype(str)).sort_values("id")

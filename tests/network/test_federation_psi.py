@@ -7,16 +7,16 @@ import pandas as pd
 import pytest
 
 from vfl.federation.config import load_config
-from vfl_net_helpers import (Party, _free_ports, federation_certs, start_parties,  # noqa: F401 - fixtures
+from vfl_net_helpers import (Party, _free_ports, federation_certs, kill_all, start_parties,  # noqa: F401 - fixtures
                              write_federation_file)
+from vfl_net_helpers import finish_all as finish_parties
 
 
 def finish_all(parties, timeout=90):
     try:
-        return {role: p.finish(timeout) for role, p in parties.items()}
+        return finish_parties(parties, timeout)
     finally:
-        for p in parties.values():
-            p.kill()
+        kill_all(parties)
 
 
 def overlapping_csvs(folder, n=100, overlap=0.7, seed=5):

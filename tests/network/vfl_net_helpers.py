@@ -230,3 +230,32 @@ def federation(tmp_path, federation_certs):
         return write_federation_file(tmp_path / name, tls or ours, chosen, training, network)
 
     return {"make": make, "data": data, "dir": tmp_path, "certs": federation_certs}
+
+
+def finish_all(parties, timeout=60):
+    """Wait for every party process; ``{role: (code, stdout, stderr)}``."""
+    return {role: p.finish(timeout) for role, p in parties.items()}
+
+
+def kill_all(parties):
+    for p in parties.values():
+        p.kill()
+
+
+def run_parties(command, config, data, workdir, timeout=60, **kwargs):
+    """``vfl COMMAND`` for every role (see :func:`start_parties`), to the end: ``{role: (code, stdout, stderr)}``.
+
+    Any process still running when the others are done is killed.
+    """
+    parties = start_parties(command, config, data, workdir, **kwargs)
+    try:
+        return finish_all(parties, timeout)
+    finally:
+        kill_all(parties)
+
+
+def assert_succeeded(results):
+    """Every party exited 0 (else the assertion quotes its standard error); returns ``results``."""
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    return results
