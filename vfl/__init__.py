@@ -1,13 +1,15 @@
 """vfl: vertical federated learning with Paillier homomorphic encryption.
 
-Parties A (features) and B (features and labels) train one linear or logistic
-model with coordinator C (the key holder), following Yang et al. 2019::
+Any number of feature parties (Yang et al.'s A) and one label party (B:
+features and labels) train one linear or logistic model with a coordinator C
+(the key holder), following Yang et al. 2019::
 
     from vfl import VerticalDataset, VerticalLogisticRegression
-    data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+    data = VerticalDataset({"bank": bank, "telco": telco}, label="y", id_column="id")
     model = VerticalLogisticRegression(max_iter=30).fit(data)
 
-Horizontal FedAvg lives in :mod:`vfl.horizontal`.
+Unaligned tables are aligned by private set intersection (:mod:`vfl.psi`);
+horizontal FedAvg lives in :mod:`vfl.horizontal`.
 """
 
 from vfl.dataset import VerticalDataset

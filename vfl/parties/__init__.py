@@ -1,8 +1,13 @@
-"""The three roles. Each holds only its own state and computes only on what it holds.
+"""The three roles. Each party holds only its own state and computes only on what it holds.
 
-* :class:`PartyA` — feature columns.
-* :class:`PartyB` — feature columns, labels and the intercept.
+* :class:`PartyA` — a feature party's columns (there may be any number of feature parties).
+* :class:`PartyB` — the label party: feature columns, labels and the intercept.
 * :class:`Coordinator` — the Paillier private key.
+
+Beside them, the arithmetic a party runs on its own: :mod:`~vfl.parties.optim`
+(update rules), :mod:`~vfl.parties.dp` (the label party's noise and its
+accounting), :mod:`~vfl.parties.scoring` (validation scores) and
+:mod:`~vfl.parties.packed` (packed slots).
 
 Messages between them are sequenced by :mod:`vfl.protocols`.
 """

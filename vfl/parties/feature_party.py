@@ -1,4 +1,5 @@
-"""What A and B share: a block of feature columns, their weights, and the masked-gradient step."""
+"""What every party holding rows shares (feature parties and the label party): a block of feature columns, their
+weights, and the masked-gradient step."""
 
 from __future__ import annotations
 

@@ -291,7 +291,7 @@ def batch_sizes(n_rows: int, batch_size: int | None) -> list[int]:
 
 
 def batches(n_rows: int, batch_size: int | None, seed: int, epoch: int) -> list[np.ndarray]:
-    """The row indices of each batch of ``epoch``: A and B compute the same list from a shared seed.
+    """The row indices of each batch of ``epoch``: every party computes the same list from a shared seed.
 
     Full batch keeps the natural order; mini-batches shuffle each epoch.  The order
     depends on the seed and the epoch only, never on labels or features.
