@@ -195,3 +195,23 @@ def test_resume_after_a_kill_equals_an_uninterrupted_run():
     np.testing.assert_array_equal(a.params, a0.params)
     np.testing.assert_array_equal(b.params, b0.params)
     assert c.loss_curve == c0.loss_curve and len(c.loss_curve) == 5
+
+
+@pytest.mark.parametrize("tol", [None, 0.5])
+def test_resuming_a_run_every_party_had_completed_trains_no_further(tol):
+    """All checkpoints at the last epoch (a party killed before writing its shard): resume takes back the result.
+
+    With a ``tol`` that stops training early, resuming must not train past the stop.
+    """
+    _, _, x, y = make_vertical(n_rows=60, seed=12)
+    y = np.where(y == 1, 1.0, -1.0)
+    settings = TrainingSettings(objective="logistic", max_iter=6, tol=tol, batch_size=20, random_state=3,
+                                key_bits=1024, insecure=True)
+    a, b, c, saved = _run(x, y, settings)
+    epochs = len(c.loss_curve)
+    assert (epochs < 6) == (tol is not None)
+    a2, b2, c2, again = _run(x, y, settings, checkpoints=saved)
+    np.testing.assert_array_equal(a2.params, a.params)
+    np.testing.assert_array_equal(b2.params, b.params)
+    assert c2.loss_curve == c.loss_curve
+    assert all(not epochs for epochs in again.values())     # no epoch trained again

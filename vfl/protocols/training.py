@@ -68,13 +68,18 @@ def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
     party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
 
 
-def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> int:
-    """Tell C the last epoch this party completed; C answers with the epoch to resume after."""
+def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> tuple[int, bool]:
+    """Tell C the last epoch this party completed; C answers with the epoch to resume after.
+
+    Also whether training had already stopped there (every party completed its last
+    epoch): the party then only takes back its final state.
+    """
     ep.send(roster.coordinator, "resume", "public", last_epoch=max(checkpoints) if checkpoints else -1)
-    start = ep.recv(roster.coordinator, "start")["epoch"]
+    message = ep.recv(roster.coordinator, "start")
+    start, finished = message["epoch"], bool(message.fields.get("finished", False))
     if start >= 0 and (not checkpoints or start not in checkpoints):
         raise ProtocolError(f"{ep.role}: asked to resume after epoch {start}, which it has no checkpoint for")
-    return start
+    return start, finished
 
 
 def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster, step: int,
@@ -99,7 +104,10 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     b, c = roster.label, roster.coordinator
     # Step 1: receive the public key
     _receive_key(ep, party, settings, engine, roster)
-    start = _agree_on_start(ep, checkpoints, roster)
+    start, finished = _agree_on_start(ep, checkpoints, roster)
+    if finished:                # every party had completed the run: its final state is the result
+        party.load_state(checkpoints[start])
+        return party
     if start < 0:
         party.start(settings.init)
     _begin(party, settings, start, checkpoints)
@@ -146,7 +154,11 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     # Step 1: receive the public key
     _receive_key(ep, party, settings, engine, roster)
     _differential_privacy(party, settings, objective.kappa)
-    start = _agree_on_start(ep, checkpoints, roster)
+    start, finished = _agree_on_start(ep, checkpoints, roster)
+    if finished:                # every party had completed the run: its final state is the result
+        party.load_state(checkpoints[start])
+        party.validation_scores = validation.Tracker(settings, checkpoints[start].get("validation")).scores
+        return party
     if start >= 0:
         seed = checkpoints[start]["seed"]
     else:
@@ -228,9 +240,14 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
     # Resume after the last epoch every party completed (-1: from the start)
     last = [ep.recv(peer, "resume")["last_epoch"] for peer in parties]
     start = min(*last, max(checkpoints) if checkpoints else -1)
+    finished = start >= 0 and bool(checkpoints[start].get("stopped"))
     for peer in parties:
-        ep.send(peer, "start", "public", epoch=start)
+        ep.send(peer, "start", "public", epoch=start, finished=finished)
     coordinator.load_state(checkpoints[start] if start >= 0 else {"loss_curve": []})
+    if finished:                # every party had completed the run: nothing more to train
+        saved = checkpoints[start]
+        return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
+                "converged": bool(saved.get("converged")), "best_epoch": int(saved.get("best_epoch", -1))}
     n_rows = ep.recv(roster.label, "schedule")["n_rows"]
 
     converged = False
@@ -265,7 +282,8 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
         diverging = diverged(coordinator.loss_curve, noisy=settings.dp)
         stop = converged or diverging is not None or epoch + 1 >= settings.max_iter
         if on_epoch:
-            on_epoch(epoch, coordinator.state())
+            on_epoch(epoch, {**coordinator.state(), "stopped": stop, "converged": converged,
+                             "best_epoch": best_epoch})
         for peer in parties:
             ep.send(peer, "control", "public", stop=stop, best_epoch=best_epoch)
         if diverging:
