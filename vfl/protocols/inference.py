@@ -77,9 +77,7 @@ def predict_a(ep: Endpoint, party: PartyA, features, mode: str = "private", frac
         ep.send(roster.label, "packed_scores", "ciphertext", slots=layout.slots,
                 **pack_vector(encrypt_packed(party.context, u_a, layout, what=f"party {party.role} score")))
     elif mode == "private":
-        party.check_range(u_a, prediction_bound(party.context, party.n_parties), "partial scores", advice=_SCALE)
-        ep.send(roster.label, "scores", "ciphertext",
-                **pack_vector(party.context.encrypt(u_a, what=f"party {party.role} score")))
+        send_scores(ep, party, u_a, roster, "scores", "partial scores", advice=_SCALE)
     else:
         ep.send(roster.coordinator, "partial_scores", "plaintext", scores=u_a)
 
@@ -103,14 +101,45 @@ def predict_b(ep: Endpoint, party: PartyB, features, mode: str = "private", frac
         return scores
     if packing:
         return _predict_b_packed(ep, party, u_b, roster, score_bound)
-    party.check_range(u_b, prediction_bound(party.context, party.n_parties), "partial scores", advice=_SCALE)
+    return masked_total(ep, party, u_b, roster, ("scores", "masked_scores", "scores"), "partial scores",
+                        advice=_SCALE)
+
+
+# -- one private scoring round, shared by prediction and by validation (early stopping) -------
+def send_scores(ep: Endpoint, party: PartyA, u, roster: Roster, name: str, what: str, advice: str | None = None
+                ) -> None:
+    """A feature party: its partial scores ``u``, encrypted, to the label party as message ``name``."""
+    party.check_range(u, prediction_bound(party.context, party.n_parties), what,
+                      **({"advice": advice} if advice else {}))
+    ep.send(roster.label, name, "ciphertext",
+            **pack_vector(party.context.encrypt(u, what=f"party {party.role} score")))
+
+
+def masked_total(ep: Endpoint, party: PartyB, u_b, roster: Roster, names: tuple[str, str, str], what: str,
+                 advice: str | None = None) -> np.ndarray:
+    """The label party: ``z = sum_k u_k + u_B`` through C, hidden from C by a fresh uniform mask.
+
+    ``names`` are the messages: the feature parties' scores, the masked sum to C, C's answer.
+    """
+    scores_name, masked_name, reply_name = names
+    party.check_range(u_b, prediction_bound(party.context, party.n_parties), what,
+                      **({"advice": advice} if advice else {}))
     total = u_b
     for a in roster.features:
-        total = unpack_vector(party.context, ep.recv(a, "scores"), len(u_b)) + total
+        total = unpack_vector(party.context, ep.recv(a, scores_name), len(u_b)) + total
     masked, mask = party.context.mask(total)
-    ep.send(roster.coordinator, "masked_scores", "ciphertext", **pack_vector(masked))
-    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "scores"), len(u_b))
+    ep.send(roster.coordinator, masked_name, "ciphertext", **pack_vector(masked))
+    residues = unpack_residues(party.context, ep.recv(roster.coordinator, reply_name), len(u_b))
     return party.context.unmask(residues, mask, masked.exponent, what=f"party {party.role} score")
+
+
+def decrypt_masked_total(ep: Endpoint, coordinator: Coordinator, roster: Roster, masked_name: str,
+                         reply_name: str) -> int:
+    """C: decrypt the label party's masked sum and send the (still masked) residues back; the row count."""
+    masked = unpack_vector(coordinator.context, ep.recv(roster.label, masked_name))
+    ep.send(roster.label, reply_name, "masked", **pack_residues(coordinator.decrypt_masked(masked),
+                                                                coordinator.context))
+    return len(masked)
 
 
 def _predict_b_packed(ep: Endpoint, party: PartyB, u_b, roster: Roster, score_bound: float) -> np.ndarray:
@@ -163,7 +192,4 @@ def predict_c(ep: Endpoint, coordinator: Coordinator, mode: str = "private", ros
         return len(parts[roster.label])
     if packing:
         return _predict_c_packed(ep, coordinator, roster, score_bound)
-    masked = unpack_vector(coordinator.context, ep.recv(roster.label, "masked_scores"))
-    ep.send(roster.label, "scores", "masked", **pack_residues(coordinator.decrypt_masked(masked),
-                                                              coordinator.context))
-    return len(masked)
+    return decrypt_masked_total(ep, coordinator, roster, "masked_scores", "scores")

@@ -14,10 +14,10 @@ nothing per row.
 
 from __future__ import annotations
 
-from vfl.parties import Coordinator, PartyA, PartyB, pack_residues, pack_vector, unpack_residues, unpack_vector
-from vfl.parties.feature_party import prediction_bound
+from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.parties.objectives import Objective
 from vfl.parties.scoring import improved, validation_score
+from vfl.protocols.inference import decrypt_masked_total, masked_total, send_scores
 from vfl.protocols.roster import Roster
 from vfl.protocols.settings import TrainingSettings, validation_rows
 from vfl.transport import Endpoint
@@ -55,32 +55,22 @@ class Tracker:
 
 def score_a(ep: Endpoint, party: PartyA, roster: Roster) -> None:
     """A feature party: its validation partial scores, encrypted, to B."""
-    u = party.scores(features=party.validation)
-    party.check_range(u, prediction_bound(party.context, party.n_parties), "validation partial scores")
-    ep.send(roster.label, "validation_scores", "ciphertext", **pack_vector(party.context.encrypt(u)))
+    send_scores(ep, party, party.scores(features=party.validation), roster, "validation_scores",
+                "validation partial scores")
 
 
 def score_b(ep: Endpoint, party: PartyB, roster: Roster, objective: Objective, tracker: Tracker,
             epoch: int) -> None:
     """B: the validation scores through C, masked; score them; tell C whether to stop and the best epoch."""
-    u_b = party.scores(features=party.validation)
-    party.check_range(u_b, prediction_bound(party.context, party.n_parties), "validation partial scores")
-    total = u_b
-    for a in roster.features:
-        total = unpack_vector(party.context, ep.recv(a, "validation_scores"), len(u_b)) + total
-    masked, mask = party.context.mask(total)
-    ep.send(roster.coordinator, "masked_validation", "ciphertext", **pack_vector(masked))
-    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "validation"), len(u_b))
-    z = party.context.unmask(residues, mask, masked.exponent, what=f"party {party.role} validation score")
+    z = masked_total(ep, party, party.scores(features=party.validation), roster,
+                     ("validation_scores", "masked_validation", "validation"), "validation partial scores")
     stop = tracker.add(epoch, validation_score(tracker.settings.scoring, objective, z, party.validation_labels))
     ep.send(roster.coordinator, "early_stop", "public", stop=stop, best_epoch=tracker.best_epoch)
 
 
 def score_c(ep: Endpoint, coordinator: Coordinator, roster: Roster) -> tuple[bool, int]:
     """C: decrypt B's masked validation scores; return B's ``(stop, best_epoch)``."""
-    masked = unpack_vector(coordinator.context, ep.recv(roster.label, "masked_validation"))
-    ep.send(roster.label, "validation", "masked", **pack_residues(coordinator.decrypt_masked(masked),
-                                                                  coordinator.context))
+    decrypt_masked_total(ep, coordinator, roster, "masked_validation", "validation")
     verdict = ep.recv(roster.label, "early_stop")
     return bool(verdict["stop"]), int(verdict["best_epoch"])
 
