@@ -292,9 +292,9 @@ def _range_bits(context: Context) -> int:
 WEIGHT_BITS = 16
 
 
-def weight_extra_bits(context: Context) -> int:
-    """The range bits a weighted residual takes beyond an unweighted one."""
-    return context.frac_bits + WEIGHT_BITS
+def weight_extra_bits(frac_bits: int) -> int:
+    """The range bits a weighted residual takes beyond an unweighted one (one more fixed-point scale, the weight)."""
+    return frac_bits + WEIGHT_BITS
 
 
 def _product_bits(context: Context, extra_bits: int = 0) -> int:

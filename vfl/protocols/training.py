@@ -42,7 +42,7 @@ from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
                          unpack_residues, unpack_vector)
 from vfl.parties.packed import training_layout
-from vfl.parties.feature_party import WEIGHT_BITS
+from vfl.parties.feature_party import weight_extra_bits
 from vfl.protocols import validation
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
@@ -64,7 +64,7 @@ def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
     """The packed slot layout of a batch (public: key, precision, batch size, parties, declared bounds)."""
     return training_layout(context, rows, settings.feature_bound, settings.score_bound, len(roster.data_parties))
     precision = FixedPoint(settings.frac_bits)
-    extra = precision.frac_bits + WEIGHT_BITS if settings.weighted else 0
+    extra = weight_extra_bits(precision.frac_bits) if settings.weighted else 0
     party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
 
 
