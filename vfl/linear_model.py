@@ -16,13 +16,12 @@ import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.utils.multiclass import type_of_target
 
 from vfl import inprocess
 from vfl.crypto import FixedPoint, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp
+from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp, targets
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
@@ -131,17 +130,17 @@ class _VerticalLinearModel(BaseEstimator):
         if data.label_party is None:
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
-        targets = self._targets(data.labels, roster.label)
+        model_targets = self._targets(data.labels, roster.label)
         weights = self._row_weights(data, roster.label, sample_weight)
-        starts = self._warm_starts(data, roster, len(targets))
+        starts = self._warm_starts(data, roster, len(model_targets))
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         models, transcripts = [], []
-        for index, (target, start) in enumerate(zip(targets, starts)):
+        for index, (target, start) in enumerate(zip(model_targets, starts)):
             # one-vs-rest: one binary model per class, all under C's one key, on the same aligned rows
             model, transcript = self._fit_binary(data, roster, target, start, settings, coordinator, validation,
-                                                 index, len(targets), weights)
+                                                 index, len(model_targets), weights)
             models.append(model)
-            transcripts.append(transcript.assign(model=index) if len(targets) > 1 else transcript)
+            transcripts.append(transcript.assign(model=index) if len(model_targets) > 1 else transcript)
 
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
@@ -281,7 +280,7 @@ class _VerticalLinearModel(BaseEstimator):
 
     def _targets(self, labels, party: str) -> list[np.ndarray]:
         """The labels in the objective's coding: one target, or one per class (one-vs-rest)."""
-        return [labels]
+        return targets(labels, self._objective, party)[0]
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
@@ -472,12 +471,6 @@ class VerticalLinearRegression(_VerticalLinearModel):
 
     _objective = "linear"
 
-    def _targets(self, labels, party: str) -> list[np.ndarray]:
-        try:
-            return [np.asarray(labels, dtype=np.float64)]
-        except (TypeError, ValueError):
-            raise DataError(f"party {party}: linear regression needs a numeric label") from None
-
     def predict(self, data: VerticalDataset) -> np.ndarray:
         """The predicted target of each row, shape (n,)."""
         return self.decision_function(data)
@@ -515,22 +508,8 @@ class VerticalLogisticRegression(_VerticalLinearModel):
 
     def _targets(self, labels, party: str) -> list[np.ndarray]:
         """-1/+1 for ``classes_[1]``; with more than two classes, -1/+1 for each class (one-vs-rest)."""
-        try:
-            classes = np.unique(labels)
-        except TypeError:
-            kinds = sorted({type(v).__name__ for v in labels})
-            raise DataError(f"party {party}: the label mixes value types ({', '.join(kinds)}); "
-                            "use one type for every class") from None
-        if classes.size < 2:
-            raise DataError(f"party {party}: logistic regression needs at least two classes, "
-                            f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
-        if type_of_target(labels) not in ("binary", "multiclass"):
-            raise DataError(f"party {party}: logistic regression needs class labels, but the label is a continuous "
-                            f"target ({classes.size} distinct values such as {classes[:3].tolist()}); use "
-                            "VerticalLinearRegression for it")
-        self.classes_ = classes
-        positives = classes[1:] if classes.size == 2 else classes
-        return [np.where(labels == positive, 1.0, -1.0) for positive in positives]
+        found, self.classes_ = targets(labels, self._objective, party)
+        return found
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         """Probability of the positive class ``classes_[1]``, shape (n,); with more classes, (n, n_classes).

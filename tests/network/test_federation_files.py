@@ -10,12 +10,13 @@ import pandas as pd
 import pytest
 
 from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError, ProtocolError
-from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_params, write_shard
+from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_models, write_shard
 from vfl.federation.config import load_config, write_config
-from vfl.federation.data import PartyData, encode_labels, load_csv
+from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
-from vfl.federation.runner import (Session, _differences, abort_reason, check_equations, check_rows, rows_hello,
-                                   share_columns)
+from vfl.federation.session import (Session, _differences, abort_reason, check_equations, check_rows, rows_hello,
+                                    share_columns)
+from vfl.parties import targets
 from vfl.protocols import Roster
 from vfl.transport import BigInts, Endpoint, InProcessNetwork, Message, Transcript, run_roles
 
@@ -73,8 +74,8 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
     two = load_csv(tmp_path / "two.csv", "B", label="label")
     assert one.ids == ["a", "b", "c"] and one.features[:, 0].tolist() == [1.0, 2.0, 3.0]
     assert one.ids_digest(["s1", "s2"]) == two.ids_digest(["s2", "s1"]) and one.columns == ["x"]
-    labels, classes = encode_labels(one.labels, "logistic")
-    assert labels.tolist() == [1.0, 1.0, -1.0] and classes == ["n", "y"]
+    (labels,), classes = targets(one.labels, "logistic")
+    assert labels.tolist() == [1.0, 1.0, -1.0] and classes.tolist() == ["n", "y"]
 
 
 @pytest.mark.parametrize("csv, kwargs, message", [
@@ -117,7 +118,7 @@ def test_shards(tmp_path):
                        classes=["no", "yes"], label="label")
     shard = read_shard(path, "B", "label")
     assert shard["coef"] == [0.5, -1.0] and shard["intercept"] == 0.25 and shard["party"] == "B"
-    assert shard_params(shard) == [0.5, -1.0, 0.25]
+    assert shard_models(shard) == [[0.5, -1.0, 0.25]]
     with pytest.raises(DataError, match="not party A's model shard"):
         read_shard(path, "A", "feature")
     with pytest.raises(DataError, match="the model shard of a 'label' party; party B is the feature party"):
@@ -251,7 +252,7 @@ def test_abort_reason_names_the_kind_of_fault_and_quotes_no_values(exc, expected
 
 def test_hello_fields_are_checked_and_their_settings_parsed_strictly():
     from vfl.errors import ProtocolError
-    from vfl.federation.runner import _check_hello
+    from vfl.federation.session import _check_hello
 
     good = {"fingerprint": "ab" * 32, "shared": "{}", "n_rows": 3, "ids_digest": "cd" * 32, "later": [1]}
     _check_hello("B", "A", Message("hello", "public", -1, good))  # unknown fields are ignored

@@ -11,7 +11,9 @@ A model shard is a party's share of the trained model: its name and role
 (``"feature"`` or ``"label"``), its columns and weights (the label party: also
 the intercept and the label classes), and where its training started
 (``initial_coef``, the label party: ``initial_intercept``) so the run can be
-reproduced centrally by whoever holds every shard.  Shards of the two-party
+reproduced centrally by whoever holds every shard.  A one-vs-rest model
+(logistic regression with three classes or more) keeps one row of weights per
+class in ``coef`` and, at the label party, one ``intercept`` per class.  Shards of the two-party
 format (``vfl-model-shard/1``, whose ``role`` is ``"A"`` or ``"B"``) are still
 read: party A's is a feature party's, party B's the label party's.
 """
@@ -23,6 +25,8 @@ import math
 import os
 import re
 from pathlib import Path
+
+import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
 
@@ -114,20 +118,29 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
                 fingerprint: str, classes=None, label: str | None = None, initial=None) -> Path:
     """Write party ``party``'s model shard: its columns and weights (the label party: intercept and classes too).
 
-    ``role`` is ``"feature"`` or ``"label"``; ``initial`` is the parameter vector
-    training started from (same layout as ``params``).
+    ``role`` is ``"feature"`` or ``"label"``.  ``params`` is the parameter vector
+    (weights, then the intercept if fitted), or one such vector per one-vs-rest
+    model (then ``coef`` is written as one row per class, ``intercept`` as a
+    list); ``initial`` is where training started, in the same layout.
     """
     if role not in _SHARD_ROLES:
         raise ValueError(f"a model shard's role is 'feature' or 'label', got {role!r}")
-    params = [float(v) for v in params]
-    initial = [float(v) for v in initial] if initial is not None else [0.0] * len(params)
+    rows = [[float(v) for v in row] for row in (params if np.ndim(params) == 2 else [params])]
+    starts = ([[float(v) for v in row] for row in (initial if np.ndim(initial) == 2 else [initial])]
+              if initial is not None else [[0.0] * len(row) for row in rows])
+    one = len(rows) == 1
     n = len(columns)
+
+    def layout(values):         # one model: as they are; one-vs-rest: one entry per class
+        return values[0] if one else values
+
     shard = {"format": FORMAT, "party": party, "role": role, "objective": objective, "columns": list(columns),
-             "coef": params[:n], "initial_coef": initial[:n], "trained_with": fingerprint}
+             "coef": layout([row[:n] for row in rows]), "initial_coef": layout([row[:n] for row in starts]),
+             "trained_with": fingerprint}
     if role == "label":
         shard["fit_intercept"] = bool(fit_intercept)
-        shard["intercept"] = params[n] if fit_intercept else 0.0
-        shard["initial_intercept"] = initial[n] if fit_intercept else 0.0
+        shard["intercept"] = layout([row[n] if fit_intercept else 0.0 for row in rows])
+        shard["initial_intercept"] = layout([row[n] if fit_intercept else 0.0 for row in starts])
         shard["label"] = label
         shard["classes"] = list(classes or [])
     return write_json(path, shard, private=True)
@@ -157,24 +170,46 @@ def read_shard(path, party: str, role: str) -> dict:
     columns, coef = shard.get("columns"), shard.get("coef")
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
         raise DataError(f"{path}: 'columns' must be a list of column names, got {_short(columns)}")
-    if not isinstance(coef, list):
-        raise DataError(f"{path}: 'coef' must be a list of weights, got {_short(coef)}")
-    for j, value in enumerate(coef):
-        _finite(path, f"coef[{j}]", value)
-    if len(coef) != len(columns):
-        raise DataError(f"{path}: {len(coef)} weights for {len(columns)} columns")
+    rows = _coef_rows(path, coef, len(columns))
     if not isinstance(shard.get("trained_with"), str):
         raise DataError(f"{path}: 'trained_with' (the training settings' fingerprint) is missing")
     if shard.get("objective") not in ("linear", "logistic"):
         raise DataError(f"{path}: 'objective' must be 'linear' or 'logistic', got {_short(shard.get('objective'))}")
+    if rows > 1 and shard["objective"] != "logistic":
+        raise DataError(f"{path}: {rows} rows of weights, but only logistic regression has one model per class")
     if role == "label":
         if not isinstance(shard.get("fit_intercept"), bool):
             raise DataError(f"{path}: 'fit_intercept' must be true or false, got {_short(shard.get('fit_intercept'))}")
-        _finite(path, "intercept", shard.get("intercept"))
+        intercept = shard.get("intercept")
+        if rows == 1:
+            _finite(path, "intercept", intercept)
+        elif not isinstance(intercept, list) or len(intercept) != rows:
+            raise DataError(f"{path}: 'intercept' must be a list of {rows} numbers, one per class")
+        else:
+            for k, value in enumerate(intercept):
+                _finite(path, f"intercept[{k}]", value)
         classes = shard.get("classes")
-        if not isinstance(classes, list) or (shard["objective"] == "logistic" and len(classes) not in (0, 2)):
-            raise DataError(f"{path}: 'classes' must be a list of the two label values, got {_short(classes)}")
+        wanted = "the two label values" if rows == 1 else f"the {rows} label values"
+        if not isinstance(classes, list) or (shard["objective"] == "logistic" and
+                                             len(classes) not in ((0, 2) if rows == 1 else (rows,))):
+            raise DataError(f"{path}: 'classes' must be a list of {wanted}, got {_short(classes)}")
     return shard
+
+
+def _coef_rows(path, coef, n_columns: int) -> int:
+    """How many models the weights ``coef`` hold (a list of numbers: one; a list of lists: one per class)."""
+    if not isinstance(coef, list):
+        raise DataError(f"{path}: 'coef' must be a list of weights, got {_short(coef)}")
+    nested = bool(coef) and all(isinstance(row, list) for row in coef)
+    rows = coef if nested else [coef]
+    if nested and len(rows) < 3:
+        raise DataError(f"{path}: 'coef' has {len(rows)} rows; one row per class is for three classes or more")
+    for k, row in enumerate(rows):
+        for j, value in enumerate(row):
+            _finite(path, f"coef[{k}][{j}]" if nested else f"coef[{j}]", value)
+        if len(row) != n_columns:
+            raise DataError(f"{path}: {len(row)} weights for {n_columns} columns")
+    return len(rows)
 
 
 def _finite(path, field: str, value) -> None:
@@ -187,9 +222,9 @@ def _short(value) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def shard_params(shard: dict) -> list[float]:
-    """The parameter vector of the party classes: weights, then the intercept if fitted."""
-    params = list(shard["coef"])
-    if shard.get("fit_intercept"):
-        params.append(shard["intercept"])
-    return params
+def shard_models(shard: dict) -> list[list[float]]:
+    """The parameter vector of each model in the shard (one, or one per class): weights, then the intercept if fitted."""
+    nested = bool(shard["coef"]) and isinstance(shard["coef"][0], list)
+    coefs = shard["coef"] if nested else [shard["coef"]]
+    intercepts = (shard["intercept"] if nested else [shard["intercept"]]) if "intercept" in shard else None
+    return [list(coef) + ([intercepts[k]] if shard.get("fit_intercept") else []) for k, coef in enumerate(coefs)]

@@ -259,17 +259,22 @@ def _party(args) -> int:
     def action():
         summary = train(load_config(args.config), args.role, args.data, _workdir(args), args.resume,
                         narrate=args.narrate, progress=args.progress)
-        if summary["role"] == "coordinator":
+        if summary["role"] == "coordinator" and summary["models"] == 1:
             print(f"party {args.role}: trained {summary['epochs']} epochs, final loss "
                   f"{summary['loss_curve'][-1]:.6f}")
+        elif summary["role"] == "coordinator":
+            print(f"party {args.role}: trained {summary['models']} one-vs-rest models "
+                  f"({', '.join(map(str, summary['epochs']))} epochs), final losses "
+                  f"{', '.join(f'{curve[-1]:.6f}' for curve in summary['loss_curve'])}")
         else:
             print(f"party {args.role}: model shard written to {summary['model']}")
         if "alignment" in summary:
             print(alignment_line(args.role, summary["alignment"]))
         if "dp_spent" in summary:
             epsilon, delta = summary["dp_spent"]
+            epochs = load_config(args.config).training.max_iter * summary["models"]
             print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
-                  f"{load_config(args.config).training.max_iter} epochs")
+                  f"{epochs} epochs" + (f" ({summary['models']} one-vs-rest models)" if summary["models"] > 1 else ""))
 
     return _run(args, action)
 
@@ -309,7 +314,8 @@ def prediction_line(summary: dict) -> str:
     summary : dict
         What :func:`vfl.federation.runner.predict` returned: ``party`` (its name), ``role``
         (``"feature"``, ``"label"`` or ``"coordinator"``), ``mode``, ``rows``, the names
-        ``label`` and ``coordinator``, and the label party's ``scores``.
+        ``label`` and ``coordinator``, the label party's ``scores``, and ``models``
+        (more than one: one-vs-rest).
 
     Returns
     -------
@@ -318,16 +324,18 @@ def prediction_line(summary: dict) -> str:
     """
     name, role, label, coordinator = summary["party"], summary["role"], summary["label"], summary["coordinator"]
     rows, table3 = summary["rows"], summary["mode"] == "table3"
+    models = f" for each of {summary['models']} one-vs-rest models" if summary.get("models", 1) > 1 else ""
     if role == "feature":
         if table3:
-            return f"party {name}: sent partial scores for {rows} rows to {coordinator} in clear (table3 mode)"
-        return f"party {name}: sent encrypted partial scores for {rows} rows to {label}"
+            return (f"party {name}: sent partial scores for {rows} rows{models} to {coordinator} in clear "
+                    "(table3 mode)")
+        return f"party {name}: sent encrypted partial scores for {rows} rows{models} to {label}"
     if role == "coordinator":
         if table3:
-            return (f"party {name}: added the partial scores of {rows} rows and sent the scores to {label} "
+            return (f"party {name}: added the partial scores of {rows} rows{models} and sent the scores to {label} "
                     "(table3 mode)")
-        return f"party {name}: decrypted {rows} masked scores for {label}"
-    return f"party {name}: scores of {rows} rows written to {summary['scores']}"
+        return f"party {name}: decrypted {rows} masked scores{models} for {label}"
+    return f"party {name}: scores of {rows} rows{models} written to {summary['scores']}"
 
 
 def _demo(args) -> int:

@@ -169,17 +169,3 @@ def canonical_text(value) -> str:
     text = unicodedata.normalize("NFC", str(value).strip())
     integral = _INTEGRAL.match(text)
     return integral.group(1) if integral else text
-
-
-def encode_labels(labels: np.ndarray, objective: str, role: str = "B") -> tuple[np.ndarray, list]:
-    """Labels in the objective's coding, and the classes (logistic: ``classes[1]`` is +1)."""
-    if objective == "linear":
-        try:
-            return np.asarray(labels, dtype=np.float64), []
-        except (TypeError, ValueError):
-            raise DataError(f"party {role}: linear regression needs a numeric label") from None
-    classes = np.unique(labels)
-    if classes.size != 2:
-        raise DataError(f"party {role}: logistic regression needs a binary label, found {classes.size} "
-                        f"distinct value(s): {classes[:10].tolist()}")
-    return np.where(labels == classes[1], 1.0, -1.0), [c.item() if hasattr(c, "item") else c for c in classes]

@@ -22,6 +22,7 @@ DESCRIPTIONS = {
     "hello": "settings fingerprint, row and column counts and a fresh salt for the row-id digest",
     "ids_digest": "digest of the sorted row ids under both parties' salts",
     "columns": "every data party's column count (for the gradient-equations check)",
+    "models": "how many models the run trains or scores (one per class for one-vs-rest)",
     "public_key": "Paillier public key n",
     "resume": "the last epoch it completed",
     "start": "the epoch to resume after (-1: from the start)",

@@ -194,25 +194,3 @@ class PartyB(FeatureParty):
             loss = loss + part
         masked, _ = packed.mask_products(ctx, loss, layout, keep_result=True)
         return masked
-
-def class_weights(labels, class_weight, role: str = "B") -> np.ndarray:
-    """Each row's weight from its class: ``"balanced"`` (``n / (n_classes * count)``) or a dict by class.
-
-    Classes missing from a dict weigh 1 (scikit-learn's rule); a dict naming a
-    class that is not in the labels is an error.  Keys may also be the classes'
-    text (a federation file's table has text keys).
-    """
-    labels = np.asarray(labels)
-    classes, counts = np.unique(labels, return_counts=True)
-    if isinstance(class_weight, str) and class_weight == "balanced":
-        by_class = {c: len(labels) / (len(classes) * k) for c, k in zip(classes.tolist(), counts.tolist())}
-    else:
-        by_class = {c: 1.0 for c in classes.tolist()}
-        known = {str(c): c for c in classes.tolist()}
-        for key, weight in dict(class_weight).items():
-            match = key if key in by_class else known.get(str(key))
-            if match is None:
-                raise DataError(f"party {role}: class_weight names class {key!r}, which is not among the labels' "
-                                f"classes {classes.tolist()[:10]}")
-            by_class[match] = float(weight)
-    return np.array([by_class[c] for c in labels.tolist()], dtype=np.float64)

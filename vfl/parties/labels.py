@@ -1,0 +1,85 @@
+"""The label party's labels: their coding for the objective, and each row's weight from its class.
+
+Both stay with the label party.  :func:`targets` gives the values training
+fits: the label itself for linear regression, ``-1``/``+1`` for logistic
+regression, and with more than two classes one ``-1``/``+1`` target per class
+(one-vs-rest: one binary model per class, trained one after the other under the
+same key on the same aligned rows).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils.multiclass import type_of_target
+
+from vfl.errors import DataError
+
+
+def targets(labels, objective: str, role: str = "B") -> tuple[list[np.ndarray], np.ndarray | None]:
+    """The targets to train on, one per model, and the classes (``None`` for linear regression).
+
+    Parameters
+    ----------
+    labels : array of shape (n_rows,)
+    objective : {"linear", "logistic"}
+    role : str
+        The label party's name, for error messages.
+
+    Returns
+    -------
+    targets : list of arrays of shape (n_rows,)
+        Linear: ``[labels]`` as floats.  Logistic: ``[+1 where classes[1], else -1]``
+        with two classes; with more, ``[+1 where classes[k], else -1 for each k]``.
+    classes : ndarray or None
+        The sorted distinct labels (logistic only).
+
+    Raises
+    ------
+    DataError
+        A non-numeric label for linear regression; for logistic regression fewer
+        than two classes, mixed value types, or a continuous label.
+    """
+    labels = np.asarray(labels)
+    if objective == "linear":
+        try:
+            return [labels.astype(np.float64)], None
+        except (TypeError, ValueError):
+            raise DataError(f"party {role}: linear regression needs a numeric label") from None
+    try:
+        classes = np.unique(labels)
+    except TypeError:
+        kinds = sorted({type(v).__name__ for v in labels.tolist()})
+        raise DataError(f"party {role}: the label mixes value types ({', '.join(kinds)}); "
+                        "use one type for every class") from None
+    if classes.size < 2:
+        raise DataError(f"party {role}: logistic regression needs at least two classes, "
+                        f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
+    if type_of_target(labels) not in ("binary", "multiclass"):
+        raise DataError(f"party {role}: logistic regression needs class labels, but the label is a continuous "
+                        f"target ({classes.size} distinct values such as {classes[:3].tolist()}); use "
+                        "linear regression for it")
+    positives = classes[1:] if classes.size == 2 else classes
+    return [np.where(labels == positive, 1.0, -1.0) for positive in positives], classes
+
+
+def class_weights(labels, class_weight, role: str = "B") -> np.ndarray:
+    """Each row's weight from its class: ``"balanced"`` (``n / (n_classes * count)``) or a dict by class.
+
+    Classes missing from a dict weigh 1 (scikit-learn's rule); a dict naming a
+    class that is not in the labels is an error.  Keys may also be the classes'
+    text (a federation file's table has text keys).
+    """
+    labels = np.asarray(labels)
+    classes, counts = np.unique(labels, return_counts=True)
+    if isinstance(class_weight, str) and class_weight == "balanced":
+        by_class = {c: len(labels) / (len(classes) * k) for c, k in zip(classes.tolist(), counts.tolist())}
+    else:
+        by_class = {c: 1.0 for c in classes.tolist()}
+        known = {str(c): c for c in classes.tolist()}
+        for key, weight in dict(class_weight).items():
+            match = key if key in by_class else known.get(str(key))
+            if match is None:
+                raise DataError(f"party {role}: class_weight names class {key!r}, which is not among the labels' "
+                                f"classes {classes.tolist()[:10]}")
+            by_class[match] = float(weight)
+    return np.array([by_class[c] for c in labels.tolist()], dtype=np.float64)
