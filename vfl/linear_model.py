@@ -21,7 +21,7 @@ from vfl import inprocess
 from vfl.crypto import FixedPoint, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp, targets
+from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
@@ -131,7 +131,7 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
         model_targets = self._targets(data.labels, roster.label)
-        weights = self._row_weights(data, roster.label, sample_weight)
+        weights = row_weights(data.labels, self.class_weight, sample_weight, roster.label)
         starts = self._warm_starts(data, roster, len(model_targets))
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         models, transcripts = [], []
@@ -210,19 +210,6 @@ class _VerticalLinearModel(BaseEstimator):
                 "converged": result["converged"], "noise_multiplier": party_b.noise_multiplier,
                 "noise_std": party_b.noise_std, "validation_scores": np.asarray(party_b.validation_scores),
                 "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
-
-    def _row_weights(self, data: VerticalDataset, label_party: str, sample_weight) -> np.ndarray | None:
-        """Each row's weight (class weight times sample weight), or None: the label party's secret."""
-        weights = None
-        if self.class_weight is not None:
-            weights = class_weights(data.labels, self.class_weight, label_party)
-        if sample_weight is not None:
-            s = np.asarray(sample_weight, dtype=np.float64)
-            if s.shape != (data.n_rows,):
-                raise DataError(f"party {label_party}: sample_weight has shape {s.shape}, the data has "
-                                f"{data.n_rows} rows")
-            weights = s if weights is None else weights * s
-        return weights
 
     def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
         """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""

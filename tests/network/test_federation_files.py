@@ -422,3 +422,33 @@ def test_two_party_shards_are_still_read(tmp_path):
     assert shard["party"] == "A" and shard["role"] == "feature" and shard["coef"] == [0.5]
     with pytest.raises(DataError, match="not party B's model shard"):
         read_shard(path, "B", "label")
+
+
+def test_sample_weight_column(tmp_path):
+    """[data] sample_weight names the label party's weight column: never a feature, checked row by row."""
+    (tmp_path / "b.csv").write_text("id,x,label,w\n2,1.5,yes,0.5\n1,2.5,no,2\n")
+    data = load_csv(tmp_path / "b.csv", "B", label="label", weight="w")
+    assert data.columns == ["x"] and data.weights.tolist() == [2.0, 0.5]       # rows in id order
+    assert data.take([1]).weights.tolist() == [0.5]
+    for row, message in (("3,1,no,-1", "sample weight column 'w': -1.0 at id '3'"),
+                         ("3,1,no,", "sample weight column 'w': nan at id '3'"),
+                         ("3,1,no,1e6", "1000000.0 at id '3' is not a finite number from 0 to 65536")):
+        (tmp_path / "bad.csv").write_text(f"id,x,label,w\n{row}\n")
+        with pytest.raises(DataError, match=re.escape(message)):
+            load_csv(tmp_path / "bad.csv", "B", label="label", weight="w")
+    with pytest.raises(DataError, match="party B .*the sample weight column 'v' is missing"):
+        load_csv(tmp_path / "b.csv", "B", label="label", weight="v")
+    # prediction: the weight column may be there, and is not a feature
+    assert load_csv(tmp_path / "b.csv", "B", label="label", weight="w", columns=["x"], label_required=False).columns \
+        == ["x"]
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING, sample_weight="w"))
+    assert config.sample_weight == "w" and config.training.sample_weighted
+    unweighted = load_config(write_config(tmp_path / "g.toml", "ca.pem", PARTIES, TRAINING))
+    assert unweighted.fingerprint("train") != config.fingerprint("train")
+    for kwargs, message in (({"sample_weight": "label"}, "sample_weight 'label' is also the id or label column"),
+                            ({"sample_weight": "w", "training": dict(TRAINING, packing=True)},
+                             "[data] sample_weight: packed ciphertexts do not take row")):
+        training = kwargs.pop("training", TRAINING)
+        path = write_config(tmp_path / "h.toml", "ca.pem", PARTIES, training, **kwargs)
+        with pytest.raises(ConfigurationError, match=re.escape(message)):
+            load_config(path)

@@ -1,6 +1,8 @@
 """One-vs-rest logistic regression through ``vfl party`` and ``vfl predict``: three classes, three processes.
 
-The label party's label has three classes, so one federation run trains one
+The label party's label has three classes (and its CSV a column of row weights,
+``[data] sample_weight``, combined with balanced class weights), so one
+federation run trains one
 binary model per class (one key, one alignment); the shards hold one row of
 weights per class and equal centralized training from the starts they record;
 prediction writes every class's score and probability; a run cut in the middle
@@ -41,6 +43,7 @@ def write_three_class_data(folder, n_rows=72, seed=3):
         b = pd.DataFrame(x[:, 3:], columns=["b0", "b1"]).assign(id=ids)
         if split == "train":
             b["label"] = label
+            b["w"] = rng.uniform(0.5, 2.0, size=n)
         for role, frame in (("A", a), ("B", b)):
             paths[(role, split)] = folder / f"{role}_{split}.csv"
             frame.iloc[rng.permutation(n)].to_csv(paths[(role, split)], index=False)
@@ -57,7 +60,8 @@ def ovr_run(tmp_path_factory, federation_certs):  # noqa: F811 - the fixture of 
     data = write_three_class_data(folder)
 
     def config(name, **training):
-        return write_federation_file(folder / name, federation_certs[0], _free_ports(3), {**TRAINING, **training})
+        return write_federation_file(folder / name, federation_certs[0], _free_ports(3), {**TRAINING, **training},
+                                     data={"sample_weight": "w"})
 
     whole = config("federation.toml")
     results = assert_succeeded(run_parties("party", whole, data, folder / "run", extra=["--narrate"]))
@@ -77,7 +81,9 @@ def test_one_model_per_class_equal_to_centralized(ovr_run):
     assert "one-vs-rest: model 2 of 3 (class 'low' against the rest)" in results["B"][1]
     frame_a, frame_b = sorted_frame(data[("A", "train")]), sorted_frame(data[("B", "train")])
     x = np.hstack([frame_a[a["columns"]].to_numpy(), frame_b[b["columns"]].to_numpy()])
-    weights = class_weights(frame_b["label"], "balanced")       # from all three classes, as B computes them
+    # balanced class weights from all three classes (as B computes them), times the CSV's row weights
+    weights = class_weights(frame_b["label"], "balanced") * frame_b["w"].to_numpy()
+    assert "w" not in b["columns"]
     settings = load_config(ovr_run["whole"]).training
     for k, positive in enumerate(CLASSES):
         y = np.where(frame_b["label"] == positive, 1.0, -1.0)

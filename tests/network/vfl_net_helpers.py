@@ -120,8 +120,11 @@ def write_k_party_data(folder, columns, label_party, n_rows=60, seed=0):
     return paths
 
 
-def write_federation_file(path, tls_by_role, ports, training=None, network=None, roles=None):
-    """federation.toml for the parties of ``tls_by_role``; ``roles`` maps names to roles (default: A/B/C, none)."""
+def write_federation_file(path, tls_by_role, ports, training=None, network=None, roles=None, data=None):
+    """federation.toml for the parties of ``tls_by_role``; ``roles`` maps names to roles (default: A/B/C, none).
+
+    ``data`` holds ``[data]`` keys (``write_config``'s keyword arguments).
+    """
     parties = {role: {"address": f"127.0.0.1:{port}", "certificate": tls.certificate, "key": tls.key}
                for (role, tls), port in zip(sorted(tls_by_role.items()), ports)}
     for name, role in (roles or {}).items():
@@ -130,7 +133,7 @@ def write_federation_file(path, tls_by_role, ports, training=None, network=None,
     net = {"connect_timeout": 30, "timeout": 20}
     net.update(network or {})
     ca = next(iter(tls_by_role.values())).ca
-    return write_config(path, ca, parties, dict(FAST_TRAINING, **(training or {})), net)
+    return write_config(path, ca, parties, dict(FAST_TRAINING, **(training or {})), net, **(data or {}))
 
 
 def _run_vfl(args, out_path, err_path):

@@ -54,6 +54,7 @@ federation has one *label party* (feature columns and the labels), one
     align = "psi"                       # rows aligned by private set intersection; "same-ids": each CSV
                                         # must hold the same ids (checked by a salted digest)
     label = "label"                     # the label party's label column
+    sample_weight = "w"                 # optional: a column of the label party's CSV weighing each row's loss
 
     [network]                           # local: may differ between machines
     connect_timeout = 120               # seconds to reach every peer, retries included
@@ -76,7 +77,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 try:
@@ -125,6 +126,8 @@ class FederationConfig:
     #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
     align: str = "psi"
     label: str = "label"
+    #: the label party's column of row weights (``[data] sample_weight``), or None
+    sample_weight: str | None = None
     network: NetworkSettings = field(default_factory=NetworkSettings)
     timeout: float = 300.0
 
@@ -190,13 +193,24 @@ def load_config(path) -> FederationConfig:
     if mode not in ("private", "table3"):
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
     data = _section(where, raw, "data", required=False)
-    _unknown(f"{where} [data]", data, {"id_column", "label", "align"})
+    _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight"})
     align = data.get("align", "psi")
     if align not in ALIGNMENTS:
         raise ConfigurationError(f"{where} [data]: align must be one of {list(ALIGNMENTS)}, got {align!r}")
     if data.get("id_column", "id") == data.get("label", "label"):
         raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
                                  "the label must be another column than the row ids")
+    weight = data.get("sample_weight")
+    if weight is not None:
+        if not isinstance(weight, str) or not weight:
+            raise ConfigurationError(f"{where} [data]: sample_weight must be the name of a column of the label "
+                                     f"party's CSV, got {weight!r}")
+        if weight in (data.get("id_column", "id"), data.get("label", "label")):
+            raise ConfigurationError(f"{where} [data]: sample_weight {weight!r} is also the id or label column")
+        try:
+            training = replace(training, sample_weighted=True)      # every party sizes its bounds for it
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{where} [data] sample_weight: {exc}") from None
     network = _section(where, raw, "network", required=False)
     _unknown(f"{where} [network]", network, {"connect_timeout", "timeout", "handshake_timeout", "max_frame_bytes"})
     timeout = _number(f"{where} [network]", network, "timeout", 300.0)
@@ -210,7 +224,7 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [network]: {exc}") from None
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
-                            align=align,
+                            align=align, sample_weight=weight,
                             network=net, timeout=timeout)
 
 
@@ -313,7 +327,7 @@ def _number(where: str, table: dict, key: str, default: float) -> float:
 
 def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
-                 align: str = "psi") -> Path:
+                 align: str = "psi", sample_weight: str | None = None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
@@ -325,7 +339,7 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
         lines += [f"{k} = {_toml(str(v))}" for k, v in parties[name].items()]
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
-                         ("data", {"id_column": id_column, "label": label, "align": align}),
+                         ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight}),
                          ("network", network or {})):
         lines.append(f"[{title}]")
         lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]

@@ -29,6 +29,8 @@ class PartyData:
     columns: list[str]
     features: np.ndarray
     labels: np.ndarray | None = None
+    #: the label party's row weights (``[data] sample_weight``), or None
+    weights: np.ndarray | None = None
 
     @property
     def n_rows(self) -> int:
@@ -38,7 +40,8 @@ class PartyData:
         """These rows only, in this order (a private set intersection's result)."""
         rows = np.asarray(rows, dtype=np.int64)
         return PartyData(ids=[self.ids[i] for i in rows.tolist()], columns=list(self.columns),
-                         features=self.features[rows], labels=None if self.labels is None else self.labels[rows])
+                         features=self.features[rows], labels=None if self.labels is None else self.labels[rows],
+                         weights=None if self.weights is None else self.weights[rows])
 
     def id_bytes(self) -> list[bytes]:
         """The ids as the private set intersection hashes them (UTF-8 of their canonical text)."""
@@ -76,7 +79,7 @@ def is_salt(value) -> bool:
 
 
 def load_csv(path, role: str, id_column: str = "id", label: str | None = None, columns=None,
-             label_required: bool = True) -> PartyData:
+             label_required: bool = True, weight: str | None = None) -> PartyData:
     """Read party ``role``'s CSV.
 
     Parameters
@@ -92,6 +95,9 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
         model was trained on).  By default every column but the id and label.
     label_required : bool
         Whether the label column must be present (training) or may be absent (prediction).
+    weight : str, optional
+        The label party's column of row weights: read with the label (each a finite
+        number from 0 to 65536), never a feature.
     """
     try:
         frame = pd.read_csv(path, dtype={id_column: str}, keep_default_na=True)
@@ -131,7 +137,12 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     elif label is not None and label_required:
         raise DataError(f"{where}: the label column {label!r} is missing")
 
-    available = [c for c in frame.columns if c not in (id_column, label)]
+    weights = None
+    if weight is not None and weight in frame.columns and labels is not None:
+        weights = _weights(frame, weight, id_column, where)
+    elif weight is not None and label_required:
+        raise DataError(f"{where}: the sample weight column {weight!r} is missing")
+    available = [c for c in frame.columns if c not in (id_column, label, weight)]
     if columns is None:
         columns = available
     else:
@@ -154,7 +165,19 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
         raise DataError(f"{where}, column {columns[col]!r}: missing or infinite value at id "
                         f"{frame[id_column].iloc[row]!r}")
     return PartyData(ids=frame[id_column].tolist(), columns=[str(c) for c in columns], features=features,
-                     labels=labels)
+                     labels=labels, weights=weights)
+
+
+def _weights(frame: pd.DataFrame, column: str, id_column: str, where: str) -> np.ndarray:
+    """The row weights of ``column``: finite numbers in ``[0, 65536]``, else an error naming the row's id."""
+    if not pd.api.types.is_numeric_dtype(frame[column].dtype) or pd.api.types.is_complex_dtype(frame[column].dtype):
+        raise DataError(f"{where}, sample weight column {column!r}: not numeric (dtype {frame[column].dtype})")
+    values = frame[column].to_numpy(dtype=np.float64)
+    bad = np.flatnonzero(~np.isfinite(values) | (values < 0) | (values > 65536))
+    if bad.size:
+        raise DataError(f"{where}, sample weight column {column!r}: {float(values[bad[0]])!r} at id "
+                        f"{frame[id_column].iloc[int(bad[0])]!r} is not a finite number from 0 to 65536")
+    return values
 
 
 _INTEGRAL = re.compile(r"^([+-]?\d+)\.0*$")

@@ -49,7 +49,7 @@ from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.session import Session, check_equations, check_rows, data_peers, rows_hello, share_columns
-from vfl.parties import Coordinator, PartyA, PartyB, class_weights, dp, targets
+from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.transport import Endpoint
 
@@ -229,7 +229,9 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
         return None
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
-    return load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None)
+    label = kind == "label"
+    return load_csv(data_path, role, config.id_column, label=config.label if label else None,
+                    weight=config.sample_weight if label else None)
 
 
 def _training_party(config: FederationConfig, role: str, kind: str, data: PartyData, target, n_models: int):
@@ -239,8 +241,9 @@ def _training_party(config: FederationConfig, role: str, kind: str, data: PartyD
         return PartyA(data.features, role=role, columns=data.columns)
     party = PartyB(data.features, target, fit_intercept=settings.fit_intercept, role=role, columns=data.columns)
     party.dp_models = n_models              # DP noise is calibrated to every model's releases
-    if settings.class_weight is not None:   # the weights stay with the label party
-        party.set_weights(class_weights(data.labels, settings.class_weight, role))
+    weights = row_weights(data.labels, settings.class_weight, data.weights, role)
+    if weights is not None:                 # the weights stay with the label party
+        party.set_weights(weights)
     return party
 
 
@@ -301,7 +304,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
         shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
-                        columns=shard["columns"], label_required=False)
+                        columns=shard["columns"], label_required=False,
+                        weight=config.sample_weight if kind == "label" else None)
     narrator = Narrator(role, phase="predict") if narrate else None
     with Session(config, role, "predict", narrator) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None

@@ -18,12 +18,12 @@ Messages between them are sequenced by :mod:`vfl.protocols`.
 from vfl.parties import dp
 from vfl.parties.coordinator import Coordinator
 from vfl.parties.feature_party import FeatureParty, loss_part_bound, prediction_bound, score_bound
-from vfl.parties.labels import class_weights, targets
+from vfl.parties.labels import class_weights, row_weights, targets
 from vfl.parties.objectives import LINEAR, LOGISTIC, Objective, get_objective
 from vfl.parties.party_a import PartyA
 from vfl.parties.party_b import PartyB
 from vfl.parties.wire import pack_residues, pack_vector, unpack_residues, unpack_vector
 
 __all__ = ["Coordinator", "dp", "FeatureParty", "LINEAR", "LOGISTIC", "Objective", "PartyA", "PartyB", "class_weights",
-           "get_objective", "loss_part_bound", "pack_residues", "pack_vector", "prediction_bound", "score_bound",
-           "targets", "unpack_residues", "unpack_vector"]
+           "get_objective", "loss_part_bound", "pack_residues", "pack_vector", "prediction_bound", "row_weights",
+           "score_bound", "targets", "unpack_residues", "unpack_vector"]

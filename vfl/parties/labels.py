@@ -1,4 +1,4 @@
-"""The label party's labels: their coding for the objective, and each row's weight from its class.
+"""The label party's labels: their coding for the objective, and each row's weight.
 
 Both stay with the label party.  :func:`targets` gives the values training
 fits: the label itself for linear regression, ``-1``/``+1`` for logistic
@@ -83,3 +83,17 @@ def class_weights(labels, class_weight, role: str = "B") -> np.ndarray:
                                 f"classes {classes.tolist()[:10]}")
             by_class[match] = float(weight)
     return np.array([by_class[c] for c in labels.tolist()], dtype=np.float64)
+
+
+def row_weights(labels, class_weight=None, sample_weight=None, role: str = "B") -> np.ndarray | None:
+    """Each row's weight in the loss: its class weight times its sample weight, or ``None`` for neither.
+
+    Both are the label party's; :meth:`~vfl.parties.PartyB.set_weights` checks the result.
+    """
+    weights = None if class_weight is None else class_weights(labels, class_weight, role)
+    if sample_weight is not None:
+        s = np.asarray(sample_weight, dtype=np.float64)
+        if s.shape != (len(labels),):
+            raise DataError(f"party {role}: sample_weight has shape {s.shape}, the data has {len(labels)} rows")
+        weights = s if weights is None else weights * s
+    return weights
