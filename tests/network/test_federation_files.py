@@ -452,3 +452,13 @@ def test_sample_weight_column(tmp_path):
         path = write_config(tmp_path / "h.toml", "ca.pem", PARTIES, training, **kwargs)
         with pytest.raises(ConfigurationError, match=re.escape(message)):
             load_config(path)
+
+
+def test_warm_start_key(tmp_path):
+    """[training] warm_start: a real boolean, part of the shared settings every party compares."""
+    cold = load_config(write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING))
+    warm = load_config(write_config(tmp_path / "g.toml", "ca.pem", PARTIES, dict(TRAINING, warm_start=True)))
+    assert warm.warm_start and not cold.warm_start and warm.fingerprint("train") != cold.fingerprint("train")
+    path = write_config(tmp_path / "h.toml", "ca.pem", PARTIES, dict(TRAINING, warm_start="yes"))
+    with pytest.raises(ConfigurationError, match=r"\[training\]: warm_start must be true or false, got 'yes'"):
+        load_config(path)

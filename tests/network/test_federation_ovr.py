@@ -149,3 +149,32 @@ def test_model_counts_that_differ_are_refused():
     ends["B"].send("C", "models", "public", count=0)
     with pytest.raises(ProtocolError, match="C: waiting for 'models' from B: .*from 1 to 1000"):
         agree_on_models(ends["C"], "C", "coordinator", TWO_PARTY, None)
+
+
+def test_warm_start_continues_every_class_model(ovr_run):
+    """[training] warm_start = true: each data party continues from the shard in its work folder."""
+    import shutil
+
+    data, folder = ovr_run["data"], ovr_run["folder"]
+    warm = folder / "warm"
+    shutil.copytree(ovr_run["work"], warm)
+    config = ovr_run["config"]("warm.toml", warm_start=True, iterations=3)
+    assert_succeeded(run_parties("party", config, data, warm))
+    before, after = {r: shard(ovr_run["work"], r) for r in "AB"}, {r: shard(warm, r) for r in "AB"}
+    for role in "AB":
+        assert after[role]["initial_coef"] == before[role]["coef"]
+    assert after["B"]["initial_intercept"] == before["B"]["intercept"]
+    frame_a, frame_b = sorted_frame(data[("A", "train")]), sorted_frame(data[("B", "train")])
+    x = np.hstack([frame_a[before["A"]["columns"]].to_numpy(), frame_b[before["B"]["columns"]].to_numpy()])
+    weights = class_weights(frame_b["label"], "balanced") * frame_b["w"].to_numpy()
+    settings = load_config(config).training
+    for k, positive in enumerate(CLASSES):
+        y = np.where(frame_b["label"] == positive, 1.0, -1.0)
+        start = np.array(before["A"]["coef"][k] + before["B"]["coef"][k]), before["B"]["intercept"][k]
+        ref = fit_gradient_descent(x, y, settings, start=start, sample_weight=weights)
+        np.testing.assert_allclose(after["A"]["coef"][k] + after["B"]["coef"][k], ref["coef"], atol=1e-7)
+    # a shard of another shape is refused by the party holding it, with the reason
+    (warm / "B" / "model_B.json").write_text(json.dumps(dict(after["B"], classes=["high", "low", "other"])))
+    results = run_parties("party", config, data, warm, timeout=60)
+    assert results["B"][0] == 2 and "warm_start continues a shard of 3 model(s) (classes ['high', 'low', " \
+        "'other']); this run trains 3 (classes ['high', 'low', 'mid'])" in results["B"][2], results["B"][2]

@@ -45,6 +45,7 @@ federation has one *label party* (feature columns and the labels), one
     packing = false                     # several values per ciphertext (training and prediction)
     score_bound = 4096                  # declared |share of a score| per party (packed slots are sized for it)
     feature_bound = 256                 # declared |x| (packed slots are sized for it)
+    warm_start = false                  # true: every data party continues from its shard in its work folder
 
     [prediction]
     mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)
@@ -96,7 +97,7 @@ KINDS = ("feature", "label", "coordinator")
 LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 #: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
-_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES)
+_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start"}
 _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
@@ -128,6 +129,8 @@ class FederationConfig:
     label: str = "label"
     #: the label party's column of row weights (``[data] sample_weight``), or None
     sample_weight: str | None = None
+    #: ``[training] warm_start``: every data party continues from the model shard in its work folder
+    warm_start: bool = False
     network: NetworkSettings = field(default_factory=NetworkSettings)
     timeout: float = 300.0
 
@@ -158,8 +161,11 @@ class FederationConfig:
 
     def shared(self, task: str) -> dict:
         """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
-        return {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
-                "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
+        shared = {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
+                  "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
+        if self.warm_start:
+            shared["warm_start"] = True
+        return shared
 
     def fingerprint(self, task: str) -> str:
         """SHA-256 of the canonical JSON of :meth:`shared`."""
@@ -186,7 +192,11 @@ def load_config(path) -> FederationConfig:
 
     parties = _parties(where, base, _section(where, raw, "parties"))
 
-    training = _training(f"{where} [training]", _section(where, raw, "training"))
+    training_table = dict(_section(where, raw, "training"))
+    warm_start = training_table.pop("warm_start", False)
+    if not isinstance(warm_start, bool):
+        raise ConfigurationError(f"{where} [training]: warm_start must be true or false, got {warm_start!r}")
+    training = _training(f"{where} [training]", training_table)
     prediction = _section(where, raw, "prediction", required=False)
     _unknown(f"{where} [prediction]", prediction, {"mode"})
     mode = prediction.get("mode", "private")
@@ -224,7 +234,7 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [network]: {exc}") from None
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
-                            align=align, sample_weight=weight,
+                            align=align, sample_weight=weight, warm_start=warm_start,
                             network=net, timeout=timeout)
 
 

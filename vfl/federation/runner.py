@@ -72,6 +72,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     kind = config.role_of(role)
     workdir = Path(workdir)
     data = _training_data(config, role, kind, data_path)
+    previous = _previous_shard(config, role, kind, data, workdir) if config.warm_start and data else None
     if not resume:
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
     narrator = Narrator(role, settings.max_iter) if narrate else None
@@ -93,6 +94,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                                       else (None, None))
             n_models = agree_on_models(session.endpoint, role, kind, roster,
                                        len(model_targets) if model_targets else None)
+            starts = _warm_starts(previous, role, n_models, classes) if previous else [None] * n_models
             if bar is not None:
                 bar.reset(total=settings.max_iter * n_models)
             parties, results, marks = [], [], []
@@ -103,6 +105,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 marks.append(len(session.transcript.records))
                 party = coordinator if kind == "coordinator" else _training_party(
                     config, role, kind, data, model_targets[index] if model_targets else None, n_models)
+                if starts[index] is not None:       # warm start: continue from the previous shard's weights
+                    party.warm_params = starts[index]
                 store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
                                         config.fingerprint("train"))
                 results.append(_train_model(session.endpoint, config, role, kind, party, store, resume,
@@ -183,6 +187,35 @@ def agree_on_models(ep: Endpoint, role: str, kind: str, roster, count: int | Non
         raise DataError(f"party {role}: its model shard holds {count} model(s) (one per class), but party "
                         f"{roster.label}'s holds {value}; use the shards of one training run")
     return value
+
+
+def _previous_shard(config: FederationConfig, role: str, kind: str, data: PartyData, workdir: Path) -> dict:
+    """``warm_start``: this party's shard of the previous run (in its work folder), checked against its data."""
+    path = workdir / f"model_{role}.json"
+    if not path.exists():
+        raise ConfigurationError(f"party {role}: warm_start continues the model shard {path}, which does not exist; "
+                                 "train once without warm_start first")
+    shard = read_shard(path, role, kind)
+    if shard["columns"] != data.columns:
+        raise DataError(f"party {role}: warm_start continues {path}, trained on the columns {shard['columns']}, but "
+                        f"the data has {data.columns}")
+    if kind == "label" and (shard["fit_intercept"] != config.training.fit_intercept
+                            or shard["objective"] != config.training.objective):
+        raise DataError(f"party {role}: warm_start continues {path}, a {shard['objective']} model with "
+                        f"fit_intercept={shard['fit_intercept']}; the settings ask for another")
+    return shard
+
+
+def _warm_starts(shard: dict, role: str, n_models: int, classes) -> list:
+    """Each model's start from the previous shard: it must hold as many models (and, at the label party, the classes)."""
+    models = shard_models(shard)
+    if len(models) != n_models or (classes is not None and [_plain(c) for c in classes] != shard["classes"]):
+        raise DataError(f"party {role}: warm_start continues a shard of {len(models)} model(s)"
+                        f"{' (classes ' + str(shard['classes']) + ')' if shard.get('classes') else ''}; "
+                        f"this run trains {n_models}"
+                        f"{' (classes ' + str([_plain(c) for c in classes]) + ')' if classes is not None else ''}; "
+                        "train without warm_start")
+    return [np.asarray(m, dtype=np.float64) for m in models]
 
 
 def _model_folder(folder: Path, index: int, n_models: int) -> Path:
