@@ -94,3 +94,26 @@ def test_diverging_weights_with_a_2048_bit_key(secure_key, weight, what):
         a.encrypted_scores(rows)
         a.masked_gradient_and_loss_part(a.context.encrypt(np.zeros(8)), rows, LINEAR, Penalty(0.1))
     assert loss_part_bound(a.context) > 1e300
+
+
+def test_row_weights_take_their_head_room_in_training(keypair_1024):
+    """With row weights, training sizes the label party's bound for the weighted residual: a label that fits
+    an unweighted run (and would wrap around Z_n once weighted) is refused before anything is encrypted."""
+    from vfl import VerticalDataset, VerticalLinearRegression
+    from vfl.parties.feature_party import weight_extra_bits
+
+    public_key, _ = keypair_1024                # the size of the key the model makes
+    n, context = 40, Context(public_key, FixedPoint(32))
+    plain = score_bound(context, n) / 4
+    weighted = score_bound(context, n, extra_bits=weight_extra_bits(32)) / 4
+    assert weighted < plain / 2 ** 8
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=n)
+    y[7] = np.sqrt(plain * weighted)            # inside the unweighted bound, far outside the weighted one
+    import pandas as pd
+
+    data = VerticalDataset({"A": pd.DataFrame(rng.normal(size=(n, 2)), columns=["a0", "a1"]),
+                            "B": pd.DataFrame({"b0": rng.normal(size=n), "y": y})}, label="y")
+    model = VerticalLinearRegression(key_bits=1024, insecure=True, max_iter=1, tol=None, init="zeros")
+    with pytest.raises(FixedPointOverflowError, match="party B: label .* at row 7 is outside"):
+        model.fit(data, sample_weight=np.ones(n))

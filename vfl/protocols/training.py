@@ -55,7 +55,9 @@ OnEpoch = Callable[[int, dict], None]
 # -- setup shared by all roles ---------------------------------------------------------
 def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster: Roster) -> None:
     message = ep.recv(roster.coordinator, "public_key")
-    party.receive_public_key(message["key"], FixedPoint(settings.frac_bits), engine, len(roster.data_parties))
+    precision = FixedPoint(settings.frac_bits)
+    extra = weight_extra_bits(precision.frac_bits) if settings.weighted else 0     # head-room for row weights
+    party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
     if settings.packing:
         party.check_declared_features(settings.feature_bound)
 
@@ -63,9 +65,6 @@ def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster
 def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
     """The packed slot layout of a batch (public: key, precision, batch size, parties, declared bounds)."""
     return training_layout(context, rows, settings.feature_bound, settings.score_bound, len(roster.data_parties))
-    precision = FixedPoint(settings.frac_bits)
-    extra = weight_extra_bits(precision.frac_bits) if settings.weighted else 0
-    party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
 
 
 def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> tuple[int, bool]:
