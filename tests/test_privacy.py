@@ -146,13 +146,15 @@ def test_a_cannot_divide_out_its_own_randomness(run):
     sent = [m for s, to, m in run["messages"] if s == "A" and to == "B" and m.name == "scores" and m.iteration >= 0]
     got = [m for s, to, m in run["messages"] if s == "B" and to == "A" and m.name == "residual"]
     assert sent and len(sent) == len(got)
-    # the plaintext B added in the first iteration (weights were zero then, so u_B = b = 0)
-    offset = FixedPoint().encode(-LOGISTIC.kappa * run["y"], pk.max_int)
+    # the plaintext B added in the first iteration: its scores at its secret start, minus 2y (one full batch)
+    b = run["b"]
+    offset = FixedPoint().encode(b.design() @ b.initial_params - LOGISTIC.kappa * run["y"], pk.max_int)
     u_a = [gmpy2.mpz(v) for v in sent[0]["ciphertexts"].to_ints()]
     d = [gmpy2.mpz(v) for v in got[0]["ciphertexts"].to_ints()]
     revealed = [dc * gmpy2.invert(uc, n2) % n2 for dc, uc in zip(d, u_a)]
     plain = [(1 + (o % n) * n) % n2 for o in offset]
     assert all(r != p for r, p in zip(revealed, plain))
+    assert all(r % n != 1 for r in revealed)        # not 1 + m n for any m: nothing A could read
     # without the re-randomization the same division would reveal it: the check can fail
     naive = [uc * p % n2 for uc, p in zip(u_a, plain)]
     assert [v * gmpy2.invert(uc, n2) % n2 for v, uc in zip(naive, u_a)] == plain

@@ -129,3 +129,21 @@ def test_a_send_that_fails_after_the_peer_aborted_reports_the_peer_s_reason():
         a.send("B", "scores", "public")
     with pytest.raises(PeerError, match="^A: sending 'scores' to B: B closed the connection"):
         a.send("B", "scores", "public")  # no abort waiting: the transport's error, at its step
+
+
+def test_timings_count_each_sender_s_work_since_its_previous_event():
+    """With a fake clock: each send is timed from the sender's last send or receipt, never from a peer's event."""
+    ticks = iter([0.0, 1.0, 5.0, 7.0, 8.0, 11.0])
+    transcript = Transcript(clock=lambda: next(ticks))          # 0.0: the transcript starts
+    net = InProcessNetwork(["A", "B"])
+    a = Endpoint(net.transport("A"), ["B"], transcript)
+    b = Endpoint(net.transport("B"), ["A"], transcript)
+    a.send("B", "ping", "public")        # 1.0: A worked 1 s since the start
+    b.recv("A", "ping")                  # 5.0: B takes it (B's wait is not B's work)
+    b.send("A", "pong", "public")        # 7.0: B worked 2 s on its reply
+    a.recv("B", "pong")                  # 8.0
+    a.send("B", "ping", "public")        # 11.0: A worked 3 s since it took the reply
+    frame = transcript.timings()
+    assert list(frame.columns) == [*Transcript.COLUMNS, "seconds"]
+    assert frame["name"].tolist() == ["ping", "pong", "ping"]
+    assert frame["seconds"].tolist() == [1.0, 2.0, 3.0]

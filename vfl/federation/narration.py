@@ -6,7 +6,8 @@ narrated once, by its sender: who sends what to whom, what kind of value it is
 random mask only the receiver can remove; ``public``: harmless in clear;
 ``plaintext``: a value in clear that is not public), how many values and how
 many bytes.  Lines start with ``[NAME]``, the party's name, so every party can
-share one screen.
+share one screen.  :func:`message_table` gives the same descriptions as a table,
+for a notebook.
 """
 
 from __future__ import annotations
@@ -67,6 +68,41 @@ def describe(message) -> tuple[str, int]:
     if isinstance(message.fields.get("slots"), int):
         text += f" ({message.fields['slots']} values per ciphertext)"
     return text, count
+
+
+def message_table(transcript, receiver: str | None = None):
+    """Every message of a transcript, described for a learner: what each party saw.
+
+    Parameters
+    ----------
+    transcript : vfl.transport.Transcript
+        Made with ``keep_payloads=True``: the description and the count of values
+        are read from the messages themselves.
+    receiver : str, optional
+        Only the messages this party received: its view of the run.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``iteration, sender, receiver, name, kind, values, bytes, what``: ``values``
+        is how many numbers the message carries and ``what`` says what they are
+        (:func:`describe`), in the notation of Yang et al. 2019.
+
+    Raises
+    ------
+    ValueError
+        The transcript did not keep its payloads.
+    """
+    if not transcript.keep_payloads:
+        raise ValueError("message_table reads the messages themselves: record them with "
+                         "Transcript(keep_payloads=True)")
+    frame = transcript.to_frame()
+    described = [describe(message) for _, _, message in transcript.messages()]
+    frame.insert(frame.columns.get_loc("bytes"), "values", [count for _, count in described])
+    frame["what"] = [text for text, _ in described]
+    if receiver is not None:
+        frame = frame[frame["receiver"] == receiver].reset_index(drop=True)
+    return frame
 
 
 class Narrator:

@@ -17,6 +17,7 @@ surfaced while sending or while receiving.  Underneath sits any
 from __future__ import annotations
 
 import threading
+import time
 from typing import Protocol
 
 from vfl.errors import PeerError, ProtocolError, VFLError
@@ -43,22 +44,39 @@ class Transcript:
     """Every message sent: ``(iteration, sender, receiver, name, kind, bytes)``.
 
     With ``keep_payloads=True`` the framed bytes are kept too, so tests can
-    decode and inspect everything that crossed the transport.
+    decode and inspect everything that crossed the transport.  Every send and
+    every receipt is also timed, for :meth:`timings`.
+
+    Parameters
+    ----------
+    keep_payloads : bool, default=False
+    clock : callable, default=time.perf_counter
+        Seconds as a float, for :meth:`timings`.
     """
 
     COLUMNS = ("iteration", "sender", "receiver", "name", "kind", "bytes")
 
-    def __init__(self, keep_payloads: bool = False):
+    def __init__(self, keep_payloads: bool = False, clock=time.perf_counter):
         self.keep_payloads = keep_payloads
         self.records: list[tuple] = []
         self.payloads: list[bytes] = []
         self._lock = threading.Lock()
+        self._clock = clock
+        self._started = clock()
+        #: ``(time, role, record index or None)``: a role sent the record, or (None) took a message
+        self._events: list[tuple[float, str, int | None]] = []
 
     def record(self, message: Message, sender: str, receiver: str, frame: bytes) -> None:
         with self._lock:
+            self._events.append((self._clock(), sender, len(self.records)))
             self.records.append((message.iteration, sender, receiver, message.name, message.kind, len(frame)))
             if self.keep_payloads:
                 self.payloads.append(frame)
+
+    def record_receipt(self, role: str) -> None:
+        """Note that ``role`` has just taken a message it waited for (see :meth:`timings`)."""
+        with self._lock:
+            self._events.append((self._clock(), role, None))
 
     def messages(self):
         """``(sender, receiver, Message)`` for every kept payload."""
@@ -68,6 +86,33 @@ class Transcript:
         import pandas as pd
 
         return pd.DataFrame(self.records, columns=list(self.COLUMNS))
+
+    def timings(self):
+        """:meth:`to_frame` with ``seconds``: how long the sender worked on each message.
+
+        The wall-clock time from the sender's previous event (a message it sent or
+        took, or the start of the transcript) to this send: the work that produced
+        the message, such as encrypting the scores it carries or decrypting what it
+        returns.  A role's waits for its peers are not counted, as each wait ends
+        with a receipt; roles running at once share the machine's cores.  In a
+        network run each party's transcript holds its own sends and receipts, so
+        it times that party's messages.
+
+        Returns
+        -------
+        pandas.DataFrame
+            The columns of :meth:`to_frame` and ``seconds``.
+        """
+        with self._lock:
+            events = list(self._events)       # in the order they happened: recorded under the lock
+            frame = self.to_frame()
+        seconds = [float("nan")] * len(frame)
+        last: dict[str, float] = {}
+        for when, role, index in events:
+            if index is not None:
+                seconds[index] = when - last.get(role, self._started)
+            last[role] = when
+        return frame.assign(seconds=seconds)
 
 
 class Endpoint:
@@ -150,6 +195,7 @@ class Endpoint:
                             f"{message.fields.get('reason', 'no reason given')}")
         if message.name != name:
             raise ProtocolError(f"{self.role}: expected {name!r} from {frm}, got {message.name!r}")
+        self.transcript.record_receipt(self.role)
         if self.on_message:
             self.on_message("<-", frm, message, len(frame))
         return message
