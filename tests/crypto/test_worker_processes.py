@@ -147,3 +147,19 @@ def test_shutdown_does_not_wait_for_a_running_task(two_workers, keypair_1024):
     assert time.monotonic() - started < 10
     assert future.done()
     assert workers.get_pool() is not None                 # a later call starts a new pool
+
+
+def test_workers_ignore_an_interrupt_sent_to_the_process_group(two_workers, keypair_1024):
+    """Ctrl-C or a Jupyter kernel interrupt reaches every process of the group: the workers stay quiet and keep
+    working; the parent decides what stops."""
+    pk, sk = keypair_1024
+    engine = FastEngine()
+    values = list(range(-60, 60))
+    engine.encrypt(pk, values)
+    pool = workers.get_pool()
+    processes = [w.process for w in pool.workers]
+    for process in processes:
+        os.kill(process.pid, signal.SIGINT)
+    cts = engine.encrypt(pk, values)
+    assert [v - pk.n if v > pk.n // 2 else v for v in engine.decrypt(sk, cts)] == values
+    assert all(process.poll() is None for process in processes) and pool.deaths == 0

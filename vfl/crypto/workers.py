@@ -61,7 +61,10 @@ def worker_count() -> int:
 
 # A worker imports ``vfl.crypto`` only, not the ``vfl`` package's ``__init__`` (estimators,
 # scikit-learn...): the package is stubbed with just its path before anything is imported.
+# SIGINT is ignored: a Ctrl-C in a terminal, or a Jupyter kernel's interrupt or shutdown, reaches the
+# whole process group, and the parent decides what stops (a worker ends when its stdin closes).
 _BOOTSTRAP = (
+    "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     "import sys, types\n"
     "pkg = types.ModuleType('vfl'); pkg.__path__ = [sys.argv[1]]; sys.modules['vfl'] = pkg\n"
     "from vfl.crypto._worker import main\n"
