@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import inspect
 import os
 import threading
 from dataclasses import dataclass, field
@@ -270,7 +271,8 @@ def use(plan: ComputePlan):
         if plan.joblib_config:
             import joblib
 
-            with joblib.parallel_config(**plan.joblib_config):
+            accepted = inspect.signature(joblib.parallel_config).parameters
+            with joblib.parallel_config(**{k: v for k, v in plan.joblib_config.items() if k in accepted}):
                 yield plan
         else:
             yield plan
