@@ -54,13 +54,59 @@ def compute_series(args, run_vfl, load, table) -> list[dict]:
                     bar.update(1)
             entries.append({"rows": rows, "iterations": iterations, "runs": runs,
                             "median": {b: float(np.median([_steady(r) for r in rs])) for b, rs in runs.items()}})
+    calls = overheads(backends, load)
     print()
     print(comparison_table(entries, table))
+    print()
+    print(table([[c["backend"], f"{c['median_ms']:.2f}", f"{c['p90_ms']:.2f}", c["load_before"].split()[0]]
+                 for c in calls], ["backend", "one call of 2 tasks, median ms", "90th percentile ms",
+                                   "load avg before"]))
     print()
     for line in cost_lines(entries, args.features):
         print(line)
     print(f"load average at end: {load()}")
-    return entries
+    return {"sizes": entries, "call_overhead": calls}
+
+
+def call_overhead(backend: str, calls: int = 40) -> dict:
+    """Round trip of one ``workers.run`` call of two trivial tasks on ``backend`` (median ms), in this process."""
+    import time
+
+    from vfl.bench.run_vfl import compute_backend
+    from vfl.crypto import compute, workers
+    from vfl.crypto.fast import _task_product
+
+    tasks = [(2 ** 4096 + 1, [3, 5])] * 2
+    with compute_backend(backend) as n_jobs:
+        with compute.use(compute.capture(n_jobs)):
+            for _ in range(3):
+                workers.run(_task_product, tasks)           # start the workers, import vfl in them
+            times = []
+            for _ in range(calls):
+                began = time.perf_counter()
+                workers.run(_task_product, tasks)
+                times.append(time.perf_counter() - began)
+    workers.shutdown()
+    return {"backend": backend, "median_ms": float(np.median(times)) * 1e3,
+            "p90_ms": float(np.percentile(times, 90)) * 1e3}
+
+
+def overheads(backends: list, load) -> list[dict]:
+    """:func:`call_overhead` of each backend, each in a fresh process."""
+    import json
+    import subprocess
+
+    out = []
+    for backend in backends:
+        if backend == "inline":
+            continue
+        before = load()
+        done = subprocess.run([sys.executable, "-m", "vfl.bench.compute", backend], stdout=subprocess.PIPE,
+                              text=True, check=True)
+        figures = json.loads(done.stdout.strip().splitlines()[-1])
+        figures["load_before"] = before
+        out.append(figures)
+    return out
 
 
 def comparison_table(entries: list, table) -> str:
@@ -103,3 +149,9 @@ def cost_lines(entries: list, features: int) -> list[str]:
     if local and inline:
         lines.append(f"  (local worker processes against one core per party at {rows} rows: {inline / local:.2f}x)")
     return lines
+
+
+if __name__ == "__main__":
+    import json
+
+    print(json.dumps(call_overhead(sys.argv[1])))
