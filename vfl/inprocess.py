@@ -2,11 +2,13 @@
 
 The estimators use this; the same role programs run as separate processes over TLS
 in :mod:`vfl.federation`.  Frames cross as bytes exactly as on the network, so the
-transcript's sizes are real.  The caller's compute settings (its
-``joblib.parallel_config``, ``n_jobs``) are captured here and re-entered in every
-party's thread, so ``with joblib.parallel_config(backend="dask"): train(...)``
-sends the parties' encrypted work to the Dask cluster (:mod:`vfl.crypto.compute`).  Parties are named as the user named them (the
+transcript's sizes are real.  Parties are named as the user named them (the
 :class:`~vfl.protocols.Roster`); the defaults are Yang et al.'s A, B and C.
+
+The caller's compute settings (its ``joblib.parallel_config``, ``n_jobs``) are
+captured here and re-entered in every party's thread, so ``with
+joblib.parallel_config(backend="dask"): train(...)`` sends the parties' encrypted
+work to the Dask cluster (:mod:`vfl.crypto.compute`).
 """
 
 from __future__ import annotations
