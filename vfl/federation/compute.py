@@ -119,8 +119,8 @@ def _settings(where: str, name: str, role: str, values: dict) -> ComputeSettings
     if send_key and backend != "dask":
         raise ConfigurationError(f"{where}: send_private_key_to_cluster = true needs backend = 'dask' (the "
                                  "local backend never sends the private key anywhere)")
-    return ComputeSettings(backend, scheduler, None if n_jobs is None else int(n_jobs), send_private_key_to_cluster=send_key,
-                           **timeouts)
+    return ComputeSettings(backend, scheduler, None if n_jobs is None else int(n_jobs),
+                           send_private_key_to_cluster=send_key, **timeouts)
 
 
 def _valid_address(address: str) -> bool:
