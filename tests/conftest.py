@@ -21,3 +21,24 @@ def vertical_frames():
 def vertical_data(vertical_frames):
     frame_a, frame_b, _, _ = vertical_frames
     return VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """A Dask cluster on this machine: two single-threaded worker processes (and their nannies)."""
+    from distributed import LocalCluster
+
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                           dashboard_address=None)
+    yield cluster
+    cluster.close()
+
+
+@pytest.fixture
+def dask_client(dask_cluster):
+    """The current ``dask.distributed.Client`` of ``dask_cluster``, both workers up."""
+    from distributed import Client
+
+    with Client(dask_cluster) as client:
+        client.wait_for_workers(2, timeout=60)
+        yield client

@@ -41,3 +41,7 @@ class HandshakeError(PeerError):
 
 class DivergenceError(VFLError, ArithmeticError):
     """Training diverges: the loss is no longer finite, or keeps growing (lower the learning rate)."""
+
+
+class ComputeError(VFLError, RuntimeError):
+    """A party's own compute backend (its Dask cluster, a joblib backend) failed or cannot be reached."""

@@ -4,6 +4,11 @@ The estimators use this; the same role programs run as separate processes over T
 in :mod:`vfl.federation`.  Frames cross as bytes exactly as on the network, so the
 transcript's sizes are real.  Parties are named as the user named them (the
 :class:`~vfl.protocols.Roster`); the defaults are Yang et al.'s A, B and C.
+
+The caller's compute settings (its ``joblib.parallel_config``, ``n_jobs``) are
+captured here and re-entered in every party's thread, so ``with
+joblib.parallel_config(backend="dask"): train(...)`` sends the parties' encrypted
+work to the Dask cluster (:mod:`vfl.crypto.compute`).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from typing import Mapping
 
 import numpy as np
 
+from vfl.crypto import compute
 from vfl.parties import Coordinator, FeatureParty
 from vfl.parties.packed import DEFAULT_SCORE_BOUND
 from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
@@ -28,7 +34,7 @@ def _endpoints(roster: Roster, transcript: Transcript, on_message=None) -> tuple
 
 def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, settings: TrainingSettings,
           transcript: Transcript | None = None, engine=None, on_message=None, on_epoch=None,
-          roster: Roster = TWO_PARTY) -> dict:
+          roster: Roster = TWO_PARTY, n_jobs=None) -> dict:
     """Train in-process; returns C's result (``loss_curve``, ``n_iter``, ``converged``).
 
     Parameters
@@ -38,7 +44,11 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
         party and the :class:`~vfl.parties.PartyB`.
     on_epoch : callable, optional
         ``on_epoch(epoch, loss)`` as C completes each epoch.
+    n_jobs : int or None
+        Workers for the encrypted work (scikit-learn's meaning; see
+        :func:`vfl.crypto.compute.capture`).
     """
+    plan = compute.capture(n_jobs)
     transcript = transcript if transcript is not None else Transcript()
     network, ep = _endpoints(roster, transcript, on_message)
     c_epoch = (lambda epoch, state: on_epoch(epoch, state["loss_curve"][-1])) if on_epoch else None
@@ -48,17 +58,20 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
                                            roster=roster)
     programs[roster.coordinator] = lambda: run_c(ep[roster.coordinator], coordinator, settings, on_epoch=c_epoch,
                                                  roster=roster)
-    return run_roles(network, programs)[roster.coordinator]
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.coordinator]
 
 
 def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, features: Mapping[str, np.ndarray],
             mode: str = "private", frac_bits: int = 32, transcript: Transcript | None = None, engine=None,
-            roster: Roster = TWO_PARTY, packing: bool = False, score_bound: float | None = None) -> np.ndarray:
+            roster: Roster = TWO_PARTY, packing: bool = False, score_bound: float | None = None,
+            n_jobs=None) -> np.ndarray:
     """Scores ``z`` of new rows (``features`` by party name), as the label party learns them.
 
     ``packing`` runs the packed private prediction, its slots sized from the
     declared ``score_bound`` (default :data:`vfl.parties.packed.DEFAULT_SCORE_BOUND`).
+    ``n_jobs`` as for :func:`train`.
     """
+    plan = compute.capture(n_jobs)
     packed = {"packing": packing, "score_bound": DEFAULT_SCORE_BOUND if score_bound is None else score_bound}
     transcript = transcript if transcript is not None else Transcript()
     network, ep = _endpoints(roster, transcript)
@@ -68,4 +81,4 @@ def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, featu
     programs[roster.label] = lambda: predict_b(ep[roster.label], parties[roster.label], features[roster.label], mode,
                                                frac_bits, engine, roster, **packed)
     programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster, **packed)
-    return run_roles(network, programs)[roster.label]
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]

@@ -18,7 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import inprocess
-from vfl.crypto import FixedPoint, get_engine
+from vfl.crypto import FixedPoint, compute, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
@@ -43,7 +43,7 @@ class _VerticalLinearModel(BaseEstimator):
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss",
                  warm_start=False, class_weight=None, packing=False, feature_bound=2.0 ** 8,
-                 score_bound=2.0 ** 12):
+                 score_bound=2.0 ** 12, n_jobs=None):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -81,6 +81,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.packing = packing
         self.feature_bound = feature_bound
         self.score_bound = score_bound
+        self.n_jobs = n_jobs
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -101,6 +102,7 @@ class _VerticalLinearModel(BaseEstimator):
                                      f"(such as 'fast' or 'simple'), got {self.engine!r}")
         if not isinstance(self.verbose, (bool, np.bool_)):
             raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
+        compute.check_n_jobs(self.n_jobs)
 
     def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None, sample_weight=None):
         """Train on aligned vertical data; the party holding the label plays B.
@@ -198,7 +200,8 @@ class _VerticalLinearModel(BaseEstimator):
         progress = _progress(self.verbose, self.max_iter)
         try:
             result = inprocess.train(parties, coordinator, settings, transcript, self.engine,
-                                     on_epoch=progress.epoch if progress else None, roster=roster)
+                                     on_epoch=progress.epoch if progress else None, roster=roster,
+                                     n_jobs=self.n_jobs)
         finally:
             if progress:
                 progress.close()
@@ -304,7 +307,7 @@ class _VerticalLinearModel(BaseEstimator):
             columns.append(inprocess.predict(self._prediction_parties(features, roster, coef, intercept),
                                              coordinator, features, self.inference, self.frac_bits, transcript,
                                              self.engine, roster, packing=self.packing,
-                                             score_bound=self.score_bound))
+                                             score_bound=self.score_bound, n_jobs=self.n_jobs))
             frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
         self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)
@@ -411,6 +414,15 @@ class VerticalLinearRegression(_VerticalLinearModel):
     score_bound : float, default=2**12
         Declared bound on each party's share of a score; a larger one is refused with
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
+    n_jobs : int or None, default=None
+        Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
+        the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside
+        ``joblib.parallel_config(backend=...)`` that configuration's ``n_jobs``, else
+        all of the backend's workers), ``-1`` every core or worker, ``1`` none (all in
+        the parties' threads).  ``with joblib.parallel_config(backend="dask"):
+        model.fit(data)`` (and ``predict``) sends the work to the current
+        ``dask.distributed.Client``'s cluster; C's decryption stays in this process.
+        See docs/scale_out.md.
 
     Attributes
     ----------

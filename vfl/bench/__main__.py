@@ -10,6 +10,11 @@ about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
 
 ``--psi`` benchmarks the private set intersection instead (:mod:`vfl.bench.psi`).
+``--compute`` compares where the encrypted work runs, on the same cores: vfl's
+worker processes, joblib's loky backend, a Dask ``LocalCluster`` (through
+joblib), and one core per party (``n_jobs=1``), from which it derives the CPU cost
+per row and the cores a party needs for 10^6 and 10^7 rows per epoch
+(:mod:`vfl.bench.compute`).
 ``--packing`` also trains with packed ciphertexts, unpacked and packed runs
 interleaved, and prints both with their ratio, bytes, the load average before
 each run and the issue's goals; ``--predict ROWS`` times private prediction of
@@ -68,11 +73,20 @@ def parse_args(argv=None):
                    help="also train with packed ciphertexts: unpacked and packed runs interleaved (--pairs of "
                         "each per size), same data; prints both, their ratio and the goals")
     p.add_argument("--pairs", type=int, default=2, help="unpacked/packed run pairs per size with --packing")
+    p.add_argument("--compute", nargs="?", const="local,loky,dask,inline", default=None, metavar="B[,B...]",
+                   help="instead: training with the encrypted work on each of these backends, interleaved runs "
+                        "(--repeats each), on the same cores: local (vfl's worker processes), loky and dask "
+                        "(through joblib; dask: a LocalCluster of one worker process per core), inline (n_jobs=1, "
+                        "one core per party: gives the CPU cost per row); default sizes 569,10000")
     args = p.parse_args(argv)
     if args.psi_sizes is not None:
         args.psi = True
     if args.psi and args.psi_sizes is None:
         args.psi_sizes = [10_000, 100_000, 1_000_000]
+    if args.compute is not None:
+        args.compute = [b.strip() for b in args.compute.split(",") if b.strip()]
+        if args.sizes is None:
+            args.sizes = [569] if args.quick else [569, 10_000]
     if args.sizes is None:
         args.sizes = [10_000] if args.feature_parties else [569] if args.quick else [569, 10_000, 100_000]
     return args
@@ -108,10 +122,10 @@ def load() -> str:
 
 
 def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1,
-            packing: bool = False) -> dict:
+            packing: bool = False, compute: str = "local") -> dict:
     """vfl's protocol in a fresh process (so its memory figures are its own)."""
     cmd = [sys.executable, "-m", "vfl.bench.run_vfl", str(rows), str(features), str(key_bits), str(iterations),
-           engine, str(feature_parties), "1" if packing else "0"]
+           engine, str(feature_parties), "1" if packing else "0", compute]
     done = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -182,6 +196,12 @@ def main(argv=None) -> int:
         return 0
     if args.feature_parties:
         report["feature_parties"] = feature_party_series(args)
+        _write_json(args, report)
+        return 0
+    if args.compute:
+        from vfl.bench.compute import compute_series
+
+        report["compute"] = compute_series(args, run_vfl, load, table)
         _write_json(args, report)
         return 0
     measured_textbook = {}

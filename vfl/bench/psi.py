@@ -96,9 +96,8 @@ def _worker_peak_rss_mb() -> float:
     """The largest peak RSS (VmHWM) among this party's live worker processes, in MiB (0 if unknown)."""
     from vfl.crypto import workers
 
-    pool = workers._POOL
     peaks = [0.0]
-    for worker in (pool.workers if pool is not None else []):
+    for worker in [w for pool in list(workers._POOLS.values()) for w in pool.workers]:
         try:
             with open(f"/proc/{worker.process.pid}/status") as f:
                 peaks += [int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:")]

@@ -1,6 +1,6 @@
 """Time vfl's real protocol (the role programs, in-process) in a fresh process; print JSON.
 
-``python -m vfl.bench.run_vfl ROWS FEATURES KEY_BITS ITERATIONS [ENGINE [FEATURE_PARTIES [PACKING]]]``
+``python -m vfl.bench.run_vfl ROWS FEATURES KEY_BITS ITERATIONS [ENGINE [FEATURE_PARTIES [PACKING [COMPUTE]]]]``
 
 Runs :func:`vfl.inprocess.train` (the parties and C in threads, messages
 framed as bytes) for ``ITERATIONS`` full-batch epochs.  With one feature party
@@ -17,12 +17,20 @@ reports, as one JSON line on stdout:
 * ``params``: A's and B's weights after each step, to check the textbook
   baseline against (it starts from the weights after the first step);
 * ``parties``: per party, seconds per steady iteration spent outside waiting for
-  messages (``busy``: its own computation, on cores it shares with the others)
-  and bytes it sent per iteration.
+  messages (``busy``: its own computation, on cores it shares with the others),
+  bytes it sent per iteration, and ``cpu``: CPU seconds of its own thread per
+  steady iteration (all of its work with ``COMPUTE=inline``);
+* ``compute``: where the encrypted work ran (``COMPUTE``): ``local`` (vfl's worker
+  processes, the default), ``inline`` (``n_jobs=1``: each party in its own thread,
+  one core each), ``loky`` (``joblib.parallel_config(backend="loky")``) or ``dask``
+  (a ``distributed.LocalCluster`` with one single-threaded worker process per core,
+  through ``joblib.parallel_config(backend="dask")``), and ``tasks``: the calls and
+  tasks that went to the workers per steady iteration.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import resource
 import sys
@@ -38,6 +46,7 @@ def main(argv=None) -> None:
     engine = argv[4] if len(argv) > 4 and argv[4] != "default" else None
     k = int(argv[5]) if len(argv) > 5 else 1
     packing = len(argv) > 6 and argv[6] in ("1", "packed", "true")
+    where = argv[7] if len(argv) > 7 else "local"
 
     from tqdm import tqdm
 
@@ -79,6 +88,7 @@ def main(argv=None) -> None:
 
         party.apply_update = recording
 
+    cpu = {name: {} for name in roster.everyone}      # party -> iteration -> its thread's CPU seconds so far
     lock = threading.Lock()
     # 4 set-up messages per data party (key, resume, start, schedule), then per iteration 6 per feature
     # party (scores, residual, loss part, masked gradient, answer, control) and 4 more (B's loss, gradient,
@@ -88,6 +98,9 @@ def main(argv=None) -> None:
 
     def on_message(direction, peer, message, nbytes):
         if direction == "->":
+            sender = threading.current_thread().name.removeprefix("vfl-")
+            if sender in cpu:
+                cpu[sender][message.iteration] = time.thread_time()
             with lock:
                 bar.set_postfix_str(f"iteration {message.iteration}: {message.name} to {peer}", refresh=False)
                 bar.update(1)
@@ -106,11 +119,16 @@ def main(argv=None) -> None:
     Endpoint.recv = timed_recv
     waited_at = []
     stamps = []
+    calls = []
     transcript = Transcript()
-    start = time.perf_counter()
-    inprocess.train(parties, coordinator, settings, transcript, roster=roster, engine=engine, on_message=on_message,
-                    on_epoch=lambda epoch, loss: (stamps.append((time.perf_counter(), loss)),
-                                                  waited_at.append(dict(waiting))))
+    with compute_backend(where) as n_jobs:
+        counted = dict(workers.STATS)
+        start = time.perf_counter()
+        inprocess.train(parties, coordinator, settings, transcript, roster=roster, engine=engine,
+                        on_message=on_message, n_jobs=n_jobs,
+                        on_epoch=lambda epoch, loss: (stamps.append((time.perf_counter(), loss)),
+                                                      waited_at.append(dict(waiting)),
+                                                      calls.append(dict(workers.STATS))))
     bar.close()
     workers.shutdown()
 
@@ -122,8 +140,12 @@ def main(argv=None) -> None:
     first = waited_at[0] if len(times) > 1 else {name: 0.0 for name in roster.everyone}
     sent = frame[frame.iteration >= 1].groupby("sender")["bytes"].sum() if len(times) > 1 else \
         frame[frame.iteration >= 0].groupby("sender")["bytes"].sum()
+    iters = sorted(i for i in cpu[roster.coordinator] if i >= 0)
     party_figures = {name: {"busy": (span - (waited_at[-1][name] - first[name])) / steady,
-                            "bytes": int(sent.get(name, 0)) / steady} for name in roster.everyone}
+                            "bytes": int(sent.get(name, 0)) / steady,
+                            "cpu": _steady_cpu(cpu[name], iters)} for name in roster.everyone}
+    base = calls[0] if len(calls) > 1 else counted
+    tasks = {key: (calls[-1].get(key, 0) - base.get(key, 0)) / steady for key in calls[-1]} if calls else {}
     result = {
         "rows": rows, "features": features, "key_bits": key_bits, "engine": engine or "default",
         "first": times[0] - start,
@@ -136,8 +158,44 @@ def main(argv=None) -> None:
         "feature_parties": k,
         "packing": packing,
         "parties": party_figures,
+        "compute": where,
+        "tasks": tasks,
     }
     print(json.dumps(result))
+
+
+def _steady_cpu(by_iteration: dict, iterations: list) -> float | None:
+    """A party's thread CPU seconds per iteration after the first (from its last message of each)."""
+    marks = [by_iteration[i] for i in iterations if i in by_iteration]
+    if len(marks) < 2:
+        return None
+    return (marks[-1] - marks[0]) / (len(marks) - 1)
+
+
+@contextlib.contextmanager
+def compute_backend(where: str):
+    """Enter the compute backend named ``where``; yields the ``n_jobs`` to train with."""
+    from vfl.crypto.compute import usable_cores
+
+    cores = usable_cores()
+    if where == "local":
+        yield None
+    elif where == "inline":
+        yield 1
+    elif where == "loky":
+        import joblib
+
+        with joblib.parallel_config(backend="loky", n_jobs=cores):
+            yield None
+    elif where == "dask":
+        import joblib
+        from distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=cores, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as client, joblib.parallel_config(backend="dask", client=client):
+            yield None
+    else:
+        raise SystemExit(f"unknown compute backend {where!r}: local, inline, loky or dask")
 
 
 if __name__ == "__main__":

@@ -13,7 +13,9 @@ what changes is how the work is done:
 * **decrypt** is CRT decryption in ``gmpy2``, in two threads (``powmod`` releases
   the GIL).
 * Large calls are cut into chunks and run in worker processes
-  (:mod:`vfl.crypto.workers`); small ones stay in the calling thread.
+  (:mod:`vfl.crypto.workers`), or on the joblib backend the caller configured (a
+  Dask cluster: :mod:`vfl.crypto.compute`); small ones stay in the calling thread.
+  Decryption stays in this process unless the plan allows the private key out.
 
 The engine keeps no per-call state and guards its caches with locks, so the
 three parties of an estimator can share it from their threads.
@@ -27,13 +29,18 @@ import threading
 import gmpy2
 import numpy as np
 
-from vfl.crypto import multiexp, workers
+from vfl.crypto import compute, multiexp, workers
 from vfl.crypto.djn import djn_tables
 from vfl.crypto.engine import SimpleEngine
 
 #: Below this many modular multiplications (~8 ms at 2048 bits) a call runs in the calling
-#: thread; above it the workers' round trip (well under a millisecond) is worth paying.
-PARALLEL_THRESHOLD = 1_500
+#: thread; above it the local workers' round trip (well under a millisecond) is worth paying.
+#: (A joblib backend costs more per call: see :mod:`vfl.crypto.compute` for its thresholds.)
+PARALLEL_THRESHOLD = compute.LOCAL_THRESHOLD
+#: Modular multiplications (n^2-sized) per CRT decryption, roughly: two half-size ``powmod``.
+DECRYPT_COST = 500
+#: Decryptions per task at most, when decryption may go to a cluster.
+MAX_DECRYPTIONS_PER_TASK = 1_024
 #: Obfuscators per worker task at most (keeps each message and each worker's memory small).
 MAX_OBFUSCATORS_PER_TASK = 4_096
 #: Comb tables ``(rows h, blocks v)``: the small one (32,768 entries, ~18 MB at 2048 bits,
@@ -75,6 +82,15 @@ def _task_lincomb(n2: int, bases: list, lifted: np.ndarray, bits: list, method: 
 
 def _task_product(n2: int, values: list):
     return multiexp.product(values, gmpy2.mpz(n2))
+
+
+def _task_decrypt(p: int, q: int, ciphertexts: list) -> list:
+    """CRT decryption of a chunk: the task carries the private key (only with ``send_private_key``)."""
+    return [_crt_decrypt(_crt_parts(gmpy2.mpz(p), gmpy2.mpz(q)), c) for c in ciphertexts]
+
+
+#: :func:`vfl.crypto.compute.run_joblib` refuses to send this task to a joblib backend unless allowed.
+_task_decrypt.carries_private_key = True
 
 
 def _combine(n, plaintexts, obfuscators) -> list:
@@ -120,28 +136,35 @@ class FastEngine:
 
     # -- helpers -----------------------------------------------------------------
     @staticmethod
-    def _workers() -> int:
-        return max(1, workers.worker_count())
+    def _lanes(plan, cost: float) -> int:
+        """Workers worth using for a call of ``cost`` multiplications: each task at least the plan's minimum."""
+        lanes = max(1, plan.workers)
+        if plan.min_task:
+            lanes = min(lanes, max(1, int(cost // plan.min_task)))
+        return lanes
 
     def _tasks(self, count: int, unit_cost: float, max_per_task: int) -> list:
         """Ranges to cut ``count`` items into: one if the call is small, else at least one per worker."""
-        if count * unit_cost < PARALLEL_THRESHOLD or self._workers() < 2:
+        plan = compute.current()
+        cost = count * unit_cost
+        lanes = self._lanes(plan, cost) if cost >= plan.threshold else 1
+        if lanes < 2:
             parts = -(-count // max_per_task) if count else 1
         else:
-            per_worker = -(-count // self._workers())
-            parts = self._workers() * max(1, -(-per_worker // max_per_task))
+            per_worker = -(-count // lanes)
+            parts = lanes * max(1, -(-per_worker // max_per_task))
         return _split(count, parts)
 
     def _thread_map(self, fn, items: list, min_items: int = 4) -> list:
         """``[fn(x) for x in items]`` on two threads that release the GIL inside ``powmod``."""
-        if len(items) < min_items or self._workers() < 2:
+        count = compute.threads()
+        if len(items) < min_items or count < 2:
             return [fn(x) for x in items]
         with self._lock:
             if self._threads is None:
-                self._threads = cf.ThreadPoolExecutor(max_workers=self._workers(),
-                                                      thread_name_prefix="vfl-powmod",
+                self._threads = cf.ThreadPoolExecutor(max_workers=count, thread_name_prefix="vfl-powmod",
                                                       initializer=_release_gil)
-        parts = _split(len(items), self._workers())
+        parts = _split(len(items), count)
         futures = [self._threads.submit(lambda lo=lo, hi=hi: [fn(x) for x in items[lo:hi]]) for lo, hi in parts]
         return [y for f in futures for y in f.result()]
 
@@ -236,11 +259,12 @@ class FastEngine:
         size), buckets on row chunks, and buckets on whole columns split among the
         workers (the bucket method gets cheaper per term as chunks get longer).
         """
-        w = self._workers()
+        plan = compute.current()
         m = len(bits)
+        w = self._lanes(plan, 5.0 * rows * m)           # about 5 multiplications per term
         everything = list(range(m))
         t, _ = multiexp.best_subset(max(1, -(-rows // max(1, w))), bits)
-        small = multiexp.subset_cost(rows, bits, t) < PARALLEL_THRESHOLD or w < 2
+        small = multiexp.subset_cost(rows, bits, t) < plan.threshold or w < 2
         lanes = 1 if small else w
 
         def row_chunks(limit: int) -> list:
@@ -277,8 +301,24 @@ class FastEngine:
 
     # -- decryption (coordinator only) -----------------------------------------------
     def decrypt(self, private_key, ciphertexts):
+        """CRT decryption, in this process's threads.
+
+        Only under a joblib plan made with ``send_private_key=True`` (the CLI's
+        ``send_private_key_to_cluster``) do large calls go to the backend's workers,
+        each task carrying ``p`` and ``q``.
+        """
+        ciphertexts = list(ciphertexts)
+        plan = compute.current()
+        if plan.kind == "joblib" and plan.send_private_key:
+            ranges = self._tasks(len(ciphertexts), DECRYPT_COST, MAX_DECRYPTIONS_PER_TASK)
+            if len(ranges) > 1:
+                p, q = int(private_key.p), int(private_key.q)
+                out = []
+                for chunk in workers.run(_task_decrypt, [(p, q, ciphertexts[lo:hi]) for lo, hi in ranges]):
+                    out.extend(chunk)
+                return out
         key = self._crt_key(private_key)
-        return self._thread_map(lambda c: _crt_decrypt(key, c), list(ciphertexts))
+        return self._thread_map(lambda c: _crt_decrypt(key, c), ciphertexts)
 
     def _crt_key(self, private_key) -> tuple:
         ident = id(private_key)
@@ -286,17 +326,21 @@ class FastEngine:
             hit = self._crt.get(ident)
             if hit is not None and hit[0] is private_key:
                 return hit[1]
-        p, q = gmpy2.mpz(private_key.p), gmpy2.mpz(private_key.q)
-        n = p * q
-        p2, q2 = p * p, q * q
-        hp = gmpy2.invert((gmpy2.powmod(n + 1, p - 1, p2) - 1) // p, p)
-        hq = gmpy2.invert((gmpy2.powmod(n + 1, q - 1, q2) - 1) // q, q)
-        key = (p, q, p2, q2, hp, hq, gmpy2.invert(p, q))
+        key = _crt_parts(gmpy2.mpz(private_key.p), gmpy2.mpz(private_key.q))
         with self._lock:
             if len(self._crt) > 8:
                 self._crt.clear()
             self._crt[ident] = (private_key, key)
         return key
+
+
+def _crt_parts(p, q) -> tuple:
+    """What CRT decryption needs from the primes ``p`` and ``q``."""
+    n = p * q
+    p2, q2 = p * p, q * q
+    hp = gmpy2.invert((gmpy2.powmod(n + 1, p - 1, p2) - 1) // p, p)
+    hq = gmpy2.invert((gmpy2.powmod(n + 1, q - 1, q2) - 1) // q, q)
+    return (p, q, p2, q2, hp, hq, gmpy2.invert(p, q))
 
 
 def _crt_decrypt(key: tuple, c):

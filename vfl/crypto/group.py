@@ -25,7 +25,8 @@ Points travel as one ``bytes`` string of fixed-width 32-byte encodings
 the worker processes of :mod:`vfl.crypto.workers` (both cores); a task's points
 and results cross the pipe as arrays of 64-bit words (the scalar as hex
 text), never pickled.  The secret scalar thus reaches the party's own worker
-processes (its children, on its machine) and nothing else.  cffi releases the
+processes (its children, on its machine), or under a joblib backend the party's
+own cluster (:mod:`vfl.crypto.compute`), and nothing else.  cffi releases the
 GIL inside libsodium, so threads would use both cores too; measured on a 2-core
 machine, two threads blinded at about 1.75 times one core's rate and the two
 worker processes at about 2 times, and the pool was already there.

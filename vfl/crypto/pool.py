@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 
-from vfl.crypto import workers
+from vfl.crypto import compute, workers
 
 
 class ObfuscatorPool:
@@ -94,8 +94,9 @@ class ObfuscatorPool:
 
     def fill_async(self, public_key, count: int) -> threading.Thread:
         """:meth:`fill` in a daemon thread; returns the thread."""
-        thread = threading.Thread(target=self.fill, args=(public_key, count), name="vfl-obfuscator-fill",
-                                  daemon=True)
+        # the caller's compute plan (its n_jobs, its joblib backend) follows the fill into its thread
+        thread = threading.Thread(target=compute.bind(self.fill), args=(public_key, count),
+                                  name="vfl-obfuscator-fill", daemon=True)
         with self._lock:
             self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()

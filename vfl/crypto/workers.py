@@ -18,14 +18,21 @@ The workers import ``vfl.crypto`` and nothing else of the package:
   ``os.urandom``, multiply ciphertexts and raise them to public exponents.
 
 ``VFL_WORKERS`` sets the number of processes (``0`` or ``1``: no pool, all work in
-the calling thread); by default one per usable core.  Tasks from several
-threads share the pool first come, first served.  If a worker dies, its task is
-run again in the calling thread and the worker is replaced on the next call.
+the calling thread); by default one per usable core; an estimator's ``n_jobs``
+asks for another number.  Tasks from several threads share a pool first come,
+first served.  If a worker dies, its task is run again in the calling thread and
+the worker is replaced on the next call.
+
+:func:`run` is the one entry point for the engine's parallel work: it follows the
+calling thread's plan (:mod:`vfl.crypto.compute`), which may instead send the
+tasks to a joblib backend (a Dask cluster under
+``joblib.parallel_config(backend="dask")``) or keep them in the calling thread.
 """
 
 from __future__ import annotations
 
 import atexit
+import collections
 import concurrent.futures as cf
 import os
 import queue
@@ -34,29 +41,14 @@ import subprocess
 import sys
 import threading
 
-from vfl.crypto import _codec
+from vfl.crypto import _codec, compute
 
 _HEADER = struct.Struct("!Q")
 
 
-def _in_worker() -> bool:
-    return os.environ.get("VFL_IN_WORKER") == "1"
-
-
 def worker_count() -> int:
-    """Processes the pool uses (``VFL_WORKERS``, else the number of usable cores)."""
-    if _in_worker():
-        return 0
-    env = os.environ.get("VFL_WORKERS")
-    if env is not None and env.strip():
-        try:
-            return max(0, int(env))
-        except ValueError:
-            return 0
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
+    """Parallel lanes of this thread's plan: local worker processes or a joblib backend's workers (0: none)."""
+    return compute.current().workers
 
 
 # A worker imports ``vfl.crypto`` only, not the ``vfl`` package's ``__init__`` (estimators,
@@ -226,37 +218,53 @@ class WorkerPool:
 
 
 _LOCK = threading.Lock()
-_POOL: WorkerPool | None = None
+#: The pools started so far, by size (the default size, and any other an ``n_jobs`` asked for).
+_POOLS: dict[int, WorkerPool] = {}
 _DISABLED = False
+#: Calls and tasks that :func:`run` spread, by plan kind (``"local calls"``, ``"joblib tasks"``...): for benchmarks.
+STATS: "collections.Counter[str]" = collections.Counter()
 
 
-def get_pool() -> WorkerPool | None:
-    """The shared pool, or ``None`` when work should stay in this process."""
-    global _POOL
-    size = worker_count()
+def get_pool(size: int | None = None) -> WorkerPool | None:
+    """The shared pool of ``size`` processes (default: this thread's plan), or ``None`` to work in-process."""
+    if size is None:
+        plan = compute.current()
+        size = plan.workers if plan.kind == "local" else 0
     if size < 2 or _DISABLED:
         return None
     with _LOCK:
-        if _POOL is None or _POOL.closed:
-            _POOL = WorkerPool(size)
-        return _POOL
+        pool = _POOLS.get(size)
+        if pool is None or pool.closed:
+            pool = _POOLS[size] = WorkerPool(size)
+        return pool
 
 
 def shutdown() -> None:
     """Stop the worker processes (also run at interpreter exit); a later call starts new ones."""
-    global _POOL
     with _LOCK:
-        pool, _POOL = _POOL, None
-    if pool is not None:
+        pools = list(_POOLS.values())
+        _POOLS.clear()
+    for pool in pools:
         pool.shutdown()
 
 
 def run(fn, tasks: list) -> list:
-    """``[fn(*args) for args in tasks]``, spread over the worker processes when there are several tasks.
+    """``[fn(*args) for args in tasks]``, spread as this thread's plan says when there are several tasks.
 
-    ``fn`` must be a module-level function importable by the workers.
+    ``fn`` must be a module-level ``_task_`` function of ``vfl.crypto`` (the workers
+    import it by name).  Under a joblib backend the tasks go to its workers
+    (:func:`vfl.crypto.compute.run_joblib`); otherwise to vfl's local worker
+    processes, or they run here.
     """
-    pool = get_pool() if len(tasks) > 1 else None
+    if len(tasks) < 2:
+        return [fn(*args) for args in tasks]
+    plan = compute.current()
+    with _LOCK:
+        STATS[f"{plan.kind} calls"] += 1
+        STATS[f"{plan.kind} tasks"] += len(tasks)
+    if plan.kind == "joblib":
+        return compute.run_joblib(fn, tasks, plan)
+    pool = get_pool(plan.workers) if plan.kind == "local" else None
     if pool is None:
         return [fn(*args) for args in tasks]
     try:

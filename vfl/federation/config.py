@@ -63,6 +63,10 @@ federation has one *label party* (feature columns and the labels), one
     handshake_timeout = 5               # seconds an incoming connection has to finish TLS and its hello
     max_frame_bytes = 67108864
 
+    [compute]                           # local: where this party runs its encrypted work
+    backend = "local"                   # vfl's worker processes; "dask": scheduler = "tcp://host:8786"
+                                        # ([compute.NAME] for one party; see vfl.federation.compute)
+
 Party names are DNS labels (letters, digits, ``-``; they are also the names in
 the certificates), distinct even ignoring case.  A file naming exactly the
 parties A, B and C may leave out every ``role``: A is then the feature party, B
@@ -71,7 +75,8 @@ feature parties take part in the order of their names (sorted), whatever the
 order of the tables in the file.
 
 The *shared* part (``[training]``, ``[prediction]`` and every party's name and
-role) is hashed into a fingerprint that parties compare when they connect.
+role) is hashed into a fingerprint that parties compare when they connect;
+``[network]`` and ``[compute]`` are local to each machine.
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from vfl.errors import ConfigurationError
+from vfl.federation.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster, TrainingSettings
 from vfl.transport.network import NetworkSettings, parse_address
 from vfl.transport.tls import ROLE_PATTERN, TLSFiles
@@ -98,7 +104,7 @@ LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 #: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
 _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start"}
-_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network"}
+_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
 
@@ -133,6 +139,8 @@ class FederationConfig:
     warm_start: bool = False
     network: NetworkSettings = field(default_factory=NetworkSettings)
     timeout: float = 300.0
+    #: each party's ``[compute]`` settings (local: not part of the fingerprint)
+    compute: dict[str, ComputeSettings] = field(default_factory=dict)
 
     @property
     def roster(self) -> Roster:
@@ -232,10 +240,12 @@ def load_config(path) -> FederationConfig:
                               max_frame_bytes=int(network.get("max_frame_bytes", NetworkSettings.max_frame_bytes)))
     except (TypeError, ValueError) as exc:
         raise ConfigurationError(f"{where} [network]: {exc}") from None
+    compute = parse_compute(where, _section(where, raw, "compute", required=False),
+                            {name: entry.role for name, entry in parties.items()})
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, sample_weight=weight, warm_start=warm_start,
-                            network=net, timeout=timeout)
+                            network=net, timeout=timeout, compute=compute)
 
 
 def _parties(where: str, base: Path, table: dict) -> dict[str, PartyEntry]:

@@ -45,6 +45,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.federation.align import min_rows, private_intersection, write_aligned
 from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_models, write_json, write_shard
+from vfl.federation.compute import uses_compute
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
@@ -59,6 +60,7 @@ MAX_MODELS = 1000
 
 # --------------------------------------------------------------------------- training
 
+@uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
           narrate: bool = False, progress: bool = False) -> dict:
     """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
@@ -291,6 +293,7 @@ def _align(session: Session, config: FederationConfig, role: str, kind: str, dat
 
 # --------------------------------------------------------------------------- alignment only
 
+@uses_compute
 def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False) -> dict:
     """``vfl align``: run only the private set intersection; write this party's aligned rows.
 
@@ -315,6 +318,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
 
 # --------------------------------------------------------------------------- prediction
 
+@uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
             output=None, narrate: bool = False) -> dict:
     """Run party ``role``'s part of federated prediction; the label party writes the scores CSV.
