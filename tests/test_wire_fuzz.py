@@ -139,6 +139,23 @@ def test_real_frames_decode():
         assert encode(decode(frame)) == frame
 
 
+def _peak(frame) -> int:
+    """Bytes allocated at the peak while decoding ``frame`` (tracemalloc running), errors ignored."""
+    tracemalloc.reset_peak()
+    before = tracemalloc.get_traced_memory()[0]
+    try:
+        decode(frame)
+    except ProtocolError:
+        pass
+    return tracemalloc.get_traced_memory()[1] - before
+
+
+def _least_peak(frame, tries: int = 3) -> int:
+    """The smallest of a few measurements: tracemalloc also counts other threads' allocations (a Dask
+    scheduler's, say, started by another test), which come and go; the decoder's own allocations do not."""
+    return min(_peak(frame) for _ in range(tries))
+
+
 def test_fuzzed_frames_raise_only_protocol_errors_within_bounded_memory():
     escaped, greedy, refused, n = [], [], 0, 0
     tracemalloc.start()
@@ -154,6 +171,8 @@ def test_fuzzed_frames_raise_only_protocol_errors_within_bounded_memory():
             except BaseException as exc:  # noqa: BLE001 - the point of the test
                 escaped.append((type(exc).__name__, str(exc)[:200], frame[:200]))
             peak = tracemalloc.get_traced_memory()[1] - before
+            if peak > 4 * len(frame) + CONSTANT_BYTES:
+                peak = _least_peak(frame)
             if peak > 4 * len(frame) + CONSTANT_BYTES:
                 greedy.append((peak, len(frame), frame[:120]))
     finally:
@@ -172,10 +191,7 @@ def test_large_frames_take_memory_in_proportion():
     tracemalloc.start()
     try:
         for frame in frames:
-            tracemalloc.reset_peak()
-            before = tracemalloc.get_traced_memory()[0]
-            decode(frame)
-            peak = tracemalloc.get_traced_memory()[1] - before
+            peak = _least_peak(frame)
             assert peak <= 4 * len(frame) + CONSTANT_BYTES, (peak, len(frame))
     finally:
         tracemalloc.stop()
