@@ -46,7 +46,12 @@ def test_adagrad_and_rmsprop_by_hand():
     np.testing.assert_allclose(w1, [0.9, 1.1], atol=1e-7)
     np.testing.assert_allclose(w2, [0.9 - 0.1 / math.sqrt(1.25), 1.1], atol=1e-7)
     w1, w2 = two_steps("rmsprop")
-    # S1 = 0.1 [0.25, 4] = [0.025, 0.4]; S2 = [0.9 * 0.025 + 0.1, 0.36]
+    # rho = 0.99 (torch's and FATE's): S1 = 0.01 [0.25, 4] = [0.0025, 0.04]; S2 = [0.99 * 0.0025 + 0.01, 0.0396]
+    # (epsilon = 1e-8 beside sqrt(S1) = 0.05 moves the first step by 2e-7)
+    np.testing.assert_allclose(w1, [1 - 0.05 / math.sqrt(0.0025), 1 + 0.2 / math.sqrt(0.04)], atol=1e-6)
+    np.testing.assert_allclose(w2, w1 - [0.1 / math.sqrt(0.012475), 0.0], atol=1e-6)
+    w1, w2 = two_steps("rmsprop", rho=0.9)
+    # rho = 0.9: S1 = 0.1 [0.25, 4] = [0.025, 0.4]; S2 = [0.9 * 0.025 + 0.1, 0.36]
     np.testing.assert_allclose(w1, [1 - 0.05 / math.sqrt(0.025), 1 + 0.2 / math.sqrt(0.4)], atol=1e-7)
     np.testing.assert_allclose(w2, w1 - [0.1 / math.sqrt(0.1225), 0.0], atol=1e-7)
 

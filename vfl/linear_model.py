@@ -29,8 +29,8 @@ from vfl.transport import Transcript
 
 #: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
-                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "early_stopping", "validation_fraction",
-                  "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound")
+                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "rho", "early_stopping",
+                  "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound")
 
 
 class _VerticalLinearModel(BaseEstimator):
@@ -41,7 +41,8 @@ class _VerticalLinearModel(BaseEstimator):
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
                  dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
-                 epsilon=1e-8, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5, scoring="loss",
+                 epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
+                 scoring="loss",
                  warm_start=False, class_weight=None, packing=False, feature_bound=2.0 ** 8,
                  score_bound=2.0 ** 12, n_jobs=None):
         self.learning_rate = learning_rate
@@ -72,6 +73,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.beta_1 = beta_1
         self.beta_2 = beta_2
         self.epsilon = epsilon
+        self.rho = rho
         self.early_stopping = early_stopping
         self.validation_fraction = validation_fraction
         self.n_iter_no_change = n_iter_no_change
@@ -386,6 +388,8 @@ class VerticalLinearRegression(_VerticalLinearModel):
         For ``"momentum"`` and ``"nesterov"``.
     beta_1, beta_2, epsilon : float, default=0.9, 0.999, 1e-8
         Adam's (scikit-learn's MLP defaults); ``epsilon`` also for adagrad and rmsprop.
+    rho : float, default=0.99
+        RMSprop's decay of the mean square gradient (torch's and FATE's 0.99).
     early_stopping : bool, default=False
         Score held-out rows after every epoch by private prediction (only the label
         party sees the scores), stop when the score has not improved by more than

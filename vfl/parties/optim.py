@@ -15,7 +15,7 @@ Optimizers (scikit-learn's MLP names and defaults where it has them):
 * ``"nesterov"``: as momentum, then ``w <- w + mu v - eta g`` (Sutskever et al.'s
   form, as scikit-learn's ``nesterovs_momentum``);
 * ``"adagrad"``: ``G <- G + g^2``, ``w <- w - eta g / (sqrt(G) + eps)``;
-* ``"rmsprop"``: ``S <- rho S + (1 - rho) g^2``, ``w <- w - eta g / (sqrt(S) + eps)`` (``rho=0.9``);
+* ``"rmsprop"``: ``S <- rho S + (1 - rho) g^2``, ``w <- w - eta g / (sqrt(S) + eps)`` (``rho=0.99``, as torch and FATE);
 * ``"adam"``: Kingma & Ba with scikit-learn's defaults ``beta_1=0.9``,
   ``beta_2=0.999``, ``epsilon=1e-8`` and its bias correction folded into the rate:
   ``eta_t = eta sqrt(1 - beta_2^t) / (1 - beta_1^t)``, ``w <- w - eta_t m / (sqrt(v) + eps)``.
@@ -38,7 +38,7 @@ OPTIMIZERS = ("sgd", "momentum", "nesterov", "adagrad", "rmsprop", "adam")
 PENALTIES = ("l2", "l1", "elasticnet", "none")
 SCHEDULES = ("constant", "invscaling", "step")
 #: Hyper-parameters of the optimizers, scikit-learn's MLP defaults where it has them.
-DEFAULTS = {"momentum": 0.9, "rho": 0.9, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8}
+DEFAULTS = {"momentum": 0.9, "rho": 0.99, "beta_1": 0.9, "beta_2": 0.999, "epsilon": 1e-8}
 
 
 @dataclass(frozen=True)

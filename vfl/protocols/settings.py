@@ -84,6 +84,8 @@ class TrainingSettings:
         The schedules' parameters.
     momentum, beta_1, beta_2, epsilon : float
         The optimizers' parameters (scikit-learn's MLP defaults).
+    rho : float
+        RMSprop's decay of the mean square gradient, in [0, 1) (0.99, as torch and FATE).
     early_stopping : bool
         Hold out validation rows (``validation_fraction`` of them, chosen from the
         batch seed, never from the labels), score them after every epoch by private
@@ -132,6 +134,7 @@ class TrainingSettings:
     beta_1: float = 0.9
     beta_2: float = 0.999
     epsilon: float = 1e-8
+    rho: float = 0.99
     early_stopping: bool = False
     validation_fraction: float = 0.1
     n_iter_no_change: int = 5
@@ -175,7 +178,7 @@ class TrainingSettings:
                self.decay_rate)
         _check(_is_int(self.decay_steps) and self.decay_steps >= 1, "decay_steps must be a positive integer",
                self.decay_steps)
-        for name in ("momentum", "beta_1", "beta_2"):
+        for name in ("momentum", "beta_1", "beta_2", "rho"):
             value = getattr(self, name)
             _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
         _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a positive number", self.epsilon)
@@ -214,7 +217,7 @@ class TrainingSettings:
 
     def optimizer_hyper(self) -> dict:
         """The optimizer's parameters, for :meth:`vfl.parties.FeatureParty.set_optimizer`."""
-        return {"momentum": self.momentum, "rho": 0.9, "beta_1": self.beta_1, "beta_2": self.beta_2,
+        return {"momentum": self.momentum, "rho": self.rho, "beta_1": self.beta_1, "beta_2": self.beta_2,
                 "epsilon": self.epsilon}
 
     def step_size(self, step: int, epoch: int) -> float:
