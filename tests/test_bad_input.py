@@ -8,7 +8,7 @@ from vertical_data import make_vertical
 from vfl import (ConfigurationError, DataError, DivergenceError, FixedPointOverflowError, NotFittedError, VerticalDataset,
                  VerticalLinearRegression, VerticalLogisticRegression)
 
-FAST = dict(key_bits=1024, insecure=True, max_iter=1)
+FAST = dict(key_bits=1024, insecure=True, max_iter=1, solver="gd", standardize=False)
 
 
 def frames(**kwargs):
@@ -57,7 +57,7 @@ def test_fit_without_a_label_column_named():
 
 def test_prediction_values_outside_the_range(vertical_frames):
     a, b, _, _ = vertical_frames
-    model = VerticalLinearRegression(tol=None, **{**FAST, "key_bits": 512}).fit(
+    model = VerticalLinearRegression(tol=None, packing=False, **{**FAST, "key_bits": 512}).fit(
         VerticalDataset({"A": a, "B": b}, label="y", id_column="id"))
     huge = a.assign(a0=a["a0"] * 1e200)
     test = VerticalDataset({"A": huge, "B": b.drop(columns="y")}, id_column="id")
@@ -200,7 +200,8 @@ def test_diverging_training_stops_instead_of_wrapping():
     a = pd.DataFrame(rng.normal(size=(40, 2)), columns=["a0", "a1"])
     b = pd.DataFrame(rng.normal(size=(40, 2)), columns=["b0", "b1"]).assign(y=rng.normal(size=40))
     data = VerticalDataset({"A": a, "B": b}, label="y")
-    model = VerticalLinearRegression(learning_rate=50.0, max_iter=200, tol=None, key_bits=512, insecure=True)
+    model = VerticalLinearRegression(learning_rate=50.0, max_iter=200, tol=None, key_bits=512, insecure=True,
+                                     solver="gd", packing=False)
     with pytest.raises((FixedPointOverflowError, DivergenceError), match=r"diverges"):
         model.fit(data)
 
@@ -211,7 +212,8 @@ def test_a_growing_loss_stops_the_run_with_a_clear_error():
     a = pd.DataFrame(rng.normal(size=(40, 2)), columns=["a0", "a1"])
     b = pd.DataFrame(rng.normal(size=(40, 2)), columns=["b0", "b1"]).assign(y=rng.integers(0, 2, 40))
     data = VerticalDataset({"A": a, "B": b}, label="y")
-    model = VerticalLogisticRegression(learning_rate=12.0, max_iter=40, tol=None, key_bits=1024, insecure=True)
+    model = VerticalLogisticRegression(learning_rate=12.0, max_iter=40, tol=None, key_bits=1024, insecure=True,
+                                       solver="gd", packing=False)
     with pytest.raises(DivergenceError, match=r"C: training diverges: the loss grew for 5 epochs in a row, "
                                               r"from .* to .*; lower learning_rate \(now 12\)"):
         model.fit(data)
@@ -231,6 +233,9 @@ def test_not_converging_within_max_iter_warns_like_scikit_learn(vertical_data):
     from sklearn.exceptions import ConvergenceWarning
 
     with pytest.warns(ConvergenceWarning, match="reached max_iter=2 epochs before the loss changed by less than tol"):
+        VerticalLogisticRegression(max_iter=2, tol=1e-12, key_bits=1024, insecure=True, solver="gd").fit(vertical_data)
+    with pytest.warns(ConvergenceWarning, match="reached max_iter=2 epochs before the gradient's norm fell to "
+                                                "tol=1e-12 times its first; increase max_iter"):
         VerticalLogisticRegression(max_iter=2, tol=1e-12, key_bits=1024, insecure=True).fit(vertical_data)
 
 
@@ -244,7 +249,8 @@ def test_values_beyond_the_feature_bound_of_a_short_key_are_refused():
     b = pd.DataFrame(rng.normal(size=(30, 1)), columns=["b0"]).assign(y=rng.normal(size=30) * 1e30)
     data = VerticalDataset({"A": a, "B": b}, label="y")
     with pytest.raises(FixedPointOverflowError, match=r"party A, column 'big': value .* at row \d+ is outside"):
-        VerticalLinearRegression(learning_rate=1e-100, max_iter=1, key_bits=512, insecure=True).fit(data)
+        VerticalLinearRegression(learning_rate=1e-100, max_iter=1, key_bits=512, insecure=True, standardize=False,
+                                 packing=False).fit(data)
 
 
 def test_prediction_columns_differ(vertical_frames):

@@ -37,14 +37,17 @@ def assert_matches(model, ref, n_a):
 
 
 @pytest.mark.parametrize("task", ["linear", "logistic"])
-@pytest.mark.parametrize("batch_size,alpha,fit_intercept,init", [(None, 0.0, True, "random"), (None, 0.1, False, "zeros"),
-                                                                 (25, 0.01, True, "random"), (25, 0.0, False, "random")])
+@pytest.mark.parametrize("batch_size,alpha,fit_intercept,init", [(None, 0.0, True, "random"), (None, 0.1, False,
+                         "zeros"),
+                                                                 (25, 0.01, True, "random"), (25, 0.0, False,
+                                                                  "random")])
 def test_generated_data(task, batch_size, alpha, fit_intercept, init):
     frame_a, frame_b, x, y = make_vertical(n_rows=60, task=task, seed=3)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
     model = cls(learning_rate=0.2, max_iter=4, alpha=alpha, batch_size=batch_size, tol=None,
-                fit_intercept=fit_intercept, key_bits=1024, insecure=True, random_state=7, init=init).fit(data)
+                fit_intercept=fit_intercept, key_bits=1024, insecure=True, solver="gd", standardize=False,
+                                                                                                                                          random_state=7, init=init).fit(data)
     start_coef, start_intercept = start_of(model)
     assert (np.count_nonzero(start_coef) == 5) == (init == "random")
     assert_matches(model, reference(model, x, y), 3)
@@ -56,6 +59,7 @@ def test_zero_start_gives_todays_trajectory():
     frame_a, frame_b, x, y = make_vertical(n_rows=40, task="logistic", seed=4)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     model = VerticalLogisticRegression(learning_rate=0.2, max_iter=3, tol=None, key_bits=1024, insecure=True,
+                                       solver="gd", standardize=False,
                                        init="zeros").fit(data)
     settings = model._settings()
     ref = fit_gradient_descent(x, np.where(y == 1, 1.0, -1.0), settings, start=(np.zeros(5), 0.0))
@@ -68,7 +72,8 @@ def test_random_starts_are_fresh_and_secret_per_run():
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     starts = []
     for _ in range(2):
-        model = VerticalLogisticRegression(max_iter=1, tol=None, key_bits=1024, insecure=True,
+        model = VerticalLogisticRegression(max_iter=1, tol=None, key_bits=1024, insecure=True, solver="gd",
+                                           standardize=False,
                                            random_state=0).fit(data)
         starts.append(start_of(model))
     assert not np.allclose(starts[0][0], starts[1][0]) and starts[0][1] != starts[1][1]
@@ -77,7 +82,8 @@ def test_random_starts_are_fresh_and_secret_per_run():
 def test_tol_stops_both_at_the_same_epoch():
     frame_a, frame_b, x, y = make_vertical(n_rows=50, task="linear", seed=5)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
-    model = VerticalLinearRegression(learning_rate=0.5, max_iter=40, alpha=0.0, tol=1e-3, key_bits=1024,
+    model = VerticalLinearRegression(learning_rate=0.5, max_iter=40, alpha=0.0, tol=1e-3, key_bits=1024, solver="gd",
+                                     standardize=False,
                                      insecure=True).fit(data)
     ref = reference(model, x, y)
     assert 1 < model.n_iter_ < 40 and model.converged_
@@ -95,7 +101,8 @@ def test_diabetes_linear():
     x, y = load_diabetes(return_X_y=True)
     x = StandardScaler().fit_transform(x)
     y = (y - y.mean()) / y.std()
-    model = VerticalLinearRegression(learning_rate=0.3, max_iter=6, alpha=0.01, tol=None, key_bits=1024,
+    model = VerticalLinearRegression(learning_rate=0.3, max_iter=6, alpha=0.01, tol=None, key_bits=1024, solver="gd",
+                                     standardize=False,
                                      insecure=True)
     model.fit(split_columns(x, y, 6))
     assert_matches(model, reference(model, x, y), 6)
@@ -109,6 +116,7 @@ def test_breast_cancer_logistic_matches_and_auc_close_to_sklearn():
     # From zero: the AUC comparison with scikit-learn should not depend on where a random start fell
     # (equality with the centralized reference from random starts is tested above).
     model = VerticalLogisticRegression(learning_rate=0.15, max_iter=25, alpha=0.01, tol=None, key_bits=1024,
+                                       solver="gd", standardize=False,
                                        insecure=True, init="zeros").fit(data)
     assert_matches(model, reference(model, x, y), 20)
     auc = roc_auc_score(y, model.predict_proba(data))
@@ -119,7 +127,7 @@ def test_breast_cancer_logistic_matches_and_auc_close_to_sklearn():
 def test_end_to_end_with_2048_bit_key():
     frame_a, frame_b, x, y = make_vertical(n_rows=24, task="logistic", seed=11)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
-    model = VerticalLogisticRegression(max_iter=2, tol=None).fit(data)
+    model = VerticalLogisticRegression(max_iter=2, tol=None, solver="gd", standardize=False).fit(data)
     assert model._coordinator.context.public_key.key_bits == 2048
     assert_matches(model, reference(model, x, y), 3)
     proba = model.predict_proba(data)
@@ -152,7 +160,8 @@ def test_objective_is_the_one_specified(task):
     frame_a, frame_b, x, y = make_vertical(n_rows=50, task=task, seed=8)
     data = VerticalDataset({"A": frame_a, "B": frame_b}, label="y", id_column="id")
     cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
-    model = cls(learning_rate=0.3, max_iter=5, alpha=0.05, tol=None, key_bits=1024, insecure=True,
+    model = cls(learning_rate=0.3, max_iter=5, alpha=0.05, tol=None, key_bits=1024, insecure=True, solver="gd",
+                standardize=False,
                 init="zeros").fit(data)
     target = np.where(y == 1, 1.0, -1.0) if task == "logistic" else y
     w, b, losses = _issue_objective_by_hand(task, x, target, alpha=0.05, learning_rate=0.3, epochs=5)

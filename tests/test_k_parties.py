@@ -8,7 +8,8 @@ from vfl import DataError, VerticalDataset, VerticalLinearRegression, VerticalLo
 from vfl.centralized import fit_gradient_descent
 from vfl.transport import BigInts
 
-FAST = dict(key_bits=1024, insecure=True)
+# the first-order protocol (solver="gd"), on the columns as given
+FAST = dict(key_bits=1024, insecure=True, solver="gd", standardize=False)
 ATOL = 1e-7
 
 
@@ -55,7 +56,7 @@ def three():
     """Three feature parties, a fitted model, its training transcript with every payload, and a prediction."""
     frames, x, y = k_party_data(3, n_rows=60, seed=9)
     data = VerticalDataset(frames, label="y", id_column="id")
-    model = VerticalLogisticRegression(max_iter=2, tol=None, batch_size=20, random_state=1, **FAST)
+    model = VerticalLogisticRegression(max_iter=2, tol=None, batch_size=20, random_state=1, packing=False, **FAST)
     from vfl.transport import Transcript
 
     kept = []

@@ -57,7 +57,8 @@ def first_gradient(monkeypatch, n_rows, n_a, init, seed):
     monkeypatch.setattr(FeatureParty, "apply_update", spy)
     data = VerticalDataset({"A": pd.DataFrame(x_a).add_prefix("a"),
                             "B": pd.DataFrame(x_b).add_prefix("b").assign(y=y)}, label="y")
-    VerticalLogisticRegression(max_iter=1, alpha=0.0, tol=None, key_bits=1024, insecure=True, init=init).fit(data)
+    VerticalLogisticRegression(max_iter=1, alpha=0.0, tol=None, key_bits=1024, insecure=True, solver="gd",
+                               standardize=False, init=init).fit(data)
     return x_a, seen["xtd"], seen["scores"], np.where(y == 1, 1.0, -1.0)
 
 

@@ -18,7 +18,7 @@ def run():
     a, b = PartyA(x[:, :3]), PartyB(x[:, 3:], np.where(y == 1, 1.0, -1.0))
     c = Coordinator(1024, insecure=True)
     transcript = Transcript(keep_payloads=True)
-    settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, key_bits=1024, insecure=True)
+    settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, key_bits=1024, insecure=True, packing=False)
     inprocess.train({"A": a, "B": b}, c, settings, transcript)
     features = {"A": x[:10, :3], "B": x[:10, 3:]}
     inprocess.predict({"A": a, "B": b}, c, features, transcript=transcript)

@@ -22,7 +22,7 @@ def run():
     _, _, x, y = make_vertical(n_rows=40, task="logistic", seed=2)
     labels = np.where(y == 1, 1.0, -1.0)
     settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, key_bits=1024, insecure=True,
-                                learning_rate=0.2, alpha=0.01)
+                                learning_rate=0.2, alpha=0.01, solver="gd", packing=False)
     a, b = PartyA(x[:, :3]), PartyB(x[:, 3:], labels)
     c = Coordinator(1024, insecure=True)
     transcript = Transcript(keep_payloads=True)

@@ -14,6 +14,7 @@ import numpy as np
 
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DivergenceError
+from vfl.parties import cg
 from vfl.parties.objectives import get_objective
 from vfl.parties.optim import Optimizer, penalised_step
 from vfl.parties.scoring import validation_score
@@ -24,7 +25,10 @@ from vfl.protocols.training import diverged
 
 def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
                          noise=None, validation=None, sample_weight=None) -> dict:
-    """Gradient descent on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
+    """Gradient descent, or conjugate gradient, on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
+
+    ``settings.conjugate`` (``solver="cg"``, or ``"auto"`` where it applies) runs
+    the parties' conjugate gradient (:mod:`vfl.parties.cg`) on the pooled vector.
 
     Parameters
     ----------
@@ -85,6 +89,8 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     params = np.append(np.array(start[0], dtype=np.float64), float(start[1]) if settings.fit_intercept else 0.0)
     penalised = np.append(np.ones(n_features), 0.0)
     penalty = settings.penalty_spec
+    if settings.conjugate:
+        return _conjugate_gradient(x, y, weights, params, penalised, settings, validation)
     optimizer = Optimizer(settings.optimizer, params.size, **settings.optimizer_hyper())
     per_epoch = len(batch_sizes(n_rows, settings.batch_size))
     tracker, snapshots = Tracker(settings), {}
@@ -118,6 +124,56 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         elif settings.tol is not None and len(loss_curve) > 1 and abs(loss_curve[-2] - loss_curve[-1]) < settings.tol:
             break
     result = {"coef": params[:-1], "intercept": float(params[-1]), "loss_curve": loss_curve,
+              "n_iter": len(loss_curve)}
+    if settings.early_stopping:
+        result.update(validation_scores=tracker.scores, best_epoch=tracker.best_epoch)
+    return result
+
+
+def _conjugate_gradient(x, y, weights, params, penalised, settings: TrainingSettings, validation) -> dict:
+    """The parties' conjugate gradient (:mod:`vfl.protocols.conjugate`) on pooled data, step for step."""
+    objective = get_objective(settings.objective)
+    alpha = settings.penalty_spec.alpha
+    n_rows = len(y)
+    design = np.hstack([x, np.ones((n_rows, 1))])
+    if not settings.fit_intercept:
+        penalised, design = penalised[:-1], x
+        params = params[:-1]
+
+    def gradient(at, labels):       # what a pass gives: 2a X^T S (X at - kappa y) / n (+ the penalty's gradient)
+        z = design @ at
+        return objective.grad_scale * design.T @ (weights * (z - labels)) / n_rows + alpha * penalised * at
+
+    z = design @ params
+    loss = float(np.mean(weights * objective.loss(z, y))) + settings.penalty_spec.value(params * penalised)
+    directions = cg.Directions()
+    directions.begin(gradient(params, objective.kappa * y))
+    gamma = gamma_first = directions.norm_part()
+    tracker, snapshots, loss_curve, converged = Tracker(settings), {}, [], False
+    for epoch in range(settings.max_iter):
+        product = gradient(directions.direction, 0.0)                     # H p
+        curvature = float(directions.direction @ product)
+        eta = cg.step_size(gamma, curvature)
+        params = directions.step(params, eta, product)
+        gamma_next = directions.norm_part()
+        loss = cg.next_loss(loss, gamma, eta, curvature)
+        directions.turn(cg.conjugacy(gamma_next, gamma))
+        gamma = gamma_next
+        loss_curve.append(loss)
+        exhausted = cg.converged(gamma, gamma_first, None, curvature)
+        if settings.early_stopping:
+            snapshots[epoch] = params.copy()
+            z_val = validation[0] @ params[:x.shape[1]] + (params[-1] if settings.fit_intercept else 0.0)
+            converged = tracker.add(epoch, validation_score(settings.scoring, objective, z_val, validation[1]))
+            if converged or exhausted or epoch + 1 >= settings.max_iter:
+                params = snapshots[tracker.best_epoch]
+                break
+        else:
+            converged = cg.converged(gamma, gamma_first, settings.tol, curvature)
+            if converged or exhausted:
+                break
+    intercept = float(params[-1]) if settings.fit_intercept else 0.0
+    result = {"coef": params[:x.shape[1]], "intercept": intercept, "loss_curve": loss_curve,
               "n_iter": len(loss_curve)}
     if settings.early_stopping:
         result.update(validation_scores=tracker.scores, best_epoch=tracker.best_epoch)

@@ -22,6 +22,7 @@ from vfl.crypto import FixedPoint, compute, get_engine
 from vfl.dataset import VerticalDataset
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
+from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
@@ -36,15 +37,18 @@ _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", 
 class _VerticalLinearModel(BaseEstimator):
     _objective = ""
 
-    def __init__(self, learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None, tol=1e-4,
+    def __init__(self, solver="auto", standardize=True, learning_rate=0.15, max_iter=100, alpha=0.01, batch_size=None,
+                 tol=1e-5,
                  fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
                  inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
                  dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  scoring="loss",
-                 warm_start=False, class_weight=None, packing=False, feature_bound=2.0 ** 8,
+                 warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
                  score_bound=2.0 ** 12, n_jobs=None):
+        self.solver = solver
+        self.standardize = standardize
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.alpha = alpha
@@ -88,7 +92,8 @@ class _VerticalLinearModel(BaseEstimator):
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
         return TrainingSettings(
-            objective=self._objective, learning_rate=self.learning_rate, max_iter=self.max_iter,
+            objective=self._objective, solver=self.solver, standardize=self.standardize,
+            learning_rate=self.learning_rate, max_iter=self.max_iter,
             alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
             key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
             random_state=self.random_state, init=self.init, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
@@ -137,22 +142,28 @@ class _VerticalLinearModel(BaseEstimator):
         model_targets = self._targets(data.labels, roster.label)
         weights = row_weights(data.labels, self.class_weight, sample_weight, roster.label)
         starts = self._warm_starts(data, roster, len(model_targets))
+        scalers = self._scalers(data, roster, continuing=starts[0] is not None)
+        features = {name: _scaled(scalers, name, data.features(name)) for name in roster.data_parties}
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         models, transcripts = [], []
         for index, (target, start) in enumerate(zip(model_targets, starts)):
             # one-vs-rest: one binary model per class, all under C's one key, on the same aligned rows
-            model, transcript = self._fit_binary(data, roster, target, start, settings, coordinator, validation,
-                                                 index, len(model_targets), weights)
+            model, transcript = self._fit_binary(data, features, roster, target, start, settings, coordinator,
+                                                 validation, index, len(model_targets), weights, scalers)
             models.append(model)
             transcripts.append(transcript.assign(model=index) if len(model_targets) > 1 else transcript)
 
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self.solver_ = "cg" if settings.conjugate else "gd"
+        self.mean_ = {name: scaler.mean.copy() for name, scaler in scalers.items()} if scalers else None
+        self.scale_ = {name: scaler.scale.copy() for name, scaler in scalers.items()} if scalers else None
         one = len(models) == 1
         stack = (lambda key: models[0][key]) if one else (lambda key: np.array([m[key] for m in models]))
         self.coef_ = {name: stack("coef")[name] if one else np.array([m["coef"][name] for m in models])
                       for name in roster.data_parties}
         self.intercept_ = stack("intercept")
+        self.unscaled_coef_, self.unscaled_intercept_ = self._unscaled(scalers, roster)
         self.initial_coef_ = {name: models[0]["initial_coef"][name] if one else
                               np.array([m["initial_coef"][name] for m in models]) for name in roster.data_parties}
         self.initial_intercept_ = stack("initial_intercept")
@@ -171,17 +182,21 @@ class _VerticalLinearModel(BaseEstimator):
         # coordinator, in memory (never pickled, see __getstate__).
         self._coordinator = coordinator
         if self.tol is not None and not self.converged_:
-            warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
-                          f"by less than tol={self.tol:g}; increase max_iter or learning_rate", ConvergenceWarning)
+            rule = ("the gradient's norm fell to tol={:g} times its first" if self.solver_ == "cg" else
+                    "the loss changed by less than tol={:g}").format(self.tol)
+            warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before {rule}; increase "
+                          f"max_iter{'' if self.solver_ == 'cg' else ' or learning_rate'}", ConvergenceWarning)
         return self
 
-    def _fit_binary(self, data: VerticalDataset, roster: Roster, target: np.ndarray, start: dict | None, settings,
-                    coordinator: Coordinator, validation, index: int, n_models: int,
-                    weights: np.ndarray | None = None) -> tuple[dict, object]:
-        """One model (of ``n_models`` one-vs-rest models) trained on ``target``; its figures and transcript."""
-        parties = {name: PartyA(data.features(name), role=name, columns=data.columns(name))
-                   for name in roster.features}
-        party_b = parties[roster.label] = PartyB(data.features(roster.label), target, fit_intercept=self.fit_intercept,
+    def _fit_binary(self, data: VerticalDataset, features: dict, roster: Roster, target: np.ndarray,
+                    start: dict | None, settings, coordinator: Coordinator, validation, index: int, n_models: int,
+                    weights: np.ndarray | None = None, scalers: dict | None = None) -> tuple[dict, object]:
+        """One model (of ``n_models`` one-vs-rest models) trained on ``target``; its figures and transcript.
+
+        ``features`` are each party's training columns, standardized by its own scaler (``scalers``) if any.
+        """
+        parties = {name: PartyA(features[name], role=name, columns=data.columns(name)) for name in roster.features}
+        party_b = parties[roster.label] = PartyB(features[roster.label], target, fit_intercept=self.fit_intercept,
                                                  role=roster.label, columns=data.columns(roster.label))
         party_b.dp_models = n_models
         if weights is not None:
@@ -190,7 +205,7 @@ class _VerticalLinearModel(BaseEstimator):
             if start is not None:
                 party.warm_params = start[name]
         if validation is not None:
-            self._give_validation(validation, data, parties, roster, index, n_models)
+            self._give_validation(validation, data, parties, roster, index, n_models, scalers)
         if index == 0:
             for party in parties.values():
                 check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
@@ -234,8 +249,29 @@ class _VerticalLinearModel(BaseEstimator):
             starts.append(start)
         return starts
 
+    def _scalers(self, data: VerticalDataset, roster: Roster, continuing: bool) -> dict | None:
+        """Each party's own standardization, fitted on its training rows (``standardize``); None without.
+
+        A warm start continues weights trained on the previous scaling, so it keeps the fitted scalers.
+        """
+        if not self.standardize:
+            return None
+        if continuing and getattr(self, "mean_", None):
+            return {name: Standardizer(self.mean_[name], self.scale_[name]) for name in roster.data_parties}
+        return {name: Standardizer.fit(data.features(name), name, data.columns(name)) for name in roster.data_parties}
+
+    def _unscaled(self, scalers: dict | None, roster: Roster) -> tuple[dict, float | np.ndarray]:
+        """The model in the columns' own units: each party's ``w / scale``; the intercept takes their offsets."""
+        if not scalers:
+            return {name: np.copy(coef) for name, coef in self.coef_.items()}, np.copy(self.intercept_)
+        coef, intercept = {}, np.asarray(self.intercept_, dtype=np.float64)
+        for name in roster.data_parties:
+            coef[name], offset = scalers[name].unscale(self.coef_[name])
+            intercept = intercept + offset
+        return coef, intercept if intercept.ndim else float(intercept)
+
     def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster, index: int = 0,
-                         n_models: int = 1) -> None:
+                         n_models: int = 1, scalers: dict | None = None) -> None:
         """Each party's validation rows from a separate data set (checked like the training data)."""
         if not self.early_stopping:
             raise ConfigurationError("fit(..., validation=...) scores the validation rows for early stopping: "
@@ -247,7 +283,7 @@ class _VerticalLinearModel(BaseEstimator):
         for name, party in parties.items():
             if validation.columns(name) != data.columns(name):
                 raise DataError(f"party {name}: validation columns differ from the training columns")
-            party.validation = validation.features(name)
+            party.validation = _scaled(scalers, name, validation.features(name))
         labels = validation.labels
         if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1 for this model's class
             unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()), key=str)
@@ -295,7 +331,7 @@ class _VerticalLinearModel(BaseEstimator):
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
-            features[name] = data.features(name)
+            features[name] = _scaled(self._fitted_scalers(), name, data.features(name))
         roster = _roster(self.feature_parties_, self.label_party_)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
@@ -308,11 +344,15 @@ class _VerticalLinearModel(BaseEstimator):
             transcript = Transcript()
             columns.append(inprocess.predict(self._prediction_parties(features, roster, coef, intercept),
                                              coordinator, features, self.inference, self.frac_bits, transcript,
-                                             self.engine, roster, packing=self.packing,
+                                             self.engine, roster, packing=self.packing is not False,
                                              score_bound=self.score_bound, n_jobs=self.n_jobs))
             frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
         self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)
+
+    def _fitted_scalers(self) -> dict | None:
+        mean = getattr(self, "mean_", None)
+        return {name: Standardizer(mean[name], self.scale_[name]) for name in mean} if mean else None
 
     def _prediction_parties(self, features: dict, roster: Roster, coef: dict, intercept: float) -> dict:
         """The parties holding the rows to score and one model's weights, as ``vfl predict`` loads shards.
@@ -333,20 +373,36 @@ class _VerticalLinearModel(BaseEstimator):
 class VerticalLinearRegression(_VerticalLinearModel):
     """Linear regression on vertically partitioned data, trained with Paillier encryption.
 
-    Minimises ``(1/2n) sum (z_i - y_i)^2 + (alpha/2) ||w||^2`` by gradient descent
-    from a secret random start (or zero), following Yang et al. 2019, Table 2.
+    Minimises ``(1/2n) sum (z_i - y_i)^2 + (alpha/2) ||w||^2`` from a secret random
+    start (or zero), by conjugate gradient or gradient descent, each step an
+    encrypted pass of Yang et al. 2019, Table 2.
 
     Parameters
     ----------
+    solver : {"auto", "cg", "gd"}, default="auto"
+        ``"cg"``: conjugate gradient with an exact line search, full batch, L2 or no
+        penalty: one encrypted pass per step, and the optimum of the objective in
+        about as many steps as there are weights, with no learning rate to tune
+        (see :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with
+        ``optimizer`` and ``learning_rate`` (mini-batches, L1, DP).  ``"auto"``: ``"cg"``
+        where it applies, else ``"gd"``; the choice is ``solver_``.
+    standardize : bool, default=True
+        Each party scales its own columns to mean 0 and standard deviation 1 on its
+        training rows (no message: the means and scales stay with the party) and
+        again at prediction, as a scikit-learn ``StandardScaler`` would before the
+        model.  ``coef_`` is in standardized units; ``unscaled_coef_`` in the columns'
+        own.  A constant column cannot be scaled and is refused, naming it.
     learning_rate : float, default=0.15
-    max_iter : int, default=30
-        Maximum epochs.
+        Step size of ``solver="gd"``.
+    max_iter : int, default=100
+        Maximum epochs (``"cg"``: steps, one encrypted pass each).
     alpha : float, default=0.01
         L2 penalty; the intercept is not penalised.
     batch_size : int or None, default=None
         ``None`` is full batch.  Must exceed each party's number of weights.
-    tol : float or None, default=1e-4
-        Stop when the epoch loss changes by less than ``tol``.
+    tol : float or None, default=1e-5
+        ``"cg"``: stop when the gradient's norm has fallen to ``tol`` times its norm at
+        the start.  ``"gd"``: stop when the epoch loss changes by less than ``tol``.
     fit_intercept : bool, default=True
     key_bits : int, default=2048
     insecure : bool, default=False
@@ -409,10 +465,12 @@ class VerticalLinearRegression(_VerticalLinearModel):
     scoring : str, default="loss"
         ``"loss"`` (the objective; lower is better), ``"roc_auc"``, ``"ks"``,
         ``"accuracy"`` (logistic) or ``"r2"`` (linear).
-    packing : bool, default=False
+    packing : bool or "auto", default="auto"
         Several values per ciphertext in training and private prediction, with slots
-        sized from the declared bounds; the same weights and scores bit for bit.  Off by
-        default until its speed goals are met.  See docs/protocol.md.
+        sized from the declared bounds; the same weights and scores bit for bit, and
+        faster at every size.  ``"auto"`` packs wherever packing applies: everywhere
+        but training with row weights (``class_weight``, ``sample_weight``).  See
+        docs/protocol.md.
     feature_bound : float, default=2**8
         Declared bound on ``|x|`` (packed slots are sized for it).
     score_bound : float, default=2**12
@@ -437,11 +495,19 @@ class VerticalLinearRegression(_VerticalLinearModel):
     feature_parties_ : tuple of str
         The other parties, in the order of the data set.
     intercept_ : float
+    unscaled_coef_, unscaled_intercept_ : dict of str to ndarray, float
+        The same model for the columns in their own units (with ``standardize``:
+        each weight divided by its column's scale; the intercept takes every
+        party's offset ``-sum w mean / scale``); without, ``coef_`` and ``intercept_``.
+    mean_, scale_ : dict of str to ndarray, or None
+        Each party's column means and standard deviations (``standardize``).
+    solver_ : {"cg", "gd"}
+        The solver that ran.
     n_iter_ : int
     loss_curve_ : ndarray
-        The loss decrypted by the coordinator at each epoch: the objective at the
-        weights each batch started from, averaged over the epoch's batches (so the
-        first entry is the loss at zero weights).
+        The objective the coordinator learnt at each epoch: with ``"gd"``, at the
+        weights each batch started from, averaged over the epoch's batches; with
+        ``"cg"``, at the weights each step reached.
     transcript_ : DataFrame
         Every message of training: iteration, sender, receiver, name, kind, bytes.
     dp_spent_ : tuple (epsilon, delta) or None
@@ -489,7 +555,7 @@ class VerticalLogisticRegression(_VerticalLinearModel):
 
     Minimises the second-order Taylor approximation of the log loss (Hardy et al.
     2017), ``(1/n) sum (log 2 - y_i z_i / 2 + z_i^2 / 8) + (alpha/2) ||w||^2`` with
-    ``y`` in {-1, +1}, by gradient descent (Yang et al. 2019, Table 2).
+    ``y`` in {-1, +1}, by conjugate gradient or gradient descent (Yang et al. 2019, Table 2).
 
     Parameters are those of :class:`VerticalLinearRegression`, with ``warm_start``.
     More than two classes train one binary model per class (one-vs-rest), in one
@@ -545,6 +611,11 @@ def _check_fit_arguments(data, y) -> None:
                         f"(got {type(data).__name__}, {type(y).__name__}): {usage}")
     if not isinstance(data, VerticalDataset):
         raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}: {usage}")
+
+
+def _scaled(scalers: dict | None, name: str, features) -> np.ndarray:
+    """Party ``name``'s columns as its model sees them: standardized by its own scaler, if it has one."""
+    return scalers[name].transform(features) if scalers else np.asarray(features, dtype=np.float64)
 
 
 def _is_engine(name) -> bool:

@@ -27,7 +27,8 @@ from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs, fi
                              kill_all, run_parties, start_parties, write_federation_file)
 
 CLASSES = ["high", "low", "mid"]      # sorted: the order of the shard's rows
-TRAINING = {"iterations": 6, "batch_size": 0, "learning_rate": 0.5, "class_weight": "balanced", "init": "zeros"}
+TRAINING = {"iterations": 6, "batch_size": 0, "learning_rate": 0.5, "class_weight": "balanced", "init": "zeros",
+            "solver": "gd"}
 
 
 def write_three_class_data(folder, n_rows=72, seed=3):

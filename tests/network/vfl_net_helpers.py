@@ -75,6 +75,7 @@ import pandas as pd  # noqa: E402
 from vfl.federation.config import write_config  # noqa: E402
 
 FAST_TRAINING = {"model": "logistic", "learning_rate": 0.3, "iterations": 6, "batch_size": 20, "alpha": 0.01,
+                 "standardize": False, "packing": False,
                  "tol": 0, "key_bits": 1024, "insecure": True, "random_state": 7}
 
 

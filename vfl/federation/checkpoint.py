@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
+from vfl.parties.scaling import Standardizer
 
 KEEP = 3
 _NAME = re.compile(r"^epoch-(\d{6})\.json$")
@@ -115,13 +116,19 @@ _SHARD_ROLES = ("feature", "label")
 
 
 def write_shard(path, party: str, role: str, objective: str, columns, params, fit_intercept: bool,
-                fingerprint: str, classes=None, label: str | None = None, initial=None) -> Path:
+                fingerprint: str, classes=None, label: str | None = None, initial=None,
+                scaler: Standardizer | None = None) -> Path:
     """Write party ``party``'s model shard: its columns and weights (the label party: intercept and classes too).
 
     ``role`` is ``"feature"`` or ``"label"``.  ``params`` is the parameter vector
     (weights, then the intercept if fitted), or one such vector per one-vs-rest
     model (then ``coef`` is written as one row per class, ``intercept`` as a
-    list); ``initial`` is where training started, in the same layout.
+    list); ``initial`` is where training started, in the same layout.  With
+    ``scaler`` (``standardize``) the weights are for the standardized columns:
+    ``standardize`` keeps the party's means and scales, ``unscaled_coef`` the weights
+    for its columns in their own units and ``unscaled_offset`` the constant they add
+    to the score (the model in the original units is the sum of every party's
+    ``unscaled_coef . x + unscaled_offset``, plus the intercept).
     """
     if role not in _SHARD_ROLES:
         raise ValueError(f"a model shard's role is 'feature' or 'label', got {role!r}")
@@ -137,6 +144,10 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
     shard = {"format": FORMAT, "party": party, "role": role, "objective": objective, "columns": list(columns),
              "coef": layout([row[:n] for row in rows]), "initial_coef": layout([row[:n] for row in starts]),
              "trained_with": fingerprint}
+    if scaler is not None:
+        unscaled, offset = scaler.unscale(np.array([row[:n] for row in rows]))
+        shard.update(standardize=scaler.to_dict(), unscaled_coef=layout(unscaled.tolist()),
+                     unscaled_offset=layout(offset.tolist()))
     if role == "label":
         shard["fit_intercept"] = bool(fit_intercept)
         shard["intercept"] = layout([row[n] if fit_intercept else 0.0 for row in rows])
@@ -193,7 +204,15 @@ def read_shard(path, party: str, role: str) -> dict:
         if not isinstance(classes, list) or (shard["objective"] == "logistic" and
                                              len(classes) not in ((0, 2) if rows == 1 else (rows,))):
             raise DataError(f"{path}: 'classes' must be a list of {wanted}, got {_short(classes)}")
+    if "standardize" in shard:
+        Standardizer.from_dict(shard["standardize"], len(columns), str(path))
     return shard
+
+
+def shard_scaler(shard: dict) -> Standardizer | None:
+    """The party's standardization a (checked) model shard keeps, or None if it was trained without."""
+    table = shard.get("standardize")
+    return None if table is None else Standardizer.from_dict(table, len(shard["columns"]), "model shard")
 
 
 def _coef_rows(path, coef, n_columns: int) -> int:

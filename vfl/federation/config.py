@@ -32,17 +32,20 @@ federation has one *label party* (feature columns and the labels), one
 
     [training]                          # shared: compared between parties at connect
     model = "logistic"                  # or "linear"
-    learning_rate = 0.15
-    iterations = 30                     # epochs
+    solver = "auto"                     # "cg" (full batch, L2) where it applies, else "gd" (learning_rate...)
+    standardize = true                  # each data party scales its own columns (kept in its model shard)
+    learning_rate = 0.15                # solver "gd"
+    iterations = 100                    # epochs ("cg": steps, one encrypted pass each)
     batch_size = 0                      # 0: full batch
     alpha = 0.01
-    tol = 1e-4                          # 0: always run every iteration
+    tol = 1e-5                          # 0: always run every iteration
     fit_intercept = true
     key_bits = 2048
     insecure = false                    # must be true for key_bits < 2048
     frac_bits = 32
     random_state = 0                    # batch-order seed; leave out to let the label party draw one
-    packing = false                     # several values per ciphertext (training and prediction)
+    packing = "auto"                    # several values per ciphertext (training and prediction); "auto":
+                                        # wherever it applies (not with row weights), or true / false
     score_bound = 4096                  # declared |share of a score| per party (packed slots are sized for it)
     feature_bound = 256                 # declared |x| (packed slots are sized for it)
     warm_start = false                  # true: every data party continues from its shard in its work folder

@@ -36,6 +36,7 @@ A feature party links only to the label party and the coordinator
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -44,13 +45,15 @@ import pandas as pd
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.federation.align import min_rows, private_intersection, write_aligned
-from vfl.federation.checkpoint import CheckpointStore, read_shard, shard_models, write_json, write_shard
+from vfl.federation.checkpoint import (CheckpointStore, read_shard, shard_models, shard_scaler, write_json,
+                                      write_shard)
 from vfl.federation.compute import uses_compute
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.session import Session, check_equations, check_rows, data_peers, rows_hello, share_columns
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
+from vfl.parties.scaling import Standardizer
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.transport import Endpoint
 
@@ -90,6 +93,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator,
                                          min_rows(settings.batch_size, len(data.columns) +
                                                   (kind == "label" and settings.fit_intercept)))
+                scaler = _fit_scaler(settings, previous, data, role)
+                data = standardized(data, scaler)
                 columns = share_columns(session.endpoint, role, data, theirs, roster)
                 check_equations(data.n_rows, columns, settings, roster)
             model_targets, classes = (targets(data.labels, settings.objective, role) if kind == "label"
@@ -137,7 +142,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             [p.params for p in parties] if n_models > 1 else parties[0].params, parties[0].fit_intercept,
             config.fingerprint("train"), None if classes is None else [_plain(c) for c in classes],
             config.label if kind == "label" else None,
-            initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params))
+            initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
+            scaler=scaler))
     _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))  # finished: the shard is the result
     return summary
 
@@ -269,6 +275,22 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
                     weight=config.sample_weight if label else None)
 
 
+def _fit_scaler(settings, previous: dict | None, data: PartyData, role: str) -> Standardizer | None:
+    """This party's own standardization (``[training] standardize``), fitted on its aligned training rows.
+
+    A warm start continues weights trained on the previous shard's scaling, so it keeps that scaling.
+    """
+    if not settings.standardize:
+        return None
+    kept = shard_scaler(previous) if previous else None
+    return kept or Standardizer.fit(data.features, role, data.columns)
+
+
+def standardized(data: PartyData, scaler: Standardizer | None) -> PartyData:
+    """The party's rows as its model sees them: scaled by its own scaler, if it has one."""
+    return data if scaler is None else replace(data, features=scaler.transform(data.features))
+
+
 def _training_party(config: FederationConfig, role: str, kind: str, data: PartyData, target, n_models: int):
     """A data party to train one model, from its (aligned) rows; the label party with that model's ``target``."""
     settings = config.training
@@ -343,6 +365,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
                         weight=config.sample_weight if kind == "label" else None)
+        data = standardized(data, shard_scaler(shard))
     narrator = Narrator(role, phase="predict") if narrate else None
     with Session(config, role, "predict", narrator) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
@@ -361,7 +384,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                    "coordinator": roster.coordinator}
         if alignment:
             summary["alignment"] = alignment
-        packed = {"packing": settings.packing, "score_bound": settings.score_bound}
+        packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
         columns, marks = [], []
         for index in range(n_models):          # one private prediction per one-vs-rest model
             marks.append(len(session.transcript.records))

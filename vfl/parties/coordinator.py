@@ -34,6 +34,8 @@ class Coordinator:
         self.context: Context | None = None
         #: decrypted mean loss per completed epoch
         self.loss_curve: list[float] = []
+        #: conjugate gradient's scalars after the last step: ``loss``, ``gamma``, ``gamma_first`` (empty before)
+        self.cg_state: dict = {}
 
     def generate_keys(self) -> bytes:
         """Table 2, step 1: make the key pair; return the public key's wire form."""
@@ -74,7 +76,8 @@ class Coordinator:
         return loss
 
     def state(self) -> dict:
-        return {"loss_curve": list(self.loss_curve)}
+        return {"loss_curve": list(self.loss_curve), **({"cg": dict(self.cg_state)} if self.cg_state else {})}
 
     def load_state(self, state: dict) -> None:
         self.loss_curve = [float(v) for v in state["loss_curve"]]
+        self.cg_state = {key: float(value) for key, value in (state.get("cg") or {}).items()}

@@ -4,6 +4,7 @@ weights, and the masked-gradient step."""
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties import packed
+from vfl.parties.cg import Directions
 from vfl.parties.objectives import Objective
 from vfl.parties.optim import Optimizer, Penalty, penalised_step
 
@@ -62,6 +64,8 @@ class FeatureParty:
         self.validation: np.ndarray | None = None
         #: this party's parameters after each epoch, to restore the best one (early stopping)
         self.snapshots: dict[int, list] = {}
+        #: this party's blocks of the gradient and search direction (``solver="cg"``)
+        self.directions = Directions()
         self._pending_mask = None
 
     # -- where training starts -------------------------------------------------------
@@ -133,6 +137,29 @@ class FeatureParty:
     def penalty(self, penalty: Penalty) -> float:
         """This party's share of the penalty (its weights; never the intercept)."""
         return penalty.value(self.params[: self.n_features])
+
+    @property
+    def penalised(self) -> np.ndarray:
+        """1 for each weight, 0 for the intercept (never penalised)."""
+        penalised = np.ones_like(self.params)
+        if self.fit_intercept:
+            penalised[-1] = 0.0
+        return penalised
+
+    @contextmanager
+    def scoring_with(self, vector):
+        """Run a pass with ``vector`` in place of the weights: conjugate gradient's product ``H p``.
+
+        The training pass computes ``X^T`` of the residual of the scores ``X w``; run
+        at a search direction ``p`` with the label term taken out (the curvature
+        objective, :meth:`~vfl.parties.objectives.Objective.curvature`), the same
+        messages give ``X^T S X p`` and ``p^T H p``.  The weights are back on exit.
+        """
+        params, self.params = self.params, np.asarray(vector, dtype=np.float64)
+        try:
+            yield
+        finally:
+            self.params = params
 
     def hold_out(self, rows) -> None:
         """Move ``rows`` (agreed by every party from the shared seed) from training to validation."""
@@ -227,6 +254,21 @@ class FeatureParty:
         ``learning_rate`` is this step's rate (the schedule's); the penalty's L2 part
         joins the gradient and its L1 part is a proximal step (:func:`~vfl.parties.optim.penalised_step`).
         """
+        self.params, gradient = penalised_step(self.optimizer, self.params, self.data_gradient(residues, n, objective),
+                                               self.penalised, penalty, learning_rate)
+        return gradient
+
+    def gradient(self, residues, n: int, objective: Objective, penalty: Penalty, at=None) -> np.ndarray:
+        """This party's block of the objective's gradient at ``at`` (default: the weights), L2 penalty included.
+
+        Run after a pass at a search direction (``at=p``), the same formula gives this
+        block of the product ``H p``.  (L1 has no gradient: conjugate gradient takes L2.)
+        """
+        at = self.params if at is None else at
+        return self.data_gradient(residues, n, objective) + penalty.alpha * (1 - penalty.l1_ratio) * self.penalised * at
+
+    def data_gradient(self, residues, n: int, objective: Objective) -> np.ndarray:
+        """Unmask the ``X^T d`` that C returned: the data part of the gradient, ``2a X^T d / n``."""
         if self._pending_mask is None:
             raise ProtocolError(f"party {self.role} received a gradient it did not ask for")
         pending, self._pending_mask = self._pending_mask, None  # a mask is used exactly once
@@ -235,12 +277,7 @@ class FeatureParty:
         else:
             mask, exponent = pending
             xtd = self._ctx().unmask(residues, mask, exponent, what=f"party {self.role} gradient")
-        penalised = np.ones_like(self.params)
-        if self.fit_intercept:
-            penalised[-1] = 0.0
-        self.params, gradient = penalised_step(self.optimizer, self.params, objective.grad_scale * xtd / n, penalised,
-                                               penalty, learning_rate)
-        return gradient
+        return objective.grad_scale * xtd / n
 
     # -- packed ciphertexts (see vfl.parties.packed) -------------------------------------
     def check_declared_features(self, feature_bound: float) -> None:
@@ -264,7 +301,10 @@ class FeatureParty:
 
     # -- checkpoints -------------------------------------------------------------
     def state(self) -> dict:
-        state = {"params": self.params.tolist(), "optimizer": self.optimizer.state()}
+        state = {"params": self.params.tolist(), "initial": self.initial_params.tolist(),
+                 "optimizer": self.optimizer.state()}
+        if self.directions.started:
+            state["cg"] = self.directions.state()
         if self.snapshots:
             state["snapshots"] = {str(e): p for e, p in self.snapshots.items()}
         return state
@@ -274,7 +314,10 @@ class FeatureParty:
         if params.shape != self.params.shape:
             raise DataError(f"party {self.role}: saved state has {params.size} weights, data has {self.params.size}")
         self.params = params
+        if "initial" in state:      # where the run started (a resumed run's shard records it as the whole run's)
+            self.initial_params = np.asarray(state["initial"], dtype=np.float64).reshape(params.shape)
         self.snapshots = {int(e): list(p) for e, p in state.get("snapshots", {}).items()}
+        self.directions = Directions.from_state(state.get("cg"))
         if "optimizer" in state:
             try:
                 self.optimizer.load_state(state["optimizer"])

@@ -58,6 +58,15 @@ class Objective:
         """``d = z - kappa y``, so that ``dl/dz = grad_scale * d``."""
         return z - self.kappa * y
 
+    def curvature(self) -> "Objective":
+        """``a z^2`` alone: the loss's second-order part, with no label term.
+
+        At the scores ``q = X p`` of a direction ``p`` its residual is ``q`` itself, its
+        gradient ``2a X^T q / n`` is the data part of ``H p``, and its loss ``a ||q||^2``
+        (plus the penalty at ``p``) is ``n p^T H p / 2``.
+        """
+        return Objective(f"{self.name} curvature", a=self.a, b=0.0)
+
 
 LINEAR = Objective("linear", a=0.5, b=-1.0, c_square=0.5)
 LOGISTIC = Objective("logistic", a=0.125, b=-0.5, c_constant=math.log(2.0))

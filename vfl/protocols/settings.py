@@ -17,6 +17,8 @@ from vfl.parties import get_objective
 from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
 
 INITS = ("random", "zeros")
+#: How the parties move their weights: conjugate gradient with exact line search, or first-order steps.
+SOLVERS = ("auto", "cg", "gd")
 #: Validation scores each objective can be stopped on.
 SCORINGS = {"logistic": ("loss", "roc_auc", "ks", "accuracy"), "linear": ("loss", "r2")}
 
@@ -28,16 +30,29 @@ class TrainingSettings:
     Parameters
     ----------
     objective : {"linear", "logistic"}
+    solver : {"auto", "cg", "gd"}
+        ``"cg"``: conjugate gradient with an exact line search (the objective is a
+        quadratic), full batch, L2 or no penalty; one encrypted pass per step, and the
+        optimum in about as many steps as there are weights (see
+        :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with ``optimizer``
+        (any batch size, penalty, DP).  ``"auto"``: ``"cg"`` where it applies (full
+        batch, L2 or no penalty, no DP), else ``"gd"``.
+    standardize : bool
+        Each data party scales its own columns to mean 0 and standard deviation 1
+        on its training rows (kept in its model shard and applied again at
+        prediction); no message is needed.
     learning_rate : float
-        Constant step size of gradient descent.
+        Constant step size of gradient descent (``solver="gd"``).
     max_iter : int
-        Maximum number of epochs (passes over the data).
+        Maximum number of epochs (passes over the data; with ``"cg"``, steps).
     alpha : float
         L2 penalty ``(alpha / 2) ||w||^2``; the intercept is not penalised.
     batch_size : int or None
         Rows per gradient step; ``None`` is full batch.
     tol : float or None
-        Stop when the epoch loss changes by less than ``tol``; ``None`` runs ``max_iter`` epochs.
+        ``"gd"``: stop when the epoch loss changes by less than ``tol``.  ``"cg"``: stop
+        when the gradient's norm has fallen to ``tol`` times its norm at the start.
+        ``None`` runs ``max_iter`` epochs.
     fit_intercept : bool
         Party B holds an intercept.
     key_bits : int
@@ -61,9 +76,10 @@ class TrainingSettings:
     dp_label_bound : float or None
         With DP and linear regression: B clips its labels to ``[-bound, bound]``,
         which bounds the sensitivity.  Logistic labels are -1/+1 and need none.
-    packing : bool
-        Pack several values per ciphertext (see :mod:`vfl.parties.packed`); off by
-        default for now.  The slots are sized from the declared bounds below.
+    packing : bool or "auto"
+        Pack several values per ciphertext (see :mod:`vfl.parties.packed`); the slots
+        are sized from the declared bounds below.  ``"auto"`` packs wherever packing
+        applies: everywhere but training with row weights (:attr:`packed`).
     feature_bound : float
         Declared bound on ``|x|`` of every feature (packed slots are sized for it).
     score_bound : float
@@ -106,11 +122,13 @@ class TrainingSettings:
     """
 
     objective: str = "logistic"
+    solver: str = "auto"
+    standardize: bool = True
     learning_rate: float = 0.1
-    max_iter: int = 30
+    max_iter: int = 100
     alpha: float = 0.0
     batch_size: int | None = None
-    tol: float | None = 1e-4
+    tol: float | None = 1e-5
     fit_intercept: bool = True
     key_bits: int = 2048
     insecure: bool = False
@@ -120,7 +138,7 @@ class TrainingSettings:
     dp_epsilon: float | None = None
     dp_delta: float | None = None
     dp_label_bound: float | None = None
-    packing: bool = False
+    packing: bool | str = "auto"
     feature_bound: float = 2.0 ** 8
     score_bound: float = 2.0 ** 12
     optimizer: str = "sgd"
@@ -160,12 +178,16 @@ class TrainingSettings:
         check_key_bits(self.key_bits, self.insecure)
         _check(self.init in INITS, f"init must be one of {INITS}", self.init)
         self._check_dp()
-        _check(_is_bool(self.packing), "packing must be True or False", self.packing)
+        _check(_is_bool(self.packing) or self.packing == "auto", "packing must be True, False or 'auto'",
+               self.packing)
+        _check(self.solver in SOLVERS, f"solver must be one of {SOLVERS}", self.solver)
+        _check(_is_bool(self.standardize), "standardize must be True or False", self.standardize)
         for name in ("feature_bound", "score_bound"):
             value = getattr(self, name)
             _check(_is_real(value) and 0 < value <= 2.0 ** 256, f"{name} must be a positive number up to 2**256",
                    value)
         self._check_update()
+        self._check_solver()
 
     def _check_update(self) -> None:
         _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)
@@ -203,8 +225,35 @@ class TrainingSettings:
         _check(not (cw is not None and self.dp), "class_weight derives the weights from the labels, which the "
                "differential-privacy sensitivity does not cover: use sample weights or no weights with DP", cw)
         _check(_is_bool(self.sample_weighted), "sample_weighted must be True or False", self.sample_weighted)
-        _check(not (self.packing and (cw is not None or self.sample_weighted)), "packed ciphertexts do not take row "
-               "weights (class_weight, sample_weight) yet: set packing=False to weigh rows", self.packing)
+        _check(not (self.packing is True and self.weighted), "packed ciphertexts do not take row "
+               "weights (class_weight, sample_weight) yet: set packing=False (or 'auto') to weigh rows", self.packing)
+
+    def _check_solver(self) -> None:
+        if self.solver != "cg":
+            return
+        _check(self.batch_size is None, "solver='cg' steps on the whole data set: set batch_size=None, or use "
+               "solver='gd' for mini-batches", self.batch_size)
+        _check(self.penalty in ("l2", "none"), "solver='cg' minimises a quadratic: use penalty='l2' or 'none', or "
+               "solver='gd' for an L1 or elastic-net penalty", self.penalty)
+        _check(not self.dp, "solver='cg' needs the exact residual; differential privacy adds noise to it: use "
+               "solver='gd' with dp_epsilon", self.solver)
+
+    @property
+    def conjugate(self) -> bool:
+        """Whether the parties run conjugate gradient (``solver``, with ``"auto"`` resolved)."""
+        if self.solver == "auto":
+            return self.batch_size is None and self.penalty in ("l2", "none") and not self.dp
+        return self.solver == "cg"
+
+    @property
+    def packed(self) -> bool:
+        """Whether training packs its ciphertexts (``packing``, with ``"auto"`` resolved)."""
+        return self.packing is True or (self.packing == "auto" and not self.weighted)
+
+    @property
+    def packed_prediction(self) -> bool:
+        """Whether prediction packs its ciphertexts: it takes no row weights, so ``"auto"`` always packs."""
+        return self.packing is not False
 
     @property
     def weighted(self) -> bool:

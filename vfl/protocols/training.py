@@ -39,11 +39,10 @@ from typing import Callable, Mapping
 
 from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
-from vfl.parties import (Coordinator, PartyA, PartyB, dp, get_objective, pack_residues, pack_vector,
-                         unpack_residues, unpack_vector)
-from vfl.parties.packed import training_layout
+from vfl.parties import Coordinator, PartyA, PartyB, dp, get_objective
 from vfl.parties.feature_party import weight_extra_bits
-from vfl.protocols import validation
+from vfl.protocols import conjugate, validation
+from vfl.protocols.passes import pass_a, pass_b, pass_c, receive_gradient
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
 from vfl.transport import Endpoint
@@ -58,13 +57,8 @@ def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster
     precision = FixedPoint(settings.frac_bits)
     extra = weight_extra_bits(precision.frac_bits) if settings.weighted else 0     # head-room for row weights
     party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
-    if settings.packing:
+    if settings.packed:
         party.check_declared_features(settings.feature_bound)
-
-
-def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
-    """The packed slot layout of a batch (public: key, precision, batch size, parties, declared bounds)."""
-    return training_layout(context, rows, settings.feature_bound, settings.score_bound, len(roster.data_parties))
 
 
 def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roster) -> tuple[int, bool]:
@@ -84,8 +78,8 @@ def _agree_on_start(ep: Endpoint, checkpoints: Checkpoints | None, roster: Roste
 def _update(ep: Endpoint, party, rows, objective, settings: TrainingSettings, roster: Roster, step: int,
             epoch: int) -> None:
     """Step 4: unmask the gradient C returned, and take this party's optimizer step."""
-    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "gradient"), party.n_gradient_values)
-    party.apply_update(residues, len(rows), objective, settings.penalty_spec, settings.step_size(step, epoch))
+    party.apply_update(receive_gradient(ep, party, roster), len(rows), objective, settings.penalty_spec,
+                       settings.step_size(step, epoch))
 
 
 def _begin(party, settings: TrainingSettings, start: int, checkpoints) -> None:
@@ -117,26 +111,19 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     validation.hold_out(party, settings, schedule["seed"])
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
 
+    if settings.conjugate:
+        conjugate.steps_a(ep, party, settings, start, on_epoch, roster)
+        return party
     per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, schedule["seed"], epoch)):
-            step = epoch * per_epoch + batch + 1
-            if settings.packing:
-                _packed_batch_a(ep, party, rows, objective, settings, roster, step, epoch)
-                continue
-            # Step 2: [[u_A]] to B
-            ep.send(b, "scores", "ciphertext", **pack_vector(party.encrypted_scores(rows)))
-            # Step 3: [[X_A^T d]] + [[R_A]] to C; A's loss part [[a u_A . d + penalty]] to B
-            d = unpack_vector(party.context, ep.recv(b, "residual"), len(rows))
-            gradient, loss_part = party.masked_gradient_and_loss_part(d, rows, objective, settings.penalty_spec)
-            ep.send(c, "masked_gradient", "ciphertext", **pack_vector(gradient))
-            ep.send(b, "loss_part", "ciphertext", **pack_vector(loss_part))
-            # Step 4: unmask X_A^T d, update w_A
+            # Steps 2 and 3 (vfl.protocols.passes), then step 4: unmask X_A^T d, update w_A
+            pass_a(ep, party, rows, objective, settings, roster)
             _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
         if settings.early_stopping:
             validation.score_a(ep, party, roster)
-        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)
+        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)["stop"]
         if on_epoch:
             on_epoch(epoch, party.state())
         if stop:
@@ -171,30 +158,20 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
     ep.send(c, "schedule", "public", n_rows=party.n_rows)
 
+    if settings.conjugate:
+        conjugate.steps_b(ep, party, settings, start, on_epoch, roster, seed, tracker)
+        party.validation_scores = tracker.scores
+        return party
     per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, seed, epoch)):
-            step = epoch * per_epoch + batch + 1
-            if settings.packing:
-                _packed_batch_b(ep, party, rows, objective, settings, roster, step, epoch)
-                continue
-            # Step 2: [[d]] to every feature party
-            scores = [unpack_vector(party.context, ep.recv(a, "scores"), len(rows)) for a in roster.features]
-            d = party.residual(scores, rows, objective)
-            residual = pack_vector(d)
-            for a in roster.features:
-                ep.send(a, "residual", "ciphertext", **residual)
-            # Step 3: [[X_B^T d]] + [[R_B]] to C; [[L]] to C, from the feature parties' loss parts
-            ep.send(c, "masked_gradient", "ciphertext", **pack_vector(party.masked_gradient(d, rows)))
-            parts = [unpack_vector(party.context, ep.recv(a, "loss_part"), 1) for a in roster.features]
-            ep.send(c, "loss", "ciphertext", **pack_vector(party.batch_loss(parts, objective, settings.penalty_spec)),
-                    n=len(rows))
-            # Step 4: unmask, update w_B and b
+            # Steps 2 and 3 (vfl.protocols.passes), then step 4: unmask, update w_B and b
+            pass_b(ep, party, rows, objective, settings, roster)
             _update(ep, party, rows, objective, settings, roster, epoch * per_epoch + batch + 1, epoch)
         if settings.early_stopping:
             validation.score_b(ep, party, roster, objective, tracker, epoch)
-        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)
+        stop = validation.end_of_epoch(ep, party, epoch, settings, roster)["stop"]
         if on_epoch:
             on_epoch(epoch, {**party.state(), "seed": seed, "validation": tracker.state()})
         if stop:
@@ -249,25 +226,15 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
                 "converged": bool(saved.get("converged")), "best_epoch": int(saved.get("best_epoch", -1))}
     n_rows = ep.recv(roster.label, "schedule")["n_rows"]
 
+    if settings.conjugate:
+        return conjugate.steps_c(ep, coordinator, settings, start, n_rows, on_epoch, roster)
     converged = False
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         losses, sizes = [], []
         for batch, size in enumerate(batch_sizes(n_rows, settings.batch_size)):
-            if settings.packing:
-                losses.append(_packed_batch_c(ep, coordinator, size, settings, roster))
-                sizes.append(size)
-                if on_batch_loss:
-                    on_batch_loss(epoch, batch, losses[-1])
-                continue
             # Step 3: decrypt and return the masked gradients; decrypt [[L]]
-            for peer in parties:
-                masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_gradient"))
-                ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_masked(masked),
-                                                                    coordinator.context))
-            loss_message = ep.recv(roster.label, "loss")
-            loss = unpack_vector(coordinator.context, loss_message, 1)
-            losses.append(coordinator.decrypt_total(loss) / loss_message["n"])
+            losses.append(pass_c(ep, coordinator, size, settings, roster))
             sizes.append(size)
             if on_batch_loss:
                 on_batch_loss(epoch, batch, losses[-1])
@@ -292,53 +259,6 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
             break
     return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
             "converged": converged, "best_epoch": best_epoch}
-
-
-# -- packed ciphertexts: the same steps, s values per ciphertext (settings.packing) ------------------
-def _packed_batch_a(ep: Endpoint, party: PartyA, rows, objective, settings: TrainingSettings, roster: Roster,
-                    step: int, epoch: int) -> None:
-    """A feature party's batch, packed: the same steps 2-4 with ``n / s`` ciphertexts for ``[[u_k]]`` and ``[[d]]``."""
-    b, c = roster.label, roster.coordinator
-    layout = _layout(party.context, len(rows), settings, roster)
-    count = layout.ciphertexts(len(rows))
-    ep.send(b, "packed_scores", "ciphertext", slots=layout.slots, **pack_vector(
-        party.encrypted_packed_scores(rows, layout, settings.score_bound)))
-    d = unpack_vector(party.context, ep.recv(b, "packed_residual"), count)
-    gradient, loss_part = party.packed_gradient_and_loss_part(d, rows, objective, settings.penalty_spec, layout)
-    ep.send(c, "masked_packed_gradient", "ciphertext", **pack_vector(gradient))
-    ep.send(b, "packed_loss_part", "ciphertext", **pack_vector(loss_part))
-    _update(ep, party, rows, objective, settings, roster, step, epoch)
-
-
-def _packed_batch_b(ep: Endpoint, party: PartyB, rows, objective, settings: TrainingSettings, roster: Roster,
-                    step: int, epoch: int) -> None:
-    """The label party's batch, packed."""
-    c = roster.coordinator
-    layout = _layout(party.context, len(rows), settings, roster)
-    count = layout.ciphertexts(len(rows))
-    scores = [unpack_vector(party.context, ep.recv(a, "packed_scores"), count) for a in roster.features]
-    d = party.packed_residual(scores, rows, objective, layout, settings.score_bound)
-    residual = pack_vector(d)
-    for a in roster.features:
-        ep.send(a, "packed_residual", "ciphertext", slots=layout.slots, **residual)
-    ep.send(c, "masked_packed_gradient", "ciphertext", **pack_vector(party.packed_masked_gradient(d, rows, layout)))
-    parts = [unpack_vector(party.context, ep.recv(a, "packed_loss_part"), 1) for a in roster.features]
-    ep.send(c, "packed_loss", "ciphertext", **pack_vector(
-        party.packed_batch_loss(parts, objective, settings.penalty_spec, layout)), n=len(rows))
-    _update(ep, party, rows, objective, settings, roster, step, epoch)
-
-
-def _packed_batch_c(ep: Endpoint, coordinator: Coordinator, size: int, settings: TrainingSettings,
-                    roster: Roster) -> float:
-    """C's batch, packed: returns position ``s - 1`` of each masked gradient product; decrypts the loss slot."""
-    layout = _layout(coordinator.context, size, settings, roster)
-    for peer in roster.data_parties:
-        masked = unpack_vector(coordinator.context, ep.recv(peer, "masked_packed_gradient"))
-        ep.send(peer, "gradient", "masked", **pack_residues(coordinator.decrypt_packed_results(masked, layout),
-                                                            coordinator.context))
-    loss_message = ep.recv(roster.label, "packed_loss")
-    loss = unpack_vector(coordinator.context, loss_message, 1)
-    return coordinator.decrypt_packed_total(loss, layout) / loss_message["n"]
 
 
 #: Epochs in a row the loss may grow before C calls the run diverging.

@@ -75,14 +75,17 @@ def score_c(ep: Endpoint, coordinator: Coordinator, roster: Roster) -> tuple[boo
     return bool(verdict["stop"]), int(verdict["best_epoch"])
 
 
-def end_of_epoch(ep: Endpoint, party, epoch: int, settings: TrainingSettings, roster: Roster) -> bool:
-    """Every data party, after an epoch: keep a snapshot, read C's control; restore the best epoch on stop."""
+def end_of_epoch(ep: Endpoint, party, epoch: int, settings: TrainingSettings, roster: Roster) -> dict:
+    """Every data party, after an epoch: keep a snapshot, read C's control; restore the best epoch on stop.
+
+    Returns the control message's fields (``stop``; with conjugate gradient, ``beta``).
+    """
     if settings.early_stopping:
         party.snapshot(epoch)
     control = ep.recv(roster.coordinator, "control")
     if control["stop"] and settings.early_stopping and control["best_epoch"] >= 0:
         party.restore(control["best_epoch"])
-    return bool(control["stop"])
+    return dict(control.fields)
 
 
 __all__ = ["Tracker", "end_of_epoch", "hold_out", "score_a", "score_b", "score_c"]
