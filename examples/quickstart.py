@@ -37,20 +37,21 @@ def main():
     ids = np.arange(len(y))
     x_train, x_test, y_train, y_test, id_train, id_test = train_test_split(
         x, y, ids, test_size=0.3, random_state=0, stratify=y)
-    # Each party would standardize its own columns; doing it on the pooled training rows is equivalent here.
-    scaler = StandardScaler().fit(x_train)
-    x_train, x_test = scaler.transform(x_train), scaler.transform(x_test)
+    # The columns in their own units: each party standardizes its own (standardize=True, the default).
     train, test = split_by_columns(x_train, y_train, id_train), split_by_columns(x_test, y_test, id_test)
 
-    model = VerticalLogisticRegression(learning_rate=0.15, max_iter=30, alpha=0.01, batch_size=None,
-                                       tol=None, fit_intercept=True, key_bits=2048, random_state=0)
+    # The defaults: conjugate gradient on full batches, packed ciphertexts, 2048-bit keys.
+    model = VerticalLogisticRegression(alpha=0.01, key_bits=2048)
     began = time.perf_counter()
     model.fit(train)
     seconds = time.perf_counter() - began
     auc = roc_auc_score(y_test, model.predict_proba(test))
 
-    # The same objective trained centrally (pooled data, plain numpy), and scikit-learn's exact log loss.
-    # From the secret start the parties drew (an in-process model holds every party, so it knows it).
+    # The same objective trained centrally (pooled data, plain numpy, the same standardization), and
+    # scikit-learn's exact log loss.  From the secret start the parties drew (an in-process model holds
+    # every party, so it knows it).
+    scaler = StandardScaler().fit(x_train)
+    x_train, x_test = scaler.transform(x_train), scaler.transform(x_test)
     start = (np.concatenate([model.initial_coef_["A"], model.initial_coef_["B"]]), model.initial_intercept_)
     reference = fit_gradient_descent(x_train, np.where(y_train == 1, 1.0, -1.0), model._settings(), start=start)
     central_auc = roc_auc_score(y_test, x_test @ reference["coef"] + reference["intercept"])
@@ -59,13 +60,16 @@ def main():
     weight_gap = np.abs(np.concatenate([model.coef_["A"], model.coef_["B"]]) - reference["coef"]).max()
     sent = model.transcript_.groupby(["sender", "receiver"])["bytes"].sum()
 
-    print(f"trained {model.n_iter_} iterations with 2048-bit Paillier keys in {seconds:.1f} s "
-          f"({seconds / model.n_iter_:.2f} s per iteration)")
+    print(f"trained {model.n_iter_} {model.solver_} steps with 2048-bit Paillier keys in {seconds:.1f} s "
+          f"({seconds / model.n_iter_:.2f} s per step)")
     print(f"loss decrypted by C: {model.loss_curve_[0]:.4f} -> {model.loss_curve_[-1]:.4f}")
     print(f"test AUC  federated (vfl)                 {auc:.4f}")
     print(f"test AUC  centralized, same objective     {central_auc:.4f}")
     print(f"test AUC  centralized, scikit-learn exact {sklearn_auc:.4f}")
-    print(f"largest weight difference federated vs centralized: {weight_gap:.2e}")
+    loss_gap = abs(model.loss_curve_[-1] - reference["loss_curve"][-1])
+    # Conjugate gradient's last steps follow gradients ~1e5 times smaller than its first, so the 2^-32
+    # fixed-point rounding shows in the weights the objective barely determines; the losses agree.
+    print(f"largest weight difference federated vs centralized: {weight_gap:.1e} (final losses: {loss_gap:.1e})")
     print("bytes sent per link: " + ", ".join(f"{s}->{r} {b / 1e6:.2f} MB" for (s, r), b in sent.items()))
 
 
