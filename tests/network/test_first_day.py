@@ -16,7 +16,7 @@ import pytest
 from sklearn.metrics import r2_score, roc_auc_score
 
 from vfl.cli import main as vfl_main
-from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError
+from vfl.errors import ConfigurationError, DataError, HandshakeError
 from vfl.federation.checkpoint import read_shard, write_shard
 from vfl.federation.config import load_config
 from vfl.federation.progress import Progress
@@ -25,7 +25,7 @@ from vfl.metrics import ks_statistic
 from vfl.transport.network import NetworkSettings, NetworkTransport
 from vfl.transport.tls import ca_name, load_certificate
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation, federation_certs, free_ports,  # noqa: F401
-                             finish_all, kill_all, run_parties, start_parties)
+                             kill_all, listen_in_thread, run_parties, start_parties)
 
 
 def shard(work, role):
@@ -205,16 +205,7 @@ def test_a_peer_of_another_federation_is_named_by_its_ca(federation_certs, free_
     ours, theirs = federation_certs
     addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
     settings = NetworkSettings(connect_timeout=2)
-    outcome = {}
-
-    def listen():
-        try:
-            NetworkTransport.connect("B", addresses, theirs["B"], settings)
-        except PeerError as exc:
-            outcome["B"] = exc
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
+    thread, outcome = listen_in_thread("B", addresses, theirs["B"], settings)
     time.sleep(0.3)
     with pytest.raises(HandshakeError) as refused:
         NetworkTransport.connect("A", addresses, ours["A"], settings)
@@ -267,16 +258,7 @@ def test_a_dialled_address_that_does_not_speak_tls(federation_certs, reply):
 def test_a_listener_names_a_caller_that_does_not_speak_tls(federation_certs, free_ports, junk, words):
     ours, _ = federation_certs
     addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
-    outcome = {}
-
-    def listen():
-        try:
-            NetworkTransport.connect("B", addresses, ours["B"], NetworkSettings(connect_timeout=2))
-        except PeerError as exc:
-            outcome["B"] = exc
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
+    thread, outcome = listen_in_thread("B", addresses, ours["B"], NetworkSettings(connect_timeout=2))
     for _ in range(50):
         try:
             sock = socket.create_connection(addresses["B"])

@@ -292,21 +292,24 @@ def _predict(args) -> int:
                           args.output, narrate=args.narrate, progress=args.progress)
         if "alignment" in summary:
             print(alignment_line(args.role, summary["alignment"]))
+        _print_label_report(args.role, summary, metrics=False)
         print(prediction_line(summary))
-        _print_label_report(args.role, summary)
+        _print_label_report(args.role, summary, classes=False)
 
     return _run(args, action)
 
 
-def _print_label_report(role: str, summary: dict) -> None:
+def _print_label_report(role: str, summary: dict, classes: bool = True, metrics: bool = True) -> None:
     """The label party's lines: which class is positive, and its metrics (training, validation, or these rows)."""
     from vfl.federation.report import classes_line, metrics_line
 
     if summary.get("role") != "label":
         return
-    line = classes_line(role, summary.get("classes"))
+    line = classes_line(role, summary.get("classes")) if classes else None
     if line:
         print(line)
+    if not metrics:
+        return
     metrics = summary.get("metrics") or {}
     if "note" in metrics:
         print(metrics["note"])

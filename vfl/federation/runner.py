@@ -50,7 +50,7 @@ from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, classes_line, label_metrics, metrics_line, plain
+from vfl.federation.report import class_indices, classes_line, label_metrics, plain
 from vfl.federation.session import Session, check_equations, check_rows, data_peers, rows_hello, share_columns
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
