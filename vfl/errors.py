@@ -35,6 +35,28 @@ class PeerError(VFLError, RuntimeError):
     """A peer is gone, timed out, or failed; the message names the peer and the step."""
 
 
+class PeerStopped(PeerError):
+    """A peer stopped on its own error and said so (an ``abort``), directly or passed on by another peer.
+
+    Attributes
+    ----------
+    party : str or None
+        The party that stopped first (as its abort names it; ``None`` if it named none).
+    category : str or None
+        What stopped it, as it says: ``"data"``, ``"settings"``, ``"network"``, ``"system"``,
+        ``"interrupted"`` or ``"internal"``.
+    reason : str
+        Its own one-line account, without any of its values.
+    """
+
+    def __init__(self, message: str, party: str | None = None, category: str | None = None, reason: str = ""):
+        super().__init__(message)
+        self.party, self.category, self.reason = party, category, reason
+
+    def __reduce__(self):
+        return type(self), (str(self), self.party, self.category, self.reason)
+
+
 class HandshakeError(PeerError):
     """A connection refused at the TLS handshake or at the settings check."""
 

@@ -14,8 +14,8 @@ from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_m
 from vfl.federation.config import load_config, write_config
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
-from vfl.federation.session import (Session, _differences, abort_reason, check_equations, check_rows, rows_hello,
-                                    share_columns)
+from vfl.federation.session import (Session, _differences, abort_reason, check_equations, check_rows, fault_category,
+                                    rows_hello, share_columns)
 from vfl.parties import targets
 from vfl.protocols import Roster
 from vfl.transport import BigInts, Endpoint, InProcessNetwork, Message, Transcript, run_roles
@@ -231,23 +231,48 @@ def test_peers_learn_only_the_kind_of_a_data_error():
     leak = FixedPointOverflowError("party B: label 7.3e+80 at row 12 is outside the fixed-point range")
     reason = abort_reason("B", leak)
     assert "FixedPointOverflowError" in reason and "7.3e+80" not in reason and "row 12" not in reason
-    assert "label" not in abort_reason("B", DataError("party B, column 'income': NaN at row 3 (id 'c-17')"))
+    assert "an error in its data" in reason and "scaling down" in reason
+    assert "income" not in abort_reason("B", DataError("party B, column 'income': NaN at row 3 (id 'c-17')"))
     fault = PeerError("B: waiting for 'residual' from A: no message from A within 300 s")
-    assert abort_reason("B", fault) == f"party B: PeerError: {fault}"
+    assert abort_reason("B", fault) == f"party B stopped on a refused peer or a fault of the network: PeerError: {fault}"
 
 
-@pytest.mark.parametrize("exc, expected", [
-    (ValueError("could not convert string to float: 'secret-value'"),
-     "party A stopped on an internal error (ValueError); details stay with it"),
-    (KeyError("income"), "party A stopped on an internal error (KeyError); details stay with it"),
-    (PermissionError(13, "Permission denied", "/data/a.csv"),
-     "party A stopped on a system error on its machine (PermissionError); details stay with it"),
-    (KeyboardInterrupt(), "party A was interrupted by its operator"),
-    (DataError("party A, column 'x': NaN at row 3"),
-     "party A stopped on a DataError about its own data or settings (details stay with it)"),
+@pytest.mark.parametrize("exc, category, expected", [
+    (ValueError("could not convert string to float: 'secret-value'"), "internal",
+     "party A stopped on an internal error (ValueError); the details stay with A"),
+    (KeyError("income"), "internal", "party A stopped on an internal error (KeyError); the details stay with A"),
+    (PermissionError(13, "Permission denied", "/data/a.csv"), "system",
+     "party A stopped on a fault of its own machine (PermissionError); the details stay with A"),
+    (KeyboardInterrupt(), "interrupted", "party A was interrupted by its operator"),
+    (DataError("party A, column 'x': NaN at row 3"), "data",
+     "party A stopped on an error in its data (DataError); the details stay with A"),
+    (ConfigurationError("party A: key_bits 512 needs insecure"), "settings",
+     "party A stopped on an error in its settings (ConfigurationError); the details stay with A"),
 ])
-def test_abort_reason_names_the_kind_of_fault_and_quotes_no_values(exc, expected):
+def test_abort_reason_names_the_category_of_the_fault_and_quotes_no_values(exc, category, expected):
     assert abort_reason("A", exc) == expected
+    assert fault_category(exc) == category
+
+
+def test_a_passed_on_abort_keeps_the_party_that_stopped_first_and_its_category():
+    """C stops because A did: C's abort to B names A and A's category, and B's error says C passed it on."""
+    from vfl.errors import PeerStopped
+    from vfl.federation.session import abort_party
+    net = InProcessNetwork(["A", "B", "C"])
+    a, b, c = (Endpoint(net.transport(r), [p for p in "ABC" if p != r], timeout=2) for r in "ABC")
+    first = DataError("party A, column 'x': 1e300 at row 3")
+    a.abort(abort_reason("A", first), party=abort_party("A", first), category=fault_category(first))
+    with pytest.raises(PeerStopped) as at_c:
+        c.recv("A", "resume")
+    assert (at_c.value.party, at_c.value.category) == ("A", "data")
+    assert str(at_c.value) == ("C: A stopped while C waited for 'resume': party A stopped on an error in its data "
+                               "(DataError); the details stay with A")
+    c.abort(abort_reason("C", at_c.value), party=abort_party("C", at_c.value), category=fault_category(at_c.value))
+    with pytest.raises(PeerStopped) as at_b:
+        b.recv("C", "start")
+    assert (at_b.value.party, at_b.value.category) == ("A", "data")
+    assert str(at_b.value) == ("B: C stopped while B waited for 'start', passing on: party A stopped on an error in "
+                               "its data (DataError); the details stay with A")
 
 
 def test_hello_fields_are_checked_and_their_settings_parsed_strictly():

@@ -17,7 +17,7 @@ import pytest
 
 from vfl.cli import main as vfl_main
 from vfl.errors import DataError, PeerError, ProtocolError
-from vfl.transport.tls import TLSFiles
+from vfl.transport.tls import TLSFiles, ca_name, issuer_name, load_certificate
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation, federation_certs,  # noqa: F401 - fixtures
                              finish_all, kill_all, run_parties, start_parties, write_federation_file,
                              write_party_data)
@@ -159,23 +159,26 @@ def test_settings_that_differ_are_refused_at_connect(federation):
     assert "training.learning_rate = 0.05 at C" in results["C"][2] or "0.05 at C" in results["A"][2]
 
 
-def test_certificate_from_another_ca_is_refused_at_handshake(federation):
+def test_certificate_from_another_ca_is_refused_before_connecting(federation):
+    """A's certificate comes from another `vfl certs` run than its ca.pem: A says so at once; B and C name A as the
+    party that never connected.  (A rogue party skipping the check is refused at the TLS handshake:
+    tests/network/test_tls_transport.py.)"""
     ours, theirs = federation["certs"]
     data, work = federation["data"], federation["dir"]
     tls = dict(ours, A=TLSFiles(ours["A"].ca, theirs["A"].certificate, theirs["A"].key))
-    rogue = federation["make"]("rogue.toml", tls=tls, network={"connect_timeout": 30})
+    mixed = federation["make"]("mixed.toml", tls=tls, network={"connect_timeout": 30})
     honest = federation["make"](network={"connect_timeout": 3})
-    parties = start_parties("party", rogue, data, work, roles=("A",))
+    parties = start_parties("party", mixed, data, work, roles=("A",))
     parties.update(start_parties("party", honest, data, work, roles=("B", "C")))
     try:
         results = finish_all(parties, timeout=30)
     finally:
         kill_all(parties)
-    assert results["A"][0] == 1 and "refused at the TLS handshake" in results["A"][2]
-    # A dials B first: B refuses its certificate, and A stops before dialling C.
-    assert results["B"][0] == 1 and "A did not connect" in results["B"][2]
-    assert "TLS handshake" in results["B"][2] and "CERTIFICATE_VERIFY_FAILED" in results["B"][2]
-    assert results["C"][0] == 1 and "A did not connect" in results["C"][2]
+    assert results["A"][0] == 2, results["A"][2]
+    assert f"is signed by the CA {issuer_name(load_certificate(theirs['A'].certificate))}, not by the federation's " \
+           f"CA {ours['A'].ca}, {ca_name(load_certificate(ours['A'].ca))}" in results["A"][2]
+    assert results["B"][0] == 1 and "A never connected to B within 3 s" in results["B"][2]
+    assert results["C"][0] == 1 and "A never connected to C within 3 s" in results["C"][2]
 
 
 def test_certs_command_and_help(tmp_path, capsys):
@@ -215,6 +218,9 @@ def test_demo_runs_end_to_end(capsys):
 
     result = run_demo(iterations=1, key_bits=1024, quiet=True)
     out = capsys.readouterr().out
+    folder = out.split("files in the temporary folder ", 1)[1].split(",", 1)[0]
+    assert "removed at the end: --keep DIR keeps them" in out and f"removed the temporary folder {folder}" in out
+    assert not Path(folder).exists()
     assert result["auc"] > 0.9 and result["weight_gap"] < 1e-6
     assert "decrypted loss over the epoch" in out and "C decrypts [[L]] of batch" in out and "bytes on each link" in out
     assert "progress: epoch 1/1" in out and "\r" not in out  # no terminal: plain lines, no bar
@@ -296,7 +302,8 @@ def test_a_garbled_frame_from_a_peer_ends_the_party_with_one_line(federation):
     assert err.startswith("vfl party C: error: C: waiting for 'hello' from A: A sent a malformed message: "
                           "malformed message header: NaN is not a number JSON allows"), err
     # B learns what kind of fault stopped C, and from whom.
-    assert "party C: ProtocolError: C: waiting for 'hello' from A: A sent a malformed message" in str(told.value)
+    assert ("party C stopped on a refused peer or a fault of the network: ProtocolError: C: waiting for 'hello' from "
+            "A: A sent a malformed message") in str(told.value)
 
 
 def test_differential_privacy_over_the_network(federation):

@@ -94,7 +94,7 @@ def test_a_silent_connection_is_reported_as_such_not_as_a_certificate_problem(fe
         for sock in idle:
             sock.close()
     message = str(outcome["B"])
-    assert message.startswith("B: connecting: A did not connect within 2 s; refused: ")
+    assert message.startswith("B: connecting: A never connected to B within 2 s; refused: ")
     assert "did not complete the TLS handshake within 0.3 s" in message
     assert "certificate" not in message
 

@@ -12,7 +12,7 @@ import pytest
 from vfl.errors import ConfigurationError, HandshakeError, PeerError, ProtocolError
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.network import NetworkSettings, NetworkTransport, parse_address
-from vfl.transport.tls import TLSFiles, certificate_role, load_certificate, write_federation_certs
+from vfl.transport.tls import TLSFiles, ca_name, certificate_role, load_certificate, write_federation_certs
 from vfl_net_helpers import connect_all, federation_certs, free_ports  # noqa: F401 - pytest fixtures
 
 
@@ -114,7 +114,7 @@ def test_a_role_that_is_not_a_peer_is_refused(tmp_path, free_ports):
     with pytest.raises(HandshakeError, match="web refused the connection: shop is not a role that dials web"):
         NetworkTransport.connect("shop", addresses, tls["shop"], settings, peers=["web"])
     t.join(10)
-    assert "a did not connect" in str(errors["web"]) and "shop is not a role that dials web" in str(errors["web"])
+    assert "a never connected to web" in str(errors["web"]) and "shop is not a role that dials web" in str(errors["web"])
 
 
 def test_dialler_retries_until_the_listener_starts(federation_certs, free_ports):
@@ -150,7 +150,7 @@ def test_peer_that_never_starts(federation_certs, connect_all):
 def test_listener_reports_a_missing_dialler(federation_certs, free_ports):
     ours, _ = federation_certs
     addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
-    with pytest.raises(PeerError, match="B: connecting: A did not connect within 0.5 s"):
+    with pytest.raises(PeerError, match="B: connecting: A never connected to B within 0.5 s"):
         NetworkTransport.connect("B", addresses, ours["B"], NetworkSettings(connect_timeout=0.5))
 
 
@@ -163,7 +163,7 @@ def test_certificate_from_another_ca_is_refused(federation_certs, connect_all):
     close_all(transports)
     assert isinstance(errors["A"], HandshakeError)
     assert "refused at the TLS handshake" in str(errors["A"]) and "certificate" in str(errors["A"])
-    assert "A did not connect" in str(errors["B"]) and "TLS handshake" in str(errors["B"])
+    assert "A never connected to B" in str(errors["B"]) and "TLS handshake" in str(errors["B"])
 
 
 def test_peer_trusting_another_ca_refuses_us(federation_certs, connect_all):
@@ -171,7 +171,9 @@ def test_peer_trusting_another_ca_refuses_us(federation_certs, connect_all):
     transports, errors = connect_all({"A": theirs["A"], "B": ours["B"]}, roles=("A", "B"),
                                      settings=NetworkSettings(connect_timeout=1.0))
     close_all(transports)
-    assert "CERTIFICATE_VERIFY_FAILED" in str(errors["A"])
+    # A names the CA B's certificate names (read on a second connection), and its own.
+    assert f"its certificate is signed by another CA, {ca_name(load_certificate(ours['B'].ca))}" in str(errors["A"])
+    assert f"trusts only the CA of {theirs['A'].ca}, {ca_name(load_certificate(theirs['A'].ca))}" in str(errors["A"])
 
 
 def test_certificate_for_another_role_is_refused(federation_certs, connect_all):

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from vfl.errors import PeerError
 from vfl.transport.network import NetworkSettings, NetworkTransport
 from vfl.transport.tls import write_federation_certs
 
@@ -48,6 +49,24 @@ def _connect_all(tls_by_role, roles=("A", "B", "C"), settings=None, addresses=No
     for t in threads:
         t.join(30)
     return transports, errors
+
+
+def listen_in_thread(role, addresses, tls, settings):
+    """``NetworkTransport.connect(role, ...)`` in a thread, for a peer that never comes: ``(thread, outcome)``.
+
+    ``outcome[role]`` is the :class:`PeerError` it ends with (the transport, should it connect, is closed).
+    """
+    outcome = {}
+
+    def listen():
+        try:
+            NetworkTransport.connect(role, addresses, tls, settings).close(linger=0)
+        except PeerError as exc:
+            outcome[role] = exc
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    return thread, outcome
 
 
 @pytest.fixture

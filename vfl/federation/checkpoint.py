@@ -154,6 +154,8 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
         shard["initial_intercept"] = layout([row[n] if fit_intercept else 0.0 for row in starts])
         shard["label"] = label
         shard["classes"] = list(classes or [])
+        if objective == "logistic" and len(shard["classes"]) == 2:
+            shard["positive_class"] = shard["classes"][1]     # what the scores and probabilities are of
     return write_json(path, shard, private=True)
 
 
@@ -204,6 +206,9 @@ def read_shard(path, party: str, role: str) -> dict:
         if not isinstance(classes, list) or (shard["objective"] == "logistic" and
                                              len(classes) not in ((0, 2) if rows == 1 else (rows,))):
             raise DataError(f"{path}: 'classes' must be a list of {wanted}, got {_short(classes)}")
+        if "positive_class" in shard and (len(classes) != 2 or shard["positive_class"] != classes[1]):
+            raise DataError(f"{path}: 'positive_class' must be the second of the two 'classes' {_short(classes)}, "
+                            f"got {_short(shard['positive_class'])}")
     if "standardize" in shard:
         Standardizer.from_dict(shard["standardize"], len(columns), str(path))
     return shard

@@ -13,7 +13,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from vfl.errors import ConfigurationError, DataError, VFLError
+from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, VFLError
 from vfl.federation.align import alignment_line
 
 THREE_MACHINES = """\
@@ -73,7 +73,6 @@ def _register_party(subparsers) -> None:
     _common(p)
     p.add_argument("--resume", action="store_true",
                    help="continue after the last epoch every party completed (from WORKDIR/checkpoints)")
-    p.add_argument("--progress", action="store_true", help="show a progress bar over the epochs")
     p.set_defaults(func=_party)
 
 
@@ -172,13 +171,17 @@ def _common(p) -> None:
     p.add_argument("--workdir", type=Path, default=None,
                    help="where this party keeps checkpoints, its shard and transcripts (default: ./vfl-NAME)")
     p.add_argument("--narrate", action="store_true", help="print one line per protocol step")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="on standard error: the peers waited for, the alignment, a bar per model over its epochs "
+                        "(default: only if standard error is a terminal)")
 
 
 def _run(args, action) -> int:
     """Run ``action``; any failure ends as one line on standard error and an exit code, never a traceback.
 
-    1: the federation failed (a peer gone, silent, refused, a protocol error) or an
-    unexpected internal error; 2: bad input (configuration, data, files); 130: interrupted.
+    1: the federation failed (a peer gone, silent, refused, a protocol error, a peer that
+    stopped) or an unexpected internal error; 2: bad input (configuration, data, values
+    beyond the fixed-point range, files); 130: interrupted.
     """
     where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
     try:
@@ -187,7 +190,7 @@ def _run(args, action) -> int:
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)
         return 130
-    except (ConfigurationError, DataError) as exc:
+    except (ConfigurationError, DataError, FixedPointOverflowError) as exc:
         code, text = 2, str(exc)
     except VFLError as exc:
         code, text = 1, str(exc)
@@ -270,6 +273,7 @@ def _party(args) -> int:
             print(f"party {args.role}: model shard written to {summary['model']}")
         if "alignment" in summary:
             print(alignment_line(args.role, summary["alignment"]))
+        _print_label_report(args.role, summary)
         if "dp_spent" in summary:
             epsilon, delta = summary["dp_spent"]
             epochs = load_config(args.config).training.max_iter * summary["models"]
@@ -285,12 +289,35 @@ def _predict(args) -> int:
 
     def action():
         summary = predict(load_config(args.config), args.role, args.data, args.model, _workdir(args),
-                          args.output, narrate=args.narrate)
+                          args.output, narrate=args.narrate, progress=args.progress)
         if "alignment" in summary:
             print(alignment_line(args.role, summary["alignment"]))
+        _print_label_report(args.role, summary, metrics=False)
         print(prediction_line(summary))
+        _print_label_report(args.role, summary, classes=False)
 
     return _run(args, action)
+
+
+def _print_label_report(role: str, summary: dict, classes: bool = True, metrics: bool = True) -> None:
+    """The label party's lines: which class is positive, and its metrics (training, validation, or these rows)."""
+    from vfl.federation.report import classes_line, metrics_line
+
+    if summary.get("role") != "label":
+        return
+    line = classes_line(role, summary.get("classes")) if classes else None
+    if line:
+        print(line)
+    if not metrics:
+        return
+    metrics = summary.get("metrics") or {}
+    if "note" in metrics:
+        print(metrics["note"])
+    elif "rows" in metrics:            # vfl predict: the rows just scored
+        print(metrics_line(role, "prediction", metrics["rows"], metrics["metrics"]))
+    for what in ("training", "validation"):
+        if what in metrics:
+            print(metrics_line(role, what, metrics[what]["rows"], metrics[what]["metrics"]))
 
 
 def _align(args) -> int:

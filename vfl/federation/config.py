@@ -49,6 +49,7 @@ federation has one *label party* (feature columns and the labels), one
     score_bound = 4096                  # declared |share of a score| per party (packed slots are sized for it)
     feature_bound = 256                 # declared |x| (packed slots are sized for it)
     warm_start = false                  # true: every data party continues from its shard in its work folder
+    report_metrics = true               # the label party's metrics on its training rows, by private prediction
 
     [prediction]
     mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)
@@ -106,7 +107,7 @@ KINDS = ("feature", "label", "coordinator")
 LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 #: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
-_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start"}
+_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start", "report_metrics"}
 _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
@@ -140,6 +141,8 @@ class FederationConfig:
     sample_weight: str | None = None
     #: ``[training] warm_start``: every data party continues from the model shard in its work folder
     warm_start: bool = False
+    #: ``[training] report_metrics``: after training, the label party's metrics by one more private prediction
+    report_metrics: bool = True
     network: NetworkSettings = field(default_factory=NetworkSettings)
     timeout: float = 300.0
     #: each party's ``[compute]`` settings (local: not part of the fingerprint)
@@ -176,6 +179,8 @@ class FederationConfig:
                   "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
         if self.warm_start:
             shared["warm_start"] = True
+        if not self.report_metrics:
+            shared["report_metrics"] = False
         return shared
 
     def fingerprint(self, task: str) -> str:
@@ -205,8 +210,10 @@ def load_config(path) -> FederationConfig:
 
     training_table = dict(_section(where, raw, "training"))
     warm_start = training_table.pop("warm_start", False)
-    if not isinstance(warm_start, bool):
-        raise ConfigurationError(f"{where} [training]: warm_start must be true or false, got {warm_start!r}")
+    report_metrics = training_table.pop("report_metrics", True)
+    for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{where} [training]: {name} must be true or false, got {value!r}")
     training = _training(f"{where} [training]", training_table)
     prediction = _section(where, raw, "prediction", required=False)
     _unknown(f"{where} [prediction]", prediction, {"mode"})
@@ -247,7 +254,7 @@ def load_config(path) -> FederationConfig:
                             {name: entry.role for name, entry in parties.items()})
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
-                            align=align, sample_weight=weight, warm_start=warm_start,
+                            align=align, sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
                             network=net, timeout=timeout, compute=compute)
 
 

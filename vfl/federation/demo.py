@@ -260,8 +260,10 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
         s = config.training
         count = _NUMBERS.get(len(roster.everyone), str(len(roster.everyone)))
         holds = ", ".join(f"{name} holds {len(prep['columns'][name])} columns" for name in roster.features)
-        print(f"vfl demo: {count} parties as {count} processes on 127.0.0.1, talking mutual TLS 1.3 (certificates in "
-              f"{folder / 'certs'})\n  {holds}, B holds "
+        where = (f"certificates in {folder / 'certs'}" if keep else
+                 f"files in the temporary folder {folder}, removed at the end: --keep DIR keeps them")
+        print(f"vfl demo: {count} parties as {count} processes on 127.0.0.1, talking mutual TLS 1.3 ({where})"
+              f"\n  {holds}, B holds "
               f"{len(prep['columns']['B'])} columns and the diagnosis, C holds the Paillier private key "
               f"({s.key_bits} bits).\n  Logistic regression, {s.max_iter} epochs of batches of {s.batch_size} "
               f"rows, learning rate {s.learning_rate}.\n  Kinds: ciphertext = Paillier-encrypted; masked = "
@@ -285,6 +287,8 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
     finally:
         if tmp is not None:
             tmp.cleanup()
+            print(f"removed the temporary folder {folder} (--keep DIR keeps the certificates, CSVs, shards and "
+                  "transcripts)", flush=True)
 
 
 def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression) -> dict:

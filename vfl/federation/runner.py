@@ -44,13 +44,15 @@ import pandas as pd
 
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.federation.align import min_rows, private_intersection, write_aligned
+from vfl.federation.align import alignment_line, min_rows, private_intersection, write_aligned
 from vfl.federation.checkpoint import (CheckpointStore, read_shard, shard_models, shard_scaler, write_json,
                                       write_shard)
 from vfl.federation.compute import uses_compute
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
+from vfl.federation.progress import Progress
+from vfl.federation.report import class_indices, classes_line, label_metrics, plain
 from vfl.federation.session import Session, check_equations, check_rows, data_peers, rows_hello, share_columns
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
@@ -65,13 +67,16 @@ MAX_MODELS = 1000
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool = False) -> dict:
+          narrate: bool = False, progress: bool | None = False) -> dict:
     """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
 
-    ``role`` is the party's name in ``config``.  Returns a summary dict: ``party``
-    (the name), ``role`` (``"feature"``, ``"label"`` or ``"coordinator"``), the
-    written paths, ``models`` (one, or one per class for one-vs-rest), and
-    ``epochs`` and ``loss_curve`` for the coordinator (per model when several).
+    ``role`` is the party's name in ``config``; ``progress`` shows progress on standard
+    error (``None``: if it is a terminal; :mod:`vfl.federation.progress`).  Returns a
+    summary dict: ``party`` (the name), ``role`` (``"feature"``, ``"label"`` or
+    ``"coordinator"``), the written paths, ``models`` (one, or one per class for
+    one-vs-rest), ``epochs`` and ``loss_curve`` for the coordinator (per model when
+    several), and for the label party ``classes`` and ``metrics`` (training, and
+    validation with early stopping; see :func:`report_training`).
     """
     settings, roster = config.training, config.roster
     kind = config.role_of(role)
@@ -81,18 +86,20 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if not resume:
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
     narrator = Narrator(role, settings.max_iter) if narrate else None
-    bar = _bar(progress, role, settings.max_iter)
+    shown = Progress(role, progress)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)          # one key pair for every model of the run
 
     try:
-        with Session(config, role, "train", narrator) as session:
+        with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
             theirs = session.hello(extra)
             if data:
                 data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator,
                                          min_rows(settings.batch_size, len(data.columns) +
                                                   (kind == "label" and settings.fit_intercept)))
+                if alignment:
+                    shown.line(alignment_line(role, alignment))
                 scaler = _fit_scaler(settings, previous, data, role)
                 data = standardized(data, scaler)
                 columns = share_columns(session.endpoint, role, data, theirs, roster)
@@ -102,13 +109,14 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             n_models = agree_on_models(session.endpoint, role, kind, roster,
                                        len(model_targets) if model_targets else None)
             starts = _warm_starts(previous, role, n_models, classes) if previous else [None] * n_models
-            if bar is not None:
-                bar.reset(total=settings.max_iter * n_models)
+            if kind == "label" and classes_line(role, classes):
+                shown.line(classes_line(role, classes))
             parties, results, marks = [], [], []
             for index in range(n_models):
+                which = f" (class {classes[index]!r} against the rest)" if classes is not None and n_models > 1 else ""
                 if narrator and n_models > 1:
-                    which = f" (class {classes[index]!r} against the rest)" if classes is not None else ""
                     narrator.say(f"one-vs-rest: model {index + 1} of {n_models}{which}")
+                shown.model(settings.max_iter, index, n_models, which)
                 marks.append(len(session.transcript.records))
                 party = coordinator if kind == "coordinator" else _training_party(
                     config, role, kind, data, model_targets[index] if model_targets else None, n_models)
@@ -117,15 +125,18 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
                                         config.fingerprint("train"))
                 results.append(_train_model(session.endpoint, config, role, kind, party, store, resume,
-                                            narrator, bar))
+                                            narrator, shown))
                 parties.append(party)
+            shown.close()
+            metrics = report_training(session, config, role, kind, parties, coordinator, n_models)
             summary = {"party": role, "role": kind, "models": n_models,
                        "transcript": str(_save_transcript(session, workdir / "transcript_train.csv", marks))}
             if data and alignment:
                 summary["alignment"] = alignment
+            if kind == "label":
+                summary.update(metrics=metrics, classes=None if classes is None else [plain(c) for c in classes])
     finally:
-        if bar is not None:
-            bar.close()
+        shown.close()
     if kind == "coordinator":
         one = n_models == 1
         summary.update(loss_curve=results[0]["loss_curve"] if one else [r["loss_curve"] for r in results],
@@ -140,7 +151,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary["model"] = str(write_shard(
             workdir / f"model_{role}.json", role, kind, settings.objective, data.columns,
             [p.params for p in parties] if n_models > 1 else parties[0].params, parties[0].fit_intercept,
-            config.fingerprint("train"), None if classes is None else [_plain(c) for c in classes],
+            config.fingerprint("train"), None if classes is None else [plain(c) for c in classes],
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
             scaler=scaler))
@@ -149,7 +160,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
 
 def _train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
-                 resume: bool, narrator, bar) -> dict:
+                 resume: bool, narrator, shown: Progress) -> dict:
     """One model's training (the whole run, or one one-vs-rest model), checkpointed after every epoch."""
     settings = config.training
     checkpoints = store.load() if resume else {}
@@ -161,10 +172,7 @@ def _train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, p
         loss = state["loss_curve"][-1] if kind == "coordinator" else None
         if narrator and loss is not None:
             narrator.loss(epoch, loss)
-        if bar is not None:
-            bar.update(1)
-            if loss is not None:
-                bar.set_postfix(loss=f"{loss:.5f}")
+        shown.epoch(epoch, loss)
 
     program = {"feature": run_a, "label": run_b, "coordinator": run_c}[kind]
     batch_loss = {"on_batch_loss": narrator.batch_loss} if kind == "coordinator" and narrator else {}
@@ -217,11 +225,11 @@ def _previous_shard(config: FederationConfig, role: str, kind: str, data: PartyD
 def _warm_starts(shard: dict, role: str, n_models: int, classes) -> list:
     """Each model's start from the previous shard: it must hold as many models (and, at the label party, the classes)."""
     models = shard_models(shard)
-    if len(models) != n_models or (classes is not None and [_plain(c) for c in classes] != shard["classes"]):
+    if len(models) != n_models or (classes is not None and [plain(c) for c in classes] != shard["classes"]):
         raise DataError(f"party {role}: warm_start continues a shard of {len(models)} model(s)"
                         f"{' (classes ' + str(shard['classes']) + ')' if shard.get('classes') else ''}; "
                         f"this run trains {n_models}"
-                        f"{' (classes ' + str([_plain(c) for c in classes]) + ')' if classes is not None else ''}; "
+                        f"{' (classes ' + str([plain(c) for c in classes]) + ')' if classes is not None else ''}; "
                         "train without warm_start")
     return [np.asarray(m, dtype=np.float64) for m in models]
 
@@ -255,11 +263,6 @@ def _save_transcript(session: Session, path, marks: list[int]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.assign(model=model).to_csv(path, index=False)
     return path
-
-
-def _plain(value):
-    """A label class as JSON writes it (numpy scalars become Python numbers)."""
-    return value.item() if hasattr(value, "item") else value
 
 
 def _training_data(config: FederationConfig, role: str, kind: str, data_path) -> PartyData | None:
@@ -342,18 +345,20 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
-            output=None, narrate: bool = False) -> dict:
+            output=None, narrate: bool = False, progress: bool | None = False) -> dict:
     """Run party ``role``'s part of federated prediction; the label party writes the scores CSV.
 
     Returns a summary dict: ``party`` (the name), ``role`` (its kind), ``mode``,
     ``rows`` (how many rows were scored), ``models`` (one, or one per class),
     ``label`` and ``coordinator`` (their names), the transcript's path, and for
-    the label party the scores' path.
+    the label party the scores' path, its ``classes`` and, when its CSV holds the label
+    column, ``metrics`` (:func:`vfl.federation.report.label_metrics` of these rows).
+    ``progress`` as for :func:`train`.
     """
     settings, roster = config.training, config.roster
     kind = config.role_of(role)
     workdir = Path(workdir)
-    shard = data = None
+    shard = data = coordinator = None
     if kind == "coordinator":
         if data_path is not None:
             raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
@@ -367,12 +372,15 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                         weight=config.sample_weight if kind == "label" else None)
         data = standardized(data, shard_scaler(shard))
     narrator = Narrator(role, phase="predict") if narrate else None
-    with Session(config, role, "predict", narrator) as session:
+    shown = Progress(role, progress)
+    with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
         theirs = session.hello(extra)
         alignment = None
         if data:
             data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator, 1)
+            if alignment:
+                shown.line(alignment_line(role, alignment))
             for peer in data_peers(role, roster):
                 if theirs[peer].get("trained_with") != shard["trained_with"]:
                     raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
@@ -384,29 +392,109 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                    "coordinator": roster.coordinator}
         if alignment:
             summary["alignment"] = alignment
-        packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
         columns, marks = [], []
         for index in range(n_models):          # one private prediction per one-vs-rest model
             marks.append(len(session.transcript.records))
-            if kind == "feature":
-                party = PartyA(data.features, role=role, columns=data.columns)
-                party.load_state({"params": models[index]})
-                predict_a(ep, party, data.features, mode, frac_bits, roster=roster, **packed)
-                summary["rows"] = data.n_rows
-            elif kind == "label":
-                party = PartyB(data.features, np.zeros(data.n_rows), fit_intercept=shard["fit_intercept"], role=role,
-                               columns=data.columns)
-                party.load_state({"params": models[index]})
-                columns.append(predict_b(ep, party, data.features, mode, frac_bits, roster=roster, **packed))
-                summary["rows"] = data.n_rows
-            else:
-                summary["rows"] = predict_c(ep, coordinator, mode, roster=roster, **packed)
+            scored = score_rows(ep, config, role, kind, data.features if data else None, data and data.columns,
+                                models[index] if models else None, shard.get("fit_intercept") if shard else None,
+                                coordinator, mode)
+            if kind == "label":
+                columns.append(scored)
+            summary["rows"] = len(scored) if kind == "label" else scored
         if kind == "label":
             scores = columns[0] if n_models == 1 else np.column_stack(columns)
             summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
+            summary["classes"] = shard["classes"]
+            if data.labels is not None:     # the label column is there: the metrics of these rows
+                summary["metrics"] = _metrics(shard["objective"], scores, data.labels, shard["classes"], role)
         summary["transcript"] = str(_save_transcript(session, workdir / "transcript_predict.csv", marks))
     return summary
+
+
+def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,
+               fit_intercept, coordinator, mode: str = "private"):
+    """One private prediction of ``features`` with the weights ``params``: the label party gets the scores.
+
+    The coordinator passes ``coordinator`` (and no features); the others their own
+    rows and weights.  Returns the scores at the label party, the number of rows scored
+    elsewhere.
+    """
+    settings, roster = config.training, config.roster
+    packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
+    if kind == "coordinator":
+        return predict_c(ep, coordinator, mode, roster=roster, **packed)
+    if kind == "feature":
+        party = PartyA(features, role=role, columns=columns)
+        party.load_state({"params": params})
+        predict_a(ep, party, features, mode, settings.frac_bits, roster=roster, **packed)
+        return len(features)
+    party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
+    party.load_state({"params": params})
+    return predict_b(ep, party, features, mode, settings.frac_bits, roster=roster, **packed)
+
+
+def report_training(session: Session, config: FederationConfig, role: str, kind: str, parties: list, coordinator,
+                    n_models: int) -> dict | None:
+    """After training: the label party's metrics on its training (and validation) rows, by private prediction.
+
+    Every party takes part, once per model: the data parties score their training
+    rows, then their validation rows (early stopping), with the weights they will
+    write; the label party learns the scores, exactly as ``vfl predict`` on the
+    training CSVs would show them, and nobody else learns anything (always the
+    private mode, whatever ``[prediction] mode``).  Off with ``[training]
+    report_metrics = false``.  Returns, at the label party, ``{"training": ...,
+    "validation": ...}``, each ``{"rows": n, "metrics": {...}}``.
+    """
+    if not config.report_metrics:
+        return None
+    ep, session.endpoint.iteration = session.endpoint, -1
+    if session.narrator is not None:
+        session.narrator.phase = "metrics"
+    columns = []
+    for index in range(n_models):
+        party = parties[index] if kind != "coordinator" else None
+        rows = None if party is None else (party.features if party.validation is None
+                                           else np.vstack([party.features, party.validation]))
+        columns.append(score_rows(ep, config, role, kind, rows, party and party.columns, party and party.params,
+                                  party and party.fit_intercept, coordinator))
+    if kind != "label":
+        return None
+    scores = columns[0] if n_models == 1 else np.column_stack(columns)
+    if config.training.objective == "linear":
+        y = parties[0].labels if parties[0].validation is None else np.concatenate(
+            [parties[0].labels, parties[0].validation_labels])
+    else:   # each row's class: the model whose target is +1 (binary: 1 for the positive class)
+        targets = [p.labels if p.validation is None else np.concatenate([p.labels, p.validation_labels])
+                   for p in parties]
+        y = (targets[0] > 0).astype(np.int64) if n_models == 1 else np.argmax(np.column_stack(targets), axis=1)
+    n_train = len(parties[0].labels)
+    report = {"training": {"rows": n_train, "metrics": label_metrics(config.training.objective, scores[:n_train],
+                                                                      y[:n_train])}}
+    if len(y) > n_train:
+        report["validation"] = {"rows": len(y) - n_train,
+                                "metrics": label_metrics(config.training.objective, scores[n_train:], y[n_train:])}
+    return report
+
+
+def _metrics(objective: str, scores, labels, classes, role: str) -> dict:
+    """``vfl predict``'s metrics when the label column is present: ``{"rows": n, "metrics": {...}}``.
+
+    Labels that cannot be scored (not numbers for a linear model, not classes of the
+    model) give no metrics but a ``note`` saying why; the scores are written all the same.
+    """
+    if objective == "linear":
+        try:
+            y = np.asarray(labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            y = None
+        note = "the label column holds values that are not numbers"
+    else:
+        y = class_indices(labels, classes)
+        note = f"the label column holds values that are not classes of the model ({', '.join(map(repr, classes))})"
+    if y is None or not np.isfinite(np.asarray(y, dtype=np.float64)).all():
+        return {"rows": len(labels), "metrics": {}, "note": f"party {role}: no metrics: {note}"}
+    return {"rows": len(y), "metrics": label_metrics(objective, scores, y)}
 
 
 def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:
@@ -424,7 +512,8 @@ def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:
             probability = _sigmoid(scores)
             frame["probability"] = probability
             classes = shard.get("classes") or [0, 1]
-            frame["prediction"] = np.where(probability >= 0.5, classes[1], classes[0])
+            frame["prediction"] = np.where(probability >= 0.5, shard.get("positive_class", classes[1]),
+                                           classes[0])
     else:
         classes = shard["classes"]
         probability = _sigmoid(scores)
@@ -443,11 +532,3 @@ def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
-
-
-def _bar(enabled: bool, role: str, total: int):
-    if not enabled:
-        return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, desc=f"party {role}", unit="epoch")

@@ -13,27 +13,40 @@ from __future__ import annotations
 
 import hmac
 import json
+import time
 from pathlib import Path
 
 import numpy as np
 
-from vfl.errors import ConfigurationError, DataError, HandshakeError, PeerError, ProtocolError, VFLError
+from vfl.errors import (ComputeError, ConfigurationError, DataError, DivergenceError, HandshakeError, PeerError,
+                        PeerStopped, ProtocolError, VFLError)
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, is_salt, new_salt
 from vfl.federation.narration import Narrator
+from vfl.federation.progress import Progress
 from vfl.protocols import TWO_PARTY, Roster, check_gradient_equations
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.message import parse_json, quote
 from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
-from vfl.transport.tls import certificate_role, load_certificate
+from vfl.transport.tls import ca_name, certificate_role, issuer_name, load_certificate, signed_by
 
 
 def check_own_certificate(config: FederationConfig, name: str) -> None:
-    """Refuse early, with a local error, a certificate that names another party."""
-    named = certificate_role(load_certificate(config.party(name).certificate))
+    """Refuse early, with a local error, a certificate that names another party or that another CA signed."""
+    certificate = load_certificate(config.party(name).certificate)
+    named = certificate_role(certificate)
     if named != name:
         raise ConfigurationError(f"party {name}: the certificate {config.party(name).certificate} is "
                                  f"party {named}'s; peers would refuse it")
+    ca = load_certificate(config.ca)
+    if not signed_by(certificate, ca):
+        raise ConfigurationError(f"party {name}: the certificate {config.party(name).certificate} is signed by the CA "
+                                 f"{issuer_name(certificate)}, not by the federation's CA {config.ca}, {ca_name(ca)}; "
+                                 "peers would refuse it: use the ca.pem and the certificates of one `vfl certs` run")
+
+
+#: The command each task runs, for messages.
+_COMMANDS = {"train": "vfl party", "predict": "vfl predict", "align": "vfl align"}
 
 
 class Session:
@@ -45,11 +58,13 @@ class Session:
     closed on exit.
     """
 
-    def __init__(self, config: FederationConfig, role: str, task: str, narrator: Narrator | None = None):
+    def __init__(self, config: FederationConfig, role: str, task: str, narrator: Narrator | None = None,
+                 progress: Progress | None = None):
         config.party(role)  # no such party: a ConfigurationError naming the file
         self.config, self.role, self.task = config, role, task
         self.roster = config.roster
         self.narrator = narrator
+        self.progress = progress
         self.transcript = Transcript()
         self.transport: NetworkTransport | None = None
         self.endpoint: Endpoint | None = None
@@ -59,8 +74,21 @@ class Session:
         peers = self.roster.peers(self.role)
         if self.task == "align":      # only the data parties take part: the coordinator has no rows
             peers = tuple(p for p in peers if p != self.roster.coordinator)
-        self.transport = NetworkTransport.connect(self.role, self.config.addresses(), self.config.tls(self.role),
-                                                  self.config.network, peers=peers)
+        if self.progress is not None:
+            self.progress.waiting(peers)
+        started = time.monotonic()
+        try:
+            self.transport = NetworkTransport.connect(self.role, self.config.addresses(),
+                                                      self.config.tls(self.role), self.config.network, peers=peers)
+        except ConfigurationError as exc:
+            if getattr(exc, "address", None) is None:
+                raise
+            host, port = exc.address
+            raise ConfigurationError(f"party {self.role}: another process, perhaps a second "
+                                     f"`{_COMMANDS[self.task]} {self.role}`, listens on {host}:{port}; see "
+                                     f"[parties.{self.role}] address in {self.config.path}") from None
+        if self.progress is not None:
+            self.progress.connected(peers, time.monotonic() - started)
         self.endpoint = Endpoint(self.transport, peers, self.transcript, timeout=self.config.timeout,
                                  on_message=self._on_message)
         return self
@@ -71,11 +99,12 @@ class Session:
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and self.endpoint is not None:
-            self.endpoint.abort(abort_reason(self.role, exc))
+            self.endpoint.abort(abort_reason(self.role, exc), party=abort_party(self.role, exc),
+                                category=fault_category(exc))
         if self.transport is not None:
-            # After a failure, no lingering close: the party stops within its timeout (the abort
-            # above is best effort).  At the normal end, linger so the last message is not lost.
-            self.transport.close(linger=0 if exc is not None else DEFAULT_LINGER)
+            # After a failure, a short linger, ended as soon as the peers close (they stop on reading the
+            # abort): closing at once could reset the connections and lose the abort on its way.
+            self.transport.close(linger=ABORT_LINGER if exc is not None else DEFAULT_LINGER)
 
     def hello(self, extra: dict | None = None) -> dict[str, dict]:
         """Exchange settings fingerprints with every peer (and ``extra`` fields between data parties); return theirs."""
@@ -241,13 +270,52 @@ def check_equations(n_rows: int, columns: dict[str, int], settings, roster: Rost
                              settings.fit_intercept)
 
 
-def abort_reason(role: str, exc: BaseException) -> str:
-    """What a failing party tells its peers: a fault of the federation in full, anything else only by kind.
+#: What stopped a party, as its abort says: the category, and how its peers' errors put it.
+CATEGORIES = {"data": "an error in its data", "settings": "an error in its settings",
+              "network": "a refused peer or a fault of the network", "system": "a fault of its own machine",
+              "interrupted": "its operator's interruption", "internal": "an internal error"}
+#: Value-free advice for the kinds of error a peer cannot see the details of.
+_HINTS = {"FixedPointOverflowError": "a value outside the fixed-point range: its columns need scaling down, or the "
+                                    "training diverges (lower learning_rate)",
+          "DivergenceError": "the loss diverged: lower learning_rate, or scale the columns"}
+#: Seconds a failing party waits for its peers to take its ``abort`` before it closes its links.
+ABORT_LINGER = 1.0
 
-    Messages about this party's data or settings can quote its values (a feature,
-    a label, a score), and so can unexpected errors (a ``ValueError`` from numpy),
-    so peers learn only the kind of fault; the full message stays in this party's
-    own output.
+
+def fault_category(exc: BaseException) -> str:
+    """The category (a key of :data:`CATEGORIES`) of what stopped a party.
+
+    A peer's abort that this party passes on keeps the category the first party gave.
+    """
+    if isinstance(exc, PeerStopped) and exc.category in CATEGORIES:
+        return exc.category
+    if isinstance(exc, (PeerError, ProtocolError)):
+        return "network"
+    if isinstance(exc, (ConfigurationError, DivergenceError)):
+        return "settings"
+    if isinstance(exc, ComputeError) or isinstance(exc, OSError):
+        return "system"
+    if isinstance(exc, VFLError):
+        return "data"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return "internal"
+
+
+def abort_party(role: str, exc: BaseException) -> str:
+    """Who stopped first: ``role``, or the party whose abort ``role`` passes on."""
+    return exc.party if isinstance(exc, PeerStopped) and exc.party else role
+
+
+def abort_reason(role: str, exc: BaseException) -> str:
+    """What a failing party tells its peers: the party, the category of the cause, and what can be said of it.
+
+    A fault of the federation (a peer gone, refused, a malformed message) is told in
+    full.  Messages about this party's data or settings can quote its values (a
+    feature, a label, a score), and so can unexpected errors (a ``ValueError`` from
+    numpy), so peers learn only the category, the kind of error and value-free
+    advice; the full message stays in this party's own output.  A peer's abort that
+    made this party stop is passed on as that peer said it.
 
     Parameters
     ----------
@@ -258,15 +326,14 @@ def abort_reason(role: str, exc: BaseException) -> str:
     Returns
     -------
     str
-        For example ``"party A stopped on an internal error (ValueError); details stay with it"``.
+        For example ``"party A stopped on an error in its data (DataError); the details stay with A"``.
     """
-    kind = type(exc).__name__
-    if isinstance(exc, (PeerError, ProtocolError)):
-        return f"party {role}: {kind}: {exc}"
-    if isinstance(exc, VFLError):
-        return f"party {role} stopped on a {kind} about its own data or settings (details stay with it)"
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, PeerStopped) and exc.party and exc.party != role:
+        return exc.reason
+    kind, category = type(exc).__name__, fault_category(exc)
+    if category == "interrupted":
         return f"party {role} was interrupted by its operator"
-    if isinstance(exc, OSError):
-        return f"party {role} stopped on a system error on its machine ({kind}); details stay with it"
-    return f"party {role} stopped on an internal error ({kind}); details stay with it"
+    if category == "network":
+        return f"party {role} stopped on {CATEGORIES[category]}: {kind}: {exc}"
+    hint = f": {_HINTS[kind]}" if kind in _HINTS else ""
+    return f"party {role} stopped on {CATEGORIES[category]} ({kind}{hint}); the details stay with {role}"

@@ -20,12 +20,16 @@ import threading
 import time
 from typing import Protocol
 
-from vfl.errors import PeerError, ProtocolError, VFLError
+import re
+
+from vfl.errors import PeerError, PeerStopped, ProtocolError, VFLError
 from vfl.transport.message import Message, decode, encode
 
 ABORT = "abort"
 #: Frames read, after a failed send, looking for the peer's ``abort``.
 _ABORT_LOOKAHEAD = 64
+#: An abort's ``party`` and ``category`` fields: short names, else ignored (a peer's text reaches a terminal).
+_ABORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
 
 
 class Transport(Protocol):
@@ -159,9 +163,9 @@ class Endpoint:
         try:
             self.transport.send(to, frame)
         except (PeerError, ProtocolError) as exc:
-            reason = self._pending_abort(to)
-            if reason is not None:  # the peer said why it stopped: more useful than "closed the connection"
-                raise PeerError(f"{self.role}: {to} stopped while {self.role} was sending {name!r}: {reason}") \
+            abort = self._pending_abort(to)
+            if abort is not None:  # the peer said why it stopped: more useful than "closed the connection"
+                raise _stopped(abort, to, f"{self.role}: {to} stopped while {self.role} was sending {name!r}") \
                     from None
             raise _at_step(exc, f"{self.role}: sending {name!r} to {to}") from None
         self.transcript.record(message, self.role, to, frame)
@@ -191,8 +195,7 @@ class Endpoint:
             raise ProtocolError(f"{self.role}: waiting for {name!r} from {frm}: {frm} sent a malformed "
                                 f"message: {exc}") from None
         if message.name == ABORT:
-            raise PeerError(f"{self.role}: {frm} stopped while {self.role} waited for {name!r}: "
-                            f"{message.fields.get('reason', 'no reason given')}")
+            raise _stopped(message, frm, f"{self.role}: {frm} stopped while {self.role} waited for {name!r}")
         if message.name != name:
             raise ProtocolError(f"{self.role}: expected {name!r} from {frm}, got {message.name!r}")
         self.transcript.record_receipt(self.role)
@@ -200,8 +203,8 @@ class Endpoint:
             self.on_message("<-", frm, message, len(frame))
         return message
 
-    def _pending_abort(self, peer: str) -> str | None:
-        """After a failed send: the reason ``peer`` gave if its ``abort`` has already arrived, else ``None``.
+    def _pending_abort(self, peer: str) -> Message | None:
+        """After a failed send: ``peer``'s ``abort`` if it has already arrived, else ``None``.
 
         A peer that stops sends ``abort`` and closes its links; a send to it can then
         fail before this role reads the ``abort``.  The link is broken either way, so
@@ -213,17 +216,39 @@ class Endpoint:
             except Exception:  # nothing more has arrived, the link failed, or a frame did not decode
                 return None
             if message.name == ABORT:
-                return str(message.fields.get("reason", "no reason given"))
+                return message
         return None
 
-    def abort(self, reason: str) -> None:
-        """Tell every peer that this role stopped, and why (best effort)."""
-        frame = encode(Message(ABORT, "public", self.iteration, {"reason": reason[:2000]}))
+    def abort(self, reason: str, party: str | None = None, category: str | None = None) -> None:
+        """Tell every peer that this role stopped, and why (best effort).
+
+        Parameters
+        ----------
+        reason : str
+            One line, at most 2000 characters are sent.
+        party, category : str, optional
+            Who stopped first (this role, or the peer whose abort this one passes on) and
+            the kind of cause; the receiver's :class:`~vfl.errors.PeerStopped` carries both.
+        """
+        fields = {"reason": reason[:2000]}
+        fields.update({k: v for k, v in (("party", party), ("category", category)) if v is not None})
+        frame = encode(Message(ABORT, "public", self.iteration, fields))
         for peer in self.peers:
             try:
                 self.transport.send(peer, frame)
             except Exception:  # the peer may be gone already; nothing more to tell it
                 pass
+
+
+def _stopped(abort: Message, peer: str, step: str) -> PeerStopped:
+    """The error for a peer's ``abort``: ``step``, then the reason (naming who stopped first, if not ``peer``)."""
+    reason = abort.fields.get("reason")
+    reason = reason if isinstance(reason, str) and reason.strip() else "no reason given"
+    party, category = (abort.fields.get(k) for k in ("party", "category"))
+    party = party if isinstance(party, str) and _ABORT_NAME.match(party) else None
+    category = category if isinstance(category, str) and _ABORT_NAME.match(category) else None
+    passed_on = party is not None and party != peer
+    return PeerStopped(f"{step}{', passing on' if passed_on else ''}: {reason}", party or peer, category, reason)
 
 
 def _at_step(exc: VFLError, step: str) -> VFLError:

@@ -53,6 +53,7 @@ non-blocking and every TLS read or write holds the link's lock.
 
 from __future__ import annotations
 
+import errno
 import json
 import queue
 import select
@@ -65,7 +66,8 @@ from dataclasses import dataclass
 
 from vfl.errors import ConfigurationError, HandshakeError, PeerError, ProtocolError
 from vfl.transport.message import quote, parse_json
-from vfl.transport.tls import TLSFiles, check_role, client_context, peer_role, server_context
+from vfl.transport.tls import (TLSFiles, ca_name, check_role, client_context, der_issuer_name, foreign_ca_advice,
+                               issuer_name, load_certificate, peer_role, probe_context, server_context)
 
 #: Default largest frame accepted: ample for a batch of 2048-bit ciphertexts.
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -343,7 +345,7 @@ class NetworkTransport:
         acceptor, errors = None, []
         if to_accept:
             self._expected = set(to_accept)
-            self._listener = socket.create_server(self.addresses[self.role], reuse_port=False)
+            self._listener = self._listen()
             acceptor = threading.Thread(target=self._accept_all, args=(self._listener, deadline, errors),
                                         name=f"vfl-{self.role}-accept", daemon=True)
             acceptor.start()
@@ -355,6 +357,23 @@ class NetworkTransport:
             if errors:
                 raise errors[0]
 
+    def _listen(self) -> socket.socket:
+        """The listening socket; an address already in use is a :class:`ConfigurationError` in plain words.
+
+        The error's ``address`` attribute is ``(host, port)``, for the caller to point at its setting.
+        """
+        host, port = self.addresses[self.role]
+        try:
+            return socket.create_server((host, port), reuse_port=False)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            error = ConfigurationError(f"{self.role}: cannot listen on {host}:{port}: another process listens there "
+                                       f"already (perhaps a second copy of {self.role}); stop it, or give "
+                                       f"{self.role} another address")
+            error.address = (host, port)
+            raise error from None
+
     def _dial(self, peer: str, deadline: float) -> None:
         host, port = self.addresses[peer]
         delay, last = 0.05, None
@@ -362,7 +381,8 @@ class NetworkTransport:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise PeerError(f"{self.role}: connecting: could not reach {peer} at {host}:{port} within "
-                                f"{self.settings.connect_timeout:g} s ({last or 'timed out'})")
+                                f"{self.settings.connect_timeout:g} s ({last or 'timed out'}): {peer} never "
+                                "appeared there")
             try:
                 raw = socket.create_connection((host, port), timeout=remaining)
                 break
@@ -383,14 +403,25 @@ class NetworkTransport:
         except HandshakeError as exc:
             sock.close()
             raise HandshakeError(f"{self.role}: connecting to {peer}: {exc}") from None
+        except ssl.SSLCertVerificationError as exc:
+            sock.close()
+            raise HandshakeError(f"{self.role}: connecting to {peer} at {host}:{port}: refused at the TLS handshake: "
+                                 f"{self._foreign_peer(peer, host, port, deadline, exc)}") from None
         except TimeoutError:
             sock.close()
             raise HandshakeError(f"{self.role}: connecting to {peer} at {host}:{port}: the TLS handshake and hello "
                                  f"did not complete within {self.settings.connect_timeout:g} s") from None
         except (ssl.SSLError, OSError, ValueError) as exc:
             sock.close()
+            if _not_tls(exc):
+                reason = (f"what listens there does not speak TLS ({_not_tls(exc)}): another program has "
+                          f"{peer}'s port, or the address of {peer} is wrong")
+            elif _unknown_ca(exc):
+                reason = f"{self._distrusted(peer)}; give every party the same ca.pem and certificates signed by it"
+            else:
+                reason = _ssl_reason(exc)
             raise HandshakeError(f"{self.role}: connecting to {peer} at {host}:{port}: refused at the TLS "
-                                 f"handshake: {_ssl_reason(exc)}") from None
+                                 f"handshake: {reason}") from None
         if answer["ok"] is not True:
             sock.close()
             raise HandshakeError(f"{self.role}: {peer} refused the connection: {answer['reason']}")
@@ -399,6 +430,25 @@ class NetworkTransport:
                 sock.close()
                 raise PeerError(f"{self.role}: connecting: the transport was closed")
             self.links[peer] = _Link(self.role, peer, sock, self.settings.max_frame_bytes)
+
+    def _foreign_peer(self, peer: str, host: str, port: int, deadline: float,
+                      exc: ssl.SSLCertVerificationError) -> str:
+        """Why ``peer``'s certificate failed verification, naming the CA it names (read on a second connection)."""
+        issuer = None
+        try:
+            with socket.create_connection((host, port), timeout=max(0.1, min(5.0, deadline - time.monotonic()))) \
+                    as raw, probe_context(self.tls).wrap_socket(raw) as probe:
+                issuer = der_issuer_name(probe.getpeercert(binary_form=True) or b"")
+        except (OSError, ValueError):
+            pass
+        what = (f"its certificate is signed by another CA, {issuer}" if issuer else
+                f"its certificate does not verify ({_ssl_reason(exc)})")
+        return f"{what}; {foreign_ca_advice(self.tls)}"
+
+    def _distrusted(self, who: str) -> str:
+        """``who`` refused this party's certificate as signed by a CA it does not know: name that CA."""
+        return (f"{who} does not trust the CA that signed this party's certificate, "
+                f"{issuer_name(load_certificate(self.tls.certificate))}: {who} holds another ca.pem")
 
     def _accept_all(self, listener: socket.socket, deadline: float, errors: list) -> None:
         """Accept connections until every expected role is linked; each handshake runs in its own thread.
@@ -438,7 +488,8 @@ class NetworkTransport:
         with self._lock:
             missing = ", ".join(sorted(self._expected | self._admitting))
             refusals = list(self._refusals)
-        text = f"{self.role}: connecting: {missing} did not connect within {self.settings.connect_timeout:g} s"
+        text = (f"{self.role}: connecting: {missing} never connected to {self.role} within "
+                f"{self.settings.connect_timeout:g} s")
         if refusals:
             shown = refusals[:_REFUSALS_SHOWN]
             more = len(refusals) - len(shown)
@@ -461,8 +512,13 @@ class NetworkTransport:
             except TimeoutError:
                 self._refuse(f"{origin} did not complete the TLS handshake within {limit:g} s")
                 return
+            except ssl.SSLCertVerificationError as exc:
+                self._refuse(f"{origin} at the TLS handshake (its certificate is not signed by this party's CA, "
+                             f"{ca_name(load_certificate(self.tls.ca))}: {_ssl_reason(exc)})")
+                return
             except (ssl.SSLError, OSError, ValueError) as exc:
-                self._refuse(f"{origin} at the TLS handshake ({_incoming_reason(exc)})")
+                self._refuse(f"{origin} at the TLS handshake ("
+                             f"{self._distrusted('it') if _unknown_ca(exc) else _incoming_reason(exc)})")
                 return
             try:
                 role = self._check_hello(sock, origin, until)
@@ -645,8 +701,31 @@ def _read_exact(sock: ssl.SSLSocket, n: int, until: float) -> bytes:
     return bytes(data)
 
 
+#: OpenSSL's reasons for bytes that are no TLS 1.3 handshake, in plain words.
+_NOT_TLS = {"HTTP_REQUEST": "it sent a plain HTTP request: a web browser, a health check or curl without https?",
+            "HTTPS_PROXY_REQUEST": "it sent an HTTP proxy request",
+            "WRONG_VERSION_NUMBER": "its first bytes are not a TLS record: plain HTTP, or another protocol",
+            "UNEXPECTED_MESSAGE": "its bytes are not a TLS handshake",
+            "UNKNOWN_PROTOCOL": "its first bytes are not a TLS record",
+            "RECORD_LAYER_FAILURE": "its bytes are not TLS records",
+            "PACKET_LENGTH_TOO_LONG": "its first bytes are not a TLS record",
+            "UNSUPPORTED_PROTOCOL": "it speaks an older TLS version; the federation needs TLS 1.3"}
+
+
+def _not_tls(exc: BaseException) -> str | None:
+    """What the peer spoke instead of TLS 1.3, in plain words, or ``None`` if the failure is something else."""
+    return _NOT_TLS.get(getattr(exc, "reason", None) or "") if isinstance(exc, ssl.SSLError) else None
+
+
+def _unknown_ca(exc: BaseException) -> bool:
+    """Whether the peer refused this party's certificate because it does not know the CA that signed it."""
+    return isinstance(exc, ssl.SSLError) and exc.reason in ("TLSV1_ALERT_UNKNOWN_CA", "SSLV3_ALERT_BAD_CERTIFICATE")
+
+
 def _incoming_reason(exc: BaseException) -> str:
     """Why an incoming connection failed, from the listener's side: it may not be a vfl party at all."""
+    if _not_tls(exc):
+        return f"not TLS: {_not_tls(exc)}"
     if isinstance(exc, (ssl.SSLEOFError, ConnectionError)) or (isinstance(exc, ssl.SSLError) and not exc.reason):
         return ("it closed the connection during the handshake (not a vfl party, or a party that refused "
                 "this party's certificate)")

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -216,6 +217,51 @@ def certificate_role(cert: x509.Certificate) -> str | None:
     return str(names[0].value) if names else None
 
 
+def _key_id(cert: x509.Certificate, extension, attribute: str) -> str | None:
+    try:
+        value = getattr(cert.extensions.get_extension_for_class(extension).value, attribute)
+    except x509.ExtensionNotFound:
+        return None
+    return value.hex()[:16] if value else None
+
+
+def ca_name(cert: x509.Certificate) -> str:
+    """A CA certificate in words: its name (subject CN) and key id, e.g. ``'vfl federation CA' (key id 3f2a...)``."""
+    names = cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)
+    key = _key_id(cert, x509.SubjectKeyIdentifier, "digest")
+    return f"{str(names[0].value) if names else cert.subject.rfc4514_string()!r}" + (f" (key id {key})" if key else "")
+
+
+def issuer_name(cert: x509.Certificate) -> str:
+    """The CA a certificate names as its signer, in the words of :func:`ca_name`."""
+    names = cert.issuer.get_attributes_for_oid(NameOID.COMMON_NAME)
+    key = _key_id(cert, x509.AuthorityKeyIdentifier, "key_identifier")
+    return f"{str(names[0].value) if names else cert.issuer.rfc4514_string()!r}" + (f" (key id {key})" if key else "")
+
+
+def der_issuer_name(der: bytes) -> str | None:
+    """The CA a DER certificate (as a peer sent it) names as its signer, or ``None`` if it does not parse."""
+    try:
+        return issuer_name(x509.load_der_x509_certificate(der))
+    except ValueError:
+        return None
+
+
+def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
+    """Whether ``ca`` signed ``cert`` (names and signature; dates and extensions are TLS's business)."""
+    try:
+        cert.verify_directly_issued_by(ca)
+        return True
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+
+
+def foreign_ca_advice(files: "TLSFiles") -> str:
+    """What to do about certificates of two CAs: the same ``ca.pem`` everywhere, and certificates it signed."""
+    return (f"this party trusts only the CA of {files.ca}, {ca_name(load_certificate(files.ca))}; give every party "
+            "the same ca.pem and certificates signed by it (vfl certs makes a new CA at each run)")
+
+
 # --------------------------------------------------------------------------- TLS contexts
 
 def _context(purpose: int, files: TLSFiles) -> ssl.SSLContext:
@@ -240,6 +286,17 @@ def _context(purpose: int, files: TLSFiles) -> ssl.SSLContext:
 def server_context(files: TLSFiles) -> ssl.SSLContext:
     """Context for the listening end: TLS 1.3, a CA-signed client certificate required."""
     return _context(ssl.PROTOCOL_TLS_SERVER, files)
+
+
+def probe_context(files: TLSFiles) -> ssl.SSLContext:
+    """A context that reads a peer's certificate without trusting it: only to say which CA signed it.
+
+    Used after a handshake failed verification, to name the peer's CA in the error;
+    nothing is ever sent on such a connection.
+    """
+    ctx = client_context(files)
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
 
 
 def client_context(files: TLSFiles) -> ssl.SSLContext:
