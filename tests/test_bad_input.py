@@ -45,7 +45,7 @@ def test_missing_or_duplicate_ids():
     a, b = frames()
     b["id"] = b["id"].astype(float)
     b.loc[6, "id"] = np.nan
-    with pytest.raises(DataError, match="party B: id column 'id' has no value at row 6"):
+    with pytest.raises(DataError, match="party B: id column 'id', row 6: the id is missing"):
         VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
 
 

@@ -266,7 +266,12 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
     label = kind == "label"
     return load_csv(data_path, role, config.id_column, label=config.label if label else None,
-                    weight=config.sample_weight if label else None)
+                    weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
+
+
+def _foreign(config: FederationConfig, kind: str) -> tuple:
+    """The label party's columns, which a feature party's CSV must not hold (see :mod:`vfl.datachecks`)."""
+    return (config.label, config.sample_weight) if kind == "feature" else ()
 
 
 def _training_party(config: FederationConfig, role: str, kind: str, data: PartyData, target, n_models: int):
@@ -307,7 +312,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
     data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
-                    label_required=False)
+                    label_required=False, foreign=_foreign(config, kind))
     narrator = Narrator(role, phase="align") if narrate else None
     with Session(config, role, "align", narrator) as session:
         session.hello()
@@ -342,7 +347,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
-                        weight=config.sample_weight if kind == "label" else None)
+                        weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
     narrator = Narrator(role, phase="predict") if narrate else None
     with Session(config, role, "predict", narrator) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None

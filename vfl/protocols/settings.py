@@ -15,6 +15,7 @@ from vfl.crypto import check_key_bits
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import get_objective
 from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
+from vfl.protocols.checks import check_settings_safety
 
 INITS = ("random", "zeros")
 #: Validation scores each objective can be stopped on.
@@ -163,6 +164,7 @@ class TrainingSettings:
             _check(_is_real(value) and 0 < value <= 2.0 ** 256, f"{name} must be a positive number up to 2**256",
                    value)
         self._check_update()
+        check_settings_safety(self)
 
     def _check_update(self) -> None:
         _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)
