@@ -55,10 +55,8 @@ def check_settings_safety(settings) -> None:
 
 def warn_mini_batch_labels(settings, n_rows: int, stacklevel: int = 3) -> None:
     """Warn that mini-batch training without DP lets a feature party infer the labels (:data:`MINI_BATCH_LEAK`)."""
-    from vfl.protocols.settings import batch_sizes     # the settings module imports this one
-
-    if settings.dp or len(batch_sizes(n_rows, settings.batch_size)) == 1:
-        return
+    if settings.dp or settings.batch_size is None or n_rows // settings.batch_size < 2:
+        return          # one batch an epoch (vfl.protocols.batch_sizes folds a remainder into the last batch)
     warnings.warn(
         f"mini-batch training (batch_size={settings.batch_size}) without differential privacy lets a feature "
         f"party infer the label party's labels from its own gradients: {MINI_BATCH_LEAK}. Train with full "
