@@ -45,7 +45,7 @@ def test_missing_or_duplicate_ids():
     a, b = frames()
     b["id"] = b["id"].astype(float)
     b.loc[6, "id"] = np.nan
-    with pytest.raises(DataError, match="party B: id column 'id' has no value at row 6"):
+    with pytest.raises(DataError, match="party B: id column 'id', row 6: the id is missing"):
         VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
 
 
@@ -321,3 +321,76 @@ def test_label_that_is_the_id_column():
     a, b = frames()
     with pytest.raises(DataError, match="the label column 'id' is also the id column"):
         VerticalDataset({"A": a, "B": b}, label="id", id_column="id")
+
+
+# -- one set of checks for the API and the CLI (vfl.datachecks), and the run checks --------------------------
+@pytest.mark.parametrize("blank", ["   ", " ", ""])
+def test_blank_ids_are_refused(blank):
+    a, b = frames()
+    a["id"], b["id"] = a["id"].astype(object), b["id"].astype(object)
+    a.loc[3, "id"], b.loc[3, "id"] = blank, " "
+    with pytest.raises(DataError, match=r"party A: id column 'id', row 3: the id is empty"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_a_column_every_party_holds_alike_is_an_id_not_a_feature():
+    a, b = frames()
+    with pytest.raises(DataError, match=r"every party holds a column 'id' with the same values.*id_column='id'"):
+        VerticalDataset({"A": a, "B": b}, label="y")
+    renamed = VerticalDataset({"A": a.rename(columns={"id": "key"}), "B": b.rename(columns={"id": "key"})},
+                              label="y", id_column="key")
+    assert "key" not in renamed.columns("A")
+
+
+def test_multiindex_columns_are_refused_by_name():
+    a, b = frames()
+    a.columns = pd.MultiIndex.from_tuples([("k", c) for c in a.columns])
+    with pytest.raises(DataError, match=r"party A: the columns have 2 levels \(a MultiIndex such as \('k', 'id'\)"):
+        VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_all_zero_sample_weights_are_refused():
+    data = VerticalDataset(dict(zip("AB", frames())), label="y", id_column="id")
+    with pytest.raises(DataError, match="party B: every row's weight is 0"):
+        VerticalLogisticRegression(**FAST).fit(data, sample_weight=np.zeros(30))
+
+
+def test_dp_label_clipping_warns_with_the_count():
+    a, b = frames(task="linear")
+    b["y"] = b["y"] * 10
+    data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    beyond = int((np.abs(b["y"]) > 1.0).sum())
+    with pytest.warns(UserWarning, match=rf"party B: {beyond} of 30 labels lie beyond dp_label_bound = 1"):
+        VerticalLinearRegression(tol=None, dp_epsilon=1.0, dp_delta=1e-5, dp_label_bound=1.0, **FAST).fit(data)
+
+
+def test_init_zeros_needs_the_insecure_acknowledgement():
+    data = VerticalDataset(dict(zip("AB", frames())), label="y", id_column="id")
+    with pytest.raises(ConfigurationError, match=r"init='zeros'.*hands every feature party X\^T y.*insecure=True"):
+        VerticalLogisticRegression(init="zeros", max_iter=1).fit(data)
+    with pytest.raises(ConfigurationError, match="insecure must be True or False"):
+        VerticalLogisticRegression(init="zeros", key_bits=1024, insecure="yes", max_iter=1).fit(data)
+
+
+def inprocess_run(labels=None, names=("A", "B"), key_bits=1024, settings=None):
+    from vfl import inprocess
+    from vfl.crypto import FixedPoint
+    from vfl.parties import Coordinator, PartyA, PartyB
+    from vfl.protocols import TrainingSettings
+
+    rng = np.random.default_rng(0)
+    y = np.where(rng.integers(0, 2, 30) == 1, 1.0, -1.0) if labels is None else labels
+    parties = {names[0]: PartyA(rng.normal(size=(30, 3)), role=names[0]),
+               names[1]: PartyB(rng.normal(size=(30, 2)), y, role=names[1])}
+    inprocess.train(parties, Coordinator(key_bits, True, FixedPoint(32)),
+                    settings or TrainingSettings(key_bits=1024, insecure=True, max_iter=1))
+
+
+def test_inprocess_train_checks_its_parties_labels_and_key():
+    with pytest.raises(DataError, match=r"party B: logistic regression trains on targets -1/\+1, but row 1 holds 2"):
+        inprocess_run(labels=np.where(np.arange(30) % 2 == 0, 1.0, 2.0))
+    with pytest.raises(ConfigurationError, match=r"the parties given are \['B', 'bank'\].*missing \['A'\]"):
+        inprocess_run(names=("bank", "B"))
+    from vfl.protocols import TrainingSettings
+    with pytest.raises(ConfigurationError, match="the coordinator C makes 1024-bit keys.*key_bits=2048"):
+        inprocess_run(settings=TrainingSettings(max_iter=1))

@@ -37,7 +37,7 @@ def coef_of(model):
     return np.concatenate([model.coef_[n] for n in (*model.feature_parties_, model.label_party_)])
 
 
-@pytest.mark.parametrize("sizes", [{"A": 3, "B": 2}, {"A": 2, "C": 2, "B": 1}, {"A1": 2, "A2": 1, "A3": 1, "B": 1}],
+@pytest.mark.parametrize("sizes", [{"A": 3, "B": 2}, {"A": 2, "C": 2, "B": 1}, {"A1": 2, "A2": 2, "A3": 2, "B": 1}],
                          ids=["K=1", "K=2", "K=3"])     # K feature parties beside the label party B
 @pytest.mark.parametrize("task,packing", [("logistic", True), ("linear", False), ("logistic", False)])
 def test_federated_cg_equals_centralized_cg(sizes, task, packing):

@@ -105,3 +105,85 @@ def test_the_estimator_refuses_such_settings_before_any_key_is_made():
     with pytest.raises(ConfigurationError, match="exact gradient equations"):
         model.fit(data)
     assert not hasattr(model, "coef_")
+
+
+# -- the mini-batch attack: A infers the labels from its own gradients over many batches -----------------------
+def most_epochs(n_rows, batch_size, columns):
+    """As many epochs as vfl allows (the accumulated-equations rule), up to 200."""
+    epochs = 1
+    while epochs < 200:
+        try:
+            check_gradient_equations(n_rows, batch_size, epochs + 1, columns, "B", True)
+        except ConfigurationError:
+            break
+        epochs += 1
+    return epochs
+
+
+def gradients_seen_by_a(monkeypatch, model, data, n_a):
+    """Fit ``model``; return every step's (rows, gradient) as party A unmasks them (its own view only)."""
+    from vfl.parties import feature_party
+
+    steps, last = [], {}
+    design, step = feature_party.FeatureParty.design, feature_party.penalised_step
+
+    def spy_design(self, rows=None, features=None):
+        if self.role == "A" and rows is not None and features is None:
+            last["rows"] = np.asarray(rows)              # the rows of A's current batch
+        return design(self, rows, features)
+
+    def spy_step(optimizer, params, gradient, *args, **kwargs):
+        if len(params) == n_a and "rows" in last:         # A's step: the gradient it unmasked, 2a X_b^T d / n
+            steps.append((last["rows"], np.array(gradient)))
+        return step(optimizer, params, gradient, *args, **kwargs)
+
+    monkeypatch.setattr(feature_party.FeatureParty, "design", spy_design)
+    monkeypatch.setattr(feature_party, "penalised_step", spy_step)
+    model.fit(data)
+    return steps
+
+
+def minimum_norm_attack(x_a, steps):
+    """Each step's minimum-norm d with X_b^T d = g, summed per row; the sign of -sum guesses y (d ~ z/4 - y/2)."""
+    score = np.zeros(len(x_a))
+    for rows, gradient in steps:
+        score[rows] += np.linalg.pinv(x_a[rows].T) @ gradient
+    return (score < 0).astype(int)
+
+
+def leak_data(seed, n_rows=160, n_a=6, n_b=4):
+    """Labels driven by B's columns (A's predict little by themselves): what A guesses beyond that is leaked."""
+    rng = np.random.default_rng(seed)
+    x_a, x_b = rng.normal(size=(n_rows, n_a)), rng.normal(size=(n_rows, n_b))
+    y = (x_a @ (0.2 * rng.normal(size=n_a)) + x_b @ rng.normal(size=n_b) + 0.5 * rng.normal(size=n_rows) > 0)
+    data = VerticalDataset({"A": pd.DataFrame(x_a).add_prefix("a"),
+                            "B": pd.DataFrame(x_b).add_prefix("b").assign(y=y.astype(int))}, label="y")
+    return x_a, y.astype(int), data
+
+
+def attack_accuracy(monkeypatch, seed=0, **settings):
+    x_a, y, data = leak_data(seed)
+    model = VerticalLogisticRegression(key_bits=1024, insecure=True, random_state=1, **settings)
+    steps = gradients_seen_by_a(monkeypatch, model, data, x_a.shape[1])
+    return float(np.mean(minimum_norm_attack(x_a, steps) == y)), max(y.mean(), 1 - y.mean())
+
+
+def test_mini_batches_without_dp_hand_a_most_labels_and_the_fit_warns(monkeypatch):
+    """vfl's defaults with mini-batches of 16 and as many epochs as vfl allows: A guesses most labels."""
+    from vfl.errors import LabelLeakWarning
+
+    with pytest.warns(LabelLeakWarning, match=r"infer the label party's labels.*full batches.*differential privacy"):
+        accuracy, majority = attack_accuracy(monkeypatch, batch_size=16,
+                                             max_iter=most_epochs(160, 16, {"A": 6, "B": 4}))
+    assert accuracy >= 0.8 and accuracy - majority >= 0.25
+
+
+def test_full_batches_leave_the_attack_near_what_a_columns_predict(monkeypatch):
+    accuracy, majority = attack_accuracy(monkeypatch, max_iter=30)
+    assert accuracy - majority <= 0.12
+
+
+def test_dp_leaves_the_attack_near_the_majority_class(monkeypatch):
+    accuracy, majority = attack_accuracy(monkeypatch, batch_size=16, max_iter=20, tol=None, dp_epsilon=1.0,
+                                         dp_delta=1e-5)
+    assert accuracy - majority <= 0.12

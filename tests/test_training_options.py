@@ -164,7 +164,8 @@ def test_one_vs_rest_in_one_run_equals_centralized_per_class(monkeypatch):
     original = coordinator_module.generate_keypair
     monkeypatch.setattr(coordinator_module, "generate_keypair", lambda *a, **k: made.append(1) or original(*a, **k))
     dataset, x, names = iris_data()
-    model = VerticalLogisticRegression(learning_rate=0.3, max_iter=4, tol=None, optimizer="adam", **FAST)
+    model = VerticalLogisticRegression(learning_rate=0.3, max_iter=4, tol=None, optimizer="adam",
+                                       allow_score_span=["shop"], **FAST)     # shop: 2 columns, 3 scores a row
     model.fit(dataset)
     assert len(made) == 1                                   # one key pair for the whole run
     assert list(model.classes_) == ["setosa", "versicolor", "virginica"]
@@ -202,8 +203,12 @@ def test_warm_start_on_other_data_is_refused():
     dataset, _, _ = data("logistic", seed=8)
     model = VerticalLogisticRegression(max_iter=1, tol=None, warm_start=True, **FAST).fit(dataset)
     other, _, _ = data("logistic", k=2, seed=8)
-    with pytest.raises(DataError, match="warm_start continues the fitted model"):
+    with pytest.raises(DataError, match=r"warm_start continues a model fitted with the parties \['f0', 'lab'\]"):
         model.fit(other)
+    renamed = VerticalDataset({"f0": dataset._frames["f0"].rename(columns=lambda c: f"new_{c}"),
+                               "lab": dataset._frames["lab"].assign(y=dataset.labels)}, label="y")
+    with pytest.raises(DataError, match=r"party f0: warm_start continues weights fitted on the columns .*missing"):
+        model.fit(renamed)
 
 
 @pytest.mark.parametrize("task,k,class_weight,with_sample_weight", [

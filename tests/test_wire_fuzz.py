@@ -234,3 +234,18 @@ def test_frames_the_encoder_would_not_make_are_refused_at_encoding():
         encode(Message("m", "public", 0, {f"f{i}": i for i in range(MAX_FIELDS + 1)}))
     with pytest.raises(ProtocolError, match="header of .* bytes is above the maximum"):
         encode(Message("m", "public", 0, {"text": "x" * MAX_HEADER_BYTES}))
+
+
+@pytest.mark.parametrize("text", ["\n" * 30000, "\u0001" * 10000, "\"" * 30000], ids=["newlines", "controls", "quotes"])
+def test_a_header_of_many_short_escapes_stays_within_the_memory_bound(text):
+    """A string of escapes (json.dumps writes "\\n", "\\u0001", '\\"') is skipped escape by escape, not by a
+    regular expression whose repetition stack took 64 bytes per escape (68 times the frame, found in audit)."""
+    frame = encode(Message("m", "public", 0, {"text": text}))
+    assert len(frame) > MAX_HEADER_BYTES // 2
+    assert decode(frame).fields["text"] == text
+    tracemalloc.start()
+    try:
+        peak = _least_peak(frame)
+    finally:
+        tracemalloc.stop()
+    assert peak <= 4 * len(frame) + CONSTANT_BYTES, f"peak {peak} for a frame of {len(frame)} bytes"

@@ -11,6 +11,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from vfl.datachecks import (canonical_ids, check_columns, check_shared_id_columns, feature_values, label_values,
+                             show as _show)
 from vfl.errors import DataError
 
 
@@ -68,6 +70,8 @@ class VerticalDataset:
                             f"it must live in exactly one party's frame{hint}")
         self.label_party = holders[0] if holders else None
 
+        if id_column is None:
+            check_shared_id_columns(tables)
         self.ids = self._check_ids(tables) if id_column is not None else None
         rows = {p: len(f) for p, f in tables.items()}
         if len(set(rows.values())) != 1:
@@ -77,23 +81,23 @@ class VerticalDataset:
 
         self.labels = None
         if self.label_party is not None:
-            self.labels = _label_values(self.label_party, tables[self.label_party][label], self.ids)
+            self.labels = label_values(f"party {self.label_party}", tables[self.label_party][label], self.ids)
         self._frames = {}
         for party, frame in tables.items():
             drop = [c for c in (id_column, label) if c is not None and c in frame.columns]
             self._frames[party] = frame.drop(columns=drop)
         for party, frame in self._frames.items():
-            _numeric(party, frame, self.ids)
+            feature_values(f"party {party}", frame, frame.columns, self.ids)
 
     def _check_ids(self, tables: dict[str, pd.DataFrame]) -> np.ndarray:
+        """Each party's ids present, not blank, distinct, and the same row by row (compared as canonical ids)."""
+        keys = {}
         for party, frame in tables.items():
             if self.id_column not in frame.columns:
                 raise DataError(f"party {party}: id column {self.id_column!r} is missing")
-            missing = frame[self.id_column].isna().to_numpy()
-            if missing.any():
-                raise DataError(f"party {party}: id column {self.id_column!r} has no value at row "
-                                f"{int(np.flatnonzero(missing)[0])}")
-            dup = frame[self.id_column].duplicated()
+            keys[party] = pd.Series(canonical_ids(frame[self.id_column], f"party {party}", self.id_column),
+                                    dtype=object)
+            dup = keys[party].duplicated()
             if dup.any():
                 row = int(np.flatnonzero(dup.to_numpy())[0])
                 raise DataError(f"party {party}: id {_show(frame[self.id_column].iloc[row])} appears twice (row {row})")
@@ -101,7 +105,7 @@ class VerticalDataset:
         for second, b in others:
             if len(a) != len(b):
                 raise DataError(f"party {first} has {len(a)} rows (ids) but party {second} has {len(b)}")
-            differ = np.flatnonzero(a != b)
+            differ = np.flatnonzero(keys[first].to_numpy() != keys[second].to_numpy())
             if differ.size:
                 rows = ", ".join(f"row {i}: {_show(a[i])} vs {_show(b[i])}" for i in differ[:5])
                 raise DataError(f"the parties' ids differ at {differ.size} row(s) ({first} vs {second}): {rows}; "
@@ -141,11 +145,6 @@ class VerticalDataset:
         return f"VerticalDataset({self.n_rows} rows; {cols}; label={self.label!r} at {self.label_party})"
 
 
-def _show(value) -> str:
-    """An id as the user wrote it (``1004``, ``'c-17'``), not as numpy's repr."""
-    return repr(value.item() if isinstance(value, np.generic) else value)
-
-
 def _check_index(frames: Mapping[str, object]) -> None:
     """Without ids rows are matched by position: refuse DataFrames whose index labels disagree."""
     tables = [(str(p), f) for p, f in frames.items() if isinstance(f, pd.DataFrame)]
@@ -172,44 +171,5 @@ def _as_frame(party: str, frame) -> pd.DataFrame:
         table = pd.DataFrame(array, columns=[f"x{j}" for j in range(array.shape[1])])
     if len(table) == 0:
         raise DataError(f"party {party}: the frame is empty (no rows)")
-    duplicated = table.columns[table.columns.duplicated()]
-    if len(duplicated):
-        raise DataError(f"party {party}: duplicate column name(s) {sorted(set(map(str, duplicated)))}")
+    check_columns(f"party {party}", table)
     return table.reset_index(drop=True)
-
-
-def _label_values(party: str, column: pd.Series, ids) -> np.ndarray:
-    """The labels as given (numbers, or any two class values such as strings); none missing."""
-    if pd.api.types.is_complex_dtype(column.dtype):
-        raise DataError(f"party {party}, column {column.name!r}: complex numbers (dtype {column.dtype}); "
-                        "a label must be real (or any two class values)")
-    values = column.to_numpy()
-    missing = np.array(column.isna(), dtype=bool)
-    if pd.api.types.is_numeric_dtype(column.dtype) and not missing.any():
-        missing |= ~np.isfinite(values.astype(np.float64))   # the values keep their type (int, bool, float)
-    if missing.any():
-        row = int(np.flatnonzero(missing)[0])
-        where = f"row {row}" + (f" (id {_show(ids[row])})" if ids is not None else "")
-        what = "NaN" if pd.isna(values[row]) else "infinity"
-        raise DataError(f"party {party}, column {column.name!r}: {what} at {where}")
-    return values
-
-
-def _numeric(party: str, frame: pd.DataFrame, ids) -> np.ndarray:
-    for column in frame.columns:
-        dtype = frame[column].dtype
-        if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
-            raise DataError(f"party {party}, column {column!r}: not numeric (dtype {dtype}); "
-                            "encode categories as numbers first")
-        if pd.api.types.is_complex_dtype(dtype):
-            raise DataError(f"party {party}, column {column!r}: complex numbers (dtype {dtype}); the protocol "
-                            "takes real values only (split the real and imaginary parts into two columns)")
-    values = frame.to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values)
-    if bad.any():
-        row, col = map(int, np.argwhere(bad)[0])
-        where = f"row {row}" + (f" (id {_show(ids[row])})" if ids is not None else "")
-        what = "NaN" if np.isnan(values[row, col]) else "infinity"
-        raise DataError(f"party {party}, column {frame.columns[col]!r}: {what} at {where}"
-                        + (f" and {int(bad.sum()) - 1} more" if bad.sum() > 1 else ""))
-    return values

@@ -67,3 +67,7 @@ class DivergenceError(VFLError, ArithmeticError):
 
 class ComputeError(VFLError, RuntimeError):
     """A party's own compute backend (its Dask cluster, a joblib backend) failed or cannot be reached."""
+
+
+class LabelLeakWarning(VFLError, UserWarning):
+    """Settings under which a party can infer what the protocol does not hand it (mini-batch labels...)."""

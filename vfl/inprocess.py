@@ -22,6 +22,7 @@ from vfl.parties import Coordinator, FeatureParty
 from vfl.parties.packed import DEFAULT_SCORE_BOUND
 from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
                            run_c)
+from vfl.protocols.checks import check_run
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
 
@@ -41,13 +42,16 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
     ----------
     parties : mapping of name to party
         Every data party of ``roster``: a :class:`~vfl.parties.PartyA` per feature
-        party and the :class:`~vfl.parties.PartyB`.
+        party and the :class:`~vfl.parties.PartyB`, named as in ``roster``.  Refused
+        (:func:`vfl.protocols.checks.check_run`): other names, logistic targets other
+        than -1/+1, a coordinator whose key size is not the settings'.
     on_epoch : callable, optional
         ``on_epoch(epoch, loss)`` as C completes each epoch.
     n_jobs : int or None
         Workers for the encrypted work (scikit-learn's meaning; see
         :func:`vfl.crypto.compute.capture`).
     """
+    check_run(parties, roster, settings, coordinator)
     plan = compute.capture(n_jobs)
     transcript = transcript if transcript is not None else Transcript()
     network, ep = _endpoints(roster, transcript, on_message)

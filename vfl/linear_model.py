@@ -24,6 +24,7 @@ from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
+from vfl.protocols.checks import check_score_span, check_validation_split, warn_mini_batch_labels
 from vfl.protocols.inference import MODES
 from vfl.transport import Transcript
 
@@ -46,7 +47,7 @@ class _VerticalLinearModel(BaseEstimator):
                  epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  scoring="loss",
                  warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
-                 score_bound=2.0 ** 12, n_jobs=None):
+                 score_bound=2.0 ** 12, n_jobs=None, allow_score_span=None):
         self.solver = solver
         self.standardize = standardize
         self.learning_rate = learning_rate
@@ -88,6 +89,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.feature_bound = feature_bound
         self.score_bound = score_bound
         self.n_jobs = n_jobs
+        self.allow_score_span = allow_score_span
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -140,6 +142,12 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
         model_targets = self._targets(data.labels, roster.label)
+        self._check_score_span(roster, {name: len(data.columns(name)) for name in roster.features},
+                               len(model_targets))
+        if validation is None:
+            check_validation_split(data.n_rows, settings, {name: len(data.columns(name)) + (name == roster.label)
+                                                           for name in roster.data_parties})
+        warn_mini_batch_labels(settings, data.n_rows)
         weights = row_weights(data.labels, self.class_weight, sample_weight, roster.label)
         starts = self._warm_starts(data, roster, len(model_targets))
         scalers = self._scalers(data, roster, continuing=starts[0] is not None)
@@ -182,10 +190,12 @@ class _VerticalLinearModel(BaseEstimator):
         # coordinator, in memory (never pickled, see __getstate__).
         self._coordinator = coordinator
         if self.tol is not None and not self.converged_:
-            rule = ("the gradient's norm fell to tol={:g} times its first" if self.solver_ == "cg" else
-                    "the loss changed by less than tol={:g}").format(self.tol)
-            warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before {rule}; increase "
-                          f"max_iter{'' if self.solver_ == 'cg' else ' or learning_rate'}", ConvergenceWarning)
+            if self.solver_ == "cg":
+                warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} steps before the gradient's "
+                              f"norm fell to tol={self.tol:g} times its first; increase max_iter", ConvergenceWarning)
+            else:
+                warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
+                              f"by less than tol={self.tol:g}; {_convergence_advice(models)}", ConvergenceWarning)
         return self
 
     def _fit_binary(self, data: VerticalDataset, features: dict, roster: Roster, target: np.ndarray,
@@ -235,12 +245,13 @@ class _VerticalLinearModel(BaseEstimator):
         """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
         if not self.warm_start or not hasattr(self, "coef_"):
             return [None] * n_models
-        same = (getattr(self, "feature_names_", None) == {n: data.columns(n) for n in roster.data_parties}
-                and getattr(self, "label_party_", None) == roster.label)
+        _check_warm_start(self.feature_names_, self.label_party_, {n: data.columns(n) for n in data.parties},
+                         roster.label)
         intercepts = np.atleast_1d(self.intercept_)
-        if not same or len(intercepts) != n_models:
-            raise DataError("warm_start continues the fitted model: fit it on data with the same parties, columns "
-                            "and classes (or set warm_start=False)")
+        if len(intercepts) != n_models:
+            raise DataError(f"party {roster.label}: warm_start continues a fitted model of {len(intercepts)} "
+                            f"model(s) (one per class); this data trains {n_models}: fit it on data with the same "
+                            "classes (or set warm_start=False)")
         starts = []
         for index in range(n_models):
             start = {name: np.atleast_2d(self.coef_[name])[index].copy() for name in roster.features}
@@ -269,6 +280,20 @@ class _VerticalLinearModel(BaseEstimator):
             coef[name], offset = scalers[name].unscale(self.coef_[name])
             intercept = intercept + offset
         return coef, intercept if intercept.ndim else float(intercept)
+
+    def _check_score_span(self, roster: Roster, columns: dict, n_scores: int) -> None:
+        """Refuse a model whose per-row scores would hand the label party a feature party's rows, unless it opted in."""
+        allowed = self.allow_score_span
+        if allowed is not None and (isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed)):
+            raise ConfigurationError(f"allow_score_span must be None or a list of feature party names, got "
+                                     f"{allowed!r}")
+        unknown = sorted(set(allowed or ()) - set(roster.features))
+        if unknown:
+            raise ConfigurationError(f"allow_score_span names {unknown}, which are not feature parties "
+                                     f"{list(roster.features)}")
+        for name, n_columns in columns.items():
+            check_score_span(name, n_columns, n_scores, name in (allowed or ()), roster.label,
+                             f"allow_score_span=[{name!r}]")
 
     def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster, index: int = 0,
                          n_models: int = 1, scalers: dict | None = None) -> None:
@@ -333,6 +358,8 @@ class _VerticalLinearModel(BaseEstimator):
                                 f"(missing {missing}, unexpected {extra}, or another order)")
             features[name] = _scaled(self._fitted_scalers(), name, data.features(name))
         roster = _roster(self.feature_parties_, self.label_party_)
+        self._check_score_span(roster, {name: len(self.feature_names_[name]) for name in roster.features},
+                               len(np.atleast_1d(self.intercept_)))
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
@@ -400,13 +427,16 @@ class VerticalLinearRegression(_VerticalLinearModel):
         L2 penalty; the intercept is not penalised.
     batch_size : int or None, default=None
         ``None`` is full batch.  Must exceed each party's number of weights.
+        Mini-batches without differential privacy let a feature party infer most
+        labels from its own gradients (measured in docs/protocol.md): such a fit
+        warns with :class:`vfl.errors.LabelLeakWarning`; prefer full batches or DP.
     tol : float or None, default=1e-5
         ``"cg"``: stop when the gradient's norm has fallen to ``tol`` times its norm at
         the start.  ``"gd"``: stop when the epoch loss changes by less than ``tol``.
     fit_intercept : bool, default=True
     key_bits : int, default=2048
     insecure : bool, default=False
-        Allow ``key_bits < 2048`` (teaching and tests only).
+        Allow ``key_bits < 2048`` and ``init="zeros"`` (teaching and tests only).
     frac_bits : int, default=32
         Fixed-point precision.
     random_state : int or None, default=None
@@ -421,7 +451,8 @@ class VerticalLinearRegression(_VerticalLinearModel):
         Where the weights start.  ``"random"``: each party draws a secret start from
         the operating system's CSPRNG, so the first gradient does not reveal the labels
         to the feature party.  ``"zeros"``: today's textbook start, for teaching and
-        reproducible comparisons — the first gradient hands party A ``X_A^T y``.
+        reproducible comparisons — the first gradient hands party A ``X_A^T y``, so it
+        needs ``insecure=True`` as an explicit acknowledgement.
     dp_epsilon, dp_delta : float or None, default=None
         Differential privacy for the labels in what party A learns: party B adds
         calibrated Gaussian noise to the residual so that the whole run is
@@ -476,6 +507,14 @@ class VerticalLinearRegression(_VerticalLinearModel):
     score_bound : float, default=2**12
         Declared bound on each party's share of a score; a larger one is refused with
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
+    allow_score_span : list of str or None, default=None
+        Feature parties that accept that the label party recovers their rows from the
+        scores.  A feature party of ``m`` columns in a model that gives the label party
+        ``K >= m`` scores per row (``K`` one-vs-rest classes, or one score) hands it its
+        rows up to a linear map: knowing ``m`` of them, the label party solves for all.
+        Such a model is refused (at ``fit`` and at prediction) unless the party is named
+        here; ``vfl party`` reads ``allow_score_span = true`` from the party's own
+        ``[parties.NAME]`` table.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
         the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside
@@ -616,6 +655,32 @@ def _check_fit_arguments(data, y) -> None:
 def _scaled(scalers: dict | None, name: str, features) -> np.ndarray:
     """Party ``name``'s columns as its model sees them: standardized by its own scaler, if it has one."""
     return scalers[name].transform(features) if scalers else np.asarray(features, dtype=np.float64)
+
+
+def _check_warm_start(trained: dict, label_party: str, given: dict, label: str) -> None:
+    """``warm_start`` continues the fitted weights: the same parties, label party and columns, named if not."""
+    if set(given) != set(trained) or label != label_party:
+        raise DataError(f"warm_start continues a model fitted with the parties {list(trained)} (label party "
+                        f"{label_party}); this data has {list(given)} (label party {label}): use the same parties "
+                        "(or set warm_start=False)")
+    for party, columns in trained.items():
+        if given[party] != columns:
+            missing = [c for c in columns if c not in given[party]]
+            extra = [c for c in given[party] if c not in columns]
+            raise DataError(f"party {party}: warm_start continues weights fitted on the columns {columns}; this data "
+                            f"has {given[party]} (missing {missing}, unexpected {extra}, or another order): give "
+                            "the same columns (or set warm_start=False)")
+
+
+def _convergence_advice(models: list) -> str:
+    """What to change when training stopped at max_iter: the loss grew (diverging) or still falls (too slow)."""
+    grew = [m["loss_curve"] for m in models if len(m["loss_curve"]) > 1 and m["loss_curve"][-1] > m["loss_curve"][0]]
+    if grew:
+        return (f"the loss grew from {grew[0][0]:.4g} to {grew[0][-1]:.4g}, so the training diverges: lower "
+                "learning_rate (or scale the features)")
+    if any(len(m["loss_curve"]) > 1 for m in models):
+        return "the loss is still falling: increase max_iter (or learning_rate)"
+    return "increase max_iter"
 
 
 def _is_engine(name) -> bool:

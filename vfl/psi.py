@@ -12,79 +12,28 @@ transport, and returns each party's own rows of the intersection in the order
 common to all of them.  The hub is the label party; every other party is a
 spoke.  See docs/psi.md for the protocol and what each party learns.
 
-Ids are compared in a canonical form (:func:`canonical_id`): text stripped of
+Ids are compared in a canonical form (:func:`canonical_id`, from
+:mod:`vfl.datachecks`, which ``vfl party`` uses too): text stripped of
 surrounding whitespace and NFC-normalized, integers and integral floats as
-their decimal digits, so ``" 7 "``, ``7`` and ``7.0`` are the same id.
+their decimal digits, so ``" 7 "``, ``7``, ``7.0`` and ``"7.0"`` are the same
+id; a blank id is refused.
 """
 
 from __future__ import annotations
 
-import math
 import sys
-import unicodedata
 from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
+from vfl.datachecks import canonical_id, canonical_ids
 from vfl.errors import DataError
 from vfl.protocols.psi import align_rows, check_unique
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
-
-def canonical_id(value) -> str:
-    """The canonical text of one id.
-
-    Strings lose surrounding whitespace and are NFC-normalized; integers, and
-    floats with an integral value, become their decimal digits (``7.0`` ->
-    ``"7"``); other finite floats their shortest round-trip text (``"1.5"``).
-
-    Raises
-    ------
-    ValueError
-        For a missing value (None, NaN, NA), a boolean, an infinite float, an
-        empty string or a value of another type; the message says which.
-    """
-    if value is None or value is pd.NA or value is pd.NaT:
-        raise ValueError("the id is missing")
-    if isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"the id is a boolean ({value}); ids are text or integers")
-    if isinstance(value, (int, np.integer)):
-        return str(int(value))
-    if isinstance(value, (float, np.floating)):
-        value = float(value)
-        if math.isnan(value):
-            raise ValueError("the id is missing (NaN)")
-        if math.isinf(value):
-            raise ValueError(f"the id is {value}")
-        return str(int(value)) if value.is_integer() else repr(value)
-    if isinstance(value, str):
-        text = unicodedata.normalize("NFC", value.strip())
-        if not text:
-            raise ValueError("the id is empty")
-        return text
-    raise ValueError(f"the id is a {type(value).__name__}; ids are text or integers")
-
-
-def canonical_ids(values, party: str, column: str) -> list[bytes]:
-    """The canonical ids of a column, UTF-8 encoded, one per row.
-
-    Raises
-    ------
-    DataError
-        Naming the party, the column and the row (0-based position) of the first bad id.
-    """
-    values = values.to_numpy() if isinstance(values, (pd.Series, pd.Index)) else np.asarray(values, dtype=object)
-    if values.dtype.kind in "iu":                      # integer column: nothing can be wrong with it
-        return [str(v).encode() for v in values.tolist()]
-    out = []
-    for row, value in enumerate(values.tolist()):
-        try:
-            out.append(canonical_id(value).encode("utf-8"))
-        except (ValueError, UnicodeEncodeError) as exc:
-            reason = exc if isinstance(exc, ValueError) else "the id is not valid Unicode text"
-            raise DataError(f"party {party}: id column {column!r}, row {row}: {reason}") from None
-    return out
+#: canonical_id and canonical_ids live in vfl.datachecks (shared with ``vfl party``); kept here by name.
+__all__ = ["canonical_id", "canonical_ids", "intersect"]
 
 
 def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, label_party: str | None) -> str:
@@ -153,7 +102,8 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
                             f"(columns: {', '.join(map(str, frame.columns[:10]))})")
     hub = _hub(frames, label, label_party)
     spokes = [p for p in frames if p != hub]
-    ids = {p: canonical_ids(f[id_column], p, id_column) for p, f in frames.items()}
+    ids = {p: [i.encode("utf-8") for i in canonical_ids(f[id_column], f"party {p}", id_column)]
+           for p, f in frames.items()}
     for party, values in ids.items():
         check_unique(values, party)
 

@@ -107,3 +107,38 @@ def test_an_unreachable_scheduler_is_one_clear_line(tmp_path, federation_certs):
     assert code == 1 and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1, err
     assert f"party B: cannot reach its Dask scheduler at tcp://127.0.0.1:{port} within 2 s" in err
+
+
+@pytest.mark.parametrize("reply, reason", [(None, "accepted the connection but sent no Dask handshake within 2 s"),
+                                           (b"HTTP/1.1 400 Bad Request\r\n\r\n", "answered with bytes that are not "
+                                                                                  "a Dask handshake")])
+def test_a_scheduler_address_that_does_not_speak_dask_is_one_clear_error(reply, reason):
+    """An HTTP port or a silent socket: one line naming the party and address, within connect_timeout."""
+    import socket
+    import threading
+    import time
+
+    from vfl.errors import ComputeError
+    from vfl.federation.compute import ComputeSettings, party_compute
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve():
+        conn, _ = listener.accept()
+        if reply:
+            conn.sendall(reply)
+        done.wait(10)
+        conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    address = f"tcp://127.0.0.1:{listener.getsockname()[1]}"
+    start = time.monotonic()
+    try:
+        with pytest.raises(ComputeError, match=rf"party A: its Dask scheduler at {address} {reason}"):
+            with party_compute(ComputeSettings(backend="dask", scheduler=address, connect_timeout=2), "A"):
+                pass
+    finally:
+        done.set()
+        listener.close()
+    assert time.monotonic() - start < 10

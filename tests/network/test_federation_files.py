@@ -82,7 +82,13 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
     ("id,x\n1,2\n1,3\n", {}, "id '1' appears twice"),
     ("key,x\n1,2\n", {}, "id column 'id' is missing"),
     ("id,x\n1,abc\n2,3\n", {}, "column 'x': not numeric"),
-    ("id,x\n1,\n2,3\n", {}, "column 'x': missing or infinite value at id '1'"),
+    ("id,x\n1,\n2,3\n", {}, r"column 'x': NaN at row 0 \(id '1'\)"),
+    ("id,x\n1,inf\n2,3\n", {}, r"column 'x': infinity at row 0 \(id '1'\)"),
+    ('id,x\n"   ",2\n2,3\n', {}, r"id column 'id', row 0: the id is empty \(only whitespace"),
+    ("id,x\n7,2\n7.0,3\n", {}, r"id '7' appears twice \(row 1; .*7 and 7.0 are one id"),
+    ("id,x,y\n1,2,0\n2,3,1\n", {"foreign": ("y", None)}, r"holds the column 'y', the label party's.*feature party"),
+    ("id,x,w\n1,2,0\n2,3,1\n", {"foreign": ("y", "w")}, r"holds the column 'w', the label party's"),
+    ("id,x,y\n1,2,\n2,3,1\n", {"label": "y"}, r"column 'y': NaN at row 0 \(id '1'\)"),
     ("id,x\n1,2\n", {"label": "y"}, "label column 'y' is missing"),
     ("id,x,z\n1,2,3\n", {"columns": ["x"]}, r"unexpected \['z'\]"),
     ("id\n1\n", {}, "no feature columns"),
@@ -91,6 +97,45 @@ def test_csv_errors_name_party_column_and_row(tmp_path, csv, kwargs, message):
     (tmp_path / "d.csv").write_text(csv)
     with pytest.raises(DataError, match=message):
         load_csv(tmp_path / "d.csv", "A", **kwargs)
+
+
+def test_the_cli_and_the_api_refuse_the_same_data_alike(tmp_path):
+    """One set of checks (vfl.datachecks): the same bad table gets the same reason on both paths."""
+    from vfl import VerticalDataset
+
+    cases = [({"id": ["1", "   "], "x": [1.0, 2.0]}, "the id is empty"),
+             ({"id": ["1", "2"], "x": [1.0, float("nan")]}, "column 'x': NaN at row"),
+             ({"id": ["1", "2"], "x": ["a", "b"]}, "column 'x': not numeric")]
+    for columns, reason in cases:
+        frame = pd.DataFrame(columns)
+        frame.to_csv(tmp_path / "a.csv", index=False)
+        with pytest.raises(DataError, match=reason):
+            load_csv(tmp_path / "a.csv", "A")
+        other = pd.DataFrame({"id": frame["id"], "b": [0.0, 1.0], "y": [0, 1]})
+        with pytest.raises(DataError, match=reason):
+            VerticalDataset({"A": frame, "B": other}, label="y", id_column="id")
+
+
+def test_allow_score_span_is_a_feature_party_boolean(tmp_path):
+    parties = {name: {"address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "k.pem"}
+               for i, name in enumerate("ABC")}
+    parties["A"]["allow_score_span"] = True
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", parties, {"key_bits": 1024, "insecure": True}))
+    assert config.party("A").allow_score_span and not config.party("B").allow_score_span
+    assert config.fingerprint("train") == load_config(write_config(
+        tmp_path / "g.toml", "ca.pem", {**parties, "A": {**parties["A"], "allow_score_span": False}},
+        {"key_bits": 1024, "insecure": True})).fingerprint("train")       # each party's own decision
+    for name, value in (("A", "yes"), ("B", True)):
+        bad = {**parties, name: {**parties[name], "allow_score_span": value}}
+        with pytest.raises(ConfigurationError, match=rf"\[parties.{name}\]: allow_score_span must be true or false"):
+            load_config(write_config(tmp_path / "h.toml", "ca.pem", bad, {"key_bits": 1024, "insecure": True}))
+
+
+def test_init_zeros_in_the_file_needs_insecure(tmp_path):
+    parties = {name: {"address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "k.pem"}
+               for i, name in enumerate("ABC")}
+    with pytest.raises(ConfigurationError, match=r"\[training\]: init='zeros'.*insecure = true in \[training\]"):
+        load_config(write_config(tmp_path / "f.toml", "ca.pem", parties, {"init": "zeros"}))
 
 
 def test_missing_csv(tmp_path):

@@ -60,9 +60,11 @@ def ovr_run(tmp_path_factory, federation_certs):  # noqa: F811 - the fixture of 
     folder = tmp_path_factory.mktemp("ovr")
     data = write_three_class_data(folder)
 
-    def config(name, **training):
+    def config(name, allow_span=True, **training):
+        # A has 3 columns and the model 3 scores per row: A must accept that B could recover its rows
         return write_federation_file(folder / name, federation_certs[0], _free_ports(3), {**TRAINING, **training},
-                                     data={"sample_weight": "w"})
+                                     data={"sample_weight": "w"},
+                                     party_options={"A": {"allow_score_span": True}} if allow_span else None)
 
     whole = config("federation.toml")
     results = assert_succeeded(run_parties("party", whole, data, folder / "run", extra=["--narrate"]))
@@ -179,3 +181,13 @@ def test_warm_start_continues_every_class_model(ovr_run):
     results = run_parties("party", config, data, warm, timeout=60)
     assert results["B"][0] == 2 and "warm_start continues a shard of 3 model(s) (classes ['high', 'low', " \
         "'other']); this run trains 3 (classes ['high', 'low', 'mid'])" in results["B"][2], results["B"][2]
+
+
+def test_a_feature_party_refuses_as_many_scores_as_columns_unless_it_opts_in(ovr_run):
+    """Without ``allow_score_span = true`` in [parties.A], A (3 columns, 3 classes) refuses; every party stops."""
+    config = ovr_run["config"]("no-span.toml", allow_span=False)
+    results = run_parties("party", config, ovr_run["data"], ovr_run["folder"] / "no-span")
+    code, _, err = results["A"]
+    assert code != 0 and "party A: the model gives the label party B 3 one-vs-rest scores per predicted row" in err
+    assert "allow_score_span = true in its own [parties.A] table" in err
+    assert all(code != 0 for code, _, _ in results.values())

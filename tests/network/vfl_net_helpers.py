@@ -140,15 +140,19 @@ def write_k_party_data(folder, columns, label_party, n_rows=60, seed=0):
     return paths
 
 
-def write_federation_file(path, tls_by_role, ports, training=None, network=None, roles=None, data=None):
+def write_federation_file(path, tls_by_role, ports, training=None, network=None, roles=None, data=None,
+                          party_options=None):
     """federation.toml for the parties of ``tls_by_role``; ``roles`` maps names to roles (default: A/B/C, none).
 
-    ``data`` holds ``[data]`` keys (``write_config``'s keyword arguments).
+    ``data`` holds ``[data]`` keys (``write_config``'s keyword arguments); ``party_options`` more keys of
+    a party's own table by name (``{"A": {"allow_score_span": True}}``).
     """
     parties = {role: {"address": f"127.0.0.1:{port}", "certificate": tls.certificate, "key": tls.key}
                for (role, tls), port in zip(sorted(tls_by_role.items()), ports)}
     for name, role in (roles or {}).items():
         parties[name]["role"] = role
+    for name, options in (party_options or {}).items():
+        parties[name].update(options)
     # Generous by default: under load, three interpreters may take several seconds to start.
     net = {"connect_timeout": 30, "timeout": 20}
     net.update(network or {})

@@ -73,7 +73,7 @@ def main(argv=None) -> None:
     coordinator = Coordinator(key_bits, insecure)
     settings = TrainingSettings(objective="logistic", learning_rate=0.1, max_iter=iterations, alpha=0.01,
                                 batch_size=None, tol=None, fit_intercept=True, key_bits=key_bits,
-                                insecure=insecure, frac_bits=32, random_state=0,
+                                insecure=True, frac_bits=32, random_state=0,   # acknowledges init="zeros"
                                 init="zeros",   # the textbook run it is compared with starts at zero
                                 packing=packing)
 

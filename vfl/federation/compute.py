@@ -37,10 +37,12 @@ import contextlib
 import functools
 import math
 import re
+import socket
 from dataclasses import dataclass
 
 from vfl.crypto import compute
 from vfl.errors import ComputeError, ConfigurationError
+from vfl.transport.network import parse_address
 
 #: Where a party's encrypted work can run.
 BACKENDS = ("local", "dask")
@@ -173,6 +175,7 @@ def party_compute(settings: ComputeSettings, name: str):
     except ImportError:
         raise ConfigurationError(f"party {name}: backend = 'dask' needs Dask: pip install 'vfl[dask]'") from None
     address = settings.scheduler
+    _probe_scheduler(address, settings.connect_timeout, name)
     try:
         client = Client(address, timeout=settings.connect_timeout, set_as_default=False)
     except (OSError, TimeoutError) as exc:
@@ -189,6 +192,47 @@ def party_compute(settings: ComputeSettings, name: str):
                 yield
     finally:
         client.close()
+
+
+#: A Dask scheduler greets a new connection with a small handshake frame: at most this many bytes.
+_DASK_GREETING_MAX = 1 << 20
+
+
+def _probe_scheduler(address: str, timeout: float, name: str) -> None:
+    """Check that a ``tcp://`` scheduler speaks Dask before handing it to ``Client``; else one clear error.
+
+    A Dask scheduler writes its handshake at once on a new connection: an 8-byte
+    little-endian length, then a frame of that size.  Something that accepts the
+    connection and says nothing (an HTTP server, a stalled socket) would keep
+    ``Client`` waiting well past ``connect_timeout``; one that sends other bytes
+    would have it allocate whatever length they spell.  Other schemes (``tls://``,
+    ``inproc://``) are left to ``Client``.
+    """
+    scheme, _, rest = address.partition("://")
+    if scheme != "tcp":
+        return
+    where = f"party {name}: its Dask scheduler at {address}"
+    try:
+        host, port = parse_address(rest)
+        with socket.create_connection((host, port), timeout=timeout) as sock:
+            sock.settimeout(timeout)
+            greeting = b""
+            while len(greeting) < 8:
+                chunk = sock.recv(8 - len(greeting))
+                if not chunk:
+                    raise ComputeError(f"{where} closed the connection without a Dask handshake: is it a Dask "
+                                       "scheduler?")
+                greeting += chunk
+    except socket.timeout:
+        raise ComputeError(f"{where} accepted the connection but sent no Dask handshake within {timeout:g} s: is "
+                           "it a Dask scheduler (an HTTP dashboard port, say)?") from None
+    except (OSError, ValueError) as exc:
+        raise ComputeError(f"party {name}: cannot reach its Dask scheduler at {address} within {timeout:g} s "
+                           f"({exc.strerror or exc})") from None
+    size = int.from_bytes(greeting, "little")
+    if not 0 < size <= _DASK_GREETING_MAX:
+        raise ComputeError(f"{where} answered with bytes that are not a Dask handshake ({greeting!r}): is it a "
+                           "Dask scheduler?")
 
 
 def uses_compute(run):

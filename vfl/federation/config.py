@@ -19,6 +19,8 @@ federation has one *label party* (feature columns and the labels), one
     address = "10.0.0.2:7002"
     certificate = "certs/telco.pem"
     key = "certs/telco.key"
+    allow_score_span = false            # true: telco accepts a model with as many scores per row as it has
+                                        # columns (one-vs-rest), from which bank could recover its rows
     [parties.shop]
     role = "feature"
     address = "10.0.0.3:7003"
@@ -122,6 +124,9 @@ class PartyEntry:
     address: tuple[str, int]
     certificate: Path
     key: Path
+    #: this party (a feature party) accepts that the label party recovers its rows from the scores
+    #: (its ``allow_score_span = true``: read by this party only, see :func:`vfl.protocols.checks.check_score_span`)
+    allow_score_span: bool = False
 
 
 @dataclass(frozen=True)
@@ -273,7 +278,7 @@ def _parties(where: str, base: Path, table: dict) -> dict[str, PartyEntry]:
         lowered[name.lower()] = name
         if not isinstance(entry, dict):
             raise ConfigurationError(f"{here}: expected a table")
-        _unknown(here, entry, {"role", "address", "certificate", "key"})
+        _unknown(here, entry, {"role", "address", "certificate", "key", "allow_score_span"})
         if legacy:
             role = LEGACY_ROLES[name]
         elif "role" not in entry:
@@ -283,9 +288,13 @@ def _parties(where: str, base: Path, table: dict) -> dict[str, PartyEntry]:
             role = entry["role"]
         if role not in KINDS:
             raise ConfigurationError(f"{here}: role must be one of {list(KINDS)}, got {role!r}")
+        span = entry.get("allow_score_span", False)
+        if not isinstance(span, bool) or (span and role != "feature"):
+            raise ConfigurationError(f"{here}: allow_score_span must be true or false, for a feature party, "
+                                     f"got {span!r}" + (f" for a {role} party" if span is True else ""))
         parties[name] = PartyEntry(name, role, parse_address(_required(here, entry, "address")),
                                    _path(base, _required(here, entry, "certificate")),
-                                   _path(base, _required(here, entry, "key")))
+                                   _path(base, _required(here, entry, "key")), span)
     for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
         named = [n for n, e in parties.items() if e.role == kind]
         if len(named) != 1:
@@ -361,12 +370,12 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
-    and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``).
+    and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``) and ``"allow_score_span"`` (a bool).
     """
     lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
     for name in sorted(parties):
         lines.append(f"[parties.{name}]")
-        lines += [f"{k} = {_toml(str(v))}" for k, v in parties[name].items()]
+        lines += [f"{k} = {_toml(v if isinstance(v, bool) else str(v))}" for k, v in parties[name].items()]
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
                          ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight}),

@@ -10,14 +10,14 @@ their sorted ids, salted afresh for every run (:func:`new_salt`,
 from __future__ import annotations
 
 import hashlib
-import re
-import unicodedata
 import secrets
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from vfl.datachecks import (canonical_ids, check_columns, check_feature_party_columns, feature_values,
+                             label_values)
 from vfl.errors import DataError
 
 
@@ -79,8 +79,8 @@ def is_salt(value) -> bool:
 
 
 def load_csv(path, role: str, id_column: str = "id", label: str | None = None, columns=None,
-             label_required: bool = True, weight: str | None = None) -> PartyData:
-    """Read party ``role``'s CSV.
+             label_required: bool = True, weight: str | None = None, foreign=()) -> PartyData:
+    """Read party ``role``'s CSV, checked by :mod:`vfl.datachecks` as the in-process API checks its frames.
 
     Parameters
     ----------
@@ -98,6 +98,9 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     weight : str, optional
         The label party's column of row weights: read with the label (each a finite
         number from 0 to 65536), never a feature.
+    foreign : iterable of str
+        A feature party: the label party's columns (the label, the weights), which
+        its CSV must not hold (it would train on them as features).
     """
     try:
         frame = pd.read_csv(path, dtype={id_column: str}, keep_default_na=True)
@@ -109,31 +112,24 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     if label is not None and label == id_column:
         raise DataError(f"{where}: the label column {label!r} is also the id column; the label must be "
                         "another column (set [data] label and id_column to two different columns)")
+    check_columns(where, frame)
     if id_column not in frame.columns:
         raise DataError(f"{where}: the id column {id_column!r} is missing; columns are {list(frame.columns)[:10]}")
     if frame.empty:
         raise DataError(f"{where}: no rows")
-    ids = frame[id_column]
-    if ids.isna().any():
-        raise DataError(f"{where}: row {int(np.flatnonzero(ids.isna().to_numpy())[0])} has no id")
-    duplicated = ids.duplicated()
-    if duplicated.any():
-        row = int(np.flatnonzero(duplicated.to_numpy())[0])
-        raise DataError(f"{where}: id {ids.iloc[row]!r} appears twice (row {row})")
-    frame = frame.assign(**{id_column: ids.map(canonical_text)}).sort_values(id_column, kind="stable").reset_index(
-        drop=True)
+    check_feature_party_columns(where, frame.columns, foreign)
+    frame = frame.assign(**{id_column: canonical_ids(frame[id_column], where, id_column)})
     duplicated = frame[id_column].duplicated()
     if duplicated.any():
-        raise DataError(f"{where}: id {frame[id_column][duplicated].iloc[0]!r} appears twice once written alike "
-                        "(surrounding spaces, or 7 and 7.0)")
+        row = int(np.flatnonzero(duplicated.to_numpy())[0])
+        raise DataError(f"{where}: id {frame[id_column].iloc[row]!r} appears twice (row {row}; ids are compared "
+                        "without surrounding spaces, and 7 and 7.0 are one id)")
+    frame = frame.sort_values(id_column, kind="stable").reset_index(drop=True)
+    ids = frame[id_column].tolist()
 
     labels = None
     if label is not None and label in frame.columns:
-        labels = frame[label].to_numpy()
-        missing = frame[label].isna().to_numpy()
-        if missing.any():
-            row = int(np.flatnonzero(missing)[0])
-            raise DataError(f"{where}: no label at id {frame[id_column].iloc[row]!r}")
+        labels = label_values(where, frame[label], ids)
     elif label is not None and label_required:
         raise DataError(f"{where}: the label column {label!r} is missing")
 
@@ -152,20 +148,8 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
             raise DataError(f"{where}: columns differ from the model's (missing {missing}, unexpected {extra})")
     if not columns:
         raise DataError(f"{where}: no feature columns besides {id_column!r}")
-    for column in columns:
-        dtype = frame[column].dtype
-        if not pd.api.types.is_numeric_dtype(dtype):
-            raise DataError(f"{where}, column {column!r}: not numeric (dtype {dtype})")
-        if pd.api.types.is_complex_dtype(dtype):
-            raise DataError(f"{where}, column {column!r}: complex numbers (dtype {dtype}); only real values train")
-    features = frame[list(columns)].to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(features)
-    if bad.any():
-        row, col = map(int, np.argwhere(bad)[0])
-        raise DataError(f"{where}, column {columns[col]!r}: missing or infinite value at id "
-                        f"{frame[id_column].iloc[row]!r}")
-    return PartyData(ids=frame[id_column].tolist(), columns=[str(c) for c in columns], features=features,
-                     labels=labels, weights=weights)
+    features = feature_values(where, frame, columns, ids)
+    return PartyData(ids=ids, columns=[str(c) for c in columns], features=features, labels=labels, weights=weights)
 
 
 def _weights(frame: pd.DataFrame, column: str, id_column: str, where: str) -> np.ndarray:
@@ -178,17 +162,3 @@ def _weights(frame: pd.DataFrame, column: str, id_column: str, where: str) -> np
         raise DataError(f"{where}, sample weight column {column!r}: {float(values[bad[0]])!r} at id "
                         f"{frame[id_column].iloc[int(bad[0])]!r} is not a finite number from 0 to 65536")
     return values
-
-
-_INTEGRAL = re.compile(r"^([+-]?\d+)\.0*$")
-
-
-def canonical_text(value) -> str:
-    """An id as every party compares it: text without surrounding spaces, NFC-normalized; ``7.0`` is ``7``.
-
-    Ids are read as text (so ``007`` stays ``007``), and a number written with
-    a zero fraction is the integer it denotes, whichever file wrote it which way.
-    """
-    text = unicodedata.normalize("NFC", str(value).strip())
-    integral = _INTEGRAL.match(text)
-    return integral.group(1) if integral else text

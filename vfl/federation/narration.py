@@ -93,9 +93,16 @@ def message_table(transcript, receiver: str | None = None):
 
     Raises
     ------
+    TypeError
+        Not a Transcript (an estimator's ``transcript_`` table, say).
     ValueError
         The transcript did not keep its payloads.
     """
+    if not hasattr(transcript, "keep_payloads"):
+        raise TypeError(f"message_table takes a vfl.transport.Transcript recorded with keep_payloads=True, got a "
+                        f"{type(transcript).__name__}: an estimator's transcript_ is a table of the messages' sizes "
+                        "only. Record a run with vfl.inprocess.train(..., transcript=Transcript(keep_payloads=True)) "
+                        "to read what each message holds")
     if not transcript.keep_payloads:
         raise ValueError("message_table reads the messages themselves: record them with "
                          "Transcript(keep_payloads=True)")

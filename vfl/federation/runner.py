@@ -57,6 +57,7 @@ from vfl.federation.session import Session, check_equations, check_rows, data_pe
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.protocols.checks import check_score_span, warn_clipped_labels, warn_mini_batch_labels
 from vfl.transport import Endpoint
 
 #: The most one-vs-rest models (classes) a run trains: a bound on a peer's ``models`` message.
@@ -108,6 +109,10 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                                       else (None, None))
             n_models = agree_on_models(session.endpoint, role, kind, roster,
                                        len(model_targets) if model_targets else None)
+            _check_score_span(config, role, kind, data, n_models)
+            if kind == "label":
+                warn_clipped_labels(model_targets[0], settings, role)
+                warn_mini_batch_labels(settings, data.n_rows)
             starts = _warm_starts(previous, role, n_models, classes) if previous else [None] * n_models
             if kind == "label" and classes_line(role, classes):
                 shown.line(classes_line(role, classes))
@@ -275,7 +280,19 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
     label = kind == "label"
     return load_csv(data_path, role, config.id_column, label=config.label if label else None,
-                    weight=config.sample_weight if label else None)
+                    weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
+
+
+def _check_score_span(config: FederationConfig, role: str, kind: str, data: PartyData, n_models: int) -> None:
+    """A feature party refuses a model whose scores per row would let the label party recover its rows."""
+    if kind == "feature":
+        check_score_span(role, len(data.columns), n_models, config.party(role).allow_score_span,
+                         config.roster.label, f"allow_score_span = true in its own [parties.{role}] table")
+
+
+def _foreign(config: FederationConfig, kind: str) -> tuple:
+    """The label party's columns, which a feature party's CSV must not hold (see :mod:`vfl.datachecks`)."""
+    return (config.label, config.sample_weight) if kind == "feature" else ()
 
 
 def _fit_scaler(settings, previous: dict | None, data: PartyData, role: str) -> Standardizer | None:
@@ -332,7 +349,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
     data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
-                    label_required=False)
+                    label_required=False, foreign=_foreign(config, kind))
     narrator = Narrator(role, phase="align") if narrate else None
     with Session(config, role, "align", narrator) as session:
         session.hello()
@@ -369,7 +386,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
-                        weight=config.sample_weight if kind == "label" else None)
+                        weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
         data = standardized(data, shard_scaler(shard))
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
@@ -387,6 +404,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                                     "different settings; use the shards of one training run")
         models = shard_models(shard) if shard else None
         n_models = agree_on_models(session.endpoint, role, kind, roster, len(models) if models else None)
+        _check_score_span(config, role, kind, data, n_models)
         mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
         summary = {"party": role, "role": kind, "mode": mode, "models": n_models, "label": roster.label,
                    "coordinator": roster.coordinator}

@@ -88,7 +88,8 @@ def class_weights(labels, class_weight, role: str = "B") -> np.ndarray:
 def row_weights(labels, class_weight=None, sample_weight=None, role: str = "B") -> np.ndarray | None:
     """Each row's weight in the loss: its class weight times its sample weight, or ``None`` for neither.
 
-    Both are the label party's; :meth:`~vfl.parties.PartyB.set_weights` checks the result.
+    Both are the label party's; :meth:`~vfl.parties.PartyB.set_weights` checks the result.  All zero is
+    refused: nothing would be fitted.
     """
     weights = None if class_weight is None else class_weights(labels, class_weight, role)
     if sample_weight is not None:
@@ -96,4 +97,7 @@ def row_weights(labels, class_weight=None, sample_weight=None, role: str = "B") 
         if s.shape != (len(labels),):
             raise DataError(f"party {role}: sample_weight has shape {s.shape}, the data has {len(labels)} rows")
         weights = s if weights is None else weights * s
+    if weights is not None and np.all(np.isfinite(weights)) and not np.any(weights > 0):
+        raise DataError(f"party {role}: every row's weight is 0 (class_weight times sample_weight), so training "
+                        "would fit nothing; give some rows a positive weight")
     return weights

@@ -15,6 +15,7 @@ from vfl.crypto import check_key_bits
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import get_objective
 from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
+from vfl.protocols.checks import check_settings_safety
 
 INITS = ("random", "zeros")
 #: How the parties move their weights: conjugate gradient with exact line search, or first-order steps.
@@ -188,6 +189,7 @@ class TrainingSettings:
                    value)
         self._check_update()
         self._check_solver()
+        check_settings_safety(self)
 
     def _check_update(self) -> None:
         _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)

@@ -370,11 +370,21 @@ def parse_json(data, what: str, max_depth: int, max_items: int, max_containers: 
 
 
 def _check_json_structure(data: bytes, what: str, max_depth: int, max_items: int, max_containers: int) -> None:
-    """Count depth, containers and values in one pass over the tokens, skipping strings; no recursion."""
+    """Count depth, containers and values in one pass over the tokens, skipping strings; no recursion.
+
+    Strings are skipped escape by escape (:func:`_string_end`), never by one regular
+    expression over the whole string, whose repetition stack would take tens of
+    bytes per escape.
+    """
     items = containers = depth = 0
-    for token in _JSON_TOKEN.finditer(data):
-        byte = data[token.start()]
+    pos = 0
+    while True:
+        token = _JSON_TOKEN.search(data, pos)
+        if token is None:
+            return
+        byte, pos = data[token.start()], token.end()
         if byte == _QUOTE:
+            pos = _string_end(data, pos)
             continue
         if byte in _SEPARATORS:
             items += 1
@@ -388,6 +398,17 @@ def _check_json_structure(data: bytes, what: str, max_depth: int, max_items: int
                 raise ProtocolError(f"malformed {what}: nested deeper than {max_depth} levels")
         else:
             depth -= 1
+
+
+def _string_end(data: bytes, pos: int) -> int:
+    """Where the JSON string whose text starts at ``pos`` ends (after its closing quote); memory O(1)."""
+    while True:
+        stop = _STRING_STOP.search(data, pos)
+        if stop is None:
+            return len(data)          # unterminated: json.loads refuses it
+        if data[stop.start()] == _QUOTE:
+            return stop.end()
+        pos = stop.end() + 1          # a backslash: the next byte is escaped
 
 
 def _refuse_constant(name: str):
@@ -422,8 +443,10 @@ _MAX_HEADER_CONTAINERS = 2 + 2 * MAX_FIELDS
 _INT64 = 2 ** 63
 #: No frame holds 2**32 bytes, so no array has more than 2**29 eight-byte values (zero dimensions left out).
 _MAX_ARRAY_VALUES = 2 ** 29
-#: A JSON string (skipped whole: what it holds is not structure), or one structural character.
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[][{},:]', re.DOTALL)
+#: The start of a JSON string (skipped: what it holds is not structure), or one structural character.
+_JSON_TOKEN = re.compile(rb'[][{},:"]')
+#: Inside a string: its closing quote, or a backslash (whose next byte is escaped).
+_STRING_STOP = re.compile(rb'["\\]')
 _QUOTE = ord('"')
 _SEPARATORS = b",:"
 _OPENING = b"[{"

@@ -1,0 +1,141 @@
+"""Checks of a training run that the settings alone do not make: what a party could infer, and who runs.
+
+Shared by the estimators (in-process, :mod:`vfl.inprocess`) and the ``vfl party``
+command (:mod:`vfl.federation.runner`), so that both refuse, or warn, alike:
+
+* :func:`check_settings_safety`: ``init="zeros"`` needs ``insecure=True`` (the
+  first gradient then hands every feature party ``X^T y``); an ``alpha`` under
+  which plain gradient descent cannot converge, or that leaves every weight
+  below the fixed-point precision, is refused naming ``alpha``;
+* :func:`warn_mini_batch_labels`: mini-batch training without differential
+  privacy lets a feature party infer most labels from its own gradients (the
+  measured figures are in README.md's threat model and docs/protocol.md);
+* :func:`check_score_span`: a feature party of ``m`` columns in a model whose
+  prediction gives the label party ``K >= m`` scores per row hands it its rows
+  up to a linear map, unless that party opted in;
+* :func:`check_run`: the parties handed to a run are the roster's, the label
+  party's targets fit the objective, and the coordinator's key the settings'.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Mapping
+
+import numpy as np
+
+from vfl.errors import ConfigurationError, DataError, LabelLeakWarning
+
+#: What the label-inference attack of tests/test_label_leak.py measured (see docs/protocol.md).
+MINI_BATCH_LEAK = ("in vfl's own attack test a feature party, taking the minimum-norm solution of each "
+                   "step's gradient equation X_b^T d = g and summing it per row, guessed 84-96% of the labels "
+                   "(majority class 51-53%) after as many mini-batch epochs as vfl allows; 56-63% with full "
+                   "batches (what its own columns predict), 49-56% with DP at epsilon = 1, 53-62% at epsilon = 8")
+
+
+def check_settings_safety(settings) -> None:
+    """Refuse settings that hand a party the labels, or that cannot train; called by ``TrainingSettings``."""
+    if settings.init == "zeros" and not settings.insecure:
+        raise ConfigurationError(
+            "init='zeros' starts every weight at 0, so the first gradient hands every feature party X^T y "
+            "(its columns against the labels): pass insecure=True (insecure = true in [training]) to acknowledge "
+            "it, for teaching and reproducible comparisons only; the default init='random' does not leak this")
+    l2 = settings.alpha * {"l2": 1.0, "elasticnet": 1.0 - settings.l1_ratio}.get(settings.penalty, 0.0)
+    if not settings.conjugate and settings.optimizer == "sgd" and settings.learning_rate * l2 >= 2.0:
+        raise ConfigurationError(
+            f"alpha={settings.alpha:g} with learning_rate={settings.learning_rate:g}: every plain gradient step "
+            f"multiplies the weights by 1 - learning_rate * alpha = {1 - settings.learning_rate * l2:.3g}, so "
+            "the penalty alone makes the weights grow without end; use learning_rate * alpha < 2 (lower alpha)")
+    if settings.penalty != "none" and settings.alpha >= 2.0 ** settings.frac_bits:
+        raise ConfigurationError(
+            f"alpha={settings.alpha:g} is at least 2**frac_bits = {2.0 ** settings.frac_bits:g}: a penalty this "
+            f"strong holds every weight below the fixed-point precision 2**-{settings.frac_bits}, so the model would "
+            "be all zeros; lower alpha")
+
+
+def warn_mini_batch_labels(settings, n_rows: int, stacklevel: int = 3) -> None:
+    """Warn that mini-batch training without DP lets a feature party infer the labels (:data:`MINI_BATCH_LEAK`)."""
+    if settings.dp or settings.batch_size is None or n_rows // settings.batch_size < 2:
+        return          # one batch an epoch (vfl.protocols.batch_sizes folds a remainder into the last batch)
+    warnings.warn(
+        f"mini-batch training (batch_size={settings.batch_size}) without differential privacy lets a feature "
+        f"party infer the label party's labels from its own gradients: {MINI_BATCH_LEAK}. Train with full "
+        "batches (batch_size=None), or with differential privacy (dp_epsilon, dp_delta)",
+        LabelLeakWarning, stacklevel=stacklevel)
+
+
+def check_score_span(party: str, n_columns: int, n_scores: int, allowed: bool, label_party: str,
+                     how: str) -> None:
+    """Refuse a model whose ``n_scores`` scores per row let ``label_party`` recover ``party``'s rows.
+
+    The label party learns, per predicted row, ``s = x W^T`` (after removing its
+    own part of each score), ``W`` being the ``n_scores x n_columns`` weights of
+    ``party``.  With ``n_scores >= n_columns`` ``W`` has full column rank: knowing
+    ``n_columns`` rows of ``party`` it solves for ``W``, and then for every row
+    ``x``; knowing none, it learns their span.  ``how`` says how ``party`` opts in.
+    """
+    if allowed or n_scores < n_columns:
+        return
+    what = f"{n_scores} one-vs-rest scores" if n_scores > 1 else "one score"
+    raise ConfigurationError(
+        f"party {party}: the model gives the label party {label_party} {what} per predicted row, not fewer than "
+        f"{party}'s {n_columns} column(s), so {label_party} could recover {party}'s rows from the scores (exactly, "
+        f"knowing {n_columns} of them; their span otherwise). Give {party} more columns than the model has "
+        f"scores, or let {party} accept this: {how}")
+
+
+def check_run(parties: Mapping, roster, settings, coordinator) -> None:
+    """The parties of an in-process run are the roster's; B's targets and C's key fit the settings."""
+    expected = set(roster.data_parties)
+    if set(parties) != expected:
+        missing, extra = sorted(expected - set(parties)), sorted(set(parties) - expected)
+        raise ConfigurationError(
+            f"the parties given are {sorted(map(str, parties))}, the roster's data parties {sorted(expected)} "
+            f"(missing {missing}, unknown {extra}); name them as the roster does, or pass "
+            f"roster=Roster(features=(...), label=..., coordinator=...)")
+    labels = np.asarray(parties[roster.label].labels, dtype=np.float64)
+    if settings.objective == "logistic":
+        odd = np.flatnonzero(np.abs(labels) != 1.0)
+        if odd.size:
+            raise DataError(f"party {roster.label}: logistic regression trains on targets -1/+1, but row "
+                            f"{int(odd[0])} holds {labels[odd[0]]:g}; code the classes with vfl.parties.targets")
+    warn_clipped_labels(labels, settings, roster.label)
+    bits = getattr(coordinator, "key_bits", settings.key_bits)
+    if bits != settings.key_bits or bool(getattr(coordinator, "insecure", False)) and not settings.insecure:
+        raise ConfigurationError(
+            f"the coordinator {roster.coordinator} makes {bits}-bit keys"
+            f"{' (insecure=True)' if getattr(coordinator, 'insecure', False) else ''}, but the settings ask for "
+            f"key_bits={settings.key_bits} (insecure={settings.insecure}): make both the same")
+
+
+def warn_clipped_labels(labels, settings, role: str) -> None:
+    """With DP and linear regression, warn the label party ``role`` of labels beyond ``dp_label_bound``."""
+    if not (settings.dp and settings.objective == "linear"):
+        return
+    values = np.asarray(labels, dtype=np.float64)
+    clipped = int(np.count_nonzero(np.abs(values) > settings.label_bound))
+    if clipped:
+        warnings.warn(f"party {role}: {clipped} of {values.size} labels lie beyond dp_label_bound = "
+                      f"{settings.label_bound:g} and are clipped to it for differential privacy; the model "
+                      "fits the clipped labels (raise dp_label_bound to keep them, at the cost of more noise)",
+                      UserWarning, stacklevel=4)
+
+
+def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int]) -> None:
+    """With early stopping on held-out rows: the rows left to train on must outnumber each party's gradient values.
+
+    ``n_values`` gives each data party's gradient values per step (its weights).
+    Said in terms of ``validation_fraction``, before the batch-size rule would
+    report the same shortage as a batch problem.
+    """
+    if not settings.early_stopping:
+        return
+    held = min(max(1, int(np.ceil(settings.validation_fraction * n_rows))), n_rows - 1)
+    left = n_rows - held
+    party, most = max(n_values.items(), key=lambda item: item[1])
+    if left <= most:
+        raise ConfigurationError(
+            f"validation_fraction={settings.validation_fraction:g} holds out {held} of the {n_rows} rows for early "
+            f"stopping and leaves {left} to train on, not more than the {most} gradient values party {party} learns "
+            f"per step; lower validation_fraction (at most {(n_rows - most - 1) / n_rows:.3g} here) or pass "
+            "fit(..., validation=...)")
