@@ -234,7 +234,7 @@ def test_not_converging_within_max_iter_warns_like_scikit_learn(vertical_data):
 
     with pytest.warns(ConvergenceWarning, match="reached max_iter=2 epochs before the loss changed by less than tol"):
         VerticalLogisticRegression(max_iter=2, tol=1e-12, key_bits=1024, insecure=True, solver="gd").fit(vertical_data)
-    with pytest.warns(ConvergenceWarning, match="reached max_iter=2 epochs before the gradient's norm fell to "
+    with pytest.warns(ConvergenceWarning, match="reached max_iter=2 steps before the gradient's norm fell to "
                                                 "tol=1e-12 times its first; increase max_iter"):
         VerticalLogisticRegression(max_iter=2, tol=1e-12, key_bits=1024, insecure=True).fit(vertical_data)
 

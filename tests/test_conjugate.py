@@ -62,10 +62,10 @@ def test_federated_cg_equals_centralized_cg(sizes, task, packing):
 
 def test_one_vs_rest_cg_equals_centralized_cg_per_class():
     rng = np.random.default_rng(4)
-    x = rng.normal(size=(90, 5))
+    x = rng.normal(size=(90, 6))
     y = np.argmax(x[:, :3] + rng.normal(scale=0.5, size=(90, 3)), axis=1)
     model = VerticalLogisticRegression(solver="cg", standardize=False, tol=None, max_iter=4, frac_bits=48,
-                                       class_weight="balanced", **FAST).fit(split_columns(x, y, {"A": 3, "B": 2}, "B"))
+                                       class_weight="balanced", **FAST).fit(split_columns(x, y, {"A": 4, "B": 2}, "B"))
     names = (*model.feature_parties_, model.label_party_)
     for k, label in enumerate(model.classes_):
         start = np.concatenate([model.initial_coef_[n][k] for n in names]), model.initial_intercept_[k]

@@ -1,9 +1,10 @@
 """The label party recovering a feature party's rows from its per-row scores, and the refusal that stops it.
 
-B learns the scores of the rows it predicts; removing its own part leaves ``S = X_A W_A^T``,
-one column per score.  With as many scores ``K`` as A has columns ``m`` (one-vs-rest with
-``K >= m`` classes, or one score and a one-column party), ``W_A`` has full column rank:
-knowing ``m`` of A's rows, B solves for ``W_A`` and then for every other row, exactly.
+B learns the scores of the rows it predicts; removing its own part leaves ``S = X_A W_A^T + c``,
+one column per score (``c``: the offset A's standardization adds).  With as many scores ``K``
+as A has columns ``m`` (one-vs-rest with ``K >= m`` classes, or one score and a one-column
+party), ``W_A`` has full column rank: knowing ``m + 1`` of A's rows, B solves for ``W_A`` and
+``c`` and then for every other row, exactly.
 vfl refuses such a model unless the feature party opts in (``allow_score_span``).
 """
 
@@ -27,24 +28,24 @@ def classes_data(n_rows, n_a, n_classes, seed):
 
 
 def scores_seen_by_b(model, x_b, test):
-    """What B holds after predicting ``test``: each row's scores minus its own part (``X_A W_A^T``)."""
+    """What B holds after predicting ``test``: each row's scores minus its own part (``X_A W_A^T + c``)."""
     z = np.atleast_2d(model.decision_function(test).T).T
-    own = x_b @ np.atleast_2d(model.coef_["B"]).T + model.intercept_
+    own = (x_b - model.mean_["B"]) / model.scale_["B"] @ np.atleast_2d(model.coef_["B"]).T + model.intercept_
     return z - own
 
 
 def recover_rows(s, x_known):
-    """B knows A's first ``m`` rows: solve ``x_known W^T = s[:m]`` for ``W^T``, then every row from ``s``."""
-    m = x_known.shape[0]
-    w_t = np.linalg.lstsq(x_known, s[:m], rcond=None)[0]
-    return s @ np.linalg.pinv(w_t)
+    """B knows A's first ``m + 1`` rows: solve ``[x_known, 1] [W^T; c] = s[:m+1]``, then every row from ``s``."""
+    known = len(x_known)
+    w_c = np.linalg.lstsq(np.hstack([x_known, np.ones((known, 1))]), s[:known], rcond=None)[0]
+    return (s - w_c[-1]) @ np.linalg.pinv(w_c[:-1])
 
 
 def test_b_recovers_a_rows_exactly_when_a_opted_in():
     train, _, _ = classes_data(90, n_a=3, n_classes=4, seed=0)
     model = VerticalLogisticRegression(allow_score_span=["A"], **FAST).fit(train)
     test, x_a, x_b = classes_data(40, n_a=3, n_classes=4, seed=1)
-    recovered = recover_rows(scores_seen_by_b(model, x_b, test), x_a[:3])
+    recovered = recover_rows(scores_seen_by_b(model, x_b, test), x_a[:4])
     assert np.allclose(recovered, x_a, atol=1e-5)                    # every row of A, to fixed-point precision
 
 
@@ -52,8 +53,8 @@ def test_fewer_scores_than_columns_leave_b_a_projection_only():
     train, _, _ = classes_data(90, n_a=5, n_classes=3, seed=2)
     model = VerticalLogisticRegression(**FAST).fit(train)               # 3 scores < 5 columns: allowed
     test, x_a, x_b = classes_data(40, n_a=5, n_classes=3, seed=3)
-    recovered = recover_rows(scores_seen_by_b(model, x_b, test), x_a[:5])
-    assert np.abs(recovered - x_a)[5:].max() > 0.5                     # the same attack recovers nothing exact
+    recovered = recover_rows(scores_seen_by_b(model, x_b, test), x_a[:6])
+    assert np.abs(recovered - x_a)[6:].max() > 0.5                     # the same attack recovers nothing exact
 
 
 @pytest.mark.parametrize("n_a,n_classes", [(3, 3), (2, 4), (1, 2)])

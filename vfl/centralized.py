@@ -148,17 +148,21 @@ def _conjugate_gradient(x, y, weights, params, penalised, settings: TrainingSett
     loss = float(np.mean(weights * objective.loss(z, y))) + settings.penalty_spec.value(params * penalised)
     directions = cg.Directions()
     directions.begin(gradient(params, objective.kappa * y))
-    gamma = gamma_first = directions.norm_part()
+    gamma_first = float(directions.sums()[0])
+    slope, scale, curvatures, scales = -gamma_first, 1.0, [], []
     tracker, snapshots, loss_curve, converged = Tracker(settings), {}, [], False
     for epoch in range(settings.max_iter):
-        product = gradient(directions.direction, 0.0)                     # H p
-        curvature = float(directions.direction @ product)
-        eta = cg.step_size(gamma, curvature)
-        params = directions.step(params, eta, product)
-        gamma_next = directions.norm_part()
-        loss = cg.next_loss(loss, gamma, eta, curvature)
-        directions.turn(cg.conjugacy(gamma_next, gamma))
-        gamma = gamma_next
+        probe = directions.probe()
+        probed = gradient(probe, 0.0)                                   # H (s p)
+        curvature = float(probe @ probed) / scale ** 2                  # p^T H p
+        eta = cg.step_size(slope, curvature)
+        params = directions.step(params, eta, probed)
+        loss = cg.next_loss(loss, slope, eta, curvature)
+        curvatures.append(curvature)
+        scales.append(scale)
+        gamma, betas, slope = cg.conjugation(directions.sums(), curvatures, scale, scales)
+        scale = cg.probe_scale(gamma, gamma_first)
+        directions.turn(betas, scale)
         loss_curve.append(loss)
         exhausted = cg.converged(gamma, gamma_first, None, curvature)
         if settings.early_stopping:

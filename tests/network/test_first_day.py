@@ -54,7 +54,8 @@ def test_a_data_error_after_the_federation_formed_stops_every_party_at_once(fede
     assert a[0] == 2 and "party A, column 'a1'" in a[2] and "fixed-point range" in a[2], a[2]
     for role, (code, out, err) in others.items():
         assert code == 1, err
-        assert len(err.splitlines()) == 1 and "Traceback" not in err
+        errors = [line for line in err.splitlines() if ": warning: " not in line]   # B warns of mini-batches
+        assert len(errors) == 1 and "Traceback" not in err
         assert "party A stopped on an error in its data (FixedPointOverflowError" in err, err
         assert "the details stay with A" in err and "1e+300" not in err and "a1" not in err, err
     # C, waiting for A, hears it from A; B, waiting for C, hears it passed on (or from A itself).

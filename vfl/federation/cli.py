@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 import textwrap
 from pathlib import Path
 
@@ -184,8 +185,14 @@ def _run(args, action) -> int:
     beyond the fixed-point range, files); 130: interrupted.
     """
     where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
+
+    def show(message, category, *_args, **_kwargs) -> None:     # a warning is one line too, not a source excerpt
+        print(f"{where}: warning: {one_line(message)}", file=sys.stderr)
+
     try:
-        action()
+        with warnings.catch_warnings():
+            warnings.showwarning = show
+            action()
         return 0
     except KeyboardInterrupt:
         print(f"{where}: interrupted", file=sys.stderr)

@@ -34,7 +34,7 @@ class Coordinator:
         self.context: Context | None = None
         #: decrypted mean loss per completed epoch
         self.loss_curve: list[float] = []
-        #: conjugate gradient's scalars after the last step: ``loss``, ``gamma``, ``gamma_first`` (empty before)
+        #: conjugate gradient's scalars after the last step (:mod:`vfl.protocols.conjugate`; empty before)
         self.cg_state: dict = {}
 
     def generate_keys(self) -> bytes:
@@ -80,4 +80,5 @@ class Coordinator:
 
     def load_state(self, state: dict) -> None:
         self.loss_curve = [float(v) for v in state["loss_curve"]]
-        self.cg_state = {key: float(value) for key, value in (state.get("cg") or {}).items()}
+        self.cg_state = {key: [float(v) for v in value] if isinstance(value, list) else float(value)
+                         for key, value in (state.get("cg") or {}).items()}

@@ -68,11 +68,12 @@ def check_score_span(party: str, n_columns: int, n_scores: int, allowed: bool, l
                      how: str) -> None:
     """Refuse a model whose ``n_scores`` scores per row let ``label_party`` recover ``party``'s rows.
 
-    The label party learns, per predicted row, ``s = x W^T`` (after removing its
-    own part of each score), ``W`` being the ``n_scores x n_columns`` weights of
-    ``party``.  With ``n_scores >= n_columns`` ``W`` has full column rank: knowing
-    ``n_columns`` rows of ``party`` it solves for ``W``, and then for every row
-    ``x``; knowing none, it learns their span.  ``how`` says how ``party`` opts in.
+    The label party learns, per predicted row, ``s = x W^T + c`` (after removing its
+    own part of each score; ``c`` the constant of ``party``'s standardization), ``W``
+    being the ``n_scores x n_columns`` weights of ``party``.  With ``n_scores >=
+    n_columns`` ``W`` has full column rank: knowing ``n_columns + 1`` rows of ``party``
+    it solves for ``W`` and ``c``, and then for every row ``x``; knowing none, it
+    learns their span.  ``how`` says how ``party`` opts in.
     """
     if allowed or n_scores < n_columns:
         return
@@ -80,7 +81,7 @@ def check_score_span(party: str, n_columns: int, n_scores: int, allowed: bool, l
     raise ConfigurationError(
         f"party {party}: the model gives the label party {label_party} {what} per predicted row, not fewer than "
         f"{party}'s {n_columns} column(s), so {label_party} could recover {party}'s rows from the scores (exactly, "
-        f"knowing {n_columns} of them; their span otherwise). Give {party} more columns than the model has "
+        f"knowing {n_columns + 1} of them; their span otherwise). Give {party} more columns than the model has "
         f"scores, or let {party} accept this: {how}")
 
 
