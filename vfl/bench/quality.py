@@ -572,7 +572,7 @@ def quality_table(sk: dict, optima: dict, rows: list[tuple[str, dict]], table) -
              ("" if sk["raw"]["converged"] else " (ConvergenceWarning)"), "exact", f"{sk['raw']['auc']:.4f}", "-", "-",
              "-"]]
     for alpha, best in sorted(optima.items()):
-        body.append([f"optimum of vfl's Taylor objective, alpha {alpha:g} (closed form)", "exact",
+        body.append([f"optimum of vfl's Taylor objective, alpha {alpha:.3g} (closed form)", "exact",
                      f"{best['auc']:.4f}", "-", "-", f"0 (loss {best['loss']:.8f})"])
     for label, figures in rows:
         if figures.get("error"):
@@ -599,8 +599,11 @@ def fate_setting(fate: pd.DataFrame, runs: int, table) -> str:
     coef, intercept, _ = taylor_optimum(x, y, settings.alpha)
     best = objective_value(x, y, coef, intercept, settings)
     sk = LogisticRegression().fit(x, y)
+    weak, weak_intercept, _ = taylor_optimum(x, y, 1.0 / len(y))
     body = [["FATE 2.2, measured 2026-11-23 (docs/fate_comparison.md, not re-run)", "1", "0.7128", "-", "-"],
             ["scikit-learn LogisticRegression()", "exact", f"{roc_auc_score(y, sk.decision_function(x)):.4f}", "-", "-"],
+            ["optimum of vfl's Taylor objective, alpha 1/n (scikit-learn's C=1)", "exact",
+             f"{roc_auc_score(y, x @ weak + weak_intercept):.4f}", "-", "-"],
             ["optimum of vfl's Taylor objective, alpha 0.1", "exact", f"{roc_auc_score(y, x @ coef + intercept):.4f}",
              "-", f"0 (loss {best:.6f})"]]
     variants = [("rho 0.9 (vfl before 1f96244)", {"rho": 0.9}), ("rho 0.99 (torch's, FATE's)", {"rho": 0.99}),
@@ -645,14 +648,17 @@ def main_quality(args, machine, load, table) -> dict:
           f"with the intercept; {args.runs} runs per setting (centralized, same settings object)")
     print(f"defaults now: {describe_defaults()}")
     sk, optima = scikit_learn(split), {}
+    # the Taylor objective at scikit-learn's penalty (C=1 is alpha = 1/n): what the approximation alone costs
+    optimum_of(split, settings_of({"alpha": 1.0 / len(split.train)}), optima)
     rows = []
     for label, params, most in setting_rows(split.name):
         figures = centralized_runs(split, params, min(args.runs, most or args.runs), optima)
         rows.append((label, figures))
     print("\nModel quality (test AUC, 80/20 split)")
     print(quality_table(sk, optima, rows, table))
-    condition = optima[min(optima)]["condition"]
-    print(f"condition number of the objective's Hessian at alpha {min(optima):g}: {condition:.0f}")
+    defaults = settings_of({})
+    print(f"condition number of the objective's Hessian at the defaults' alpha {defaults.alpha:g}: "
+          f"{optimum_of(split, defaults, optima)['condition']:.0f}")
     print("goals (issue 19), defaults row:")
     for line in goal_lines(rows[0][1], n_weights, with_auc=split.name == "default_credit"):
         print("  " + line)
