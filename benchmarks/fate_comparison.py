@@ -28,8 +28,10 @@ Settings, FATE's where vfl has them (2048-bit Paillier keys, logistic regression
   linear schedule from 0.7x over 1,000 steps (0.084 to 0.0845 over 16 epochs; vfl: constant 0.084),
   L2 0.1, batches of 10,000, 16 epochs, zero start.
 
-Both run every epoch (FATE's arbiter tolerance 0, vfl's ``tol=None``).  What still differs: torch's
-RMSprop averages squared gradients with 0.99, vfl's with 0.9; FATE encodes with 23 fractional bits,
+Both run every epoch (FATE's arbiter tolerance 0, vfl's ``tol=None``); both RMSprops average squared
+gradients with 0.99 (torch's default; vfl's ``rho`` since 1f96244, 0.9 before: docs/fate_comparison.md
+measures what that changed, with ``python -m vfl.bench --quality``).  What still differs: which rows
+form each batch (FATE's DataLoader, vfl's seeded shuffle); FATE encodes with 23 fractional bits,
 vfl with 32; FATE's arbiter decrypts every gradient in the clear, vfl's coordinator sees only masked
 values; FATE's prediction sends the host's partial scores to the guest in the clear, vfl's only
 lets B learn the scores.  FATE aligns the rows by its ECDH PSI (not timed); vfl gets the rows

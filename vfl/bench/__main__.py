@@ -10,6 +10,9 @@ about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
 
 ``--psi`` benchmarks the private set intersection instead (:mod:`vfl.bench.psi`).
+``--quality --data DIR`` measures model quality instead: default_credit in original
+units, scikit-learn and the exact optimum of vfl's objective beside vfl's training over
+many random starts, and issue 19's goals (:mod:`vfl.bench.quality`).
 ``--compute`` compares where the encrypted work runs, on the same cores: vfl's
 worker processes, joblib's loky backend, a Dask ``LocalCluster`` (through
 joblib), and one core per party (``n_jobs=1``), from which it derives the CPU cost
@@ -78,6 +81,17 @@ def parse_args(argv=None):
                         "(--repeats each), on the same cores: local (vfl's worker processes), loky and dask "
                         "(through joblib; dask: a LocalCluster of one worker process per core), inline (n_jobs=1, "
                         "one core per party: gives the CPU cost per row); default sizes 569,10000")
+    p.add_argument("--quality", action="store_true",
+                   help="instead: model quality on default_credit (--data DIR), in original units, 80/20: scikit-learn, "
+                        "the exact optimum of vfl's objective, vfl's training over --runs random starts, the "
+                        "issue's goals (vfl.bench.quality); without --data, on scikit-learn's breast-cancer data")
+    p.add_argument("--data", metavar="DIR", default=None,
+                   help="with --quality: the folder of FATE's default_credit_hetero_guest.csv and _host.csv")
+    p.add_argument("--runs", type=int, default=20, help="with --quality: random starts per setting (default 20)")
+    p.add_argument("--federated", type=int, default=2,
+                   help="with --quality: real federated runs of the defaults at 1024-bit keys, insecure (default 2)")
+    p.add_argument("--federated-2048", type=int, default=1,
+                   help="with --quality: real federated runs of the defaults at 2048-bit keys (default 1)")
     args = p.parse_args(argv)
     if args.psi_sizes is not None:
         args.psi = True
@@ -181,6 +195,11 @@ def main(argv=None) -> int:
         from vfl.bench.psi import main_psi
 
         return main_psi(args.psi_sizes, args.json)
+    if args.quality:
+        from vfl.bench.quality import main_quality
+
+        _write_json(args, main_quality(args, machine, load, table))
+        return 0
     from tqdm import tqdm
 
     info = machine()
