@@ -63,13 +63,13 @@ DATASETS = {
         "epochs": 5,
         "fate": ["--lr", "0.15", "--alpha", "0.01", "--batch_size", "0", "--init", "random_uniform",
                  "--random_state", "42", "--scheduler", "constant"],
-        "vfl": dict(learning_rate=0.15, alpha=0.01, batch_size=None, init="random"),
+        "vfl": dict(learning_rate=0.15, alpha=0.01, batch_size=None, init="random", solver="gd"),
     },
     "default_credit": {
         "epochs": 16,
         "fate": ["--lr", "0.12", "--alpha", "0.1", "--batch_size", "10000", "--init", "zeros",
                  "--scheduler", "linear", "--start_factor", "0.7", "--total_iters", "1000"],
-        "vfl": dict(learning_rate=0.12 * 0.7, alpha=0.1, batch_size=10000, init="zeros"),
+        "vfl": dict(learning_rate=0.12 * 0.7, alpha=0.1, batch_size=10000, init="zeros", insecure=True, solver="gd"),
     },
 }
 

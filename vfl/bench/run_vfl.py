@@ -75,6 +75,7 @@ def main(argv=None) -> None:
                                 batch_size=None, tol=None, fit_intercept=True, key_bits=key_bits,
                                 insecure=True, frac_bits=32, random_state=0,   # acknowledges init="zeros"
                                 init="zeros",   # the textbook run it is compared with starts at zero
+                                solver="gd",    # Table 2's gradient step, as the textbook's
                                 packing=packing)
 
     history = {"A": [], "B": []}
