@@ -138,3 +138,83 @@ def test_a_malformed_hello_is_refused_and_named(federation_certs, free_ports):
 def test_handshake_timeout_must_be_positive():
     with pytest.raises(ValueError, match="timeouts must be positive"):
         NetworkSettings(handshake_timeout=0)
+
+
+def test_two_hundred_silent_connections_neither_stop_nor_delay_formation(federation_certs, free_ports):
+    """200 silent connections from one address, open before the peers dial: they wait in a bounded pool
+    (the oldest dropped), never in a handshake slot, so the peers' handshakes start at once."""
+    ours, _ = federation_certs
+    addresses = dict(zip("ABC", (("127.0.0.1", p) for p in free_ports(3))))
+    settings = NetworkSettings(connect_timeout=20, send_timeout=5, handshake_timeout=5.0)
+    transports, errors, idle = {}, {}, []
+
+    def run(role):
+        try:
+            transports[role] = NetworkTransport.connect(role, addresses, ours[role], settings)
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            errors[role] = exc
+
+    threads = {role: threading.Thread(target=run, args=(role,), daemon=True) for role in "ABC"}
+    try:
+        threads["C"].start()
+        idle += idle_connections(addresses["C"], 200)
+        began = time.monotonic()
+        threads["B"].start()
+        threads["A"].start()
+        for t in threads.values():
+            t.join(30)
+        took = time.monotonic() - began
+        assert not errors, errors
+        assert set(transports) == set("ABC")
+        assert took < 4.0, f"formation took {took:.1f} s behind 200 silent connections"
+        dropped = 0
+        for sock in idle:       # the pool kept at most _IDLE_PER_SOURCE of them: the others were closed
+            sock.settimeout(0.5)
+            try:
+                dropped += sock.recv(1) == b""
+            except ConnectionResetError:
+                dropped += 1
+            except socket.timeout:
+                pass
+        assert dropped >= 200 - 16
+    finally:
+        for sock in idle:
+            sock.close()
+        for t in transports.values():
+            t.close()
+
+
+def test_dropped_connections_are_named_with_the_reason(federation_certs, free_ports):
+    ours, _ = federation_certs
+    addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
+    outcome, idle = {}, []
+
+    def listen():
+        try:
+            NetworkTransport.connect("B", addresses, ours["B"], NetworkSettings(connect_timeout=2.0,
+                                                                                handshake_timeout=1.5))
+        except PeerError as exc:
+            outcome["B"] = exc
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        idle += idle_connections(addresses["B"], 20)
+        thread.join(10)
+    finally:
+        for sock in idle:
+            sock.close()
+    message = str(outcome["B"])
+    assert "A never connected to B within 2 s" in message
+    assert "dropped: it had sent nothing while 16 silent connections from 127.0.0.1 waited" in message
+    assert "certificate" not in message
+
+
+def test_a_connection_closed_mid_handshake_is_not_blamed_on_a_certificate():
+    import ssl
+
+    from vfl.transport.network import _ssl_reason
+
+    reason = _ssl_reason(ssl.SSLEOFError(8, "EOF occurred in violation of protocol"))
+    assert "without a TLS alert, so not for this party's certificate" in reason
+    assert "its listener dropped the connection" in reason

@@ -77,8 +77,13 @@ DEFAULT_LINGER = 2.0
 DEFAULT_HANDSHAKE_TIMEOUT = 5.0
 _LENGTH = struct.Struct(">I")
 _HELLO_MAX = 4096
-#: Incoming handshakes run at once; more connections wait in the listen backlog.
+#: Incoming handshakes that run at once, in all and from one address (see ``_accept_all``).
 _MAX_HANDSHAKES = 16
+_HANDSHAKES_PER_SOURCE = 4
+#: Silent connections (accepted, nothing sent yet) kept waiting, in all and from one address; beyond, the
+#: oldest is dropped.
+_IDLE_TOTAL = 64
+_IDLE_PER_SOURCE = 16
 #: Refused connections listed in the error when a peer never connected.
 _REFUSALS_SHOWN = 5
 _POLL = 0.05
@@ -453,11 +458,27 @@ class NetworkTransport:
     def _accept_all(self, listener: socket.socket, deadline: float, errors: list) -> None:
         """Accept connections until every expected role is linked; each handshake runs in its own thread.
 
-        A connection that never completes its handshake (a port scan, a stalled client)
-        holds only its own thread, for at most ``handshake_timeout`` seconds, and at most
-        ``_MAX_HANDSHAKES`` run at once: the genuine peer is never queued behind it.
+        A connection is given a handshake only once it has sent its first bytes (a
+        dialling party sends its TLS ClientHello at once). Until then it waits in a
+        pool of silent connections, at most ``_IDLE_PER_SOURCE`` from one address and
+        ``_IDLE_TOTAL`` in all (beyond, the oldest is dropped), each for at most
+        ``handshake_timeout`` seconds. Handshakes run at most ``_MAX_HANDSHAKES`` at
+        once and ``_HANDSHAKES_PER_SOURCE`` from one address, each for at most
+        ``handshake_timeout``. So neither silent connections (a port scan, a stalled
+        client) nor one address's flood of handshakes hold up the genuine peer, and
+        every connection dropped is recorded with the reason.
         """
         slots = threading.BoundedSemaphore(_MAX_HANDSHAKES)
+        silent: dict[socket.socket, tuple] = {}         # accepted, nothing received yet: (where, accepted at)
+        spoken: list[tuple[socket.socket, tuple]] = []  # received bytes, waiting for a handshake slot
+        running: dict[str, int] = {}                    # handshakes in flight per source address
+
+        def finished(host: str) -> None:
+            with self._lock:
+                running[host] -= 1
+            slots.release()
+
+        listener.setblocking(False)
         try:
             while True:
                 with self._lock:
@@ -468,21 +489,56 @@ class NetworkTransport:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     raise PeerError(self._not_connected())
-                if not slots.acquire(timeout=min(remaining, _POLL)):
-                    continue  # every handshake slot is busy: new connections wait in the backlog
-                listener.settimeout(min(remaining, _POLL))
-                try:
-                    raw, where = listener.accept()
-                except socket.timeout:
-                    slots.release()
-                    continue
-                except OSError:
-                    slots.release()
-                    raise
-                threading.Thread(target=self._admit, args=(raw, where, deadline, slots), daemon=True,
-                                 name=f"vfl-{self.role}-handshake-{where[1]}").start()
+                self._expire_silent(silent)
+                for raw, where in list(spoken):     # start every handshake its address and the slots allow
+                    with self._lock:
+                        busy = running.get(where[0], 0) >= _HANDSHAKES_PER_SOURCE
+                    if busy or not slots.acquire(blocking=False):
+                        continue
+                    spoken.remove((raw, where))
+                    with self._lock:
+                        running[where[0]] = running.get(where[0], 0) + 1
+                    threading.Thread(target=self._admit, args=(raw, where, deadline, finished), daemon=True,
+                                     name=f"vfl-{self.role}-handshake-{where[1]}").start()
+                readable, _, _ = select.select([listener, *silent], [], [], min(remaining, _POLL))
+                for sock in readable:
+                    if sock is listener:
+                        self._take(listener, silent)
+                    else:
+                        spoken.append((sock, silent.pop(sock)[0]))
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             errors.append(exc)
+        finally:
+            for sock in [*silent, *(raw for raw, _ in spoken)]:
+                sock.close()
+
+    def _take(self, listener: socket.socket, silent: dict) -> None:
+        """Accept one connection into the silent pool, dropping the oldest beyond the bounds."""
+        try:
+            raw, where = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return
+        raw.setblocking(True)
+        same = [sock for sock, (place, _) in silent.items() if place[0] == where[0]]
+        for pool, bound, what in ((same, _IDLE_PER_SOURCE, f"from {where[0]}"), (list(silent), _IDLE_TOTAL, "")):
+            if len(pool) >= bound:
+                oldest = min(pool, key=lambda sock: silent[sock][1])
+                place = silent.pop(oldest)[0]
+                oldest.close()
+                self._refuse(f"{place[0]}:{place[1]} dropped: it had sent nothing while {bound} silent connections"
+                             f"{' ' + what if what else ''} waited (the listener keeps at most that many)")
+        silent[raw] = (where, time.monotonic())
+
+    def _expire_silent(self, silent: dict) -> None:
+        """Close the silent connections that sent nothing within ``handshake_timeout``."""
+        limit = self.settings.handshake_timeout
+        now = time.monotonic()
+        for sock, (where, since) in list(silent.items()):
+            if now - since >= limit:
+                del silent[sock]
+                sock.close()
+                self._refuse(f"{where[0]}:{where[1]} did not complete the TLS handshake within {limit:g} s "
+                             "(it sent nothing)")
 
     def _not_connected(self) -> str:
         with self._lock:
@@ -500,8 +556,11 @@ class NetworkTransport:
         with self._lock:
             self._refusals.append(text)
 
-    def _admit(self, raw: socket.socket, where, deadline: float, slots: threading.BoundedSemaphore) -> None:
-        """Handshake with one incoming connection, in its own thread; link it, or record why not."""
+    def _admit(self, raw: socket.socket, where, deadline: float, finished) -> None:
+        """Handshake with one incoming connection, in its own thread; link it, or record why not.
+
+        ``finished(host)`` gives back its handshake slot.
+        """
         origin = f"{where[0]}:{where[1]}"
         limit = max(0.0, min(self.settings.handshake_timeout, deadline - time.monotonic()))
         until = time.monotonic() + limit
@@ -547,7 +606,7 @@ class NetworkTransport:
                 with self._lock:
                     self._admitting.discard(role)
                     self._expected.add(role)
-            slots.release()
+            finished(where[0])
 
     def _check_hello(self, sock: ssl.SSLSocket, origin: str, until: float) -> str | None:
         """Read the dialler's hello and reserve its role; ``None`` (refusal sent and recorded) if refused."""
@@ -726,7 +785,8 @@ def _incoming_reason(exc: BaseException) -> str:
     """Why an incoming connection failed, from the listener's side: it may not be a vfl party at all."""
     if _not_tls(exc):
         return f"not TLS: {_not_tls(exc)}"
-    if isinstance(exc, (ssl.SSLEOFError, ConnectionError)) or (isinstance(exc, ssl.SSLError) and not exc.reason):
+    if isinstance(exc, (ssl.SSLEOFError, ConnectionError)) or (isinstance(exc, ssl.SSLError)
+                                                                and not getattr(exc, "reason", None)):
         return ("it closed the connection during the handshake (not a vfl party, or a party that refused "
                 "this party's certificate)")
     return _ssl_reason(exc)
@@ -734,13 +794,14 @@ def _incoming_reason(exc: BaseException) -> str:
 
 def _ssl_reason(exc: BaseException) -> str:
     """A readable reason for a failed handshake, with a hint where OpenSSL's is terse."""
-    if isinstance(exc, ssl.SSLError) and exc.reason and not isinstance(exc, ssl.SSLEOFError):
+    if isinstance(exc, ssl.SSLError) and getattr(exc, "reason", None) and not isinstance(exc, ssl.SSLEOFError):
         detail = getattr(exc, "verify_message", None)
         reason = f"{exc.reason}" + (f" ({detail})" if detail else "")
         if "ALERT" in exc.reason:
             reason += ": the peer refused this party's certificate"
         return reason
     if isinstance(exc, (ssl.SSLEOFError, ConnectionError)):
-        return ("the peer closed the connection during the handshake "
-                "(it probably refused this party's certificate)")
+        return ("the peer closed the connection during the handshake without a TLS alert, so not for this "
+                "party's certificate (a refusal comes as an alert): its listener dropped the connection, "
+                "perhaps while busy with others; its own output says why")
     return str(exc) or type(exc).__name__
