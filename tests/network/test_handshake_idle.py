@@ -28,20 +28,47 @@ def idle_connections(address, count, timeout=10.0):
     return [first] + [socket.create_connection(address, timeout=1) for _ in range(count - 1)]
 
 
+def connecting(tls, addresses, settings):
+    """A thread per role that connects it: ``(threads, transports, errors)``, the threads not started."""
+    transports, errors = {}, {}
+
+    def run(role):
+        try:
+            transports[role] = NetworkTransport.connect(role, addresses, tls[role], settings)
+        except Exception as exc:  # noqa: BLE001 - inspected by the test
+            errors[role] = exc
+
+    return {role: threading.Thread(target=run, args=(role,), daemon=True) for role in addresses}, transports, errors
+
+
+def listener_error(tls, addresses, settings, silent):
+    """B listens for A, which never comes, while ``silent`` connections that send nothing reach it: B's error."""
+    outcome, idle = {}, []
+
+    def listen():
+        try:
+            NetworkTransport.connect("B", addresses, tls, settings)
+        except PeerError as exc:
+            outcome["B"] = exc
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    try:
+        idle += idle_connections(addresses["B"], silent)
+        thread.join(10)
+    finally:
+        for sock in idle:
+            sock.close()
+    return str(outcome["B"])
+
+
 def test_idle_connections_do_not_hold_up_the_federation(federation_certs, free_ports):
     ours, _ = federation_certs
     addresses = dict(zip("ABC", (("127.0.0.1", p) for p in free_ports(3))))
     # connect_timeout 8 s: before, each idle connection held the listener for up to 10 s, one after the other.
     settings = NetworkSettings(connect_timeout=8, send_timeout=5, handshake_timeout=1.0)
-    transports, errors, idle = {}, {}, []
-
-    def run(role):
-        try:
-            transports[role] = NetworkTransport.connect(role, addresses, ours[role], settings)
-        except Exception as exc:  # noqa: BLE001 - inspected below
-            errors[role] = exc
-
-    threads = {role: threading.Thread(target=run, args=(role,), daemon=True) for role in "ABC"}
+    threads, transports, errors = connecting(ours, addresses, settings)
+    idle = []
     try:
         # C listens first, and IDLE silent connections reach it before B dials; then the same at B before A.
         threads["C"].start()
@@ -76,24 +103,7 @@ def test_idle_connections_do_not_hold_up_the_federation(federation_certs, free_p
 def test_a_silent_connection_is_reported_as_such_not_as_a_certificate_problem(federation_certs, free_ports):
     ours, _ = federation_certs
     addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
-    settings = NetworkSettings(connect_timeout=2.0, handshake_timeout=0.3)
-    outcome, idle = {}, []
-
-    def listen():
-        try:
-            NetworkTransport.connect("B", addresses, ours["B"], settings)
-        except PeerError as exc:
-            outcome["B"] = exc
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
-    try:
-        idle += idle_connections(addresses["B"], 1)
-        thread.join(10)
-    finally:
-        for sock in idle:
-            sock.close()
-    message = str(outcome["B"])
+    message = listener_error(ours["B"], addresses, NetworkSettings(connect_timeout=2.0, handshake_timeout=0.3), 1)
     assert message.startswith("B: connecting: A never connected to B within 2 s; refused: ")
     assert "did not complete the TLS handshake within 0.3 s" in message
     assert "certificate" not in message
@@ -146,15 +156,8 @@ def test_two_hundred_silent_connections_neither_stop_nor_delay_formation(federat
     ours, _ = federation_certs
     addresses = dict(zip("ABC", (("127.0.0.1", p) for p in free_ports(3))))
     settings = NetworkSettings(connect_timeout=20, send_timeout=5, handshake_timeout=5.0)
-    transports, errors, idle = {}, {}, []
-
-    def run(role):
-        try:
-            transports[role] = NetworkTransport.connect(role, addresses, ours[role], settings)
-        except Exception as exc:  # noqa: BLE001 - inspected below
-            errors[role] = exc
-
-    threads = {role: threading.Thread(target=run, args=(role,), daemon=True) for role in "ABC"}
+    threads, transports, errors = connecting(ours, addresses, settings)
+    idle = []
     try:
         threads["C"].start()
         idle += idle_connections(addresses["C"], 200)
@@ -187,24 +190,7 @@ def test_two_hundred_silent_connections_neither_stop_nor_delay_formation(federat
 def test_dropped_connections_are_named_with_the_reason(federation_certs, free_ports):
     ours, _ = federation_certs
     addresses = dict(zip("AB", (("127.0.0.1", p) for p in free_ports(2))))
-    outcome, idle = {}, []
-
-    def listen():
-        try:
-            NetworkTransport.connect("B", addresses, ours["B"], NetworkSettings(connect_timeout=2.0,
-                                                                                handshake_timeout=1.5))
-        except PeerError as exc:
-            outcome["B"] = exc
-
-    thread = threading.Thread(target=listen, daemon=True)
-    thread.start()
-    try:
-        idle += idle_connections(addresses["B"], 20)
-        thread.join(10)
-    finally:
-        for sock in idle:
-            sock.close()
-    message = str(outcome["B"])
+    message = listener_error(ours["B"], addresses, NetworkSettings(connect_timeout=2.0, handshake_timeout=1.5), 20)
     assert "A never connected to B within 2 s" in message
     assert "dropped: it had sent nothing while 16 silent connections from 127.0.0.1 waited" in message
     assert "certificate" not in message
