@@ -70,12 +70,26 @@ def test_prediction_values_outside_the_range(vertical_frames):
         model.predict(VerticalDataset({"A": a, "B": b.drop(columns="y")}, id_column="id"))
 
 
-@pytest.mark.parametrize("value,word", [(np.nan, "NaN"), (np.inf, "infinity")])
-def test_nan_and_infinity_name_party_column_row(value, word):
+def test_infinity_names_party_column_row():
     a, b = frames()
-    a.loc[7, "a1"] = value
-    with pytest.raises(DataError, match=rf"party A, column 'a1': {word} at row 7 \(id 1007\)"):
+    a.loc[7, "a1"] = np.inf
+    with pytest.raises(DataError, match=r"party A, column 'a1': infinity at row 7 \(id 1007\)"):
         VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+
+
+def test_a_missing_value_is_kept_by_the_data_and_refused_by_linear_models():
+    """Gradient boosting takes gaps as they are; a linear model names the first gap and says what to do."""
+    a, b = frames()
+    a.loc[7, "a1"] = np.nan
+    data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    assert np.isnan(data.features("A")[7, list(a.columns).index("a1") - 1])
+    message = r"party A, column 'a1': NaN at row 7 \(id 1007\); linear models need every value.*gradient-boosting"
+    with pytest.raises(DataError, match=message):
+        VerticalLogisticRegression(max_iter=2, key_bits=1024, insecure=True).fit(data)
+    model = VerticalLogisticRegression(max_iter=2, key_bits=1024, insecure=True)
+    model.fit(VerticalDataset({"A": frames()[0], "B": b}, label="y", id_column="id"))
+    with pytest.raises(DataError, match=message):
+        model.predict(VerticalDataset({"A": a, "B": b.drop(columns="y")}, id_column="id"))
 
 
 def test_nan_label():

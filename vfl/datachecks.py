@@ -11,7 +11,8 @@ party, the column and the row (and its id where there is one):
   feature party holds neither the label column nor the label party's weights
   (:func:`check_feature_party_columns`);
 * values (:func:`feature_values`, :func:`label_values`): features numeric, real
-  and finite; labels present and finite.
+  and finite (missing values allowed where the model takes them, :func:`check_complete`
+  refusing them for the linear models); labels present and finite.
 """
 
 from __future__ import annotations
@@ -119,8 +120,12 @@ def check_shared_id_columns(tables: dict[str, pd.DataFrame]) -> None:
                             f"which would become a feature at each party; pass id_column={column!r} (or drop it)")
 
 
-def feature_values(where: str, frame: pd.DataFrame, columns, ids=None) -> np.ndarray:
-    """``frame[columns]`` as floats: each column numeric and real, each value finite; else an error naming it."""
+def feature_values(where: str, frame: pd.DataFrame, columns, ids=None, missing: bool = False) -> np.ndarray:
+    """``frame[columns]`` as floats: each column numeric and real, each value finite; else an error naming it.
+
+    With ``missing``, NaN (a missing value) is allowed: gradient boosting takes
+    gaps as they are.  Infinity is refused either way.
+    """
     columns = list(columns)
     for column in columns:
         dtype = frame[column].dtype
@@ -131,13 +136,28 @@ def feature_values(where: str, frame: pd.DataFrame, columns, ids=None) -> np.nda
             raise DataError(f"{where}, column {column!r}: complex numbers (dtype {dtype}); the protocol "
                             "takes real values only (split the real and imaginary parts into two columns)")
     values = frame[columns].to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values)
+    bad = np.isinf(values) if missing else ~np.isfinite(values)
     if bad.any():
         row, col = map(int, np.argwhere(bad)[0])
         what = "NaN" if np.isnan(values[row, col]) else "infinity"
         raise DataError(f"{where}, column {columns[col]!r}: {what} at {_row(row, ids)}"
-                        + (f" and {int(bad.sum()) - 1} more" if bad.sum() > 1 else ""))
+                        + (f" and {int(bad.sum()) - 1} more" if bad.sum() > 1 else "")
+                        + ("" if missing or what != "NaN" else f"; {NO_GAPS}"))
     return values
+
+
+#: Why a linear model refuses a missing value, and what to do.
+NO_GAPS = ("linear models need every value: fill the gaps first, or use a gradient-boosting model "
+           "(vfl.VerticalGradientBoostingClassifier / Regressor), which takes missing values as they are")
+
+
+def check_complete(where: str, values: np.ndarray, columns, ids=None) -> None:
+    """Refuse a missing value (NaN) in ``values``, naming the column and the row (for the linear models)."""
+    gaps = np.isnan(values)
+    if gaps.any():
+        row, col = map(int, np.argwhere(gaps)[0])
+        raise DataError(f"{where}, column {list(columns)[col]!r}: NaN at {_row(row, ids)}"
+                        + (f" and {int(gaps.sum()) - 1} more" if gaps.sum() > 1 else "") + f"; {NO_GAPS}")
 
 
 def label_values(where: str, column: pd.Series, ids=None) -> np.ndarray:

@@ -11,8 +11,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from vfl.datachecks import (canonical_ids, check_columns, check_shared_id_columns, feature_values, label_values,
-                             show as _show)
+from vfl.datachecks import (canonical_ids, check_columns, check_complete, check_shared_id_columns, feature_values,
+                             label_values, show as _show)
 from vfl.errors import DataError
 
 
@@ -33,6 +33,10 @@ class VerticalDataset:
     id_column : str, optional
         A column present in every frame; the ids must be the same, in the same order.
         It is checked and then dropped from the features.
+
+    Feature values must be numbers; a missing value (NaN) is kept as it is, for
+    the gradient-boosting models, and refused by the linear ones at ``fit`` and
+    ``predict`` (naming the party, column and row).
 
     Attributes
     ----------
@@ -87,7 +91,7 @@ class VerticalDataset:
             drop = [c for c in (id_column, label) if c is not None and c in frame.columns]
             self._frames[party] = frame.drop(columns=drop)
         for party, frame in self._frames.items():
-            feature_values(f"party {party}", frame, frame.columns, self.ids)
+            feature_values(f"party {party}", frame, frame.columns, self.ids, missing=True)
 
     def _check_ids(self, tables: dict[str, pd.DataFrame]) -> np.ndarray:
         """Each party's ids present, not blank, distinct, and the same row by row (compared as canonical ids)."""
@@ -127,6 +131,11 @@ class VerticalDataset:
             raise DataError(f"this data set has {len(self.feature_parties)} feature parties "
                             f"{list(self.feature_parties)}: use feature_parties")
         return self.feature_parties[0] if self.feature_parties else None
+
+    def require_complete(self) -> None:
+        """Refuse a missing value (NaN) in any party's columns, naming it: the linear models need every value."""
+        for party in self.parties:
+            check_complete(f"party {party}", self.features(party), self.columns(party), self.ids)
 
     def columns(self, party: str) -> list[str]:
         return [str(c) for c in self._frame(party).columns]
@@ -173,3 +182,14 @@ def _as_frame(party: str, frame) -> pd.DataFrame:
         raise DataError(f"party {party}: the frame is empty (no rows)")
     check_columns(f"party {party}", table)
     return table.reset_index(drop=True)
+
+
+def check_fit_arguments(data, y) -> None:
+    """Answer scikit-learn's ``fit(X, y)`` with what vertical data looks like here; a fit needs labels."""
+    usage = ("pass VerticalDataset({'A': frame_a, 'B': frame_b}, label='y', id_column='id') instead of (X, y), "
+             "with the label column inside the labelled party's frame")
+    if y is not None:
+        raise DataError(f"fit takes a VerticalDataset that holds the labels, not scikit-learn's (X, y) "
+                        f"(got {type(data).__name__}, {type(y).__name__}): {usage}")
+    if not isinstance(data, VerticalDataset):
+        raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}: {usage}")

@@ -86,3 +86,41 @@ def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, featu
                                                frac_bits, engine, roster, **packed)
     programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster, **packed)
     return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+
+
+def boost(parties: Mapping[str, object], settings, roster: Roster, transcript: Transcript | None = None,
+          engine=None, on_message=None, n_jobs=None, on_iteration=None) -> dict:
+    """Gradient boosting in-process (no coordinator); returns the label party's result.
+
+    ``parties`` maps every data party's name to its
+    :class:`~vfl.parties.boosting.BoostingFeatureParty` or, for ``roster.label``, its
+    :class:`~vfl.parties.boosting.BoostingLabelParty`.  ``on_iteration(iteration,
+    state)`` is called with the label party's state after each iteration.
+    """
+    from vfl.protocols.boosting import run_feature, run_label
+
+    roster = roster.without_coordinator()
+    plan = compute.capture(n_jobs)
+    transcript = transcript if transcript is not None else Transcript()
+    network, ep = _endpoints(roster, transcript, on_message)
+    programs = {name: (lambda name=name: run_feature(ep[name], parties[name], settings, roster, engine=engine))
+                for name in roster.features}
+    programs[roster.label] = lambda: run_label(ep[roster.label], parties[roster.label], settings, roster,
+                                               on_iteration=on_iteration, engine=engine)
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+
+
+def predict_boosted(parties: Mapping[str, object], codes: Mapping[str, np.ndarray], roster: Roster,
+                    transcript: Transcript | None = None, n_jobs=None) -> np.ndarray:
+    """Raw scores (rows, trees per iteration) of new rows (``codes``: each party's binned rows), at the label party."""
+    from vfl.protocols.boosting import predict_feature, predict_label
+
+    roster = roster.without_coordinator()
+    plan = compute.capture(n_jobs)
+    transcript = transcript if transcript is not None else Transcript()
+    network, ep = _endpoints(roster, transcript)
+    programs = {name: (lambda name=name: predict_feature(ep[name], parties[name], codes[name], roster))
+                for name in roster.features}
+    programs[roster.label] = lambda: predict_label(ep[roster.label], parties[roster.label], codes[roster.label],
+                                                   roster)
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]

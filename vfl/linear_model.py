@@ -19,7 +19,7 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import inprocess
 from vfl.crypto import FixedPoint, compute, get_engine
-from vfl.dataset import VerticalDataset
+from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
@@ -133,7 +133,8 @@ class _VerticalLinearModel(BaseEstimator):
         -------
         self
         """
-        _check_fit_arguments(data, y)
+        check_fit_arguments(data, y)
+        data.require_complete()
         settings = dataclasses.replace(self._settings(), sample_weighted=sample_weight is not None)
         self._check_run_params()
         if data.label is None:
@@ -303,6 +304,7 @@ class _VerticalLinearModel(BaseEstimator):
                                      "pass early_stopping=True as well")
         if not isinstance(validation, VerticalDataset) or set(validation.parties) != set(data.parties):
             raise DataError(f"validation must be a VerticalDataset with the parties {list(data.parties)}")
+        validation.require_complete()
         if validation.label_party != roster.label:
             raise DataError(f"the validation data must hold the label {data.label!r} in party {roster.label}'s frame")
         for name, party in parties.items():
@@ -342,6 +344,7 @@ class _VerticalLinearModel(BaseEstimator):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
         if not isinstance(data, VerticalDataset):
             raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
+        data.require_complete()
         if set(data.parties) != set(self.feature_names_):
             raise DataError(f"prediction data has parties {list(data.parties)}, "
                             f"the model was trained with {list(self.feature_names_)}")
@@ -639,17 +642,6 @@ class VerticalLogisticRegression(_VerticalLinearModel):
         """Accuracy of the predictions on ``data``."""
         predicted = self.predict(data)
         return float(accuracy_score(_labels(data, y), predicted))
-
-
-def _check_fit_arguments(data, y) -> None:
-    """Answer scikit-learn's ``fit(X, y)`` with what vertical data looks like here."""
-    usage = ("pass VerticalDataset({'A': frame_a, 'B': frame_b}, label='y', id_column='id') instead of (X, y), "
-             "with the label column inside the labelled party's frame")
-    if y is not None:
-        raise DataError(f"fit takes a VerticalDataset that holds the labels, not scikit-learn's (X, y) "
-                        f"(got {type(data).__name__}, {type(y).__name__}): {usage}")
-    if not isinstance(data, VerticalDataset):
-        raise DataError(f"fit takes a VerticalDataset, got {type(data).__name__}: {usage}")
 
 
 def _scaled(scalers: dict | None, name: str, features) -> np.ndarray:

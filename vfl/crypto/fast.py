@@ -111,6 +111,28 @@ def _split(count: int, parts: int) -> list:
     return bounds
 
 
+def lanes(plan, cost: float) -> int:
+    """Workers worth using for a call of ``cost`` multiplications: each task at least the plan's minimum."""
+    count = max(1, plan.workers)
+    if plan.min_task:
+        count = min(count, max(1, int(cost // plan.min_task)))
+    return count
+
+
+def task_ranges(count: int, unit_cost: float, max_per_task: int) -> list:
+    """Ranges to cut ``count`` items into under this thread's plan: one if the call is small, else at least one
+    per worker (each at most ``max_per_task`` items); ``unit_cost`` is an item's modular multiplications."""
+    plan = compute.current()
+    cost = count * unit_cost
+    ways = lanes(plan, cost) if cost >= plan.threshold else 1
+    if ways < 2:
+        parts = -(-count // max_per_task) if count else 1
+    else:
+        per_worker = -(-count // ways)
+        parts = ways * max(1, -(-per_worker // max_per_task))
+    return _split(count, parts)
+
+
 class FastEngine:
     """Batched Paillier arithmetic at speed; see the module docstring.
 
@@ -135,26 +157,6 @@ class FastEngine:
         self._crt: dict = {}
 
     # -- helpers -----------------------------------------------------------------
-    @staticmethod
-    def _lanes(plan, cost: float) -> int:
-        """Workers worth using for a call of ``cost`` multiplications: each task at least the plan's minimum."""
-        lanes = max(1, plan.workers)
-        if plan.min_task:
-            lanes = min(lanes, max(1, int(cost // plan.min_task)))
-        return lanes
-
-    def _tasks(self, count: int, unit_cost: float, max_per_task: int) -> list:
-        """Ranges to cut ``count`` items into: one if the call is small, else at least one per worker."""
-        plan = compute.current()
-        cost = count * unit_cost
-        lanes = self._lanes(plan, cost) if cost >= plan.threshold else 1
-        if lanes < 2:
-            parts = -(-count // max_per_task) if count else 1
-        else:
-            per_worker = -(-count // lanes)
-            parts = lanes * max(1, -(-per_worker // max_per_task))
-        return _split(count, parts)
-
     def _thread_map(self, fn, items: list, min_items: int = 4) -> list:
         """``[fn(x) for x in items]`` on two threads that release the GIL inside ``powmod``."""
         count = compute.threads()
@@ -175,7 +177,7 @@ class FastEngine:
         missing = count - len(taken)
         if missing:
             n = int(public_key.n)
-            ranges = self._tasks(missing, 100, MAX_OBFUSCATORS_PER_TASK)
+            ranges = task_ranges(missing, 100, MAX_OBFUSCATORS_PER_TASK)
             large = missing >= LARGE_COMB_CALL
             for chunk in workers.run(_task_obfuscators, [(n, hi - lo, large) for lo, hi in ranges]):
                 taken.extend(chunk)
@@ -186,7 +188,7 @@ class FastEngine:
         if self.pool is not None and self.pool.available(public_key):
             return _combine(public_key.n, plaintexts, self.obfuscators(public_key, len(plaintexts)))
         n = int(public_key.n)
-        ranges = self._tasks(len(plaintexts), 100, MAX_OBFUSCATORS_PER_TASK)
+        ranges = task_ranges(len(plaintexts), 100, MAX_OBFUSCATORS_PER_TASK)
         out = []
         large = len(plaintexts) >= LARGE_COMB_CALL
         for chunk in workers.run(_task_encrypt, [(n, plaintexts[lo:hi], large) for lo, hi in ranges]):
@@ -199,7 +201,7 @@ class FastEngine:
             n2 = public_key.nsquare
             return [c * o % n2 for c, o in zip(ciphertexts, self.obfuscators(public_key, len(ciphertexts)))]
         n = int(public_key.n)
-        ranges = self._tasks(len(ciphertexts), 100, MAX_OBFUSCATORS_PER_TASK)
+        ranges = task_ranges(len(ciphertexts), 100, MAX_OBFUSCATORS_PER_TASK)
         out = []
         large = len(ciphertexts) >= LARGE_COMB_CALL
         for chunk in workers.run(_task_rerandomize, [(n, ciphertexts[lo:hi], large) for lo, hi in ranges]):
@@ -225,7 +227,7 @@ class FastEngine:
         """``prod c_i mod n^2``: the encryption of the sum (one ciphertext)."""
         ciphertexts = list(ciphertexts)
         n2 = public_key.nsquare
-        ranges = self._tasks(len(ciphertexts), 1, 1 << 20)
+        ranges = task_ranges(len(ciphertexts), 1, 1 << 20)
         parts = workers.run(_task_product, [(int(n2), ciphertexts[lo:hi]) for lo, hi in ranges])
         return multiexp.product(parts, n2)
 
@@ -261,21 +263,21 @@ class FastEngine:
         """
         plan = compute.current()
         m = len(bits)
-        w = self._lanes(plan, 5.0 * rows * m)           # about 5 multiplications per term
+        w = lanes(plan, 5.0 * rows * m)           # about 5 multiplications per term
         everything = list(range(m))
         t, _ = multiexp.best_subset(max(1, -(-rows // max(1, w))), bits)
         small = multiexp.subset_cost(rows, bits, t) < plan.threshold or w < 2
-        lanes = 1 if small else w
+        used = 1 if small else w
 
         def row_chunks(limit: int) -> list:
-            parts = max(lanes, -(-rows // limit)) if rows else 1
+            parts = max(used, -(-rows // limit)) if rows else 1
             if not small:
                 parts = -(-parts // w) * w
             return _split(rows, parts) if rows else [(0, 0)]
 
         def estimate(tasks, cost) -> tuple:
             costs = [cost(lo, hi, cols) for lo, hi, cols in tasks]
-            return max(sum(costs) / min(lanes, len(tasks)), max(costs)), sum(costs)
+            return max(sum(costs) / min(used, len(tasks)), max(costs)), sum(costs)
 
         options = []
         chunks = row_chunks(multiexp.subset_chunk_rows(t))
@@ -310,7 +312,7 @@ class FastEngine:
         ciphertexts = list(ciphertexts)
         plan = compute.current()
         if plan.kind == "joblib" and plan.send_private_key:
-            ranges = self._tasks(len(ciphertexts), DECRYPT_COST, MAX_DECRYPTIONS_PER_TASK)
+            ranges = task_ranges(len(ciphertexts), DECRYPT_COST, MAX_DECRYPTIONS_PER_TASK)
             if len(ranges) > 1:
                 p, q = int(private_key.p), int(private_key.q)
                 out = []

@@ -2,6 +2,8 @@
 
 A federation has one *label party* (B: columns and the labels), one *coordinator*
 (C: the key pair) and any number ``K >= 1`` of *feature parties* (columns only).
+Gradient boosting has no coordinator (the label party holds the key pair): its
+roster's ``coordinator`` is ``None``.
 The names are the transport's role names, so transcripts, errors and narration
 speak of "telco", not of "A2".  Yang et al. 2019's two-party setting is
 :data:`TWO_PARTY`: feature party "A", label party "B", coordinator "C".
@@ -27,13 +29,13 @@ class Roster:
         The feature parties, in a fixed order every party agrees on.
     label : str
         The label party.
-    coordinator : str
-        The key holder.
+    coordinator : str or None
+        The key holder of the linear protocols; ``None`` for gradient boosting.
     """
 
     features: tuple[str, ...] = ("A",)
     label: str = "B"
-    coordinator: str = "C"
+    coordinator: str | None = "C"
 
     def __post_init__(self):
         object.__setattr__(self, "features", tuple(self.features))
@@ -53,13 +55,13 @@ class Roster:
 
     @property
     def everyone(self) -> tuple[str, ...]:
-        return (*self.features, self.label, self.coordinator)
+        return (*self.features, self.label) + ((self.coordinator,) if self.coordinator is not None else ())
 
     def role_of(self, name: str) -> str:
         """``"feature"``, ``"label"`` or ``"coordinator"``."""
         if name == self.label:
             return "label"
-        if name == self.coordinator:
+        if self.coordinator is not None and name == self.coordinator:
             return "coordinator"
         if name in self.features:
             return "feature"
@@ -68,8 +70,12 @@ class Roster:
     def peers(self, name: str) -> tuple[str, ...]:
         """Whom ``name`` exchanges messages with: a feature party only with B and C."""
         if self.role_of(name) == "feature":
-            return (self.label, self.coordinator)
+            return tuple(n for n in (self.label, self.coordinator) if n is not None)
         return tuple(n for n in self.everyone if n != name)
+
+    def without_coordinator(self) -> "Roster":
+        """The same data parties with no coordinator (gradient boosting)."""
+        return Roster(self.features, self.label, None)
 
 
 #: Yang et al.'s three parties: A (features), B (features and labels), C (coordinator).

@@ -1,0 +1,317 @@
+"""Scikit-learn style gradient-boosted trees across parties (SecureBoost, Cheng et al. 2019).
+
+Thin: they validate, build the parties, run the boosting protocol in-process
+(:mod:`vfl.protocols.boosting`) and expose the fitted attributes.  Parameter
+names follow scikit-learn's ``HistGradientBoostingClassifier``; the arithmetic
+lives in :mod:`vfl.parties.boosting`, and :mod:`vfl.centralized_boosting` is
+the same boosting on the pooled table, which the federated trees equal split
+for split.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.metrics import accuracy_score, r2_score
+
+from vfl import inprocess
+from vfl.crypto import compute, get_engine
+from vfl.dataset import VerticalDataset, check_fit_arguments
+from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.parties.boosting.feature_party import BoostingFeatureParty
+from vfl.parties.boosting.label_party import BoostingLabelParty
+from vfl.protocols import Roster
+from vfl.protocols.boosting import BoostingSettings
+from vfl.transport import Transcript
+
+
+class _VerticalGradientBoosting(BaseEstimator):
+    _loss = ""
+
+    def __init__(self, *, learning_rate=0.1, max_iter=100, max_leaf_nodes=None, max_depth=3, min_samples_leaf=20,
+                 l2_regularization=0.0, min_child_weight=1e-3, max_bins=32, early_stopping="auto", scoring="loss",
+                 validation_fraction=0.1, n_iter_no_change=10, tol=1e-7, random_state=None, hide_membership=False,
+                 label_party_trees=1, key_bits=2048, insecure=False, frac_bits=32, engine=None, verbose=False,
+                 n_jobs=None):
+        self.learning_rate = learning_rate
+        self.max_iter = max_iter
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_depth = max_depth
+        self.min_samples_leaf = min_samples_leaf
+        self.l2_regularization = l2_regularization
+        self.min_child_weight = min_child_weight
+        self.max_bins = max_bins
+        self.early_stopping = early_stopping
+        self.scoring = scoring
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.random_state = random_state
+        self.hide_membership = hide_membership
+        self.label_party_trees = label_party_trees
+        self.key_bits = key_bits
+        self.insecure = insecure
+        self.frac_bits = frac_bits
+        self.engine = engine
+        self.verbose = verbose
+        self.n_jobs = n_jobs
+
+    def _settings(self) -> BoostingSettings:
+        return BoostingSettings(
+            loss=self._loss, max_iter=self.max_iter, learning_rate=self.learning_rate, max_depth=self.max_depth,
+            max_leaf_nodes=self.max_leaf_nodes, max_bins=self.max_bins, l2_regularization=self.l2_regularization,
+            min_samples_leaf=self.min_samples_leaf, min_child_weight=self.min_child_weight,
+            early_stopping=self.early_stopping, validation_fraction=self.validation_fraction,
+            n_iter_no_change=self.n_iter_no_change, tol=self.tol, scoring=self.scoring,
+            random_state=self.random_state, hide_membership=self.hide_membership,
+            label_party_trees=self.label_party_trees, key_bits=self.key_bits, insecure=self.insecure,
+            frac_bits=self.frac_bits)
+
+    def _check_run_params(self) -> None:
+        if self.engine is not None:
+            try:
+                get_engine(self.engine) if isinstance(self.engine, str) else None
+            except ValueError as exc:
+                raise ConfigurationError(str(exc)) from None
+        if not isinstance(self.verbose, (bool, np.bool_)):
+            raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
+        compute.check_n_jobs(self.n_jobs)
+
+    # -- fitting -------------------------------------------------------------------------------
+    def fit(self, data: VerticalDataset, y=None):
+        """Boost on aligned vertical data; the party holding the label is the label party.
+
+        Parameters
+        ----------
+        data : VerticalDataset
+            Every party's frame, the label column inside one of them; missing values
+            (NaN) are taken as they are.
+        y : None
+            Not used: present only to answer scikit-learn's ``fit(X, y)``.
+
+        Returns
+        -------
+        self
+        """
+        check_fit_arguments(data, y)
+        settings = self._settings()
+        self._check_run_params()
+        if data.label is None or data.label_party is None:
+            raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column'), "
+                            "in one party's frame")
+        roster = Roster(data.feature_parties, data.label_party, None)
+        parties = {k: BoostingFeatureParty(data.features(k), k, data.columns(k), max_bins=settings.max_bins)
+                   for k in roster.features}
+        label = BoostingLabelParty(data.features(roster.label), data.labels, roster.label,
+                                   data.columns(roster.label), max_bins=settings.max_bins)
+        parties[roster.label] = label
+        self.transcript_ = Transcript()
+        bar = _Progress(settings.max_iter) if self.verbose else None
+        result = inprocess.boost(parties, settings, roster, self.transcript_, engine=self.engine, n_jobs=self.n_jobs,
+                                 on_iteration=bar and bar.update)
+        if bar:
+            bar.close()
+        self._parties = parties
+        self._roster = roster
+        self.label_party_ = roster.label
+        self.feature_parties_ = roster.features
+        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self.n_iter_ = result["n_iter"]
+        self.n_trees_per_iteration_ = label.n_trees
+        self.validation_score_ = np.asarray(result["validation_scores"], dtype=np.float64)
+        self.baseline_ = label.baseline.copy()
+        self._after_fit(label)
+        return self
+
+    def _after_fit(self, label: BoostingLabelParty) -> None:
+        pass
+
+    @property
+    def feature_importances_(self) -> dict:
+        """Every party's columns' share of the total split gain (all shares sum to 1), by party.
+
+        The label party computes them: its own splits' gains by column, and each
+        feature party's by the column index that party named for its split.
+        """
+        self._check_fitted()
+        label = self._parties[self.label_party_]
+        totals = {name: np.zeros(len(columns)) for name, columns in self.feature_names_.items()}
+        order = self._roster.data_parties
+        for entry in label.trees:
+            tree = entry["tree"]
+            for node in np.flatnonzero(tree.left >= 0).tolist():
+                owner = order[int(tree.owner[node])]
+                column = entry["splits"][node][0] if owner == self.label_party_ else entry["foreign"][node]
+                totals[owner][column] += tree.gain[node]
+        grand = sum(t.sum() for t in totals.values())
+        return {name: (t / grand if grand > 0 else t) for name, t in totals.items()}
+
+    @property
+    def trees_(self) -> list:
+        """The label party's view of every tree: shape, owners (data-party index), leaf values, gains."""
+        self._check_fitted()
+        return [entry["tree"] for entry in self._parties[self.label_party_].trees]
+
+    # -- prediction ---------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "n_iter_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _raw(self, data: VerticalDataset) -> np.ndarray:
+        """Raw scores (rows, trees per iteration) by private prediction: only the label party learns them."""
+        self._check_fitted()
+        if not isinstance(data, VerticalDataset):
+            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
+        if set(data.parties) != set(self.feature_names_):
+            raise DataError(f"prediction data has parties {list(data.parties)}, "
+                            f"the model was trained with {list(self.feature_names_)}")
+        self._check_run_params()
+        codes = {}
+        for name, trained in self.feature_names_.items():
+            given = data.columns(name)
+            if not (data.positional.get(name) and len(given) == len(trained)) and given != trained:
+                missing = [c for c in trained if c not in given]
+                extra = [c for c in given if c not in trained]
+                raise DataError(f"party {name}: prediction columns differ from training "
+                                f"(missing {missing}, unexpected {extra}, or another order)")
+            codes[name] = self._parties[name].bin_new(data.features(name))
+        return inprocess.predict_boosted(self._parties, codes, self._roster, n_jobs=self.n_jobs)
+
+
+class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
+    """Gradient-boosted trees for classification across parties, the label party holding the key.
+
+    Binary log loss, or the multinomial log loss (one tree per class and
+    iteration) with three classes or more.  Each party bins its own columns
+    (``max_bins`` bins, one more for missing values, whose direction every split
+    learns); the label party encrypts gradients and hessians under its own
+    Paillier key, the feature parties return encrypted sums of their split
+    candidates (shuffled), and the label party picks every split.  The trees
+    equal those of :func:`vfl.centralized_boosting.fit_boosting` on the pooled
+    bins, split for split.
+
+    Parameters
+    ----------
+    learning_rate : float, default=0.1
+        Shrinkage of every leaf value, in (0, 1].
+    max_iter : int, default=100
+        Boosting iterations.
+    max_leaf_nodes : int or None, default=None
+        Leaves per tree at most; ``None`` grows depth-wise to ``max_depth``, an
+        integer best-first (highest gain first, as scikit-learn's).
+    max_depth : int or None, default=3
+        Depth of a tree at most (root at depth 0).
+    min_samples_leaf : int, default=20
+    l2_regularization : float, default=0.0
+    min_child_weight : float, default=1e-3
+        Hessian sum each child must hold (XGBoost's name).
+    max_bins : int, default=32
+        Bins per column for non-missing values (2 to 255).
+    early_stopping : "auto" or bool, default="auto"
+        Hold out ``validation_fraction`` of the rows (chosen from
+        ``random_state``, never from the labels) and stop when ``n_iter_no_change``
+        iterations did not improve ``scoring`` by ``tol``; ``"auto"``: from 10,000 rows.
+    scoring : {"loss", "roc_auc", "accuracy"}, default="loss"
+    validation_fraction : float, default=0.1
+    n_iter_no_change : int, default=10
+    tol : float, default=1e-7
+    random_state : int or None, default=None
+        Seed of the validation split only (never of any cryptographic randomness).
+    hide_membership : bool, default=False
+        A feature party learns no row's node (the label party sends one packed
+        ciphertext per row and round instead); costs about one encryption per row
+        per tree level.  See docs/trees.md.
+    label_party_trees : int, default=1
+        The first iterations split on the label party's own columns only.
+    key_bits : int, default=2048
+    insecure : bool, default=False
+        Allow ``key_bits`` below 2048 (teaching and tests).
+    frac_bits : int, default=32
+        Fixed point of the gradients and hessians.
+    engine : str, optional
+        The crypto engine ("fast", "simple").
+    verbose : bool, default=False
+        A progress bar over the iterations.
+    n_jobs : int or None, default=None
+        Workers for the encrypted work, scikit-learn's meaning.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    n_iter_ : int
+    n_trees_per_iteration_ : int
+    validation_score_ : ndarray
+        The score of the validation rows after each iteration (higher is better;
+        ``"loss"`` negated), when early stopping held rows out.
+    feature_importances_ : dict of party name to ndarray
+        Each column's share of the total split gain.
+    trees_ : list of Tree
+        The label party's view of the trees.
+    transcript_ : Transcript
+        Every message of the training.
+    label_party_, feature_parties_, feature_names_
+    """
+
+    _loss = "log_loss"
+
+    def _after_fit(self, label: BoostingLabelParty) -> None:
+        self.classes_ = label.classes.copy()
+
+    def decision_function(self, data: VerticalDataset) -> np.ndarray:
+        """Raw scores: shape (n,) for two classes, (n, n_classes) for more."""
+        raw = self._raw(data)
+        return raw[:, 0] if raw.shape[1] == 1 else raw
+
+    def predict_proba(self, data: VerticalDataset) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes), as scikit-learn's classifiers."""
+        raw = self._raw(data)
+        if raw.shape[1] == 1:
+            p = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
+            return np.column_stack([1 - p, p])
+        e = np.exp(raw - raw.max(axis=1, keepdims=True))
+        return e / e.sum(axis=1, keepdims=True)
+
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        return self.classes_[np.argmax(self.predict_proba(data), axis=1)]
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """Accuracy on ``data`` (which holds the labels)."""
+        if data.labels is None:
+            raise DataError("score needs the labels: name the label column in the VerticalDataset")
+        return float(accuracy_score(data.labels, self.predict(data)))
+
+
+class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
+    """Gradient-boosted trees for regression (squared error) across parties.
+
+    The same parameters as :class:`VerticalGradientBoostingClassifier`, with
+    ``scoring`` one of ``"loss"`` and ``"r2"``.  The label party scales its
+    targets by a power of two privately (see :mod:`vfl.parties.boosting.loss`),
+    which changes no split.
+    """
+
+    _loss = "squared_error"
+
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        return self._raw(data)[:, 0]
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """R^2 on ``data`` (which holds the targets)."""
+        if data.labels is None:
+            raise DataError("score needs the targets: name the label column in the VerticalDataset")
+        return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))
+
+
+class _Progress:
+    """A progress bar over the boosting iterations (``verbose=True``)."""
+
+    def __init__(self, total: int):
+        from tqdm.auto import tqdm
+
+        self.bar = tqdm(total=total, desc="vfl boosting", unit="iteration")
+
+    def update(self, iteration: int, state: dict) -> None:
+        self.bar.update(1)
+
+    def close(self) -> None:
+        self.bar.close()

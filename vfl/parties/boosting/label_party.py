@@ -1,0 +1,194 @@
+"""The label party of gradient boosting: labels, the key pair, the trees' shapes and leaf values.
+
+It computes every row's gradient and hessian (:mod:`~vfl.parties.boosting.loss`),
+quantizes and encrypts them under its own Paillier key, and decrypts only sums:
+the left sums of the feature parties' split candidates, which come shuffled, so
+that it knows a candidate only as "party k, its candidate j".  Its own columns'
+candidates it sums in the clear.  It grows every tree
+(:class:`~vfl.parties.boosting.TreeGrower`), keeps the leaf values, and at
+prediction combines the parties' leaf masks into each row's leaf.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfl.crypto import Context, FixedPoint, generate_keypair
+from vfl.errors import DataError, ProtocolError
+from vfl.parties.binning import Binner
+from vfl.parties.boosting import layout
+from vfl.parties.boosting.loss import Loss, loss_from_dict, make_loss, quantize
+from vfl.parties.boosting.splits import CandidateTable, SplitRules, best, flat_bins, gains, goes_left, histogram
+from vfl.parties.boosting.tree import Tree, allowed_leaves, leaf_of
+
+
+class BoostingLabelParty:
+    """The label party's state in a boosting run.
+
+    Parameters
+    ----------
+    features : array (rows, columns)
+        Its aligned rows, in its own units; NaN is a missing value.
+    labels : array (rows,)
+        Class values (log loss) or real targets (squared error).
+    role : str
+    columns : list of str, optional
+    binner : Binner, optional
+        Thresholds fitted earlier; by default fitted on ``features`` with ``max_bins``.
+    max_bins : int
+    """
+
+    def __init__(self, features, labels, role: str = "B", columns=None, binner: Binner | None = None,
+                 max_bins: int = 32):
+        self.role = role
+        self.columns = list(columns) if columns is not None else [f"x{j}" for j in range(np.shape(features)[1])]
+        where = f"party {role}"
+        self.binner = binner if binner is not None else Binner(max_bins).fit(features, where, self.columns)
+        self.codes = self.binner.transform(features, where, self.columns)
+        self.n_rows = len(self.codes)
+        self.labels = None if labels is None else np.asarray(labels)
+        self.table = CandidateTable(self.binner.n_bins_, self.binner.has_missing_)
+        self.flat = flat_bins(self.codes, self.binner.n_bins_, self.binner.missing_code)
+        self.context: Context | None = None
+        #: trees in training order: {"tree": Tree, "splits": {node: (feature, bin, missing_left)}}
+        self.trees: list[dict] = []
+        self.classes: np.ndarray | None = None
+        self.loss: Loss | None = None
+        self.baseline: np.ndarray | None = None
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.columns)
+
+    # -- set-up ----------------------------------------------------------------------------
+    def make_keys(self, key_bits: int, insecure: bool = False, engine=None) -> bytes:
+        """A fresh key pair (kept here); returns the public key's bytes."""
+        public, private = generate_keypair(key_bits, insecure=insecure)
+        self.context = Context(public, FixedPoint(), private_key=private, engine=engine)
+        return public.to_bytes()
+
+    def start(self, loss_name: str, train_rows: np.ndarray, validation_rows: np.ndarray) -> None:
+        """Encode the targets, choose the loss and the baseline from the training rows."""
+        self.train_rows = np.asarray(train_rows, dtype=np.int64)
+        self.validation_rows = np.asarray(validation_rows, dtype=np.int64)
+        if loss_name == "log_loss":
+            self.classes, self.y = np.unique(self.labels, return_inverse=True)
+            if len(self.classes) < 2:
+                raise DataError(f"party {self.role}: the label column holds one class only "
+                                f"({self.classes[0]!r}); a classifier needs two or more")
+            self.loss = make_loss(loss_name, len(self.classes))
+        else:
+            try:
+                self.y = np.asarray(self.labels, dtype=np.float64)
+            except (TypeError, ValueError):
+                raise DataError(f"party {self.role}: the label column holds values that are not numbers; a "
+                                "regressor needs real targets") from None
+            self.loss = make_loss(loss_name, y=self.y[self.train_rows])
+        self.baseline = self.loss.baseline(self.y[self.train_rows])
+        self.raw = np.tile(self.baseline, (self.n_rows, 1))
+
+    @property
+    def n_trees(self) -> int:
+        """Trees per iteration: one per class for the multinomial log loss, else one."""
+        return self.loss.n_trees
+
+    # -- gradients ---------------------------------------------------------------------------
+    def gradients(self, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:
+        """Quantized gradients and hessians of every row (zero outside the training rows), (rows, trees)."""
+        g, h = self.loss.gradients(self.raw[self.train_rows], self.y[self.train_rows])
+        big_g = np.zeros((self.n_rows, self.n_trees), dtype=np.int64)
+        big_h = np.zeros_like(big_g)
+        big_g[self.train_rows] = quantize(g, frac_bits)
+        big_h[self.train_rows] = quantize(h, frac_bits, "hessian")
+        return big_g, big_h
+
+    def encrypt_classes(self, big_g: np.ndarray, big_h: np.ndarray, classes: range, frac_bits: int) -> list:
+        """One ciphertext per training row holding ``(G_k, H_k)`` of ``classes`` (standard mode)."""
+        group = layout.class_group(classes, len(self.train_rows), frac_bits)
+        values = np.empty((len(self.train_rows), 2 * len(classes)), dtype=np.int64)
+        values[:, 0::2] = big_g[self.train_rows][:, classes.start:classes.stop]
+        values[:, 1::2] = big_h[self.train_rows][:, classes.start:classes.stop]
+        return self.context.engine.encrypt(self.context.public_key, group.pack(values))
+
+    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int) -> list:
+        """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere."""
+        n_train = len(self.train_rows)
+        position = np.full(self.n_rows, -1, dtype=np.int64)
+        for slot, node in enumerate(nodes):
+            position[node.rows] = slot
+        values = np.zeros((n_train, 3 * len(nodes)), dtype=np.int64)
+        where = position[self.train_rows]
+        inside = np.flatnonzero(where >= 0)
+        rows = self.train_rows[inside]
+        values[inside, 3 * where[inside]] = g[rows]
+        values[inside, 3 * where[inside] + 1] = h[rows]
+        values[inside, 3 * where[inside] + 2] = 1
+        group = layout.node_group(range(len(nodes)), n_train, frac_bits)
+        return self.context.engine.encrypt(self.context.public_key, group.pack(values))
+
+    # -- splits ---------------------------------------------------------------------------------
+    def own_best(self, node, values: np.ndarray, rules: SplitRules) -> tuple[float, tuple | None]:
+        """The best split of ``node`` on this party's columns: ``(gain, (feature, bin, missing_left))``."""
+        hist = histogram(self.flat, node.rows, values, self.table.size)
+        left = self.table.left_sums(hist)
+        gain, tied = best(gains(left[:, 0], left[:, 1], node.g, node.h, rules, left[:, 2], len(node.rows)))
+        if not len(tied):
+            return -np.inf, None
+        i = int(tied[0])
+        return gain, (int(self.table.feature[i]), int(self.table.bin[i]), bool(self.table.missing_left[i]))
+
+    def decrypt_groups(self, ciphertexts: list, group, count: int) -> np.ndarray:
+        """``count`` groups of signed sums from combined ciphertexts (rows: groups, columns: slots)."""
+        per = group.per_plaintext(self.context.public_key.key_bits)
+        if len(ciphertexts) != -(-count // per):
+            raise ProtocolError(f"{self.role}: {len(ciphertexts)} combined ciphertexts for {count} candidates")
+        residues = self.context.engine.decrypt(self.context.private_key, ciphertexts)
+        return group.unpack(residues, self.context.public_key.n, count, per)
+
+    def split_rows(self, node, split: tuple) -> np.ndarray:
+        """Directions of ``node``'s rows at one of this party's own splits."""
+        return goes_left(self.codes[node.rows], self.binner.missing_code, *split)
+
+    # -- trees and scores --------------------------------------------------------------------------
+    def add_tree(self, tree: Tree, own_splits: dict, column: int, leaves_of_train: np.ndarray,
+                 foreign: dict | None = None) -> None:
+        """Record a finished tree and add its leaf values to the training rows' raw scores (column ``column``).
+
+        ``foreign`` maps each feature party's split node to that party's column index.
+        """
+        self.trees.append({"tree": tree, "splits": own_splits, "foreign": dict(foreign or {})})
+        self.raw[self.train_rows, column] += tree.value[tree.leaves][leaves_of_train]
+
+    def own_masks(self, index: int, codes: np.ndarray) -> np.ndarray:
+        """Per row of ``codes``, the leaves this party's splits allow in tree ``index``."""
+        entry = self.trees[index]
+        tree = entry["tree"]
+        own = {node: goes_left(codes, self.binner.missing_code, *split) for node, split in entry["splits"].items()}
+        return allowed_leaves(tree.left, tree.right, len(codes), own)
+
+    def leaf_values(self, index: int, codes: np.ndarray, others: list) -> np.ndarray:
+        """The leaf value of each row in tree ``index``, from this party's mask and the others' masks."""
+        tree = self.trees[index]["tree"]
+        leaves = leaf_of([self.own_masks(index, codes), *others], f"{self.role}: tree {index}")
+        return tree.value[tree.leaves][leaves]
+
+    def bin_new(self, features) -> np.ndarray:
+        features = np.asarray(features, dtype=np.float64)
+        if features.ndim != 2 or features.shape[1] != self.n_columns:
+            raise DataError(f"party {self.role}: expected {self.n_columns} columns {self.columns}, got shape "
+                            f"{features.shape}")
+        return self.binner.transform(features, f"party {self.role}", self.columns)
+
+    # -- state ------------------------------------------------------------------------------------
+    def state(self) -> dict:
+        return {"trees": [{"tree": t["tree"].to_dict(), "splits": [[n, *s] for n, s in sorted(t["splits"].items())],
+                           "foreign": [[n, c] for n, c in sorted(t["foreign"].items())]} for t in self.trees],
+                "raw": self.raw.tolist(), "baseline": self.baseline.tolist(), "loss": self.loss.to_dict()}
+
+    def load_state(self, state: dict) -> None:
+        self.trees = [{"tree": Tree.from_dict(t["tree"]),
+                       "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]},
+                       "foreign": {int(n): int(c) for n, c in t["foreign"]}} for t in state["trees"]]
+        self.raw = np.asarray(state["raw"], dtype=np.float64).reshape(self.n_rows, -1)
+        self.baseline = np.asarray(state["baseline"], dtype=np.float64)
+        self.loss = loss_from_dict(state["loss"])

@@ -1,0 +1,69 @@
+"""Private prediction with boosted trees: only the label party learns each row's leaves and scores.
+
+::
+
+    Step  Feature party k                                 Label party
+    1     <- rows to score, and the trees holding k's splits
+    2     per row and tree, the leaves its own splits
+          allow (a bit per leaf) -> label                 intersects every party's masks: one leaf per row
+                                                          and tree; adds the leaf values to the baseline
+
+A feature party learns nothing about which leaf a row reaches.  The label party
+learns, for every row scored, the side of every feature-party split of every
+tree (not only the splits on the row's path): that is what the masks say.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfl.errors import DataError, ProtocolError
+from vfl.parties.boosting.feature_party import BoostingFeatureParty
+from vfl.parties.boosting.label_party import BoostingLabelParty
+from vfl.protocols.boosting.training import bits, ints, unbits
+from vfl.protocols.roster import Roster
+from vfl.transport import Endpoint
+
+
+def predict_feature(ep: Endpoint, party: BoostingFeatureParty, codes: np.ndarray, roster: Roster) -> int:
+    """A feature party scores its binned rows ``codes``; returns how many rows it scored."""
+    b = roster.label
+    message = ep.recv(b, "predict")
+    n_rows = message["n_rows"]
+    if n_rows != len(codes):
+        raise DataError(f"party {party.role} has {len(codes)} rows to score but party {b} has {n_rows}; the "
+                        "parties' rows must be aligned")
+    trees = ints(message, "trees")
+    ep.send(b, "leaf_masks", "plaintext", **bits(party.leaf_masks(trees.tolist(), codes).ravel()))
+    return len(codes)
+
+
+def predict_label(ep: Endpoint, party: BoostingLabelParty, codes: np.ndarray, roster: Roster) -> np.ndarray:
+    """The label party's raw scores (rows, trees per iteration) of its binned rows ``codes``."""
+    n_rows = len(codes)
+    owners = {k: [i for i, t in enumerate(party.trees) if (t["tree"].owner == j).any()]
+              for j, k in enumerate(roster.features)}
+    for k in roster.features:
+        ep.send(k, "predict", "public", n_rows=n_rows, trees=np.asarray(owners[k], dtype=np.int64))
+    masks = {}
+    for k in roster.features:
+        widths = [len(party.trees[i]["tree"].leaves) for i in owners[k]]
+        got = unbits(ep.recv(k, "leaf_masks"), n_rows * sum(widths)).reshape(n_rows, sum(widths))
+        at = 0
+        for i, width in zip(owners[k], widths):
+            masks.setdefault(i, []).append(got[:, at:at + width])
+            at += width
+    raw = np.tile(party.baseline, (n_rows, 1))
+    per_iteration = party.n_trees
+    for i in range(len(party.trees)):
+        raw[:, i % per_iteration] += party.leaf_values(i, codes, masks.get(i, []))
+    return raw
+
+
+def check_trees(party: BoostingLabelParty, roster: Roster) -> None:
+    """The label party's trees name only data parties of ``roster`` as owners."""
+    count = len(roster.features) + 1
+    for i, entry in enumerate(party.trees):
+        owner = entry["tree"].owner
+        if ((owner < -1) | (owner >= count)).any():
+            raise ProtocolError(f"{party.role}: tree {i} names a party the federation does not have")
