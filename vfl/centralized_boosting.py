@@ -18,6 +18,7 @@ import numpy as np
 
 from vfl.parties.boosting import (CandidateTable, Tree, TreeGrower, best, flat_bins, gains, histogram, make_loss,
                                   quantize, validation_score)
+from vfl.parties.boosting.loss import BOUNDS
 from vfl.parties.boosting.splits import goes_left
 from vfl.parties.boosting.tree import allowed_leaves, leaf_of
 from vfl.protocols.boosting.settings import BoostingSettings, should_stop
@@ -94,7 +95,9 @@ def fit_boosting(codes: list, binners: list, y: np.ndarray, settings: BoostingSe
         g, h = loss.gradients(raw[train], y[train])
         big_g = np.zeros((n_rows, loss.n_trees), dtype=np.int64)
         big_h = np.zeros_like(big_g)
-        big_g[train], big_h[train] = quantize(g, settings.frac_bits), quantize(h, settings.frac_bits, "hessian")
+        g_bits, h_bits = BOUNDS[settings.loss]
+        big_g[train] = quantize(g, settings.frac_bits, g_bits)
+        big_h[train] = quantize(h, settings.frac_bits, h_bits, "hessian")
         parties = [label] if iteration < settings.label_party_trees else list(range(len(codes)))
         these_trees, these_splits = [], []
         for k in range(loss.n_trees):

@@ -31,7 +31,7 @@ class _VerticalGradientBoosting(BaseEstimator):
     def __init__(self, *, learning_rate=0.1, max_iter=100, max_leaf_nodes=None, max_depth=3, min_samples_leaf=20,
                  l2_regularization=0.0, min_child_weight=1e-3, max_bins=32, early_stopping="auto", scoring="loss",
                  validation_fraction=0.1, n_iter_no_change=10, tol=1e-7, random_state=None, hide_membership=False,
-                 label_party_trees=1, key_bits=2048, insecure=False, frac_bits=32, engine=None, verbose=False,
+                 label_party_trees=1, key_bits=2048, insecure=False, frac_bits=16, engine=None, verbose=False,
                  n_jobs=None):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
@@ -226,7 +226,7 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
     key_bits : int, default=2048
     insecure : bool, default=False
         Allow ``key_bits`` below 2048 (teaching and tests).
-    frac_bits : int, default=32
+    frac_bits : int, default=16
         Fixed point of the gradients and hessians.
     engine : str, optional
         The crypto engine ("fast", "simple").

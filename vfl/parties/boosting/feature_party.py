@@ -4,21 +4,26 @@ It never sees a gradient, a label or a leaf value.  From the label party it
 receives each row's gradients and hessians encrypted under the label party's
 key; it bins its own columns (the thresholds stay here), sums the ciphertexts
 per bin, turns the sums into the left sums of its split candidates (prefix
-sums, plus the missing values' bin when they go left), shuffles the candidates
-afresh for every node and returns them combined several to a ciphertext and
+sums, plus the missing values' bin when they go left), and returns them in an
+order shuffled afresh for every tree, combined several to a ciphertext and
 re-randomized.  When the label party picks one of its candidates it learns only
 "your candidate number j": it keeps the threshold, and says which rows go left.
+
+Of two sibling nodes only the smaller one's sums travel
+(:func:`~vfl.parties.boosting.splits.sums_to_send`); the label party gets the
+other's by subtracting them from the parent's, candidate by candidate.
 
 Two modes (``hide_membership``):
 
 * **standard** (as FATE's SecureBoost): the label party tells it which rows each
-  new node holds, so it sums only those rows, gets a sibling's histogram from
-  its parent's by one division per bin, and sends only the candidates that can
-  win (each child with ``min_samples_leaf`` rows, one per distinct partition);
+  new node holds, so it sums only those rows and sends only the candidates that
+  can still win: the root's that leave each child ``min_samples_leaf`` rows, one
+  per distinct partition, and for each new node which of its parent's stay so
+  (a bit per candidate);
 * **hidden membership**: it never learns a row's node.  Per round the label party
   sends one ciphertext per row whose slots hold the row's gradients in its
-  node's slot and zeros elsewhere; summing them per bin gives every node's sums
-  at once, and every candidate is sent.
+  node's slot and zeros elsewhere; summing them per bin gives every such node's
+  sums at once, and every candidate is sent.
 """
 
 from __future__ import annotations
@@ -27,12 +32,12 @@ import secrets
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint
-from vfl.crypto.histogram import bucket_products, quotients, running_products
+from vfl.crypto import Context, FixedPoint, PublicKey
+from vfl.crypto.histogram import bucket_products, running_products
 from vfl.crypto.slots import Group, combine
 from vfl.errors import DataError, ProtocolError
 from vfl.parties.binning import Binner
-from vfl.parties.boosting.splits import CandidateTable, SplitRules, flat_bins, goes_left, histogram
+from vfl.parties.boosting.splits import CandidateTable, SplitRules, flat_bins, goes_left, histogram, sums_to_send
 from vfl.parties.boosting.tree import allowed_leaves, check_shape
 
 _RANDOM = secrets.SystemRandom()
@@ -62,7 +67,7 @@ class BoostingFeatureParty:
         self.n_rows = len(self.codes)
         self.table = CandidateTable(self.binner.n_bins_, self.binner.has_missing_)
         self.flat = flat_bins(self.codes, self.binner.n_bins_, self.binner.missing_code)
-        #: per tree (in training order), its shape and this party's splits {node: (feature, bin, missing_left)}
+        #: per tree it took part in: its index among all trees, shape, and own splits {node: (feature, bin, missing_left)}
         self.trees: list[dict] = []
         self.context: Context | None = None
         self.train_rows = np.arange(self.n_rows)
@@ -73,30 +78,31 @@ class BoostingFeatureParty:
 
     # -- set-up ----------------------------------------------------------------------
     def receive_public_key(self, key_bytes: bytes, engine=None) -> None:
-        from vfl.crypto import PublicKey
-
         self.context = Context(PublicKey.from_bytes(key_bytes), FixedPoint(), engine=engine)
 
     def set_training_rows(self, rows: np.ndarray) -> None:
         self.train_rows = np.asarray(rows, dtype=np.int64)
 
-    # -- one tree, standard mode -----------------------------------------------------
-    def start_tree(self, ciphertexts: list, group: Group, rules: SplitRules) -> None:
-        """A new tree on the training rows: ``ciphertexts`` hold their gradients, one per training row in order."""
-        if len(ciphertexts) != len(self.train_rows):
-            raise ProtocolError(f"{self.role}: {len(ciphertexts)} encrypted gradients for {len(self.train_rows)} "
-                                "training rows")
-        self._hidden = False
-        self._ciphertexts = [None] * self.n_rows
-        for row, c in zip(self.train_rows.tolist(), ciphertexts):
-            self._ciphertexts[row] = c
-        self._group, self._rules = group, rules
+    def start_tree(self, rules: SplitRules, ciphertexts: list | None = None) -> None:
+        """A new tree: a fresh order of its candidates; ``ciphertexts`` (standard mode) hold the training rows'
+        gradients, one per row in order (with hidden membership they come with every round)."""
+        self._hidden = ciphertexts is None
+        self._rules = rules
+        self._order = np.arange(len(self.table))
+        _RANDOM.shuffle(self._order)            # the label party knows candidate j as this party's order[j]
+        self._tree: dict = {"splits": {}}
         self._rows = {0: self.train_rows}
         self._children: dict[int, tuple[int, int]] = {}
-        self._encrypted: dict[int, list] = {}
-        self._candidates: dict[int, np.ndarray] = {}
-        self._tree = {"splits": {}}
+        self._sets: dict[int, np.ndarray] = {}  # standard: positions (in the order) each node still considers
+        if ciphertexts is not None:
+            if len(ciphertexts) != len(self.train_rows):
+                raise ProtocolError(f"{self.role}: {len(ciphertexts)} encrypted gradients for "
+                                    f"{len(self.train_rows)} training rows")
+            self._ciphertexts = [None] * self.n_rows
+            for row, c in zip(self.train_rows.tolist(), ciphertexts):
+                self._ciphertexts[row] = c
 
+    # -- standard mode ---------------------------------------------------------------------
     def apply_splits(self, parents, lefts, rights, directions: np.ndarray) -> None:
         """The label party split ``parents``: each one's rows, in order, go left where ``directions`` says."""
         at = 0
@@ -114,62 +120,49 @@ class BoostingFeatureParty:
         if at != len(directions):
             raise ProtocolError(f"{self.role}: {len(directions)} directions for {at} rows of the split nodes")
 
-    def node_candidates(self, nodes) -> tuple[list, list]:
-        """The combined, re-randomized candidates of ``nodes`` and how many each has (standard mode)."""
+    def node_candidates(self, nodes, group: Group) -> tuple[list, list, np.ndarray]:
+        """The round's candidates (standard mode): combined, re-randomized ciphertexts, their counts, and bits.
+
+        For each entry of :func:`sums_to_send`: the left sums of the sent node over
+        its parent's candidates (the root: those worth sending), and for each node it
+        serves a bit per such candidate saying whether it is still worth evaluating.
+        """
         nodes = [int(n) for n in nodes]
         for node in nodes:
             if node not in self._rows or node in self._children:
                 raise ProtocolError(f"{self.role}: asked to evaluate node {node}, which is not a leaf it knows")
-        histograms = self._histograms(nodes)
+        parent_of = {c: p for p, pair in self._children.items() for c in pair}
+        sizes = {n: len(rows) for n, rows in self._rows.items()}
         ones = np.ones((self.n_rows, 1), np.int64)
-        out, counts = [], []
-        for node in nodes:
-            row_counts = histogram(self.flat, self._rows[node], ones, self.table.size)[:, 0]
-            keep = np.flatnonzero(self.table.worth_sending(row_counts, self._rules))
-            lefts = self._left_sums(histograms[node], keep)
-            order = list(range(len(keep)))
-            _RANDOM.shuffle(order)
-            self._candidates[node] = keep[order]
-            out += [lefts[i] for i in order]
-            counts.append(len(keep))
-        return combine(self.context.public_key, self.context.engine, out, self._group), counts
-
-    def _histograms(self, nodes: list) -> dict:
-        """Each node's encrypted histogram: the smaller of two siblings summed, the other its parent's quotient."""
-        pk = self.context.public_key
-        parent_of = {child: parent for parent, pair in self._children.items() for child in pair}
-        wanted, out = set(nodes), {}
-        for node in nodes:
-            if node in out:
-                continue
-            parent = parent_of.get(node)
-            pair = self._children.get(parent, ())
-            sibling = next((c for c in pair if c != node), None)
-            if parent in self._encrypted and sibling in wanted:
-                small, big = sorted((node, sibling), key=lambda c: (len(self._rows[c]), c))
-                out[small] = self._sum(self._rows[small])
-                out[big] = quotients(pk, self._encrypted[parent], out[small])
-            else:
-                out[node] = self._sum(self._rows[node])
-        for node in nodes:
-            self._encrypted.pop(parent_of.get(node), None)  # a parent's histogram serves its children once
-        self._encrypted.update(out)
-        return out
+        out, counts, keep_bits = [], [], []
+        for sent, parent, served in sums_to_send(nodes, parent_of, sizes, self._children):
+            base = np.arange(len(self._order)) if parent is None else self._sets[parent]
+            lefts = self._left_sums(self._sum(self._rows[sent]), self._order[base])
+            out += lefts
+            counts.append(len(base))
+            for node in served:
+                row_counts = histogram(self.flat, self._rows[node], ones, self.table.size)[:, 0]
+                keep = self.table.worth_sending(row_counts, self._rules)[self._order[base]]
+                self._sets[node] = base[keep]
+                keep_bits.append(keep)
+        bits = np.concatenate(keep_bits) if keep_bits else np.empty(0, bool)
+        return combine(self.context.public_key, self.context.engine, out, group), counts, bits
 
     def _sum(self, rows: np.ndarray) -> list:
         return bucket_products(self.context.public_key, [self._ciphertexts[i] for i in rows.tolist()],
                                self.flat[rows], self.table.size)
 
-    def _left_sums(self, buckets: list, keep: np.ndarray) -> list:
-        """The encrypted left sums of candidates ``keep`` from a node's bucket products."""
+    def _left_sums(self, buckets: list, candidates: np.ndarray) -> list:
+        """The encrypted left sums of ``candidates`` (indices into the table), in that order."""
         pk = self.context.public_key
         n2 = pk.nsquare
         prefix = {}
+        wanted = set(self.table.feature[candidates].tolist())
         for f, (start, nb) in enumerate(self.table.prefix_positions()):
-            if np.any(self.table.feature[keep] == f):
+            if f in wanted:
                 prefix[f] = running_products(pk, buckets[start:start + nb])
         out = []
-        for i in keep.tolist():
+        for i in candidates.tolist():
             f = int(self.table.feature[i])
             value = prefix[f][int(self.table.bin[i])]
             if self.table.missing_left[i]:
@@ -177,23 +170,14 @@ class BoostingFeatureParty:
             out.append(value)
         return out
 
-    # -- one tree, hidden membership -----------------------------------------------------
-    def start_hidden_tree(self, rules: SplitRules) -> None:
-        self._hidden = True
-        self._rules = rules
-        self._candidates = {}                   # by list number: every chunk of every round of the tree
-        self._tree = {"splits": {}}
-
-    def round_candidates(self, chunks: list, groups: list) -> tuple[list, int]:
-        """Every candidate of every node of a round (hidden membership).
+    # -- hidden membership ------------------------------------------------------------------
+    def round_candidates(self, chunks: list, groups: list) -> list:
+        """Every candidate's left sums for each chunk of a round (hidden membership), in the tree's order.
 
         ``chunks`` are lists of ciphertexts, one per training row each, whose slots
-        hold a few nodes' gradients (``groups[i]``: the slots of chunk ``i``).  Returns
-        the candidates of every chunk, chunk after chunk, each chunk's shuffled,
-        combined and re-randomized, and the number of candidates per chunk.  The
-        chunks of a tree's rounds are numbered in order (the label party's "key").
+        hold a few nodes' gradients (``groups[i]``: the slots of chunk ``i``).
+        Returns the combined, re-randomized ciphertexts of every chunk, chunk after chunk.
         """
-        every = np.arange(len(self.table))
         out = []
         for ciphertexts, group in zip(chunks, groups):
             if len(ciphertexts) != len(self.train_rows):
@@ -201,29 +185,24 @@ class BoostingFeatureParty:
                                     f"{len(self.train_rows)} training rows")
             buckets = bucket_products(self.context.public_key, ciphertexts, self.flat[self.train_rows],
                                       self.table.size)
-            lefts = self._left_sums(buckets, every)
-            order = list(range(len(every)))
-            _RANDOM.shuffle(order)
-            self._candidates[len(self._candidates)] = every[order]
-            out += combine(self.context.public_key, self.context.engine, [lefts[i] for i in order], group)
-        return out, len(every)
+            out += combine(self.context.public_key, self.context.engine, self._left_sums(buckets, self._order), group)
+        return out
 
     # -- splits ------------------------------------------------------------------------------
-    def resolve(self, node: int, key: int, tied) -> tuple[np.ndarray, int]:
+    def resolve(self, node: int, tied) -> tuple[np.ndarray, int]:
         """Record the split the label party chose at ``node``: the first in this party's order among ``tied``.
 
-        ``key`` names the candidate list (the node in standard mode, the chunk with
-        hidden membership) and ``tied`` are positions in it as sent.  Returns the
-        directions of the node's rows (standard) or of every training row (hidden),
-        and the split's column index.
+        ``tied`` are positions in this tree's order of candidates.  Returns the
+        directions of the node's rows (standard) or of every training row (hidden
+        membership), and the split's column index.
         """
-        shuffled = self._candidates.get(int(key))
         tied = np.asarray(tied, dtype=np.int64)
-        if shuffled is None or len(tied) == 0 or tied.min() < 0 or tied.max() >= len(shuffled):
-            raise ProtocolError(f"{self.role}: a split of node {node} names candidates it did not send")
+        allowed = np.arange(len(self._order)) if self._hidden else self._sets.get(int(node))
+        if allowed is None or len(tied) == 0 or not np.isin(tied, allowed).all():
+            raise ProtocolError(f"{self.role}: a split of node {node} names candidates it did not send for it")
         if int(node) in self._tree["splits"]:
             raise ProtocolError(f"{self.role}: node {node} is split twice")
-        candidate = int(np.min(shuffled[tied]))
+        candidate = int(np.min(self._order[tied]))
         split = (int(self.table.feature[candidate]), int(self.table.bin[candidate]),
                  bool(self.table.missing_left[candidate]))
         self._tree["splits"][int(node)] = split
@@ -237,6 +216,7 @@ class BoostingFeatureParty:
             if not 0 <= node < len(left) or left[node] < 0:
                 raise ProtocolError(f"{self.role}: its split at node {node} is not a split of the finished tree")
         self.trees.append({"index": int(index), "left": left, "right": right, "splits": self._tree["splits"]})
+        self._ciphertexts = self._rows = self._sets = None
 
     # -- prediction -------------------------------------------------------------------------
     def leaf_masks(self, trees, codes: np.ndarray | None = None) -> np.ndarray:
@@ -266,6 +246,7 @@ class BoostingFeatureParty:
                            "splits": [[n, *s] for n, s in sorted(t["splits"].items())]} for t in self.trees]}
 
     def load_state(self, state: dict) -> None:
-        self.trees = [{"index": int(t["index"]), "left": np.asarray(t["left"], np.int64), "right": np.asarray(t["right"], np.int64),
+        self.trees = [{"index": int(t["index"]), "left": np.asarray(t["left"], np.int64),
+                       "right": np.asarray(t["right"], np.int64),
                        "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]}}
                       for t in state["trees"]]

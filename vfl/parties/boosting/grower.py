@@ -116,6 +116,18 @@ class TreeGrower:
         node.children = (left.id, right.id)
         return left, right
 
+    def parents(self) -> dict:
+        """Each child's parent."""
+        return {c: n.id for n in self.nodes if n.children is not None for c in n.children}
+
+    def children(self) -> dict:
+        """Each split node's two children."""
+        return {n.id: n.children for n in self.nodes if n.children is not None}
+
+    def sizes(self) -> dict:
+        """Each node's row count."""
+        return {n.id: len(n.rows) for n in self.nodes}
+
     def done(self) -> bool:
         return not self.to_evaluate() and not self.to_split()
 

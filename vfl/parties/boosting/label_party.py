@@ -17,7 +17,7 @@ from vfl.crypto import Context, FixedPoint, generate_keypair
 from vfl.errors import DataError, ProtocolError
 from vfl.parties.binning import Binner
 from vfl.parties.boosting import layout
-from vfl.parties.boosting.loss import Loss, loss_from_dict, make_loss, quantize
+from vfl.parties.boosting.loss import BOUNDS, Loss, loss_from_dict, make_loss, quantize
 from vfl.parties.boosting.splits import CandidateTable, SplitRules, best, flat_bins, gains, goes_left, histogram
 from vfl.parties.boosting.tree import Tree, allowed_leaves, leaf_of
 
@@ -93,24 +93,26 @@ class BoostingLabelParty:
         return self.loss.n_trees
 
     # -- gradients ---------------------------------------------------------------------------
-    def gradients(self, frac_bits: int) -> tuple[np.ndarray, np.ndarray]:
+    def gradients(self, frac_bits: int, loss_name: str) -> tuple[np.ndarray, np.ndarray]:
         """Quantized gradients and hessians of every row (zero outside the training rows), (rows, trees)."""
         g, h = self.loss.gradients(self.raw[self.train_rows], self.y[self.train_rows])
+        g_bits, h_bits = BOUNDS[loss_name]
         big_g = np.zeros((self.n_rows, self.n_trees), dtype=np.int64)
         big_h = np.zeros_like(big_g)
-        big_g[self.train_rows] = quantize(g, frac_bits)
-        big_h[self.train_rows] = quantize(h, frac_bits, "hessian")
+        big_g[self.train_rows] = quantize(g, frac_bits, g_bits)
+        big_h[self.train_rows] = quantize(h, frac_bits, h_bits, "hessian")
         return big_g, big_h
 
-    def encrypt_classes(self, big_g: np.ndarray, big_h: np.ndarray, classes: range, frac_bits: int) -> list:
+    def encrypt_classes(self, big_g: np.ndarray, big_h: np.ndarray, classes: range, frac_bits: int,
+                        loss_name: str) -> list:
         """One ciphertext per training row holding ``(G_k, H_k)`` of ``classes`` (standard mode)."""
-        group = layout.class_group(classes, len(self.train_rows), frac_bits)
+        group = layout.class_group(classes, len(self.train_rows), frac_bits, loss_name)
         values = np.empty((len(self.train_rows), 2 * len(classes)), dtype=np.int64)
         values[:, 0::2] = big_g[self.train_rows][:, classes.start:classes.stop]
         values[:, 1::2] = big_h[self.train_rows][:, classes.start:classes.stop]
         return self.context.engine.encrypt(self.context.public_key, group.pack(values))
 
-    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int) -> list:
+    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int, loss_name: str) -> list:
         """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere."""
         n_train = len(self.train_rows)
         position = np.full(self.n_rows, -1, dtype=np.int64)
@@ -123,7 +125,7 @@ class BoostingLabelParty:
         values[inside, 3 * where[inside]] = g[rows]
         values[inside, 3 * where[inside] + 1] = h[rows]
         values[inside, 3 * where[inside] + 2] = 1
-        group = layout.node_group(range(len(nodes)), n_train, frac_bits)
+        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name)
         return self.context.engine.encrypt(self.context.public_key, group.pack(values))
 
     # -- splits ---------------------------------------------------------------------------------
@@ -192,3 +194,33 @@ class BoostingLabelParty:
         self.raw = np.asarray(state["raw"], dtype=np.float64).reshape(self.n_rows, -1)
         self.baseline = np.asarray(state["baseline"], dtype=np.float64)
         self.loss = loss_from_dict(state["loss"])
+
+
+class ForeignSums:
+    """What the label party knows of one feature party's candidates in the tree being grown.
+
+    Per evaluated node: the left sums of the candidates still worth evaluating
+    there, and their positions in the feature party's order for this tree (all
+    it knows of them).  A node whose sums did not travel gets its parent's minus
+    its sibling's, candidate by candidate.
+    """
+
+    def __init__(self, columns: int):
+        #: sums per candidate: (G, H) in the standard mode, (G, H, N) with hidden membership
+        self.columns = columns
+        self.sums: dict[int, np.ndarray] = {}
+        self.positions: dict[int, np.ndarray] = {}
+
+    def base(self, parent: int | None, count: int) -> np.ndarray:
+        """The candidates a sent node's sums cover: the parent's (or, at the root, all ``count`` sent)."""
+        return np.arange(count) if parent is None else self.positions[parent]
+
+    def add(self, sent: int, parent: int | None, served: list, sums: np.ndarray, keep: list | None = None) -> None:
+        """``sums`` of node ``sent`` over :meth:`base`; each node of ``served`` keeps the candidates ``keep`` says."""
+        base = self.base(parent, len(sums))
+        if len(sums) != len(base):
+            raise ProtocolError(f"{len(sums)} candidate sums for {len(base)} candidates")
+        for i, node in enumerate(served):
+            mine = sums if node == sent else self.sums[parent] - sums
+            mask = np.ones(len(base), dtype=bool) if keep is None else keep[i]
+            self.sums[node], self.positions[node] = mine[mask], base[mask]

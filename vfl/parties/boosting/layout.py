@@ -1,9 +1,11 @@
 """How gradient sums sit in plaintext slots: widths from public values only, and how many fit one plaintext.
 
 Every party computes the same layout from the training row count ``n``, the
-fixed point ``f`` and the key size, so none needs to be told it.  A sum over at
-most ``n`` rows of ``|G| < 2^(f+2)`` needs ``f + 3 + bits(n)`` signed bits, of
-``0 <= H <= 2^f`` needs ``f + 1 + bits(n)``, a row count ``bits(n) + 1``.
+fixed point ``f``, the loss's public bounds ``|g| <= 2^a``, ``h <= 2^b``
+(:data:`~vfl.parties.boosting.loss.BOUNDS`) and the key size, so none needs to
+be told it.  A sum over at most ``n < 2^bits(n)`` rows of ``|G| <= 2^(f+a)``
+needs ``f + a + bits(n) + 1`` signed bits, of ``0 <= H <= 2^(f+b)`` needs
+``f + b + bits(n) + 1``, a row count ``bits(n) + 1``.
 
 * Standard mode: one ciphertext per row holds ``(G_k, H_k)`` of as many classes
   as fit (:func:`class_chunks`); a binary or regression model needs one.
@@ -16,12 +18,14 @@ from __future__ import annotations
 
 from vfl.crypto.slots import Group
 from vfl.errors import FixedPointOverflowError
+from vfl.parties.boosting.loss import BOUNDS
 
 
-def widths(n_rows: int, frac_bits: int) -> tuple[int, int, int]:
+def widths(n_rows: int, frac_bits: int, loss: str) -> tuple[int, int, int]:
     """Signed slot widths of a gradient sum, a hessian sum and a row count over at most ``n_rows`` rows."""
     bits = max(1, int(n_rows).bit_length())
-    return frac_bits + 3 + bits, frac_bits + 1 + bits, bits + 1
+    g, h = BOUNDS[loss]
+    return frac_bits + g + bits + 1, frac_bits + h + bits + 1, bits + 1
 
 
 def _fit(count: int, slot_width: int, key_bits: int, what: str) -> list[range]:
@@ -32,21 +36,21 @@ def _fit(count: int, slot_width: int, key_bits: int, what: str) -> list[range]:
     return [range(start, min(start + per, count)) for start in range(0, count, per)]
 
 
-def class_chunks(n_classes: int, n_rows: int, frac_bits: int, key_bits: int) -> list[range]:
+def class_chunks(n_classes: int, n_rows: int, frac_bits: int, loss: str, key_bits: int) -> list[range]:
     """The classes each per-row ciphertext holds (standard mode): consecutive ranges, as many as fit."""
-    g, h, _ = widths(n_rows, frac_bits)
+    g, h, _ = widths(n_rows, frac_bits, loss)
     return _fit(n_classes, g + h, key_bits, "class")
 
 
-def class_group(classes: range, n_rows: int, frac_bits: int) -> Group:
-    g, h, _ = widths(n_rows, frac_bits)
+def class_group(classes: range, n_rows: int, frac_bits: int, loss: str) -> Group:
+    g, h, _ = widths(n_rows, frac_bits, loss)
     return Group((g, h) * len(classes))
 
 
-def node_chunks(n_nodes: int, n_rows: int, frac_bits: int, key_bits: int) -> list[range]:
+def node_chunks(n_nodes: int, n_rows: int, frac_bits: int, loss: str, key_bits: int) -> list[range]:
     """The nodes each per-row ciphertext of a round holds (hidden membership): consecutive ranges."""
-    return _fit(n_nodes, sum(widths(n_rows, frac_bits)), key_bits, "node")
+    return _fit(n_nodes, sum(widths(n_rows, frac_bits, loss)), key_bits, "node")
 
 
-def node_group(nodes: range, n_rows: int, frac_bits: int) -> Group:
-    return Group(widths(n_rows, frac_bits) * len(nodes))
+def node_group(nodes: range, n_rows: int, frac_bits: int, loss: str) -> Group:
+    return Group(widths(n_rows, frac_bits, loss) * len(nodes))

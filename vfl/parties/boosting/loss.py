@@ -10,11 +10,12 @@ tree fits ``-g / h`` (a Newton step), as XGBoost, LightGBM and scikit-learn's
 ``H = round(h 2^f)`` before anything else uses them: the federated label
 party encrypts exactly these, and the centralized reference sums exactly
 these, so both find the same splits and leaf values (quantized gradients, as
-LightGBM's quantized training uses).  Every ``|g| < 4`` (:data:`GRADIENT_BOUND`):
-log losses give ``|g| <= 1``; for squared error the label party divides its
-targets by a power of two ``s`` above ``max |y - mean(y)|`` (exact in floating
-point), fits the trees to ``y / s`` and multiplies the leaf values back, which
-changes no split and keeps the bound without telling anyone the label range.
+LightGBM's quantized training uses).  The bounds are public, per loss
+(:data:`BOUNDS`): log losses give ``|g| <= 1`` and ``h <= 1/4``; for squared
+error ``h = 1``, and the label party divides its targets by a power of two ``s``
+above ``max |y - mean(y)|`` (exact in floating point), fits the trees to
+``y / s`` and multiplies the leaf values back, which changes no split and keeps
+``|g| < 4`` without telling anyone the label range.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError
 
-#: Every |gradient| the slots are sized for (after the squared error's scaling).
-GRADIENT_BOUND = 4.0
+#: Per loss, ``(a, b)``: every ``|g| <= 2^a`` and ``0 <= h <= 2^b`` (the slots are sized for them).
+BOUNDS = {"log_loss": (0, -2), "squared_error": (2, 0)}
 #: Probabilities are kept in [EPS, 1 - EPS] for the baselines' logarithms.
 EPS = 1e-12
 
@@ -161,12 +162,12 @@ def loss_from_dict(saved: dict) -> Loss:
     raise DataError(f"unknown boosting loss {name!r} in a model")
 
 
-def quantize(values: np.ndarray, frac_bits: int, what: str = "gradient") -> np.ndarray:
-    """``round(v 2^frac_bits)`` as int64; a value at or beyond :data:`GRADIENT_BOUND` is refused."""
+def quantize(values, frac_bits: int, bound_bits: int, what: str = "gradient") -> np.ndarray:
+    """``round(v 2^frac_bits)`` as int64; a value beyond ``2^bound_bits`` in magnitude is refused."""
     values = np.asarray(values, dtype=np.float64)
-    if not np.isfinite(values).all() or (np.abs(values) >= GRADIENT_BOUND).any():
+    if not np.isfinite(values).all() or (np.abs(values) > 2.0 ** bound_bits).any():
         raise FixedPointOverflowError(
-            f"a {what} is not finite or not below {GRADIENT_BOUND:g} in magnitude; the boosting diverged "
+            f"a {what} is not finite or above {2.0 ** bound_bits:g} in magnitude; the boosting diverged "
             "(lower learning_rate)")
     return np.rint(np.ldexp(values, frac_bits)).astype(np.int64)
 

@@ -51,7 +51,7 @@ class SplitRules:
     min_samples_leaf: int = 20
     min_child_weight: float = 1e-3
     l2_regularization: float = 0.0
-    frac_bits: int = 32
+    frac_bits: int = 16
 
     def __post_init__(self):
         if isinstance(self.min_samples_leaf, bool) or not isinstance(self.min_samples_leaf, (int, np.integer)) \
@@ -214,3 +214,26 @@ def goes_left(codes: np.ndarray, missing_code: int, feature: int, bin_: int, mis
     """Directions at the split "bin ``<= bin_`` of ``feature``", missing values as ``missing_left`` says."""
     column = codes[:, feature].astype(np.int64)
     return np.where(column == missing_code, missing_left, column <= bin_)
+
+
+def sums_to_send(nodes, parent_of: dict, size_of: dict, children_of: dict) -> list[tuple[int, int | None, list]]:
+    """Which node's sums travel for a round's ``nodes``: one per parent, the smaller of its two children.
+
+    Returns ``(sent, parent, served)`` per parent in the order of ``nodes``: the
+    sums of ``sent`` (the root, or the child of ``parent`` with fewer rows, the
+    lower id on a tie) serve the evaluated nodes ``served``; a sibling's sums are
+    its parent's minus ``sent``'s.  Both sides of the protocol compute the same plan.
+    """
+    plan, seen = [], set()
+    for node in nodes:
+        parent = parent_of.get(node)
+        if parent in seen:
+            continue
+        seen.add(parent)
+        if parent is None:
+            plan.append((node, None, [node]))
+            continue
+        pair = children_of[parent]
+        sent = min(pair, key=lambda c: (size_of[c], c))
+        plan.append((sent, parent, [c for c in pair if c in nodes]))
+    return plan

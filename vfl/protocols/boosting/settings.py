@@ -101,7 +101,7 @@ class BoostingSettings:
     label_party_trees: int = 1
     key_bits: int = 2048
     insecure: bool = False
-    frac_bits: int = 32
+    frac_bits: int = 16
 
     def __post_init__(self):
         _check(self.loss in LOSSES, f"loss must be one of {LOSSES}", self.loss)

@@ -44,8 +44,9 @@ import numpy as np
 from vfl.crypto import EncryptedVector
 from vfl.errors import DataError, ProtocolError
 from vfl.parties.boosting import TreeGrower, best, gains, layout, validation_score
+from vfl.parties.boosting.splits import sums_to_send
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
-from vfl.parties.boosting.label_party import BoostingLabelParty
+from vfl.parties.boosting.label_party import BoostingLabelParty, ForeignSums
 from vfl.parties.wire import pack_vector, unpack_vector
 from vfl.protocols.boosting.settings import BoostingSettings, should_stop
 from vfl.protocols.roster import Roster
@@ -118,34 +119,33 @@ def run_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingSet
     party.receive_public_key(ep.recv(b, "public_key")["key"], engine)
     ep.send(b, "resume", "public", last_iteration=max(checkpoints) if checkpoints else -1)
     start = ep.recv(b, "start")
-    n_rows, n_trees, first = start["n_rows"], start["n_trees"], start["iteration"]
+    n_rows, n_trees, first, seed = start["n_rows"], start["n_trees"], start["iteration"], start["seed"]
     if n_rows != party.n_rows:
         raise DataError(f"party {party.role} has {party.n_rows} rows but party {b} has {n_rows}; the parties' rows "
                         "must be aligned")
-    if not isinstance(n_trees, int) or not 1 <= n_trees <= 1000 or not isinstance(first, int) or \
-            not -1 <= first < settings.max_iter or (first >= 0 and first not in (checkpoints or {})):
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (n_trees, first, seed)) or \
+            not 1 <= n_trees <= 1000 or not -1 <= first < settings.max_iter or \
+            (first >= 0 and first not in (checkpoints or {})):
         raise ProtocolError(f"{party.role}: {b} sent a start it cannot follow (iteration {first!r}, "
                             f"{n_trees!r} trees per iteration)")
-    train, held = split_rows(n_rows, settings, start["seed"])
+    train, held = split_rows(n_rows, settings, seed)
     party.set_training_rows(train)
     if first >= 0:
         party.load_state(checkpoints[first])
     if flag(start, "finished"):
         return party
+    key_bits = party.context.public_key.key_bits
     for iteration in range(first + 1, settings.max_iter):
         ep.iteration = iteration
         if flag(ep.recv(b, "iteration"), "with_features"):
-            chunks = layout.class_chunks(n_trees, len(train), settings.frac_bits, party.context.public_key.key_bits)
+            chunks = layout.class_chunks(n_trees, len(train), settings.frac_bits, settings.loss, key_bits)
             gradients = [] if settings.hide_membership else \
                 [_received(party, ep.recv(b, "gradients"), len(train)) for _ in chunks]
             for column in range(n_trees):
                 chunk = next(i for i, c in enumerate(chunks) if column in c)
-                if settings.hide_membership:
-                    party.start_hidden_tree(settings.rules)
-                else:
-                    party.start_tree(gradients[chunk], layout.class_group(chunks[chunk], len(train),
-                                                                          settings.frac_bits), settings.rules)
-                _feature_rounds(ep, party, settings, roster, iteration * n_trees + column)
+                party.start_tree(settings.rules, None if settings.hide_membership else gradients[chunk])
+                _feature_rounds(ep, party, settings, roster, iteration * n_trees + column,
+                                layout.class_group(chunks[chunk], len(train), settings.frac_bits, settings.loss))
             if len(held):
                 masks = party.leaf_masks(range(iteration * n_trees, (iteration + 1) * n_trees), party.codes[held])
                 ep.send(b, "validation_masks", "plaintext", **bits(masks.ravel()))
@@ -158,46 +158,42 @@ def run_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingSet
 
 
 def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingSettings, roster: Roster,
-                    index: int) -> None:
+                    index: int, group) -> None:
     """Steps 4-6 of tree ``index`` (its place among all trees) at a feature party."""
     b = roster.label
     n_train = len(party.train_rows)
+    key_bits = party.context.public_key.key_bits
     while True:
         # Step 4: the new nodes (standard: their rows) and the nodes to evaluate
-        if settings.hide_membership:
-            message = ep.recv(b, "round")
-            evaluate = ints(message, "evaluate")
-            if flag(message, "done"):
-                party.finish_tree(index, ints(message, "left", -1), ints(message, "right", -1))
-                return
-            chunks = layout.node_chunks(len(evaluate), n_train, settings.frac_bits,
-                                        party.context.public_key.key_bits) if len(evaluate) else []
-            received = [_received(party, message, n_train, prefix=f"chunk{i}_") for i in range(len(chunks))]
-            # Step 5: every candidate of every node of the round
-            combined, per_chunk = party.round_candidates(
-                received, [layout.node_group(c, n_train, settings.frac_bits) for c in chunks])
-            ep.send(b, "candidates", "ciphertext", counts=np.asarray([per_chunk], dtype=np.int64),
-                    **_ciphertexts(party, combined))
-        else:
-            message = ep.recv(b, "nodes")
+        message = ep.recv(b, "round" if settings.hide_membership else "nodes")
+        if not settings.hide_membership:
             party.apply_splits(ints(message, "parents"), ints(message, "lefts"), ints(message, "rights"),
                                unbits(message))
-            if flag(message, "done"):
-                party.finish_tree(index, ints(message, "left", -1), ints(message, "right", -1))
-                return
-            # Step 5: the candidates worth sending of the nodes to evaluate
-            combined, counts = party.node_candidates(ints(message, "evaluate"))
-            ep.send(b, "candidates", "ciphertext", counts=np.asarray(counts, dtype=np.int64),
+        if flag(message, "done"):
+            party.finish_tree(index, ints(message, "left", -1), ints(message, "right", -1))
+            return
+        # Step 5: the left sums of its candidates
+        if settings.hide_membership:
+            slots = message["slots"]
+            if not isinstance(slots, int) or isinstance(slots, bool) or not 0 <= slots <= 1 << 16:
+                raise ProtocolError(f"{party.role}: a malformed 'round' from {b}")
+            chunks = layout.node_chunks(slots, n_train, settings.frac_bits, settings.loss, key_bits) if slots else []
+            received = [_received(party, message, n_train, prefix=f"chunk{i}_") for i in range(len(chunks))]
+            combined = party.round_candidates(received, [layout.node_group(c, n_train, settings.frac_bits, settings.loss)
+                                                         for c in chunks])
+            ep.send(b, "candidates", "ciphertext", count=len(party.table), **_ciphertexts(party, combined))
+        else:
+            combined, counts, keep = party.node_candidates(ints(message, "evaluate"), group)
+            ep.send(b, "candidates", "ciphertext", counts=np.asarray(counts, dtype=np.int64), **bits(keep),
                     **_ciphertexts(party, combined))
         # Step 6: the splits the label party chose among this party's candidates
         message = ep.recv(b, "split")
-        nodes, keys, sizes = ints(message, "nodes"), ints(message, "keys"), ints(message, "sizes", 1)
-        tied = ints(message, "tied")
-        if not len(nodes) == len(keys) == len(sizes) or int(sizes.sum()) != len(tied):
+        nodes, sizes, tied = ints(message, "nodes"), ints(message, "sizes", 1), ints(message, "tied")
+        if len(nodes) != len(sizes) or int(sizes.sum()) != len(tied):
             raise ProtocolError(f"{party.role}: a malformed 'split' from {b}")
         directions, columns, at = [], [], 0
-        for node, key, size in zip(nodes.tolist(), keys.tolist(), sizes.tolist()):
-            side, column = party.resolve(node, key, tied[at:at + size])
+        for node, size in zip(nodes.tolist(), sizes.tolist()):
+            side, column = party.resolve(node, tied[at:at + size])
             directions.append(side)
             columns.append(column)
             at += size
@@ -251,7 +247,7 @@ def run_label(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSetting
                 on_iteration(iteration, {**party.state(), "seed": seed, "scores": scores, "stopped": stop})
             if stop:
                 break
-    return {"n_iter": (iteration + 1) if party.trees else 0, "validation_scores": scores, "seed": seed}
+    return {"n_iter": iteration + 1, "validation_scores": scores, "seed": seed}
 
 
 def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, roster: Roster,
@@ -260,33 +256,30 @@ def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: Boosting
     features = roster.features if with_features else ()
     f = settings.frac_bits
     # Step 3: gradients and hessians, quantized; encrypted for the feature parties
-    big_g, big_h = party.gradients(f)
+    big_g, big_h = party.gradients(f, settings.loss)
     n_train = len(party.train_rows)
-    chunks = layout.class_chunks(party.n_trees, n_train, f, party.context.public_key.key_bits)
+    chunks = layout.class_chunks(party.n_trees, n_train, f, settings.loss, party.context.public_key.key_bits)
     if features and not settings.hide_membership:
         for classes in chunks:
-            fields = _ciphertexts(party, party.encrypt_classes(big_g, big_h, classes, f))
+            fields = _ciphertexts(party, party.encrypt_classes(big_g, big_h, classes, f, settings.loss))
             for k in features:
                 ep.send(k, "gradients", "ciphertext", **fields)
     first_tree = len(party.trees)
     for column in range(party.n_trees):
         classes = next(c for c in chunks if column in c)
         _grow(ep, party, settings, roster, features, big_g[:, column], big_h[:, column], column,
-              layout.class_group(classes, n_train, f), column - classes.start)
+              layout.class_group(classes, n_train, f, settings.loss), column - classes.start)
     # Step 7: the validation rows' leaves, by the parties' masks
     held = party.validation_rows
     if not len(held):
         return False
-    codes = party.codes[held]
-    others = {}
-    for k in features:
-        count = sum(len(party.trees[t]["tree"].leaves) for t in range(first_tree, len(party.trees)))
-        others[k] = unbits(ep.recv(k, "validation_masks"), len(held) * count).reshape(len(held), count)
+    new = range(first_tree, len(party.trees))
+    widths = [len(party.trees[t]["tree"].leaves) for t in new]
+    others = [unbits(ep.recv(k, "validation_masks"), len(held) * sum(widths)).reshape(len(held), sum(widths))
+              for k in features]
     at = 0
-    for column, index in enumerate(range(first_tree, len(party.trees))):
-        width = len(party.trees[index]["tree"].leaves)
-        masks = [m[:, at:at + width] for m in others.values()]
-        party.raw[held, column] += party.leaf_values(index, codes, masks)
+    for column, (index, width) in enumerate(zip(new, widths)):
+        party.raw[held, column] += party.leaf_values(index, party.codes[held], [m[:, at:at + width] for m in others])
         at += width
     scores.append(validation_score(settings.scoring, party.loss, party.raw[held], party.y[held]))
     return should_stop(scores, settings)
@@ -294,50 +287,47 @@ def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: Boosting
 
 def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, roster: Roster, features: tuple,
           g: np.ndarray, h: np.ndarray, column: int, group, slot: int) -> None:
-    """Steps 4-6: grow one tree with the feature parties ``features`` (none: on this party's columns only)."""
+    """Steps 4-6: grow one tree with the feature parties ``features`` (none: on this party's columns only).
+
+    ``group`` is the slot layout of a standard-mode candidate and ``slot`` this
+    tree's class among its slots.
+    """
     rules, f = settings.rules, settings.frac_bits
     grower = TreeGrower(g, h, party.train_rows, rules, settings.max_depth, settings.max_leaf_nodes,
                         settings.learning_rate, party.loss.value_scale)
     values = np.column_stack([g, h, np.ones(len(g), dtype=np.int64)])
     me = len(roster.features)                       # this party's index among the data parties (the last)
     index_of = {k: i for i, k in enumerate(roster.features)}
-    n_train = len(party.train_rows)
+    known = {k: ForeignSums(3 if settings.hide_membership else 2) for k in features}
     applied: list = []
     foreign: dict = {}                              # a feature party's split: its column index, by node
-    lists = 0                                       # hidden membership: candidate lists (chunks) so far
     while True:
         nodes = grower.to_evaluate()
         done = not nodes and not grower.to_split()
         shape = grower.tree(lambda split: split[0]) if done else None
         ends = {"left": shape.left, "right": shape.right} if done else {}
+        plan = sums_to_send([n.id for n in nodes], grower.parents(), grower.sizes(), grower.children())
         # Step 4: the new nodes and which to evaluate
         if settings.hide_membership:
-            fields = {}
-            if features and nodes:
-                node_chunks = layout.node_chunks(len(nodes), n_train, f, party.context.public_key.key_bits)
-                for i, chunk in enumerate(node_chunks):
-                    fields.update(_ciphertexts(party, party.encrypt_nodes([nodes[j] for j in chunk], g, h, f),
-                                                f"chunk{i}_"))
+            fields = _round_gradients(party, grower, plan, g, h, settings) if features and nodes else {}
             for k in features:
-                ep.send(k, "round", "ciphertext", evaluate=np.asarray([n.id for n in nodes], dtype=np.int64),
-                        done=done, **ends, **fields)
+                ep.send(k, "round", "ciphertext", slots=len(plan), done=done, **ends, **fields)
         else:
-            parents = np.asarray([a[0] for a in applied], dtype=np.int64)
-            lefts = np.asarray([a[1] for a in applied], dtype=np.int64)
-            rights = np.asarray([a[2] for a in applied], dtype=np.int64)
-            directions = np.concatenate([a[3] for a in applied]) if applied else np.empty(0, bool)
             for k in features:
-                ep.send(k, "nodes", "plaintext", parents=parents, lefts=lefts, rights=rights,
-                        evaluate=np.asarray([n.id for n in nodes], dtype=np.int64), done=done, **ends,
-                        **bits(directions))
+                ep.send(k, "nodes", "plaintext", evaluate=np.asarray([n.id for n in nodes], dtype=np.int64),
+                        done=done, **ends, **_applied(applied))
         if done:
             break
         # Step 5: every party's candidates; the best split of each node
         found = {n.id: (-np.inf, None) for n in nodes}
         for k in features:
-            _feature_best(ep, party, settings, k, index_of[k], nodes, group, slot, found, lists)
-        if settings.hide_membership and features and nodes:
-            lists += len(layout.node_chunks(len(nodes), n_train, f, party.context.public_key.key_bits))
+            _feature_best(ep, party, settings, k, known[k], plan, grower, group, slot)
+            for node in nodes:
+                sums = known[k].sums[node.id]
+                gain, tied = best(gains(sums[:, 0], sums[:, 1], node.g, node.h, rules,
+                                        *((sums[:, 2], len(node.rows)) if settings.hide_membership else ())))
+                if gain > found[node.id][0]:
+                    found[node.id] = (gain, (index_of[k], known[k].positions[node.id][tied]))
         for node in nodes:
             gain, split = party.own_best(node, values, rules)
             if gain > found[node.id][0]:
@@ -345,34 +335,12 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
             grower.set_best(node, *found[node.id])
         # Step 6: the nodes to split now; each feature party says which rows go left at its own
         chosen = grower.to_split()
-        asked = {k: [n for n in chosen if n.split[0] == index_of[k]] for k in features}
-        for k in features:
-            tied = [n.split[2] for n in asked[k]]
-            ep.send(k, "split", "public", nodes=np.asarray([n.id for n in asked[k]], dtype=np.int64),
-                    keys=np.asarray([n.split[1] for n in asked[k]], dtype=np.int64),
-                    sizes=np.asarray([len(t) for t in tied], dtype=np.int64),
-                    tied=np.concatenate(tied).astype(np.int64) if tied else np.empty(0, np.int64))
-        directions, columns = {}, {}
-        for k in features:
-            message = ep.recv(k, "partition")
-            sizes = [n_train if settings.hide_membership else len(n.rows) for n in asked[k]]
-            received = unbits(message, sum(sizes))
-            got = ints(message, "columns", 0, 1 << 20)
-            if len(got) != len(asked[k]):
-                raise ProtocolError(f"{party.role}: {k} sent {len(got)} split columns for {len(asked[k])} splits")
-            at = 0
-            for node, size, col in zip(asked[k], sizes, got.tolist()):
-                side = received[at:at + size]
-                if settings.hide_membership:        # directions of every training row: keep the node's
-                    side = side[np.searchsorted(party.train_rows, node.rows)]
-                directions[node.id], columns[node.id] = side, col
-                at += size
+        directions = _partitions(ep, party, settings, features, index_of, chosen, foreign)
         applied = []
         for node in chosen:
             side = directions[node.id] if node.split[0] != me else party.split_rows(node, node.split[1])
             left, right = grower.split(node, side)
             applied.append((node.id, left.id, right.id, side))
-        foreign.update(columns)
     leaves = np.empty(party.n_rows, dtype=np.int64)
     for position, leaf in enumerate(shape.leaves.tolist()):
         leaves[grower.nodes[leaf].rows] = position
@@ -380,46 +348,85 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
     party.add_tree(shape, own, column, leaves[party.train_rows], foreign)
 
 
-def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, k: str, index: int,
-                  nodes: list, group, slot: int, found: dict, lists: int) -> None:
-    """Decrypt feature party ``k``'s candidates of ``nodes``; keep each node's best if it beats ``found``.
+def _applied(applied: list) -> dict:
+    """The splits made since the last round, as ``nodes`` fields: parents, children, every row's direction."""
+    return {"parents": np.asarray([a[0] for a in applied], dtype=np.int64),
+            "lefts": np.asarray([a[1] for a in applied], dtype=np.int64),
+            "rights": np.asarray([a[2] for a in applied], dtype=np.int64),
+            **bits(np.concatenate([a[3] for a in applied]) if applied else np.empty(0, bool))}
 
-    A split keeps the key of the candidate list it came from: the node (standard),
-    or the chunk's number among the tree's rounds, ``lists`` before this one (hidden).
-    """
+
+def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settings: BoostingSettings) -> dict:
+    """Hidden membership: per chunk of the sent nodes, one ciphertext per training row (its node's slots filled)."""
+    sent = [grower.nodes[s] for s, _, _ in plan]
+    chunks = layout.node_chunks(len(sent), len(party.train_rows), settings.frac_bits, settings.loss,
+                                party.context.public_key.key_bits)
+    fields = {}
+    for i, chunk in enumerate(chunks):
+        fields.update(_ciphertexts(party, party.encrypt_nodes([sent[j] for j in chunk], g, h, settings.frac_bits, settings.loss),
+                                   f"chunk{i}_"))
+    return fields
+
+
+def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, k: str, known: ForeignSums,
+                  plan: list, grower, group, slot: int) -> None:
+    """Decrypt feature party ``k``'s sums of the round's sent nodes into ``known`` (both modes)."""
     message = ep.recv(k, "candidates")
-    counts = ints(message, "counts", 0, MAX_ROWS)
     n_train = len(party.train_rows)
-    rules, f = settings.rules, settings.frac_bits
+    key_bits = party.context.public_key.key_bits
     if settings.hide_membership:
-        chunks = layout.node_chunks(len(nodes), n_train, f, party.context.public_key.key_bits)
-        if len(counts) != 1:
-            raise ProtocolError(f"{party.role}: {k} sent {len(counts)} candidate counts, expected one per round")
-        groups = [layout.node_group(c, n_train, f) for c in chunks]
-        per = int(counts[0])
-        total = sum(-(-per // g.per_plaintext(party.context.public_key.key_bits)) for g in groups)
-        ciphertexts = _received(party, message, total)
+        count = message["count"]
+        if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_ROWS:
+            raise ProtocolError(f"{party.role}: {k} sent a malformed candidate count")
+        chunks = layout.node_chunks(len(plan), n_train, settings.frac_bits, settings.loss, key_bits)
+        groups = [layout.node_group(c, n_train, settings.frac_bits, settings.loss) for c in chunks]
+        used = [-(-count // grp.per_plaintext(key_bits)) for grp in groups]
+        ciphertexts = _received(party, message, sum(used))
         at = 0
-        for number, (chunk, grp) in enumerate(zip(chunks, groups)):
-            used = -(-per // grp.per_plaintext(party.context.public_key.key_bits))
-            sums = party.decrypt_groups(ciphertexts[at:at + used], grp, per)
-            at += used
-            for slot_in_chunk, j in enumerate(chunk):
-                node = nodes[j]
-                left = sums[:, 3 * slot_in_chunk:3 * slot_in_chunk + 3]
-                gain, tied = best(gains(left[:, 0], left[:, 1], node.g, node.h, rules, left[:, 2], len(node.rows)))
-                if gain > found[node.id][0]:
-                    found[node.id] = (gain, (index, lists + number, tied))
+        for chunk, grp, n_used in zip(chunks, groups, used):
+            sums = party.decrypt_groups(ciphertexts[at:at + n_used], grp, count)
+            at += n_used
+            for place, j in enumerate(chunk):
+                known.add(*plan[j], sums[:, 3 * place:3 * place + 3])
         return
-    if len(counts) != len(nodes):
-        raise ProtocolError(f"{party.role}: {k} sent candidates of {len(counts)} nodes, expected {len(nodes)}")
+    counts = ints(message, "counts", 0, MAX_ROWS)
+    if len(counts) != len(plan):
+        raise ProtocolError(f"{party.role}: {k} sent the sums of {len(counts)} nodes, expected {len(plan)}")
     total = int(counts.sum())
-    per = group.per_plaintext(party.context.public_key.key_bits)
+    per = group.per_plaintext(key_bits)
     sums = party.decrypt_groups(_received(party, message, -(-total // per)), group, total)
-    at = 0
-    for node, count in zip(nodes, counts.tolist()):
-        left = sums[at:at + count]
+    keep = unbits(message, sum(c * len(served) for c, (_, _, served) in zip(counts.tolist(), plan)))
+    at = bit = 0
+    for (sent, parent, served), count in zip(plan, counts.tolist()):
+        masks = [keep[bit + i * count:bit + (i + 1) * count] for i in range(len(served))]
+        known.add(sent, parent, served, sums[at:at + count, 2 * slot:2 * slot + 2], masks)
         at += count
-        gain, tied = best(gains(left[:, 2 * slot], left[:, 2 * slot + 1], node.g, node.h, rules))
-        if gain > found[node.id][0]:
-            found[node.id] = (gain, (index, node.id, tied))
+        bit += count * len(served)
+
+
+def _partitions(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, features: tuple,
+                index_of: dict, chosen: list, foreign: dict) -> dict:
+    """Step 6 with every feature party: its chosen splits (as tied positions); the rows going left, by node."""
+    n_train = len(party.train_rows)
+    asked = {k: [n for n in chosen if n.split[0] == index_of[k]] for k in features}
+    for k in features:
+        tied = [n.split[1] for n in asked[k]]
+        ep.send(k, "split", "public", nodes=np.asarray([n.id for n in asked[k]], dtype=np.int64),
+                sizes=np.asarray([len(t) for t in tied], dtype=np.int64),
+                tied=np.concatenate(tied).astype(np.int64) if tied else np.empty(0, np.int64))
+    directions = {}
+    for k in features:
+        message = ep.recv(k, "partition")
+        sizes = [n_train if settings.hide_membership else len(n.rows) for n in asked[k]]
+        received = unbits(message, sum(sizes))
+        columns = ints(message, "columns", 0, 1 << 20)
+        if len(columns) != len(asked[k]):
+            raise ProtocolError(f"{party.role}: {k} sent {len(columns)} split columns for {len(asked[k])} splits")
+        at = 0
+        for node, size, column in zip(asked[k], sizes, columns.tolist()):
+            side = received[at:at + size]
+            if settings.hide_membership:            # every training row's direction: keep the node's
+                side = side[np.searchsorted(party.train_rows, node.rows)]
+            directions[node.id], foreign[node.id] = side, column
+            at += size
+    return directions
