@@ -117,6 +117,7 @@ class _VerticalGradientBoosting(BaseEstimator):
         self.feature_parties_ = roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
         self.n_iter_ = result["n_iter"]
+        self._seed_ = result["seed"]
         self.n_trees_per_iteration_ = label.n_trees
         self.validation_score_ = np.asarray(result["validation_scores"], dtype=np.float64)
         self.baseline_ = label.baseline.copy()

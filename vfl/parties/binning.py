@@ -4,9 +4,9 @@ A column's non-missing values fall into at most ``max_bins`` bins separated by
 ascending thresholds ``t_0 < t_1 < ...``: bin ``j`` holds ``t_(j-1) < x <= t_j``.
 With no more distinct values than ``max_bins``, every distinct value has its own
 bin and the thresholds are the midpoints between neighbours; otherwise the
-thresholds are the column's quantiles at ``k / max_bins`` (midpoint
-interpolation), duplicates removed, as scikit-learn's
-``HistGradientBoostingClassifier`` bins.  Missing values (NaN) get the code
+thresholds are the column's quantiles at ``k / max_bins`` (the averaged
+inverted CDF), duplicates removed, as scikit-learn's
+``HistGradientBoostingClassifier`` bins (without its subsampling).  Missing values (NaN) get the code
 ``max_bins`` whatever the column.
 
 A split "bin ``<= j``" is the split "``x <= t_j``" on raw values, so a party
@@ -40,7 +40,7 @@ def column_thresholds(values: np.ndarray, max_bins: int) -> np.ndarray:
     if len(distinct) <= max_bins:
         return (distinct[:-1] + distinct[1:]) / 2.0
     percentiles = np.linspace(0, 100, num=max_bins + 1)[1:-1]
-    return np.unique(np.percentile(values, percentiles, method="midpoint"))
+    return np.unique(np.percentile(values, percentiles, method="averaged_inverted_cdf"))
 
 
 class Binner:
