@@ -273,7 +273,8 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
         return e / e.sum(axis=1, keepdims=True)
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_proba(data), axis=1)]
+        proba = self.predict_proba(data)
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def score(self, data: VerticalDataset, y=None) -> float:
         """Accuracy on ``data`` (which holds the labels)."""

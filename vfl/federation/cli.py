@@ -69,7 +69,8 @@ def _register_party(subparsers) -> None:
             "Connects to its peers named in the federation file (retrying while they start): a feature "
             "party to the label party and the coordinator, those two to every party. Checks that all "
             "share the same settings, trains, and writes this party's model shard (feature and label "
-            "parties) to WORKDIR/model_NAME.json."),
+            "parties) to WORKDIR/model_NAME.json. With [training] model = \"gradient_boosting\" the parties "
+            "boost trees (SecureBoost) and no coordinator takes part."),
         epilog=THREE_MACHINES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--resume", action="store_true",
@@ -267,7 +268,10 @@ def _party(args) -> int:
     from vfl.federation.runner import train
 
     def action():
-        summary = train(load_config(args.config), args.role, args.data, _workdir(args), args.resume,
+        config = load_config(args.config)
+        if config.boosting:
+            return _boost(args, config)
+        summary = train(config, args.role, args.data, _workdir(args), args.resume,
                         narrate=args.narrate, progress=args.progress)
         if summary["role"] == "coordinator" and summary["models"] == 1:
             print(f"party {args.role}: trained {summary['epochs']} epochs, final loss "
@@ -290,12 +294,47 @@ def _party(args) -> int:
     return _run(args, action)
 
 
+def _boost(args, config) -> None:
+    """``vfl party`` of gradient boosting: one line on what this party did, and the label party's report."""
+    from vfl.federation.boosting import train
+
+    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
+                    progress=args.progress)
+    if "idle" in summary:
+        print(f"party {args.role}: {summary['idle']}")
+        return
+    if "alignment" in summary:
+        print(alignment_line(args.role, summary["alignment"]))
+    if summary["role"] == "label":
+        print(f"party {args.role}: {summary['iterations']} boosting iterations, {summary['trees']} trees")
+    print(f"party {args.role}: model shard written to {summary['model']}")
+    _print_label_report(args.role, summary)
+
+
 def _predict(args) -> int:
     from vfl.federation.config import load_config
     from vfl.federation.runner import predict
 
     def action():
-        summary = predict(load_config(args.config), args.role, args.data, args.model, _workdir(args),
+        config = load_config(args.config)
+        if config.boosting:
+            from vfl.federation.boosting import predict as predict_boosted
+
+            summary = predict_boosted(config, args.role, args.data, args.model, _workdir(args), args.output,
+                                      narrate=args.narrate, progress=args.progress)
+            if "idle" in summary:
+                print(f"party {args.role}: {summary['idle']}")
+                return
+            if "alignment" in summary:
+                print(alignment_line(args.role, summary["alignment"]))
+            _print_label_report(args.role, summary, metrics=False)
+            print(f"party {args.role}: scores of {summary['rows']} rows written to {summary['scores']}"
+                  if summary["role"] == "label" else
+                  f"party {args.role}: sent the leaves its splits allow for {summary['rows']} rows to "
+                  f"{summary['label']}")
+            _print_label_report(args.role, summary, classes=False)
+            return
+        summary = predict(config, args.role, args.data, args.model, _workdir(args),
                           args.output, narrate=args.narrate, progress=args.progress)
         if "alignment" in summary:
             print(alignment_line(args.role, summary["alignment"]))

@@ -56,6 +56,26 @@ federation has one *label party* (feature columns and the labels), one
     [prediction]
     mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)
 
+For gradient-boosted trees (SecureBoost), ``[training]`` names the model and
+takes the estimators' parameters instead (:class:`~vfl.protocols.boosting.BoostingSettings`);
+the label party holds the key, so no coordinator is needed (a ``coordinator``
+entry may stay in the file: it takes no part)::
+
+    [training]
+    model = "gradient_boosting"
+    loss = "log_loss"                   # or "squared_error"
+    iterations = 50                     # boosting iterations (max_iter)
+    learning_rate = 0.3
+    max_depth = 3                       # and/or max_leaf_nodes
+    max_bins = 32
+    l2_regularization = 0.0
+    min_samples_leaf = 20
+    min_child_weight = 0.001
+    early_stopping = false              # or true, "auto"
+    hide_membership = false             # true: no feature party learns any row's node
+    label_party_trees = 1               # the first trees split on the label party's columns only
+    key_bits = 2048
+
     [data]
     id_column = "id"
     align = "psi"                       # rows aligned by private set intersection; "same-ids": each CSV
@@ -100,6 +120,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
 from vfl.errors import ConfigurationError
 from vfl.federation.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster, TrainingSettings
+from vfl.protocols.boosting import BoostingSettings
 from vfl.transport.network import NetworkSettings, parse_address
 from vfl.transport.tls import ROLE_PATTERN, TLSFiles
 
@@ -113,6 +134,9 @@ _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"
 _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
+#: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
+BOOSTING = "gradient_boosting"
+_BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
 
 
 @dataclass(frozen=True)
@@ -136,7 +160,8 @@ class FederationConfig:
     path: Path
     ca: Path
     parties: dict[str, PartyEntry]
-    training: TrainingSettings
+    #: the linear models' settings, or gradient boosting's
+    training: TrainingSettings | BoostingSettings
     prediction_mode: str = "private"
     id_column: str = "id"
     #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
@@ -154,10 +179,16 @@ class FederationConfig:
     compute: dict[str, ComputeSettings] = field(default_factory=dict)
 
     @property
+    def boosting(self) -> bool:
+        """Whether the federation trains gradient-boosted trees (no coordinator takes part)."""
+        return isinstance(self.training, BoostingSettings)
+
+    @property
     def roster(self) -> Roster:
-        """Who plays which role; the feature parties in the order of their names."""
+        """Who plays which role; the feature parties in the order of their names (boosting: no coordinator)."""
         by_role = {kind: sorted(n for n, e in self.parties.items() if e.role == kind) for kind in KINDS}
-        return Roster(tuple(by_role["feature"]), by_role["label"][0], by_role["coordinator"][0])
+        coordinator = None if self.boosting or not by_role["coordinator"] else by_role["coordinator"][0]
+        return Roster(tuple(by_role["feature"]), by_role["label"][0], coordinator)
 
     def tls(self, name: str) -> TLSFiles:
         entry = self.party(name)
@@ -182,6 +213,8 @@ class FederationConfig:
         """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
         shared = {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
                   "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
+        if self.boosting:
+            shared["model"] = BOOSTING
         if self.warm_start:
             shared["warm_start"] = True
         if not self.report_metrics:
@@ -211,20 +244,27 @@ def load_config(path) -> FederationConfig:
     _unknown(f"{where} [federation]", federation, {"ca"})
     ca = _path(base, _required(f"{where} [federation]", federation, "ca"))
 
-    parties = _parties(where, base, _section(where, raw, "parties"))
-
     training_table = dict(_section(where, raw, "training"))
+    boosting = training_table.get("model") == BOOSTING
+    parties = _parties(where, base, _section(where, raw, "parties"), boosting)
     warm_start = training_table.pop("warm_start", False)
     report_metrics = training_table.pop("report_metrics", True)
     for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
         if not isinstance(value, bool):
             raise ConfigurationError(f"{where} [training]: {name} must be true or false, got {value!r}")
-    training = _training(f"{where} [training]", training_table)
+    if boosting and warm_start:
+        raise ConfigurationError(f"{where} [training]: warm_start continues a linear model's weights; gradient "
+                                 "boosting trains its trees afresh (leave warm_start out)")
+    training = _boosting(f"{where} [training]", training_table) if boosting else \
+        _training(f"{where} [training]", training_table)
     prediction = _section(where, raw, "prediction", required=False)
     _unknown(f"{where} [prediction]", prediction, {"mode"})
     mode = prediction.get("mode", "private")
     if mode not in ("private", "table3"):
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
+    if boosting and mode != "private":
+        raise ConfigurationError(f"{where} [prediction]: mode {mode!r} is Yang et al.'s Table 3 for linear models; "
+                                 "gradient boosting predicts privately only (leave mode out)")
     data = _section(where, raw, "data", required=False)
     _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight"})
     align = data.get("align", "psi")
@@ -240,6 +280,9 @@ def load_config(path) -> FederationConfig:
                                      f"party's CSV, got {weight!r}")
         if weight in (data.get("id_column", "id"), data.get("label", "label")):
             raise ConfigurationError(f"{where} [data]: sample_weight {weight!r} is also the id or label column")
+        if boosting:
+            raise ConfigurationError(f"{where} [data]: sample_weight weighs the linear models' loss; gradient "
+                                     "boosting does not take row weights (leave sample_weight out)")
         try:
             training = replace(training, sample_weighted=True)      # every party sizes its bounds for it
         except ConfigurationError as exc:
@@ -263,8 +306,11 @@ def load_config(path) -> FederationConfig:
                             network=net, timeout=timeout, compute=compute)
 
 
-def _parties(where: str, base: Path, table: dict) -> dict[str, PartyEntry]:
-    """The ``[parties.NAME]`` tables: valid names, one role each, one label party and one coordinator."""
+def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dict[str, PartyEntry]:
+    """The ``[parties.NAME]`` tables: valid names, one role each, one label party and one coordinator.
+
+    With ``boosting`` the coordinator may be left out (it takes no part).
+    """
     legacy = set(table) == set(LEGACY_ROLES) and not any(isinstance(e, dict) and "role" in e for e in table.values())
     parties, lowered = {}, {}
     for name, entry in table.items():
@@ -297,7 +343,7 @@ def _parties(where: str, base: Path, table: dict) -> dict[str, PartyEntry]:
                                    _path(base, _required(here, entry, "key")), span)
     for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
         named = [n for n, e in parties.items() if e.role == kind]
-        if len(named) != 1:
+        if len(named) != 1 and not (kind == "coordinator" and boosting and not named):
             raise ConfigurationError(f"{where}: exactly one party must have role = {kind!r} ({what}); "
                                      f"{'parties ' + ', '.join(named) + ' have it' if named else 'none has'}")
     if not any(e.role == "feature" for e in parties.values()):
@@ -324,6 +370,20 @@ def _training(where: str, table: dict) -> TrainingSettings:
         values["tol"] = None
     try:
         return TrainingSettings(**values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+
+
+def _boosting(where: str, table: dict) -> BoostingSettings:
+    """``[training]`` of gradient boosting: the estimators' parameter names (``iterations`` for ``max_iter``)."""
+    _unknown(where, table, _BOOSTING_KEYS)
+    values = {k: v for k, v in table.items() if k != "model"}
+    if "iterations" in values:
+        if "max_iter" in values:
+            raise ConfigurationError(f"{where}: 'max_iter' is given twice (as 'iterations' and 'max_iter')")
+        values["max_iter"] = values.pop("iterations")
+    try:
+        return BoostingSettings(**values)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{where}: {exc}") from None
 

@@ -79,7 +79,7 @@ def is_salt(value) -> bool:
 
 
 def load_csv(path, role: str, id_column: str = "id", label: str | None = None, columns=None,
-             label_required: bool = True, weight: str | None = None, foreign=()) -> PartyData:
+             label_required: bool = True, weight: str | None = None, foreign=(), missing: bool = False) -> PartyData:
     """Read party ``role``'s CSV, checked by :mod:`vfl.datachecks` as the in-process API checks its frames.
 
     Parameters
@@ -101,6 +101,9 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     foreign : iterable of str
         A feature party: the label party's columns (the label, the weights), which
         its CSV must not hold (it would train on them as features).
+    missing : bool
+        Empty cells (missing values) are kept as NaN, for gradient boosting; without
+        it they are refused, naming the column and the row's id, as the linear models need.
     """
     try:
         frame = pd.read_csv(path, dtype={id_column: str}, keep_default_na=True)
@@ -142,13 +145,13 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     if columns is None:
         columns = available
     else:
-        missing = [c for c in columns if c not in frame.columns]
+        absent = [c for c in columns if c not in frame.columns]
         extra = [c for c in available if c not in columns]
-        if missing or extra:
-            raise DataError(f"{where}: columns differ from the model's (missing {missing}, unexpected {extra})")
+        if absent or extra:
+            raise DataError(f"{where}: columns differ from the model's (missing {absent}, unexpected {extra})")
     if not columns:
         raise DataError(f"{where}: no feature columns besides {id_column!r}")
-    features = feature_values(where, frame, columns, ids)
+    features = feature_values(where, frame, columns, ids, missing=missing)
     return PartyData(ids=ids, columns=[str(c) for c in columns], features=features, labels=labels, weights=weights)
 
 

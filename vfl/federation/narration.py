@@ -48,6 +48,17 @@ DESCRIPTIONS = {
     "packed_loss_part": "encrypted loss part [[a u_k.d + penalty]] in slot s-1",
     "packed_loss": "encrypted batch loss [[L]] in slot s-1, every other slot masked",
     "masked_packed_scores": "encrypted scores plus per-slot masks [[z + 2^v + R]], packed",
+    # gradient boosting (SecureBoost): the label party holds the key
+    "iteration": "a new boosting iteration; whether the feature parties take part in its trees",
+    "gradients": "encrypted gradients and hessians [[g, h]], one packed ciphertext per row",
+    "nodes": "the rows of each new node (a bit per row of the split node), and the nodes to evaluate",
+    "round": "encrypted gradients [[g, h, 1]] per row in its node's slot (zeros elsewhere): node membership hidden",
+    "candidates": "encrypted left sums [[G_L, H_L]] of its split candidates, shuffled, several per ciphertext",
+    "split": "which of its candidates won at which node (positions in its shuffled order)",
+    "partition": "which rows of the node go left at its split, and the split's column index",
+    "validation_masks": "per validation row, the leaves its own splits allow (a bit per leaf)",
+    "predict": "rows to score, and the trees holding this party's splits",
+    "leaf_masks": "per row, the leaves its own splits allow in each tree (a bit per leaf)",
 }
 
 
@@ -55,6 +66,8 @@ def describe(message) -> tuple[str, int]:
     """A short description of ``message`` and how many numbers it carries."""
     count = sum(len(v) if isinstance(v, BigInts) else int(v.size)
                 for v in message.fields.values() if isinstance(v, (BigInts, np.ndarray)))
+    if isinstance(message.fields.get("bits"), bytes) and isinstance(message.fields.get("count"), int):
+        count += message.fields["count"]            # a bit vector: one value per bit
     text = DESCRIPTIONS.get(message.name, message.name)
     if message.name == "hello" and "ids_salt" not in message.fields:
         text = "settings fingerprint"
@@ -62,6 +75,12 @@ def describe(message) -> tuple[str, int]:
         text = "settings fingerprint, the shard's training fingerprint, row count and a salt for the row-id digest"
     if message.name == "schedule" and "seed" not in message.fields:
         text = "row count"
+    if message.name == "start" and "n_trees" in message.fields:
+        text = "the iteration to resume after, the validation rows' seed, row count and trees per iteration"
+    if message.name == "resume" and "last_iteration" in message.fields:
+        text = "the last iteration it completed"
+    if message.name == "control" and set(message.fields) == {"stop"}:
+        text = "continue or stop (the label party's validation score decides)"
     if message.name == "scores" and message.kind == "plaintext":
         text = "scores z"
     elif message.name == "scores" and message.kind == "masked":
@@ -130,11 +149,14 @@ class Narrator:
         How messages outside any epoch are labelled ("setup", "predict").
     """
 
-    def __init__(self, role: str, total_epochs: int | None = None, stream=None, phase: str = "setup"):
+    def __init__(self, role: str, total_epochs: int | None = None, stream=None, phase: str = "setup",
+                 unit: str = "epoch"):
         self.role = role
         self.total = total_epochs
         self.stream = stream if stream is not None else sys.stdout
         self.phase = phase
+        #: what the protocol's iterations are called: "epoch" (linear models) or "iteration" (boosting)
+        self.unit = unit
 
     def __call__(self, direction: str, peer: str, message, nbytes: int) -> None:
         if direction != "->":
@@ -156,7 +178,7 @@ class Narrator:
         print(f"[{self.role}] {text}", file=self.stream, flush=True)
 
     def _when(self, iteration: int) -> str:
-        return f"epoch {self._epoch(iteration)}  " if iteration >= 0 else f"{self.phase}  "
+        return f"{self.unit} {self._epoch(iteration)}  " if iteration >= 0 else f"{self.phase}  "
 
     def _epoch(self, epoch: int) -> str:
         return f"{epoch + 1}/{self.total}" if self.total else f"{epoch + 1}"

@@ -20,7 +20,7 @@ def plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def label_metrics(objective: str, scores, y) -> dict[str, float]:
+def label_metrics(objective: str, scores, y, link: str = "sigmoid") -> dict[str, float]:
     """The metrics of ``scores`` against ``y``; a metric the rows cannot define (one class only) is left out.
 
     Parameters
@@ -31,6 +31,9 @@ def label_metrics(objective: str, scores, y) -> dict[str, float]:
     y : array of shape (n,)
         Logistic: each row's class index (1: the positive class of a binary model);
         linear: the label values.
+    link : {"sigmoid", "softmax"}
+        How several classes' scores become probabilities: each class's sigmoid,
+        normalized (one-vs-rest models), or the softmax (a multinomial model).
 
     Returns
     -------
@@ -51,7 +54,10 @@ def label_metrics(objective: str, scores, y) -> dict[str, float]:
         return {"AUC": float(roc_auc_score(positive, scores)), "KS": ks_statistic(positive, scores)}
     out = {}
     if np.unique(y).size == scores.shape[1]:
-        probability = 1.0 / (1.0 + np.exp(-np.clip(scores, -500, 500)))
+        if link == "softmax":
+            probability = np.exp(scores - scores.max(axis=1, keepdims=True))
+        else:
+            probability = 1.0 / (1.0 + np.exp(-np.clip(scores, -500, 500)))
         probability /= probability.sum(axis=1, keepdims=True)
         out["AUC (one-vs-rest, macro)"] = float(roc_auc_score(y, probability, multi_class="ovr", average="macro"))
     out["accuracy"] = float(accuracy_score(y, np.argmax(scores, axis=1)))

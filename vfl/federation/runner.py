@@ -53,7 +53,7 @@ from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain
-from vfl.federation.session import Session, check_equations, check_rows, data_peers, rows_hello, share_columns
+from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello, share_columns
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
@@ -96,7 +96,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
             theirs = session.hello(extra)
             if data:
-                data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator,
+                data, alignment = align_data(session, role, data, extra, theirs, narrator,
                                          min_rows(settings.batch_size, len(data.columns) +
                                                   (kind == "label" and settings.fit_intercept)))
                 if alignment:
@@ -324,15 +324,6 @@ def _training_party(config: FederationConfig, role: str, kind: str, data: PartyD
     return party
 
 
-def _align(session: Session, config: FederationConfig, role: str, kind: str, data: PartyData, mine: dict,
-           theirs: dict, narrator, needed: int) -> tuple[PartyData, dict | None]:
-    """The rows to use: the private set intersection (``align = "psi"``), or the same ids checked by digest."""
-    if config.align == "same-ids":
-        check_rows(session.endpoint, role, data, mine, theirs, config.roster)
-        return data, None
-    return private_intersection(session.endpoint, config, role, data, needed, narrator)
-
-
 # --------------------------------------------------------------------------- alignment only
 
 @uses_compute
@@ -395,7 +386,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         theirs = session.hello(extra)
         alignment = None
         if data:
-            data, alignment = _align(session, config, role, kind, data, extra, theirs, narrator, 1)
+            data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
             if alignment:
                 shown.line(alignment_line(role, alignment))
             for peer in data_peers(role, roster):

@@ -20,6 +20,7 @@ import numpy as np
 
 from vfl.errors import (ComputeError, ConfigurationError, DataError, DivergenceError, HandshakeError, PeerError,
                         PeerStopped, ProtocolError, VFLError)
+from vfl.federation.align import private_intersection
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, is_salt, new_salt
 from vfl.federation.narration import Narrator
@@ -337,3 +338,17 @@ def abort_reason(role: str, exc: BaseException) -> str:
         return f"party {role} stopped on {CATEGORIES[category]}: {kind}: {exc}"
     hint = f": {_HINTS[kind]}" if kind in _HINTS else ""
     return f"party {role} stopped on {CATEGORIES[category]} ({kind}{hint}); the details stay with {role}"
+
+
+def align_data(session: Session, role: str, data: PartyData, mine: dict, theirs: dict, narrator,
+               needed: int) -> tuple[PartyData, dict | None]:
+    """The rows to use: the private set intersection (``align = "psi"``), or the same ids checked by digest.
+
+    Returns the rows in the order common to all parties and, with the
+    intersection, what it reports (every party's row count and the shared count).
+    """
+    config = session.config
+    if config.align == "same-ids":
+        check_rows(session.endpoint, role, data, mine, theirs, config.roster)
+        return data, None
+    return private_intersection(session.endpoint, config, role, data, needed, narrator)

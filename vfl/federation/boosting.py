@@ -1,0 +1,250 @@
+"""Run one party of gradient boosting as its own process: connect, align, boost or predict, write its shard.
+
+The role programs of :mod:`vfl.protocols.boosting` run unchanged over the
+party's :class:`~vfl.federation.session.Session` (mutual TLS, the settings
+fingerprint, the private set intersection), as the linear models' runs do
+(:mod:`vfl.federation.runner`).  What differs:
+
+* no coordinator: the label party makes the key pair; a coordinator named in
+  ``federation.toml`` is left out of the run (its ``vfl party`` says so and exits);
+* missing values are kept as they are (each party's CSV may have empty cells);
+* a checkpoint after every boosting iteration (``--resume`` continues after the
+  last iteration every party completed and ends with the trees of an
+  uninterrupted run: the trees depend on no random draw but the validation seed,
+  which the label party keeps);
+* the shards: a feature party's holds its bin thresholds and, per tree it took
+  part in, the shape and its own splits; the label party's the loss, the leaf
+  values and who owns each split (:func:`~vfl.federation.checkpoint.write_boosting_shard`);
+* the label party's training metrics come from the raw scores it already holds
+  (the training rows' leaves are known to it), so no extra round is needed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from vfl.errors import DataError
+from vfl.federation.align import alignment_line
+from vfl.federation.checkpoint import CheckpointStore, read_boosting_shard, write_boosting_shard
+from vfl.federation.compute import uses_compute
+from vfl.federation.config import FederationConfig
+from vfl.federation.data import load_csv
+from vfl.federation.narration import Narrator
+from vfl.federation.progress import Progress
+from vfl.federation.report import class_indices, label_metrics, plain
+from vfl.federation.session import Session, align_data, data_peers, rows_hello
+from vfl.parties.binning import Binner
+from vfl.parties.boosting.feature_party import BoostingFeatureParty
+from vfl.parties.boosting.label_party import BoostingLabelParty
+from vfl.parties.boosting.loss import loss_from_dict
+from vfl.parties.boosting.tree import Tree
+from vfl.protocols.boosting import predict_feature, predict_label, run_feature, run_label
+
+#: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
+NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds the key pair): nothing to run"
+
+
+@uses_compute
+def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
+          narrate: bool = False, progress: bool | None = False) -> dict:
+    """Run party ``role``'s part of boosting; write its shard and transcript.
+
+    Returns a summary dict: ``party``, ``role``, the shard's and transcript's paths,
+    ``iterations``, and at the label party ``classes``, ``metrics`` (training, and
+    validation with early stopping) and the trees' count.
+    """
+    settings, roster = config.training, config.roster
+    kind = config.role_of(role)
+    if kind == "coordinator":
+        return {"party": role, "role": kind, "idle": NO_COORDINATOR}
+    workdir = Path(workdir)
+    data = _load(config, role, kind, data_path)
+    store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
+    if not resume:
+        store.clear()
+    narrator = Narrator(role, settings.max_iter, unit="iteration") if narrate else None
+    shown = Progress(role, progress)
+    try:
+        with Session(config, role, "train", narrator, shown) as session:
+            extra = dict(rows_hello(data), n_columns=len(data.columns))
+            theirs = session.hello(extra)
+            data, alignment = align_data(session, role, data, extra, theirs, narrator, 2 * settings.min_samples_leaf)
+            if alignment:
+                shown.line(alignment_line(role, alignment))
+            checkpoints = store.load() if resume else {}
+            if narrator and checkpoints:
+                narrator.say(f"resume: has checkpoints after iterations {sorted(k + 1 for k in checkpoints)}")
+            shown.model(settings.max_iter)
+
+            def on_iteration(iteration: int, state: dict) -> None:
+                store.save(iteration, state)
+                shown.epoch(iteration)
+
+            if kind == "feature":
+                party = BoostingFeatureParty(data.features, role, data.columns, max_bins=settings.max_bins)
+                run_feature(session.endpoint, party, settings, roster, checkpoints or None, on_iteration)
+                result = {}
+            else:
+                party = BoostingLabelParty(data.features, data.labels, role, data.columns, max_bins=settings.max_bins)
+                result = run_label(session.endpoint, party, settings, roster, checkpoints or None, on_iteration)
+            shown.close()
+            transcript = session.save_transcript(workdir / "transcript_train.csv")
+    finally:
+        shown.close()
+    summary = {"party": role, "role": kind, "transcript": str(transcript), "iterations": len(party.trees)}
+    if alignment:
+        summary["alignment"] = alignment
+    if kind == "label":
+        summary["iterations"] = result["n_iter"]
+        summary.update(classes=None if party.classes is None else [plain(c) for c in party.classes],
+                       metrics=training_metrics(config, party), trees=len(party.trees))
+    summary["model"] = str(write_boosting_shard(
+        workdir / f"model_{role}.json", party, kind, config.fingerprint("train"),
+        label=config.label if kind == "label" else None, feature_parties=roster.features,
+        n_iter=summary["iterations"], validation_scores=result.get("validation_scores", ())))
+    store.clear()                               # finished: the shard is the result
+    return summary
+
+
+def _load(config: FederationConfig, role: str, kind: str, data_path, columns=None, label_required: bool = True):
+    from vfl.errors import ConfigurationError
+
+    if data_path is None:
+        raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    return load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
+                    columns=columns, label_required=label_required,
+                    foreign=(config.label,) if kind == "feature" else (), missing=True)
+
+
+def training_metrics(config: FederationConfig, party: BoostingLabelParty) -> dict | None:
+    """The label party's metrics of its training (and validation) rows, from the raw scores it holds."""
+    if not config.report_metrics:
+        return None
+    report = {"training": _rows_metrics(party, party.train_rows)}
+    if len(party.validation_rows):
+        report["validation"] = _rows_metrics(party, party.validation_rows)
+    return report
+
+
+def _rows_metrics(party: BoostingLabelParty, rows: np.ndarray) -> dict:
+    objective = "linear" if party.classes is None else "logistic"
+    raw = party.raw[rows]
+    return {"rows": len(rows), "metrics": label_metrics(objective, raw[:, 0] if raw.shape[1] == 1 else raw,
+                                                        party.y[rows], link="softmax")}
+
+
+# --------------------------------------------------------------------------- prediction
+
+@uses_compute
+def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
+            narrate: bool = False, progress: bool | None = False) -> dict:
+    """Run party ``role``'s part of private prediction with its shard; the label party writes the scores CSV.
+
+    Returns a summary dict: ``party``, ``role``, ``rows``, ``label`` (the label
+    party's name), the transcript's path, and at the label party the scores'
+    path, its ``classes`` and, when its CSV holds the label column, ``metrics``.
+    """
+    roster = config.roster
+    kind = config.role_of(role)
+    if kind == "coordinator":
+        return {"party": role, "role": kind, "idle": NO_COORDINATOR}
+    workdir = Path(workdir)
+    path = model_path or workdir / f"model_{role}.json"
+    shard = read_boosting_shard(path, role, kind)
+    data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
+    party = from_shard(shard, data.features, role)
+    if kind == "label" and shard["data_parties"] != list(roster.data_parties):
+        raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
+                        f"{config.path} names {list(roster.data_parties)}")
+    narrator = Narrator(role, phase="predict") if narrate else None
+    shown = Progress(role, progress)
+    with Session(config, role, "predict", narrator, shown) as session:
+        extra = dict(rows_hello(data), trained_with=shard["trained_with"])
+        theirs = session.hello(extra)
+        data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
+        if alignment:
+            shown.line(alignment_line(role, alignment))
+        for peer in data_peers(role, roster):
+            if theirs[peer].get("trained_with") != shard["trained_with"]:
+                raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
+                                "different settings; use the shards of one training run")
+        codes = party.bin_new(data.features)
+        summary = {"party": role, "role": kind, "rows": data.n_rows, "label": roster.label}
+        if alignment:
+            summary["alignment"] = alignment
+        if kind == "feature":
+            predict_feature(session.endpoint, party, codes, roster)
+        else:
+            raw = predict_label(session.endpoint, party, codes, roster)
+            summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, raw, party,
+                                                 config.id_column))
+            summary["classes"] = shard["classes"] or None
+            if data.labels is not None:
+                summary["metrics"] = _label_metrics(party, raw, data.labels, role)
+        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
+    return summary
+
+
+def from_shard(shard: dict, features, role: str):
+    """The party a (checked) shard describes, holding ``features`` (its rows to score) binned with its thresholds."""
+    binner = Binner.from_dict(shard["binning"])
+    if shard["role"] == "feature":
+        party = BoostingFeatureParty(features, role, shard["columns"], binner=binner)
+        party.load_state({"trees": shard["trees"]})
+        return party
+    party = BoostingLabelParty(features, None, role, shard["columns"], binner=binner)
+    party.trees = [{"tree": Tree.from_dict(t["tree"]),
+                    "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]},
+                    "foreign": {int(n): int(c) for n, c in t["foreign"]}} for t in shard["trees"]]
+    party.baseline = np.asarray(shard["baseline"], dtype=np.float64)
+    party.loss = loss_from_dict(shard["loss"])
+    party.classes = np.asarray(shard["classes"], dtype=object) if shard["classes"] else None
+    return party
+
+
+def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str) -> dict:
+    """``vfl predict``'s metrics when the label column is present (or a note saying why there are none)."""
+    if party.classes is None:
+        try:
+            y = np.asarray(labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            return {"rows": len(labels), "metrics": {},
+                    "note": f"party {role}: no metrics: the label column holds values that are not numbers"}
+        return {"rows": len(y), "metrics": label_metrics("linear", raw[:, 0], y)}
+    y = class_indices(labels, party.classes)
+    if y is None:
+        return {"rows": len(labels), "metrics": {},
+                "note": f"party {role}: no metrics: the label column holds values that are not classes of the model "
+                        f"({', '.join(map(repr, [plain(c) for c in party.classes]))})"}
+    return {"rows": len(y), "metrics": label_metrics("logistic", raw[:, 0] if raw.shape[1] == 1 else raw, y,
+                                                     link="softmax")}
+
+
+def write_scores(path, ids, raw: np.ndarray, party: BoostingLabelParty, id_column: str = "id") -> Path:
+    """The label party's output: per id the raw score(s) and, for a classifier, the probabilities and class."""
+    import pandas as pd
+
+    frame = pd.DataFrame({id_column: ids})
+    if party.classes is None:
+        frame["prediction"] = raw[:, 0]
+    else:
+        classes = [plain(c) for c in party.classes]
+        if raw.shape[1] == 1:
+            p = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
+            frame["score"] = raw[:, 0]
+            proba = np.column_stack([1 - p, p])
+        else:
+            e = np.exp(raw - raw.max(axis=1, keepdims=True))
+            proba = e / e.sum(axis=1, keepdims=True)
+            for k, name in enumerate(classes):
+                frame[f"score_{name}"] = raw[:, k]
+        for k, name in enumerate(classes):
+            frame[f"probability_{name}"] = proba[:, k]
+        frame["prediction"] = np.asarray(classes, dtype=object)[np.argmax(proba, axis=1)]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path
+
