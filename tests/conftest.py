@@ -42,3 +42,29 @@ def dask_client(dask_cluster):
     with Client(dask_cluster) as client:
         client.wait_for_workers(2, timeout=60)
         yield client
+
+
+@pytest.fixture
+def low_thresholds(monkeypatch):
+    """Send even a test's small calls to the compute backend, in tasks of any size."""
+    from vfl.crypto import compute
+
+    for name in ("JOBLIB_THRESHOLD", "REMOTE_THRESHOLD", "LOCAL_THRESHOLD"):
+        monkeypatch.setattr(compute, name, 100)
+    monkeypatch.setattr(compute, "REMOTE_MIN_TASK", 50)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The names of the task functions that went to a joblib backend, in order."""
+    from vfl.crypto import compute
+
+    sent = []
+    original = compute.run_joblib
+
+    def recording(fn, tasks, plan):
+        sent.append(fn.__name__)
+        return original(fn, tasks, plan)
+
+    monkeypatch.setattr(compute, "run_joblib", recording)
+    return sent

@@ -24,28 +24,6 @@ from vfl.errors import ComputeError, ConfigurationError
 FAST = dict(key_bits=1024, insecure=True, max_iter=3, tol=None, init="zeros", random_state=0)
 
 
-@pytest.fixture
-def low_thresholds(monkeypatch):
-    """Send even a test's small calls to the backend, in tasks of any size."""
-    for name in ("JOBLIB_THRESHOLD", "REMOTE_THRESHOLD", "LOCAL_THRESHOLD"):
-        monkeypatch.setattr(compute, name, 100)
-    monkeypatch.setattr(compute, "REMOTE_MIN_TASK", 50)
-
-
-@pytest.fixture
-def spy(monkeypatch):
-    """The names of the task functions that went to a joblib backend, in order."""
-    sent = []
-    original = compute.run_joblib
-
-    def recording(fn, tasks, plan):
-        sent.append(fn.__name__)
-        return original(fn, tasks, plan)
-
-    monkeypatch.setattr(compute, "run_joblib", recording)
-    return sent
-
-
 def _data(n_rows=120, seed=3):
     a, b, _, _ = make_vertical(n_rows=n_rows, seed=seed)
     return VerticalDataset({"A": a, "B": b}, label="y", id_column="id")

@@ -110,10 +110,16 @@ def test_the_cli_and_the_api_refuse_the_same_data_alike(tmp_path):
         frame = pd.DataFrame(columns)
         frame.to_csv(tmp_path / "a.csv", index=False)
         with pytest.raises(DataError, match=reason):
-            load_csv(tmp_path / "a.csv", "A")
+            load_csv(tmp_path / "a.csv", "A")                     # a linear model's table
         other = pd.DataFrame({"id": frame["id"], "b": [0.0, 1.0], "y": [0, 1]})
         with pytest.raises(DataError, match=reason):
-            VerticalDataset({"A": frame, "B": other}, label="y", id_column="id")
+            VerticalDataset({"A": frame, "B": other}, label="y", id_column="id").require_complete()
+    # a missing value: kept for gradient boosting on both paths, refused for a linear model on both
+    frame = pd.DataFrame({"id": ["1", "2"], "x": [1.0, float("nan")]})
+    frame.to_csv(tmp_path / "a.csv", index=False)
+    assert np.isnan(load_csv(tmp_path / "a.csv", "A", missing=True).features[1, 0])
+    other = pd.DataFrame({"id": frame["id"], "b": [0.0, 1.0], "y": [0, 1]})
+    assert np.isnan(VerticalDataset({"A": frame, "B": other}, label="y", id_column="id").features("A")[1, 0])
 
 
 def test_allow_score_span_is_a_feature_party_boolean(tmp_path):

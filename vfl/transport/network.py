@@ -285,6 +285,11 @@ class _Link:
             self.sock.close()
 
 
+#: Connections the kernel queues for the listener before it accepts them: a burst (many silent clients at
+#: once, a loaded machine whose acceptor runs late) waits there instead of being refused or timing out.
+LISTEN_BACKLOG = 1024
+
+
 class NetworkTransport:
     """All links of one role: ``send(receiver, frame)``, ``recv(sender, timeout)``, ``close()``.
 
@@ -369,7 +374,7 @@ class NetworkTransport:
         """
         host, port = self.addresses[self.role]
         try:
-            return socket.create_server((host, port), reuse_port=False)
+            return socket.create_server((host, port), reuse_port=False, backlog=LISTEN_BACKLOG)
         except OSError as exc:
             if exc.errno != errno.EADDRINUSE:
                 raise
