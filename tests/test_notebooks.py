@@ -21,7 +21,8 @@ import vfl
 
 FOLDER = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("*.ipynb"))
-EXPECTED = {"01_protocol_step_by_step", "02_what_each_party_sees", "03_attacks", "04_vertical_vs_horizontal"}
+EXPECTED = {"01_protocol_step_by_step", "02_what_each_party_sees", "03_attacks", "04_vertical_vs_horizontal",
+            "05_trees_step_by_step"}
 #: Seconds any one cell may take; each whole notebook takes well under two minutes on two cores.
 CELL_TIMEOUT = 240
 PROBE = ("import json as _json, vfl as _vfl\n"
@@ -59,7 +60,7 @@ def _outputs(notebook):
     return [output for cell in notebook.cells if cell.cell_type == "code" for output in cell.get("outputs", [])]
 
 
-def test_the_four_notebooks_are_there():
+def test_the_notebooks_are_there():
     assert {path.stem for path in NOTEBOOKS} == EXPECTED
 
 
@@ -92,3 +93,11 @@ def test_every_attack_succeeds_against_its_weakened_step_and_fails_against_vfl(e
     for attack in results:
         assert re.search(rf"^\({attack}\) .*weakened step \d+%, +vfl \d+%$", printed, re.MULTILINE), \
             f"attack {attack} printed no success rates"
+
+
+def test_notebook_5s_instance_space_attack_beats_the_hidden_mode(executed):
+    """Trees: the leaves the standard mode hands A label most rows; hidden membership leaves A its own splits."""
+    _, probe = executed(FOLDER / "05_trees_step_by_step.ipynb")
+    results = probe["results"]
+    assert results["standard"] > results["majority"] + 0.2
+    assert results["hidden"] < results["standard"]

@@ -8,6 +8,8 @@ features and labels) train one linear or logistic model with a coordinator C
     data = VerticalDataset({"bank": bank, "telco": telco}, label="y", id_column="id")
     model = VerticalLogisticRegression(max_iter=30).fit(data)
 
+Gradient-boosted trees (SecureBoost) are :mod:`vfl.ensemble`'s
+``VerticalGradientBoostingClassifier`` and ``VerticalGradientBoostingRegressor``.
 Unaligned tables are aligned by private set intersection (:mod:`vfl.psi`);
 horizontal FedAvg lives in :mod:`vfl.horizontal`.
 """
@@ -15,10 +17,12 @@ horizontal FedAvg lives in :mod:`vfl.horizontal`.
 from vfl.dataset import VerticalDataset
 from vfl.errors import (ConfigurationError, DataError, DivergenceError, FixedPointOverflowError, NotFittedError, PeerError,
                         ProtocolError, VFLError)
+from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
 from vfl.linear_model import VerticalLinearRegression, VerticalLogisticRegression
 
 __version__ = "0.1.0"
 
 __all__ = ["ConfigurationError", "DataError", "DivergenceError", "FixedPointOverflowError", "NotFittedError", "PeerError",
-           "ProtocolError", "VFLError", "VerticalDataset", "VerticalLinearRegression",
-           "VerticalLogisticRegression", "__version__"]
+           "ProtocolError", "VFLError", "VerticalDataset", "VerticalGradientBoostingClassifier",
+           "VerticalGradientBoostingRegressor", "VerticalLinearRegression", "VerticalLogisticRegression",
+           "__version__"]

@@ -97,8 +97,12 @@ def test_in_the_standard_mode_a_feature_party_receives_each_nodes_rows_and_no_gr
     assert kinds == {"public_key": {"public"}, "start": {"public"}, "iteration": {"public"},
                      "gradients": {"ciphertext"}, "nodes": {"plaintext"}, "split": {"public"},
                      "control": {"public"}}
-    sent = {(m.name, m.kind) for s, r, m in transcript.messages() if s == "A"}
-    assert sent == {("resume", "public"), ("candidates", "ciphertext"), ("partition", "plaintext")}
+    sent = [m for s, r, m in transcript.messages() if s == "A"]
+    assert {(m.name, m.kind) for m in sent} == {("resume", "public"), ("candidates", "ciphertext"),
+                                                  ("partition", "plaintext")}
+    for message in sent:          # no feature value, no threshold: ciphertexts, counts, bits, column indices
+        assert all(not (isinstance(v, np.ndarray) and v.dtype.kind == "f") and not isinstance(v, float)
+                   for v in message.fields.values()), message.name
 
 
 def test_every_tree_shuffles_a_feature_partys_candidates_afresh(monkeypatch):
