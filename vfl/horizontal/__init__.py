@@ -14,16 +14,19 @@ counted in every estimator's ``history_``.
 5
 """
 
+from ._common import worst_fraction_mean
 from .afl import AgnosticFL, project_onto_simplex
 from .aggregation import (
     AGGREGATORS,
     aggregate,
     coordinate_median,
+    edge_average,
     max_tolerated_faults,
+    mix_toward_mean,
     trimmed_mean,
     weighted_average,
 )
-from .datasets import DATASETS, load_dataset
+from .datasets import DATASETS, load_clients, load_dataset
 from .errors import (
     EmptyClientError,
     FederatedInputError,
@@ -41,6 +44,7 @@ from .partition import (
     partition,
     pathological_partition,
     split_clients,
+    train_test_split_clients,
     unbalanced_partition,
 )
 
@@ -48,10 +52,12 @@ __all__ = [
     "AGGREGATORS", "DATASETS", "MODELS", "PARTITIONS",
     "AgnosticFL", "FedAvg",
     "LogisticRegressionModel", "MLPModel", "make_model",
-    "aggregate", "coordinate_median", "max_tolerated_faults", "trimmed_mean", "weighted_average",
+    "aggregate", "coordinate_median", "edge_average", "max_tolerated_faults", "mix_toward_mean",
+    "trimmed_mean", "weighted_average",
     "project_onto_simplex",
+    "worst_fraction_mean",
     "partition", "iid_partition", "pathological_partition", "unbalanced_partition",
-    "dirichlet_partition", "split_clients", "load_dataset",
+    "dirichlet_partition", "split_clients", "train_test_split_clients", "load_clients", "load_dataset",
     "FederatedInputError", "EmptyClientError", "ShapeMismatchError", "LabelError",
     "InvalidParameterError", "PartitionError",
 ]
