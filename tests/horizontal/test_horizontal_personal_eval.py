@@ -3,7 +3,14 @@
 import numpy as np
 import pytest
 
-from vfl.horizontal import AgnosticFL, FedAvg, load_clients, worst_fraction_mean
+from vfl.horizontal import (
+    AgnosticFL,
+    FedAvg,
+    L2GD,
+    LocalOnly,
+    load_clients,
+    worst_fraction_mean,
+)
 from vfl.horizontal.errors import EmptyClientError, InvalidParameterError, LabelError, ShapeMismatchError
 
 
@@ -49,8 +56,20 @@ def test_fedavg_records_the_global_model_on_every_clients_test_set(digits_client
     assert plain.history_["client_accuracy_mean"].isna().all()
 
 
+def test_local_only_has_no_global_model(digits_clients):
+    train, tests = digits_clients
+    est = LocalOnly(num_rounds=3, local_epochs=2, batch_size=10, learning_rate=0.1, random_state=0)
+    est.fit(train, client_tests=tests)
+    assert est.parameters_ is None and est.personalized_parameters_.shape == (20, 650)
+    with pytest.raises(InvalidParameterError, match="LocalOnly has no global model; pass client=k"):
+        est.predict(tests[0][0])
+    assert est.client_accuracies(tests).mean() > 0.9  # two labels per client: easy alone
+    assert est.history_["test_accuracy"].isna().all() and (est.history_["bytes_total"] == 0).all()
+
+
 @pytest.mark.parametrize("estimator", [
-    FedAvg(num_rounds=1, fraction_fit=1.0), AgnosticFL(num_rounds=1),
+    FedAvg(num_rounds=1, fraction_fit=1.0), AgnosticFL(num_rounds=1), L2GD(num_rounds=1),
+    LocalOnly(num_rounds=1),
 ], ids=lambda est: type(est).__name__)
 def test_bad_client_tests_and_client_index(digits_clients, estimator):
     train, tests = digits_clients

@@ -1,4 +1,8 @@
-"""Horizontal federated learning: FedAvg (McMahan et al. 2017) and AFL (Mohri et al. 2019).
+"""Horizontal federated learning: FedAvg, AFL and personalized federated learning.
+
+FedAvg (McMahan et al. 2017), Agnostic FL (Mohri et al. 2019), L2GD
+(Hanzely and Richtárik 2020: one model per client, pulled toward their mean)
+for non-IID clients, and local-only training as the baseline.
 
 Clients hold different *rows* with the same features (the horizontal setting),
 unlike :mod:`vfl`'s vertical protocol where parties hold different *columns*
@@ -36,6 +40,8 @@ from .errors import (
     ShapeMismatchError,
 )
 from .fedavg import FedAvg
+from .l2gd import L2GD, mixture_objective
+from .local import LocalOnly
 from .models import MODELS, LogisticRegressionModel, MLPModel, make_model
 from .partition import (
     PARTITIONS,
@@ -50,11 +56,11 @@ from .partition import (
 
 __all__ = [
     "AGGREGATORS", "DATASETS", "MODELS", "PARTITIONS",
-    "AgnosticFL", "FedAvg",
+    "AgnosticFL", "FedAvg", "L2GD", "LocalOnly",
     "LogisticRegressionModel", "MLPModel", "make_model",
     "aggregate", "coordinate_median", "edge_average", "max_tolerated_faults", "mix_toward_mean",
     "trimmed_mean", "weighted_average",
-    "project_onto_simplex",
+    "project_onto_simplex", "mixture_objective",
     "worst_fraction_mean",
     "partition", "iid_partition", "pathological_partition", "unbalanced_partition",
     "dirichlet_partition", "split_clients", "train_test_split_clients", "load_clients", "load_dataset",
