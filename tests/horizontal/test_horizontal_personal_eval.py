@@ -8,6 +8,7 @@ from vfl.horizontal import (
     FedAvg,
     L2GD,
     LocalOnly,
+    PerFedAvg,
     load_clients,
     worst_fraction_mean,
 )
@@ -69,7 +70,7 @@ def test_local_only_has_no_global_model(digits_clients):
 
 @pytest.mark.parametrize("estimator", [
     FedAvg(num_rounds=1, fraction_fit=1.0), AgnosticFL(num_rounds=1), L2GD(num_rounds=1),
-    LocalOnly(num_rounds=1),
+    PerFedAvg(num_rounds=1, fraction_fit=1.0), LocalOnly(num_rounds=1),
 ], ids=lambda est: type(est).__name__)
 def test_bad_client_tests_and_client_index(digits_clients, estimator):
     train, tests = digits_clients

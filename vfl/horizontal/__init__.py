@@ -1,8 +1,10 @@
 """Horizontal federated learning: FedAvg, AFL and personalized federated learning.
 
-FedAvg (McMahan et al. 2017), Agnostic FL (Mohri et al. 2019), L2GD
-(Hanzely and Richtárik 2020: one model per client, pulled toward their mean)
-for non-IID clients, and local-only training as the baseline.
+FedAvg (McMahan et al. 2017), Agnostic FL (Mohri et al. 2019), two forms of
+personalization for non-IID clients, L2GD (Hanzely and Richtárik 2020: one
+model per client, pulled toward their mean) and Per-FedAvg (Fallah et al.
+2020: a meta-model each client adapts in a gradient step), and local-only
+training as the baseline.
 
 Clients hold different *rows* with the same features (the horizontal setting),
 unlike :mod:`vfl`'s vertical protocol where parties hold different *columns*
@@ -53,14 +55,15 @@ from .partition import (
     train_test_split_clients,
     unbalanced_partition,
 )
+from .perfedavg import PerFedAvg, adapt_parameters, meta_gradient
 
 __all__ = [
     "AGGREGATORS", "DATASETS", "MODELS", "PARTITIONS",
-    "AgnosticFL", "FedAvg", "L2GD", "LocalOnly",
+    "AgnosticFL", "FedAvg", "L2GD", "LocalOnly", "PerFedAvg",
     "LogisticRegressionModel", "MLPModel", "make_model",
     "aggregate", "coordinate_median", "edge_average", "max_tolerated_faults", "mix_toward_mean",
     "trimmed_mean", "weighted_average",
-    "project_onto_simplex", "mixture_objective",
+    "project_onto_simplex", "mixture_objective", "meta_gradient", "adapt_parameters",
     "worst_fraction_mean",
     "partition", "iid_partition", "pathological_partition", "unbalanced_partition",
     "dirichlet_partition", "split_clients", "train_test_split_clients", "load_clients", "load_dataset",
