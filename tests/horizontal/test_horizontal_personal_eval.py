@@ -6,6 +6,7 @@ import pytest
 from vfl.horizontal import (
     AgnosticFL,
     FedAvg,
+    HierFAVG,
     L2GD,
     LocalOnly,
     PerFedAvg,
@@ -70,7 +71,7 @@ def test_local_only_has_no_global_model(digits_clients):
 
 @pytest.mark.parametrize("estimator", [
     FedAvg(num_rounds=1, fraction_fit=1.0), AgnosticFL(num_rounds=1), L2GD(num_rounds=1),
-    PerFedAvg(num_rounds=1, fraction_fit=1.0), LocalOnly(num_rounds=1),
+    PerFedAvg(num_rounds=1, fraction_fit=1.0), HierFAVG(num_rounds=1, kappa1=1, kappa2=1), LocalOnly(num_rounds=1),
 ], ids=lambda est: type(est).__name__)
 def test_bad_client_tests_and_client_index(digits_clients, estimator):
     train, tests = digits_clients

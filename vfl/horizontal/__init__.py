@@ -1,9 +1,10 @@
-"""Horizontal federated learning: FedAvg, AFL and personalized federated learning.
+"""Horizontal federated learning: FedAvg, AFL, personalized and hierarchical federated learning.
 
 FedAvg (McMahan et al. 2017), Agnostic FL (Mohri et al. 2019), two forms of
 personalization for non-IID clients, L2GD (Hanzely and Richtárik 2020: one
 model per client, pulled toward their mean) and Per-FedAvg (Fallah et al.
-2020: a meta-model each client adapts in a gradient step), and local-only
+2020: a meta-model each client adapts in a gradient step), hierarchical
+HierFAVG (Liu et al. 2020: clients -> edge servers -> cloud), and local-only
 training as the baseline.
 
 Clients hold different *rows* with the same features (the horizontal setting),
@@ -42,6 +43,7 @@ from .errors import (
     ShapeMismatchError,
 )
 from .fedavg import FedAvg
+from .hierfavg import HierFAVG, assign_edges
 from .l2gd import L2GD, mixture_objective
 from .local import LocalOnly
 from .models import MODELS, LogisticRegressionModel, MLPModel, make_model
@@ -59,11 +61,11 @@ from .perfedavg import PerFedAvg, adapt_parameters, meta_gradient
 
 __all__ = [
     "AGGREGATORS", "DATASETS", "MODELS", "PARTITIONS",
-    "AgnosticFL", "FedAvg", "L2GD", "LocalOnly", "PerFedAvg",
+    "AgnosticFL", "FedAvg", "HierFAVG", "L2GD", "LocalOnly", "PerFedAvg",
     "LogisticRegressionModel", "MLPModel", "make_model",
     "aggregate", "coordinate_median", "edge_average", "max_tolerated_faults", "mix_toward_mean",
     "trimmed_mean", "weighted_average",
-    "project_onto_simplex", "mixture_objective", "meta_gradient", "adapt_parameters",
+    "project_onto_simplex", "mixture_objective", "meta_gradient", "adapt_parameters", "assign_edges",
     "worst_fraction_mean",
     "partition", "iid_partition", "pathological_partition", "unbalanced_partition",
     "dirichlet_partition", "split_clients", "train_test_split_clients", "load_clients", "load_dataset",
