@@ -159,8 +159,8 @@ class L2GD(FederatedClassifierMixin):
         self.random_state = random_state
         self.progress = progress
 
-    def _mixing_weight(self) -> float:
-        """``c = learning_rate * lam * (1 - p) / p``, checked to be at most 1."""
+    def _check_params(self) -> float:
+        """Validate the hyperparameters; return ``c = learning_rate * lam * (1 - p) / p``, checked to be at most 1."""
         check_positive_int("num_rounds", self.num_rounds)
         lam = check_nonnegative_float("lam (lambda)", self.lam)
         p = check_interval("p", self.p, 0.0, 1.0, closed="neither")
@@ -202,7 +202,7 @@ class L2GD(FederatedClassifierMixin):
         RuntimeWarning
             If the parameters become non-finite; training then stops.
         """
-        c = self._mixing_weight()
+        c = self._check_params()
         rng = check_random_state(self.random_state)
         classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
                                           self.l2, self.initial_parameters, rng)
