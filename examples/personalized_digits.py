@@ -19,11 +19,11 @@ average, for L2GD) with step 0.3:
 ``lam`` and ``alpha`` are chosen per split on validation rows held out of
 each client's *training* rows (20 %, label by label): the value with the best
 mean per-client validation accuracy, averaged over the seeds.  The test rows
-are used once, by the final models, trained on all training rows.  Reported: the distribution of per-client test accuracy
-(mean over clients, and the mean of the worst 10 % = 2 clients), and the
-communication rounds until the mean per-client test accuracy reaches
-``--target``; means (rounds: medians) over ``--seeds`` seeds of partition,
-split and coin flips.
+are used once, by the final models, trained on all training rows.  Reported:
+the distribution of per-client test accuracy (mean over clients, and the mean
+of the worst 10 % = 2 clients), and the communication rounds until the mean
+per-client test accuracy reaches ``--target``; means (rounds: medians) over
+``--seeds`` seeds of partition, split and coin flips.
 
 Part 2, hierarchy.  HierFAVG (Liu et al. 2020) on the pathological split with
 4 edge servers of 5 clients: cloud rounds to reach ``--target`` test accuracy

@@ -62,7 +62,8 @@ def test_personalized_example_runs_its_comparison_in_miniature(tmp_path, capsys,
     assert figure.is_file() and figure.stat().st_size > 10_000
     for split in ("pathological", "Dirichlet 0.1", "Dirichlet 0.5", "Dirichlet 10"):
         for method in ("FedAvg", "L2GD", r"Per-FedAvg \(HF\)", "local only"):
-            assert re.search(rf"^\| {split} \| {method} \| 0\.\d{{3}} \| 0\.\d{{3}} \| ", out, re.MULTILINE), (split, method)
+            row = rf"^\| {split} \| {method} \| 0\.\d{{3}} \| 0\.\d{{3}} \| "
+            assert re.search(row, out, re.MULTILINE), (split, method)
     assert re.search(r"^\| pathological \| L2GD \| .* \| lambda = [\d.]+ \|$", out, re.MULTILINE)
     assert re.search(r"^\| 5 \| 5 \| 25 \| ", out, re.MULTILINE)  # the HierFAVG table
     assert "load average" in out

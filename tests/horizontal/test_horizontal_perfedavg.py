@@ -49,8 +49,8 @@ def test_hf_converges_to_the_minimiser_of_the_objective(clients):
     assert np.abs(exact - fedavg_problem).max() > 0.01  # 1e5 times the tolerance above
     # each client's personalized model is one step of size alpha from theta on its own rows
     for k, (X, y) in enumerate(clients):
-        np.testing.assert_allclose(est.personalized_parameters_[k], est.parameters_ - ALPHA * grad(est.parameters_, X, y, L2),
-                                   rtol=1e-10, atol=1e-12)
+        step = est.parameters_ - ALPHA * grad(est.parameters_, X, y, L2)
+        np.testing.assert_allclose(est.personalized_parameters_[k], step, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(est.adapt(*clients[1]), est.personalized_parameters_[1], rtol=1e-12)
 
 

@@ -63,7 +63,7 @@ examples:
   vfl fedavg --partition pathological --model mlp --rounds 100 --csv-out history.csv
   vfl fedavg --partition dirichlet --alpha 0.2 --algorithm afl --fraction 1 --batch-size all
   vfl fedavg --partition pathological --clients 20 --algorithm l2gd --lam 0.1 --p 0.2 --batch-size all --lr 0.3
-  vfl fedavg --partition pathological --clients 20 --algorithm perfedavg --adapt-lr 0.1 --tau 5 --fraction 1 --batch-size all
+  vfl fedavg --partition pathological --clients 20 --algorithm perfedavg --adapt-lr 1 --fraction 1 --batch-size all
   vfl fedavg --partition pathological --clients 20 --algorithm hierfavg --edges 4 --kappa1 5 --kappa2 5 --batch-size all
 """
 

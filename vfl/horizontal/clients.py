@@ -17,7 +17,8 @@ from .errors import (
     ShapeMismatchError,
 )
 
-__all__ = ["check_clients", "child_generators", "encode_labels", "local_steps", "local_update", "num_fit_clients", "sample_clients"]
+__all__ = ["check_clients", "child_generators", "encode_labels", "local_steps", "local_update", "num_fit_clients",
+           "sample_clients"]
 
 
 def check_clients(clients) -> list[tuple[np.ndarray, np.ndarray]]:
