@@ -8,7 +8,9 @@ from vfl.horizontal import (
     FedAvg,
     aggregate,
     coordinate_median,
+    edge_average,
     max_tolerated_faults,
+    mix_toward_mean,
     trimmed_mean,
     weighted_average,
 )
@@ -157,3 +159,35 @@ def test_robust_aggregator_that_protects_nothing_warns_once_per_fit(params, expe
 ])
 def test_robust_aggregator_with_enough_clients_does_not_warn(params):
     assert _not_robust_warnings(**params) == []
+
+
+def test_mix_toward_mean_moves_each_vector_a_fraction_of_the_way(honest):
+    stacked = np.array(honest)
+    mean = stacked.mean(axis=0)
+    np.testing.assert_allclose(mix_toward_mean(honest, 0.0), stacked)
+    np.testing.assert_allclose(mix_toward_mean(honest, 1.0), np.tile(mean, (9, 1)))
+    moved = mix_toward_mean(honest, 0.3)
+    np.testing.assert_allclose(moved, 0.7 * stacked + 0.3 * mean)
+    np.testing.assert_allclose(moved.mean(axis=0), mean)  # the mean does not move...
+    # ... so j steps of weight c compose into one step of weight 1 - (1 - c)^j
+    twice = mix_toward_mean(mix_toward_mean(mix_toward_mean(honest, 0.3), 0.3), 0.3)
+    np.testing.assert_allclose(twice, mix_toward_mean(honest, 1 - 0.7**3))
+    with pytest.raises(InvalidParameterError, match=r"weight must be in \[0, 1\], got 1.5"):
+        mix_toward_mean(honest, 1.5)
+
+
+def test_edge_then_cloud_average_is_one_weighted_average(honest):
+    n_k = np.arange(1, 10)
+    edges = np.array([2, 0, 1, 1, 0, 2, 2, 1, 0])
+    edge_models, edge_n = edge_average(honest, n_k, edges)
+    assert edge_models.shape == (3, 6)
+    np.testing.assert_array_equal(edge_n, [n_k[edges == e].sum() for e in range(3)])
+    members = np.flatnonzero(edges == 1)
+    np.testing.assert_allclose(edge_models[1], weighted_average([honest[i] for i in members], n_k[members]))
+    np.testing.assert_allclose(weighted_average(edge_models, edge_n), weighted_average(honest, n_k))
+    with pytest.raises(InvalidParameterError, match="each with at least one client"):
+        edge_average(honest, n_k, np.array([0, 0, 2, 2, 0, 2, 2, 0, 0]))
+    with pytest.raises(ShapeMismatchError, match="one integer edge index per client"):
+        edge_average(honest, n_k, [0, 1])
+    with pytest.raises(ShapeMismatchError, match="9 parameter vectors but 2 weights"):
+        edge_average(honest, [1, 2], edges)

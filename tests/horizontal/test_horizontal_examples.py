@@ -2,6 +2,7 @@
 
 import importlib.util
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,25 @@ def test_taylor_optimum_is_stationary(example):
     residual = (z / 4 - s / 2) / len(y)  # derivative of log 2 - s z / 2 + z^2 / 8, averaged
     np.testing.assert_allclose(X.T @ residual + example.L2 * coef, 0, atol=1e-12)
     assert abs(residual.sum()) < 1e-12
+
+
+PERSONALIZED = Path(__file__).resolve().parents[2] / "examples" / "personalized_digits.py"
+
+
+def test_personalized_example_runs_its_comparison_in_miniature(tmp_path, capsys, monkeypatch):
+    spec = importlib.util.spec_from_file_location("personalized_digits", PERSONALIZED)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "personalized_digits", module)  # its worker processes find its functions
+    spec.loader.exec_module(module)
+    figure = tmp_path / "personalized.png"
+    assert module.main(["--seeds", "1", "--rounds", "4", "--cloud-rounds", "3", "--target", "0.9",
+                        "--figure", str(figure)]) == 0
+    out = capsys.readouterr().out
+    assert figure.is_file() and figure.stat().st_size > 10_000
+    for split in ("pathological", "Dirichlet 0.1", "Dirichlet 0.5", "Dirichlet 10"):
+        for method in ("FedAvg", "L2GD", r"Per-FedAvg \(HF\)", "local only"):
+            row = rf"^\| {split} \| {method} \| 0\.\d{{3}} \| 0\.\d{{3}} \| "
+            assert re.search(row, out, re.MULTILINE), (split, method)
+    assert re.search(r"^\| pathological \| L2GD \| .* \| lambda = [\d.]+ \|$", out, re.MULTILINE)
+    assert re.search(r"^\| 5 \| 5 \| 25 \| ", out, re.MULTILINE)  # the HierFAVG table
+    assert "load average" in out

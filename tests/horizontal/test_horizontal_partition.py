@@ -7,9 +7,10 @@ from vfl.horizontal import (
     partition,
     pathological_partition,
     split_clients,
+    train_test_split_clients,
     unbalanced_partition,
 )
-from vfl.horizontal.errors import InvalidParameterError, PartitionError
+from vfl.horizontal.errors import InvalidParameterError, PartitionError, ShapeMismatchError
 
 Y = np.repeat(np.arange(10), 100)  # 10 labels x 100 rows
 
@@ -129,3 +130,32 @@ def test_partition_accepts_numpy_integers_and_generators():
     parts = partition(Y, np.int64(5), "pathological", shards_per_client=np.int32(2),
                       seed=np.random.default_rng(0))
     assert_exact_cover(parts, Y.size)
+
+
+def test_train_test_split_clients_keeps_each_clients_label_mix():
+    X = np.arange(Y.size, dtype=float)[:, None]
+    clients = split_clients(X, Y, dirichlet_partition(Y, 8, alpha=0.3, min_size=10, seed=2))
+    train, test = train_test_split_clients(clients, test_size=0.25, seed=0)
+    again = train_test_split_clients(clients, test_size=0.25, seed=0)
+    for (Xk, yk), (Xa, ya), (Xb, yb), (Xa2, _) in zip(clients, train, test, again[0]):
+        # every row once, in train or test; the split is reproducible
+        np.testing.assert_array_equal(np.sort(np.concatenate([Xa[:, 0], Xb[:, 0]])), np.sort(Xk[:, 0]))
+        np.testing.assert_array_equal(Xa, Xa2)
+        np.testing.assert_array_equal(Y[Xa[:, 0].astype(int)], ya)  # rows keep their labels
+        for label, count in zip(*np.unique(yk, return_counts=True)):
+            held = np.sum(yb == label)
+            assert held == min(count - 1, int(np.floor(0.25 * count + 0.5)))  # round(25 %), a training row kept
+            assert np.sum(ya == label) >= 1
+        assert yb.size >= 1
+
+
+def test_train_test_split_clients_small_and_bad_clients():
+    # two labels with one row each: nothing can be spared per label, one row of the client is held out
+    train, test = train_test_split_clients([(np.zeros((2, 1)), np.array([3, 4]))], seed=0)
+    assert train[0][1].size == 1 and test[0][1].size == 1
+    with pytest.raises(PartitionError, match="client 1 holds 1 row"):
+        train_test_split_clients([(np.zeros((3, 1)), np.zeros(3)), (np.zeros((1, 1)), np.zeros(1))])
+    with pytest.raises(InvalidParameterError, match=r"test_size must be in \(0, 1\)"):
+        train_test_split_clients([(np.zeros((3, 1)), np.zeros(3))], test_size=1.0)
+    with pytest.raises(ShapeMismatchError, match="client 0: X has 3 rows but y has 2"):
+        train_test_split_clients([(np.zeros((3, 1)), np.zeros(2))])

@@ -1,13 +1,21 @@
-"""Helpers shared by :class:`~vfl.horizontal.FedAvg` and :class:`~vfl.horizontal.AgnosticFL`."""
+"""Helpers shared by the estimators of :mod:`vfl.horizontal`.
+
+Input preparation (:func:`prepare`, :func:`encode_test`,
+:func:`encode_client_tests`), the metrics every ``history_`` row records
+(:class:`RoundMetrics`), and the prediction methods of every fitted estimator
+(:class:`FederatedClassifierMixin`).  Personalized estimators (one model per
+client) set ``personalized_parameters_``; the mixin then answers
+``client=k`` questions with client ``k``'s own model.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.exceptions import NotFittedError
 
-from ._checks import check_hidden_layer_sizes, check_nonnegative_float
+from ._checks import check_fraction, check_hidden_layer_sizes, check_nonnegative_float
 from .clients import check_clients, encode_labels
-from .errors import InvalidParameterError, LabelError, ShapeMismatchError
+from .errors import EmptyClientError, InvalidParameterError, LabelError, ShapeMismatchError
 from .models import make_model
 
 BYTES_PER_FLOAT = np.dtype(np.float64).itemsize
@@ -89,6 +97,112 @@ def encode_test(X_test, y_test, classes, n_features):
     return X_test, np.searchsorted(classes, y_test)
 
 
+def encode_client_tests(client_tests, classes, n_features: int, n_clients: int):
+    """Validate per-client test sets ``[(X_k, y_k), ...]``, one per training client, in the same order.
+
+    Returns ``None`` if ``client_tests`` is None, else a list of ``(X_k, y_k)``
+    with labels as class indices.
+
+    Raises
+    ------
+    ShapeMismatchError
+        Not one test set per client, or a test set of the wrong shape.
+    EmptyClientError
+        A client's test set has no rows.
+    LabelError
+        A test label that is not among ``classes``.
+    """
+    if client_tests is None:
+        return None
+    try:
+        client_tests = list(client_tests)
+    except TypeError:
+        raise InvalidParameterError("client_tests must be a sequence of (X, y) pairs, one per client") from None
+    if len(client_tests) != n_clients:
+        raise ShapeMismatchError(f"client_tests has {len(client_tests)} test sets for {n_clients} clients; "
+                                 f"give one per client, in the order of the clients")
+    encoded = []
+    for k, pair in enumerate(client_tests):
+        try:
+            X, y = pair
+        except (TypeError, ValueError):
+            raise InvalidParameterError(f"client_tests[{k}] must be an (X, y) pair") from None
+        X = check_features(X, n_features, f"client {k}'s test X")
+        y = np.asarray(y)
+        if y.shape != (X.shape[0],):
+            raise ShapeMismatchError(f"client {k}'s test y has shape {y.shape}; expected ({X.shape[0]},)")
+        if X.shape[0] == 0:
+            raise EmptyClientError(f"client {k}'s test set has no rows")
+        unknown = np.setdiff1d(y, classes)
+        if unknown.size:
+            raise LabelError(f"client {k}'s test labels {unknown.tolist()} are not in classes {classes.tolist()}")
+        encoded.append((X, np.searchsorted(classes, y)))
+    return encoded
+
+
+def worst_fraction_mean(values, fraction: float = 0.1) -> float:
+    """Mean of the lowest ``ceil(fraction * K)`` of ``K`` values (at least one).
+
+    With per-client accuracies this is the "worst 10 %" of Li et al.'s q-FFL
+    (2020): the mean accuracy of the tenth of the clients served worst.
+    """
+    fraction = check_fraction("fraction", fraction)
+    values = np.sort(np.asarray(values, dtype=np.float64))
+    if values.ndim != 1 or values.size == 0:
+        raise ShapeMismatchError(f"expected a non-empty 1-D array of values, got shape {values.shape}")
+    return float(values[: max(1, int(np.ceil(fraction * values.size - 1e-9)))].mean())
+
+
+def accuracy(model, w, X, y) -> float:
+    """Share of rows of ``X`` whose most probable class under ``w`` is ``y`` (class indices)."""
+    return float(np.mean(model.predict_proba(w, X).argmax(axis=1) == y))
+
+
+class RoundMetrics:
+    """The metrics of one training state, as each ``history_`` row records them.
+
+    Parameters
+    ----------
+    model : LogisticRegressionModel or MLPModel
+    data : list of (X_k, y_k)
+        Training clients, labels as class indices.
+    X_test, y_test : ndarray or None
+        Pooled evaluation set (from :func:`encode_test`).
+    client_tests : list of (X_k, y_k) or None
+        Per-client evaluation sets (from :func:`encode_client_tests`).
+    """
+
+    def __init__(self, model, data, X_test, y_test, client_tests):
+        self.model, self.data, self.X_test, self.y_test, self.client_tests = model, data, X_test, y_test, client_tests
+        self.n_k = np.array([X.shape[0] for X, _ in data])
+        self.X_all, self.y_all = np.vstack([X for X, _ in data]), np.concatenate([y for _, y in data])
+
+    def __call__(self, w, personal=None) -> dict:
+        """Metrics of the global vector ``w`` and, if given, per-client vectors ``personal`` (K, d).
+
+        Returns a dict with ``train_loss`` (log loss over all training rows,
+        each row scored by its client's model: ``personal[k]``, or ``w`` for
+        all when ``personal`` is None), ``test_loss`` and ``test_accuracy``
+        (``w`` on the pooled test set; NaN without one; NaN if ``w`` is None)
+        and ``client_accuracy_mean`` / ``client_accuracy_worst10`` (each
+        client's model on its own test set; NaN without ``client_tests``).
+        """
+        model = self.model
+        if personal is None:
+            train_loss = cross_entropy(model, w, self.X_all, self.y_all)
+        else:
+            losses = [cross_entropy(model, v, X, y) for v, (X, y) in zip(personal, self.data)]
+            train_loss = float(np.average(losses, weights=self.n_k))
+        test_loss, test_accuracy = test_metrics(model, w, self.X_test, self.y_test) if w is not None else (np.nan,) * 2
+        mean = worst = float("nan")
+        if self.client_tests is not None:
+            vectors = [w] * len(self.client_tests) if personal is None else personal
+            scores = [accuracy(model, v, X, y) for v, (X, y) in zip(vectors, self.client_tests)]
+            mean, worst = float(np.mean(scores)), worst_fraction_mean(scores, 0.1)
+        return {"train_loss": train_loss, "test_loss": test_loss, "test_accuracy": test_accuracy,
+                "client_accuracy_mean": mean, "client_accuracy_worst10": worst}
+
+
 def cross_entropy(model, w, X, y) -> float:
     """Mean log loss of ``w`` on ``(X, y)`` (``y`` as class indices), without the L2 term.
 
@@ -103,39 +217,82 @@ def test_metrics(model, w, X_test, y_test) -> tuple[float, float]:
     """``(loss, accuracy)`` on the evaluation set, NaN when there is none."""
     if X_test is None:
         return float("nan"), float("nan")
-    accuracy = np.mean(model.predict_proba(w, X_test).argmax(axis=1) == y_test)
-    return cross_entropy(model, w, X_test, y_test), float(accuracy)
+    return cross_entropy(model, w, X_test, y_test), accuracy(model, w, X_test, y_test)
 
 
 class FederatedClassifierMixin:
-    """``predict_proba`` / ``predict`` / ``score`` from ``model_`` and ``parameters_``."""
+    """``predict_proba`` / ``predict`` / ``score`` / per-client metrics from ``model_`` and ``parameters_``.
+
+    ``client=k`` in the prediction methods selects client ``k``'s model:
+    its personalized model (``personalized_parameters_[k]``) in a
+    personalized estimator, the one global model otherwise.
+    """
 
     def _check_fitted(self):
         if not hasattr(self, "parameters_"):
             raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
 
-    def predict_proba(self, X) -> np.ndarray:
-        """Class probabilities, shape ``(n, n_classes)``, columns in ``classes_`` order."""
+    def _parameters_for(self, client=None) -> np.ndarray:
+        """The vector that serves ``client`` (an index into the clients given to ``fit``), or the global one."""
         self._check_fitted()
-        return self.model_.predict_proba(self.parameters_, check_features(X, self.n_features_in_))
+        personal = getattr(self, "personalized_parameters_", None)
+        if client is None:
+            if self.parameters_ is None:
+                raise InvalidParameterError(f"{type(self).__name__} has no global model; "
+                                            f"pass client=k for client k's own model")
+            return self.parameters_
+        if isinstance(client, (bool, np.bool_)) or not isinstance(client, (int, np.integer)) \
+                or not 0 <= client < self.n_clients_:
+            raise InvalidParameterError(f"client must be an index 0 .. {self.n_clients_ - 1} of the clients "
+                                        f"given to fit, got {client!r}")
+        return self.parameters_ if personal is None else personal[int(client)]
 
-    def predict(self, X) -> np.ndarray:
-        """Most probable class label for each row."""
-        proba = self.predict_proba(X)
+    def predict_proba(self, X, client=None) -> np.ndarray:
+        """Class probabilities, shape ``(n, n_classes)``, columns in ``classes_`` order.
+
+        ``client=k`` uses client ``k``'s model (see the class docstring).
+        """
+        w = self._parameters_for(client)
+        return self.model_.predict_proba(w, check_features(X, self.n_features_in_))
+
+    def predict(self, X, client=None) -> np.ndarray:
+        """Most probable class label for each row (``client=k``: client ``k``'s model)."""
+        proba = self.predict_proba(X, client)
         return self.classes_[proba.argmax(axis=1)]
 
-    def client_losses(self, clients) -> np.ndarray:
-        """Log loss of the fitted model on each client's data, ``[L_0, L_1, ...]``.
-
-        With clients as domains, ``max`` of this is the worst-domain loss that
-        :class:`~vfl.horizontal.AgnosticFL` minimises.
-        """
+    def _per_client(self, clients, what: str):
+        """``[(vector, X_k, y_k)]`` for ``clients`` paired with the models that serve them."""
         self._check_fitted()
         _, encoded = encode_labels(check_clients(clients), self.classes_)
+        personal = getattr(self, "personalized_parameters_", None)
+        if personal is not None and len(encoded) != self.n_clients_:
+            raise ShapeMismatchError(f"{what} got {len(encoded)} data sets; this {type(self).__name__} has one "
+                                     f"model per client for {self.n_clients_} clients: give one per client, "
+                                     f"in the order used in fit")
         for k, (X, _) in enumerate(encoded):
             check_features(X, self.n_features_in_, f"client {k}'s X")
-        return np.array([cross_entropy(self.model_, self.parameters_, X, y) for X, y in encoded])
+        return [(self.parameters_ if personal is None else personal[k], X, y) for k, (X, y) in enumerate(encoded)]
 
-    def score(self, X, y) -> float:
-        """Mean accuracy on ``(X, y)``."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+    def client_losses(self, clients) -> np.ndarray:
+        """Log loss of each client's model on that client's data, ``[L_0, L_1, ...]``.
+
+        With one global model, ``clients`` may be any list of data sets and
+        ``max`` of this is the worst-domain loss that
+        :class:`~vfl.horizontal.AgnosticFL` minimises.  With personalized
+        models give one data set per client, in the order used in ``fit``.
+        """
+        return np.array([cross_entropy(self.model_, w, X, y) for w, X, y in self._per_client(clients, "client_losses")])
+
+    def client_accuracies(self, client_tests) -> np.ndarray:
+        """Accuracy of each client's model on that client's data (e.g. its own test set).
+
+        Summarise with ``mean()`` and :func:`worst_fraction_mean` (the mean of
+        the worst 10 %); ``history_`` records both per round when ``fit`` is
+        given ``client_tests``.
+        """
+        return np.array([accuracy(self.model_, w, X, y) for w, X, y in self._per_client(client_tests,
+                                                                                       "client_accuracies")])
+
+    def score(self, X, y, client=None) -> float:
+        """Mean accuracy on ``(X, y)`` (``client=k``: of client ``k``'s model)."""
+        return float(np.mean(self.predict(X, client) == np.asarray(y)))

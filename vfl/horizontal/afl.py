@@ -40,7 +40,15 @@ from ._checks import (
     check_positive_int,
     check_random_state,
 )
-from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, encode_test, prepare, test_metrics
+from ._common import (
+    BYTES_PER_FLOAT,
+    FederatedClassifierMixin,
+    RoundMetrics,
+    cross_entropy,
+    encode_client_tests,
+    encode_test,
+    prepare,
+)
 from .errors import InvalidParameterError, ShapeMismatchError
 
 __all__ = ["AgnosticFL", "project_onto_simplex"]
@@ -107,8 +115,9 @@ class AgnosticFL(FederatedClassifierMixin):
         ``worst_domain_loss``, ``worst_domain``, ``test_loss``,
         ``test_accuracy``, ``bytes_down`` (parameter vectors to the sampled
         domains), ``bytes_up`` (a gradient vector plus one float64 loss from
-        each), ``bytes_total``; metrics are of the model that would be output
-        after that round.
+        each), ``bytes_total``, and ``client_accuracy_mean`` /
+        ``client_accuracy_worst10`` (on ``client_tests``, NaN without); metrics
+        are of the model that would be output after that round.
     """
 
     def __init__(self, model="logreg", *, num_rounds=200, fraction_fit=1.0, min_fit_clients=1,
@@ -129,7 +138,7 @@ class AgnosticFL(FederatedClassifierMixin):
         self.random_state = random_state
         self.progress = progress
 
-    def fit(self, clients, X_test=None, y_test=None, *, classes=None):
+    def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Play ``num_rounds`` rounds of the Stochastic-AFL game.
 
         Parameters are as in :meth:`FedAvg.fit`; each client is one domain.
@@ -144,6 +153,8 @@ class AgnosticFL(FederatedClassifierMixin):
         classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
                                           self.l2, self.initial_parameters, rng)
         X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
+        metrics = RoundMetrics(model, data, X_test, y_test,
+                               encode_client_tests(client_tests, classes, model.n_features, len(data)))
         p = len(data)
         n_k = np.array([X.shape[0] for X, _ in data])
         m = _clients.num_fit_clients(p, self.fraction_fit, self.min_fit_clients)
@@ -179,14 +190,16 @@ class AgnosticFL(FederatedClassifierMixin):
             current = w_avg if self.average_iterates else w
             with np.errstate(over="ignore", invalid="ignore"):
                 losses = np.array([cross_entropy(model, current, X, y) for X, y in data])
-                test_loss, test_acc = test_metrics(model, current, X_test, y_test)
+                row = metrics(current)
             down, up = m * model.n_params * BYTES_PER_FLOAT, m * (model.n_params + 1) * BYTES_PER_FLOAT
             total += down + up
             rows.append({"round": t, "clients": m, "train_loss": float(np.average(losses, weights=n_k)),
                          "worst_domain_loss": float(losses.max()), "worst_domain": int(losses.argmax()),
-                         "test_loss": test_loss, "test_accuracy": test_acc,
+                         "test_loss": row["test_loss"], "test_accuracy": row["test_accuracy"],
+                         "client_accuracy_mean": row["client_accuracy_mean"],
+                         "client_accuracy_worst10": row["client_accuracy_worst10"],
                          "bytes_down": down, "bytes_up": up, "bytes_total": total})
-            bar.set_postfix(worst=f"{losses.max():.4f}", acc=f"{test_acc:.3f}")
+            bar.set_postfix(worst=f"{losses.max():.4f}", acc=f"{row['test_accuracy']:.3f}")
         self.parameters_ = current
         self.lambda_ = lam_avg if rows else lam
         self.domain_losses_ = losses

@@ -21,6 +21,18 @@ all translation-equivariant).
 given number of clients per round; with too few clients (one or two for the
 median, ``beta * m < 1`` for the trimmed mean) that number is zero and the
 robust rules give no protection at all.
+
+Two more rules serve the personalized and hierarchical estimators:
+
+- :func:`mix_toward_mean` is the aggregation step of L2GD (Hanzely and
+  Richtárik 2020): every client's model moves a fraction of the way toward the
+  plain mean of all models, ``x_k <- x_k - c (x_k - mean)``; ``c = 1`` is full
+  averaging, ``c = 0`` leaves the models alone.
+- :func:`edge_average` is the edge aggregation of HierFAVG (Liu et al. 2020):
+  the ``n_k``-weighted mean of the clients of each edge server, returned with
+  each edge's number of examples, so that the cloud aggregation is
+  :func:`weighted_average` of the edge models.  Two levels of weighted means
+  equal one weighted mean over all clients.
 """
 
 from __future__ import annotations
@@ -34,7 +46,9 @@ __all__ = [
     "AGGREGATORS",
     "aggregate",
     "coordinate_median",
+    "edge_average",
     "max_tolerated_faults",
+    "mix_toward_mean",
     "trimmed_mean",
     "weighted_average",
 ]
@@ -194,3 +208,62 @@ def aggregate(parameters, num_examples, method: str = "mean", beta: float = 0.2)
     if method == "trimmed_mean":
         return trimmed_mean(parameters, beta)
     raise InvalidParameterError(f"unknown aggregator {method!r}; choose one of {AGGREGATORS}")
+
+
+def mix_toward_mean(parameters, weight: float) -> np.ndarray:
+    """Move every vector the fraction ``weight`` of the way to their plain mean.
+
+    Parameters
+    ----------
+    parameters : sequence of ndarray of shape (d,)
+        One vector per client (all clients: the mean is over these vectors).
+    weight : float in [0, 1]
+        ``c`` in ``x_k - c (x_k - mean)``.  ``c`` applied ``j`` times in a row
+        equals ``1 - (1 - c) ** j`` applied once (the mean does not move).
+
+    Returns
+    -------
+    ndarray of shape (m, d)
+        The moved vectors, in the order given; their mean is the old mean.
+    """
+    weight = check_interval("weight", weight, 0.0, 1.0, closed="both")
+    stacked = _stack(parameters)
+    mean = stacked.mean(axis=0)
+    return stacked - weight * (stacked - mean)
+
+
+def edge_average(parameters, num_examples, edges) -> tuple[np.ndarray, np.ndarray]:
+    """Each edge server's ``n_k``-weighted mean of its clients' vectors.
+
+    Parameters
+    ----------
+    parameters : sequence of ndarray of shape (d,)
+        One vector per client.
+    num_examples : sequence of int or float
+        ``n_k`` per client.
+    edges : sequence of int
+        The edge (``0 .. L - 1``) each client is attached to; every edge must
+        have at least one client.
+
+    Returns
+    -------
+    edge_parameters : ndarray of shape (L, d)
+        ``sum_{k in edge l} n_k w_k / n_l`` for each edge ``l``.
+    edge_examples : ndarray of shape (L,)
+        ``n_l = sum_{k in edge l} n_k``, the weights of the cloud aggregation.
+    """
+    stacked = _stack(parameters)
+    weights = np.asarray(num_examples, dtype=np.float64)
+    if weights.shape != (stacked.shape[0],):
+        raise ShapeMismatchError(f"got {stacked.shape[0]} parameter vectors but {weights.size} weights")
+    edges = np.asarray(edges)
+    if edges.shape != (stacked.shape[0],) or not np.issubdtype(edges.dtype, np.integer):
+        raise ShapeMismatchError(f"edges must give one integer edge index per client ({stacked.shape[0]}), "
+                                 f"got {edges.tolist()!r}")
+    n_edges = int(edges.max()) + 1
+    if edges.min() < 0 or np.unique(edges).size != n_edges:
+        raise InvalidParameterError(f"edges must number the edges 0 .. L-1, each with at least one client; "
+                                    f"got {edges.tolist()}")
+    groups = [np.flatnonzero(edges == edge) for edge in range(n_edges)]
+    edge_parameters = np.vstack([weighted_average(stacked[g], weights[g]) for g in groups])
+    return edge_parameters, np.array([weights[g].sum() for g in groups])

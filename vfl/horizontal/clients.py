@@ -1,4 +1,4 @@
-"""Client-side pieces shared by FedAvg and AFL: input checks, sampling, local SGD.
+"""Client-side pieces shared by the estimators: input checks, sampling, local SGD.
 
 In this simulation a *client* is a pair ``(X_k, y_k)`` of numpy arrays that
 never leaves this module's functions except through the parameter vector that
@@ -17,7 +17,8 @@ from .errors import (
     ShapeMismatchError,
 )
 
-__all__ = ["check_clients", "encode_labels", "local_update", "num_fit_clients", "sample_clients"]
+__all__ = ["check_clients", "child_generators", "encode_labels", "local_steps", "local_update", "num_fit_clients",
+           "sample_clients"]
 
 
 def check_clients(clients) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -108,6 +109,11 @@ def sample_clients(rng: np.random.Generator, n_available: int, m: int) -> np.nda
     return np.sort(rng.choice(n_available, size=m, replace=False))
 
 
+def child_generators(rng: np.random.Generator, m: int) -> list[np.random.Generator]:
+    """Independent generators for the sampled clients' shuffling (numpy >= 1.24)."""
+    return [np.random.default_rng(seed) for seed in rng.integers(0, 2**63 - 1, size=m)]
+
+
 def local_update(model, w, X, y, *, local_epochs: int, batch_size, learning_rate: float,
                  rng: np.random.Generator) -> np.ndarray:
     """ClientUpdate of McMahan et al. (2017), Algorithm 1.
@@ -127,5 +133,26 @@ def local_update(model, w, X, y, *, local_epochs: int, batch_size, learning_rate
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
             batch = order[start : start + batch_size]
+            w -= learning_rate * model.loss_and_grad(w, X[batch], y[batch])[1]
+    return w
+
+
+def local_steps(model, w, X, y, *, steps: int, batch_size, learning_rate: float,
+                rng: np.random.Generator) -> np.ndarray:
+    """``steps`` gradient steps on ``(X, y)`` from ``w``, counted in steps rather than epochs.
+
+    The local update of HierFAVG (kappa_1 steps) and of L2GD (its local
+    steps).  ``batch_size=None`` (or ``>= n``) takes full-batch gradient
+    steps, so ``steps=E`` equals :func:`local_update` with ``local_epochs=E``
+    and B = infinity; otherwise every step draws ``batch_size`` rows without
+    replacement, afresh.  Returns the new vector (``w`` is not modified).
+    """
+    w = np.array(w, dtype=np.float64, copy=True)
+    n = X.shape[0]
+    for _ in range(steps):
+        if batch_size is None or batch_size >= n:
+            w -= learning_rate * model.loss_and_grad(w, X, y)[1]
+        else:
+            batch = rng.choice(n, size=batch_size, replace=False)
             w -= learning_rate * model.loss_and_grad(w, X[batch], y[batch])[1]
     return w

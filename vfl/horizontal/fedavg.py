@@ -43,16 +43,18 @@ from ._checks import (
     check_positive_int,
     check_random_state,
 )
-from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, encode_test, prepare, test_metrics
+from ._common import (
+    BYTES_PER_FLOAT,
+    FederatedClassifierMixin,
+    RoundMetrics,
+    encode_client_tests,
+    encode_test,
+    prepare,
+)
 from .aggregation import AGGREGATORS, aggregate, max_tolerated_faults
 from .errors import InvalidParameterError
 
 __all__ = ["FedAvg"]
-
-
-def _child_rngs(rng: np.random.Generator, m: int) -> list[np.random.Generator]:
-    """Independent generators for the sampled clients' shuffling (numpy >= 1.24)."""
-    return [np.random.default_rng(seed) for seed in rng.integers(0, 2**63 - 1, size=m)]
 
 
 class FedAvg(FederatedClassifierMixin):
@@ -117,6 +119,10 @@ class FedAvg(FederatedClassifierMixin):
         ``test_accuracy`` (NaN without a test set), ``bytes_down`` (server to
         the sampled clients), ``bytes_up`` (clients to server) and the running
         ``bytes_total``.  Bytes count the float64 parameter vectors only.
+        With ``client_tests`` given to ``fit`` also ``client_accuracy_mean``
+        and ``client_accuracy_worst10``: the global model's accuracy on each
+        client's own test set, its mean and the mean of the worst 10 % of
+        clients (NaN without ``client_tests``).
     rounds_to_target_ : int or None
         First round at which the given target(s), ``target_accuracy`` and/or
         ``target_train_objective``, were reached; None if not reached or none
@@ -189,7 +195,7 @@ class FedAvg(FederatedClassifierMixin):
                        f"mean and tolerates no malicious client; {advice}")
         warnings.warn(message, RuntimeWarning, stacklevel=3)
 
-    def fit(self, clients, X_test=None, y_test=None, *, classes=None):
+    def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Run ``num_rounds`` rounds of federated averaging.
 
         Parameters
@@ -199,6 +205,11 @@ class FedAvg(FederatedClassifierMixin):
             ``n_features`` for all), ``y_k`` of shape ``(n_k,)``.
         X_test, y_test : array-like, optional
             Held-out set for ``test_accuracy`` in ``history_``.
+        client_tests : sequence of (X_k, y_k), optional
+            One held-out set per client, in the order of ``clients``, drawn
+            from that client's own distribution (see
+            :func:`~vfl.horizontal.train_test_split_clients`); ``history_``
+            then records the per-client accuracy.
         classes : array-like, optional
             Full label set, if some label is on no client.
 
@@ -227,8 +238,9 @@ class FedAvg(FederatedClassifierMixin):
         X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
         if self.target_accuracy is not None and X_test is None:
             raise InvalidParameterError("target_accuracy needs X_test and y_test")
-        n_k = np.array([X.shape[0] for X, _ in data])
-        X_all, y_all = np.vstack([X for X, _ in data]), np.concatenate([y for _, y in data])
+        tests = encode_client_tests(client_tests, classes, model.n_features, len(data))
+        metrics = RoundMetrics(model, data, X_test, y_test, tests)
+        n_k = metrics.n_k
         m = _clients.num_fit_clients(len(data), self.fraction_fit, self.min_fit_clients)
         self._warn_if_not_robust(m)
         vector_bytes = model.n_params * BYTES_PER_FLOAT
@@ -244,18 +256,20 @@ class FedAvg(FederatedClassifierMixin):
                     _clients.local_update(model, w, *data[k], local_epochs=self.local_epochs,
                                           batch_size=self.batch_size, learning_rate=self.learning_rate,
                                           rng=child)
-                    for k, child in zip(sampled, _child_rngs(rng, m))
+                    for k, child in zip(sampled, _clients.child_generators(rng, m))
                 ]
                 w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
-                train_loss = cross_entropy(model, w, X_all, y_all)  # = sum_k n_k/n L_k
-                train_objective = train_loss + model.penalty(w)
-                test_loss, test_acc = test_metrics(model, w, X_test, y_test)
+                row = metrics(w)  # train_loss = sum_k n_k/n L_k on all clients' rows
+                train_objective = row["train_loss"] + model.penalty(w)
             total += 2 * m * vector_bytes
-            rows.append({"round": t, "clients": m, "train_loss": train_loss,
-                         "train_objective": train_objective, "test_loss": test_loss,
-                         "test_accuracy": test_acc, "bytes_down": m * vector_bytes,
-                         "bytes_up": m * vector_bytes, "bytes_total": total})
-            bar.set_postfix(loss=f"{train_loss:.4f}", acc=f"{test_acc:.3f}")
+            rows.append({"round": t, "clients": m, "train_loss": row["train_loss"],
+                         "train_objective": train_objective, "test_loss": row["test_loss"],
+                         "test_accuracy": row["test_accuracy"],
+                         "client_accuracy_mean": row["client_accuracy_mean"],
+                         "client_accuracy_worst10": row["client_accuracy_worst10"],
+                         "bytes_down": m * vector_bytes, "bytes_up": m * vector_bytes, "bytes_total": total})
+            test_acc = row["test_accuracy"]
+            bar.set_postfix(loss=f"{row['train_loss']:.4f}", acc=f"{test_acc:.3f}")
             if not np.all(np.isfinite(w)):
                 warnings.warn(f"FedAvg diverged: parameters became non-finite in round {t}; stopping. "
                               f"Lower learning_rate (now {self.learning_rate}).", RuntimeWarning, stacklevel=2)

@@ -17,6 +17,13 @@ partitions.
   of each client is drawn from ``Dirichlet(alpha, ..., alpha)``; small
   ``alpha`` (0.1) is very skewed, large (100) is close to IID.  Draws are
   repeated until every client holds at least ``min_size`` rows.
+
+For personalized federated learning each client also needs a test set drawn
+from its *own* distribution: :func:`train_test_split_clients` splits every
+client's rows into training and test rows label by label, so a client's test
+set has (up to rounding) the label mix of its training set.  Partition all
+rows first, then split each client (as :func:`~vfl.horizontal.load_clients`
+does).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._checks import (
+    check_interval,
     check_nonnegative_float,
     check_positive_float,
     check_positive_int,
@@ -38,6 +46,7 @@ __all__ = [
     "partition",
     "pathological_partition",
     "split_clients",
+    "train_test_split_clients",
     "unbalanced_partition",
 ]
 
@@ -272,3 +281,55 @@ def split_clients(X, y, parts) -> list[tuple[np.ndarray, np.ndarray]]:
     if X.shape[0] != y.shape[0]:
         raise ShapeMismatchError(f"X has {X.shape[0]} rows but y has {y.shape[0]}")
     return [(X[idx], y[idx]) for idx in parts]
+
+
+def train_test_split_clients(clients, test_size: float = 0.25, seed=None):
+    """Split each client's rows into its own training and test rows, stratified by label.
+
+    For every label a client holds, ``round(test_size * count)`` of its rows,
+    but at most ``count - 1``, go to the client's test set, the rest stay for
+    training: each label keeps at least one training row, and the test set
+    follows the client's own label mix.  A client whose labels are all too
+    rare to spare a row (e.g. two labels with one row each) gives one row of
+    its most frequent label.
+
+    Parameters
+    ----------
+    clients : sequence of (X_k, y_k)
+        E.g. from :func:`split_clients`.
+    test_size : float in (0, 1), default=0.25
+    seed : int, numpy.random.Generator or None, default=None
+        Chooses which rows of each label are held out.
+
+    Returns
+    -------
+    train_clients, test_clients : list of (ndarray, ndarray)
+        Same order as ``clients``; together they hold every row once.
+
+    Raises
+    ------
+    InvalidParameterError
+        ``test_size`` outside (0, 1).
+    PartitionError
+        A client with fewer than two rows (nothing to hold out).
+    """
+    test_size = check_interval("test_size", test_size, 0.0, 1.0, closed="neither")
+    rng = check_random_state(seed, "seed")
+    train, test = [], []
+    for k, (X, y) in enumerate(clients):
+        X, y = np.asarray(X), _labels(y)
+        if X.shape[0] != y.size:
+            raise ShapeMismatchError(f"client {k}: X has {X.shape[0]} rows but y has {y.size}")
+        if y.size < 2:
+            raise PartitionError(f"client {k} holds {y.size} row(s): too few to hold out a test row; "
+                                 f"use fewer clients")
+        labels, counts = np.unique(y, return_counts=True)
+        held = np.minimum(counts - 1, np.floor(test_size * counts + 0.5).astype(int))
+        if held.sum() == 0:
+            held[np.argmax(counts)] = 1
+        out = np.concatenate([rng.permutation(np.flatnonzero(y == label))[:h] for label, h in zip(labels, held)])
+        mask = np.zeros(y.size, dtype=bool)
+        mask[out] = True
+        train.append((X[~mask], y[~mask]))
+        test.append((X[mask], y[mask]))
+    return train, test
