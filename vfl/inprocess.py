@@ -127,37 +127,44 @@ def predict_boosted(parties: Mapping[str, object], codes: Mapping[str, np.ndarra
 
 
 def woe(parties: Mapping[str, object], roster: Roster, key_bits: int = 2048, insecure: bool = False,
-        transcript: Transcript | None = None, engine=None, n_jobs=None, selected: Mapping | None = None,
-        share_woe: bool = False, chunk_rows: int | None = None) -> object:
+        transcript: Transcript | None = None, engine=None, n_jobs=None, chunk_rows: int | None = None) -> object:
     """The WOE/IV step in-process (no coordinator); returns the label party, its ``tables`` filled.
 
     ``parties`` maps every data party's name to its
     :class:`~vfl.parties.credit.feature_party.WOEFeatureParty` or, for ``roster.label``,
-    its :class:`~vfl.parties.credit.label_party.WOELabelParty`.  With ``selected``
-    (party -> bool per column) the plan is sent too (and, ``share_woe``, the WOE values).
+    its :class:`~vfl.parties.credit.label_party.WOELabelParty`.
     """
-    from vfl.protocols.credit import receive_plan, run_feature, run_label, send_plan
+    from vfl.protocols.credit import run_feature, run_label
     from vfl.protocols.credit.woe import CHUNK_ROWS
 
     roster = roster.without_coordinator()
     plan = compute.capture(n_jobs)
     transcript = transcript if transcript is not None else Transcript()
     network, ep = _endpoints(roster, transcript)
+    programs = {name: (lambda name=name: run_feature(ep[name], parties[name], roster, engine=engine))
+                for name in roster.features}
+    programs[roster.label] = lambda: run_label(ep[roster.label], parties[roster.label], roster, key_bits, insecure,
+                                               engine, chunk_rows or CHUNK_ROWS)
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
 
-    def feature(name):
-        run_feature(ep[name], parties[name], roster, engine=engine)
-        if selected is not None:
-            receive_plan(ep[name], parties[name], roster, share_woe)
 
-    def label():
-        run_label(ep[roster.label], parties[roster.label], roster, key_bits, insecure, engine,
-                  chunk_rows or CHUNK_ROWS)
-        if selected is not None:
-            send_plan(ep[roster.label], parties[roster.label], roster, selected, share_woe)
-        return parties[roster.label]
+def select(parties: Mapping[str, object], features: Mapping[str, np.ndarray], roster: Roster, rules,
+           share_woe: bool = False, transcript: Transcript | None = None, n_jobs=None) -> dict:
+    """Selection in-process, after :func:`woe` on the same parties: every party's plan, ``{party: bool per column}``.
 
-    programs = {name: (lambda name=name: feature(name)) for name in roster.features}
-    programs[roster.label] = label
+    ``features`` are every party's raw columns (for a correlation or VIF bound).
+    """
+    from vfl.protocols.credit import select_feature, select_label
+
+    roster = roster.without_coordinator()
+    plan = compute.capture(n_jobs)
+    transcript = transcript if transcript is not None else Transcript()
+    network, ep = _endpoints(roster, transcript)
+    programs = {name: (lambda name=name: select_feature(ep[name], parties[name], roster, rules, features[name],
+                                                        share_woe))
+                for name in roster.features}
+    programs[roster.label] = lambda: select_label(ep[roster.label], parties[roster.label], roster, rules,
+                                                  features[roster.label], share_woe)
     return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
 
 

@@ -76,13 +76,15 @@ def test_shared_woe_values_reach_their_own_bins_and_the_plan_names_own_columns_o
     binner_a, binner_b = Binner(8).fit(x_a), Binner(4).fit(x_b)
     parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
                "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
-    transcript = Transcript(keep_payloads=True)
-    inprocess.woe(parties, Roster(("A",), "B", None), 1024, True, transcript,
-                  selected={"A": np.array([True, False, True])}, share_woe=True)
+    roster = Roster(("A",), "B", None)
+    inprocess.woe(parties, roster, 1024, True)
+    inprocess.select(parties, {"A": x_a, "B": x_b}, roster, SelectionRules(iv_threshold=None, top_k=4),
+                     share_woe=True)
     pooled = pooled_tables(x_a, binner_a, y)
     for j in range(3):
         assert np.array_equal(parties["A"].woe[j], pooled[j]["woe"][:, 0])
-    assert parties["A"].selected.tolist() == [True, False, True]
+    ivs = [t["iv"][0] for t in pooled] + [t["iv"][0] for t in pooled_tables(x_b, binner_b, y)]
+    assert parties["A"].selected.tolist() == [iv >= sorted(ivs)[-4] for iv in ivs[:3]]
     assert np.allclose(parties["A"].iv, [t["iv"][0] for t in pooled])
 
 
@@ -92,8 +94,9 @@ def test_without_share_woe_a_feature_party_receives_ciphertexts_and_its_plan_onl
     parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
                "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
     transcript = Transcript(keep_payloads=True)
-    inprocess.woe(parties, Roster(("A",), "B", None), 1024, True, transcript,
-                  selected={"A": np.array([True, False, True])})
+    roster = Roster(("A",), "B", None)
+    inprocess.woe(parties, roster, 1024, True, transcript)
+    inprocess.select(parties, {"A": x_a, "B": x_b}, roster, SelectionRules(), transcript=transcript)
     seen = {}
     for sender, receiver, message in transcript.messages():
         if receiver == "A":

@@ -53,6 +53,8 @@ class WOEFeatureParty:
         self.offsets = offsets(binner.n_bins_)
         self.flat = flat_bins(self.codes, binner.n_bins_, binner.missing_code)
         self.context: Context | None = None
+        #: after a selection with a correlation bound: what this party learnt of the correlations
+        self.correlation = None
         #: per column, the order its bins were sent in: sent position k is bin order[j][k]
         self.orders: list[np.ndarray] = []
         #: per column, whether the label party selected it (after the plan)

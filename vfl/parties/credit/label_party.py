@@ -58,6 +58,8 @@ class WOELabelParty:
                             "IV need events and non-events")
         self.group = class_group(len(self.classes), self.n_rows)
         self.context: Context | None = None
+        #: after a selection with a correlation bound: what this party learnt of the correlations
+        self.correlation = None
         sizes = np.asarray(binner.n_bins_, dtype=np.int64) + 1
         start = offsets(binner.n_bins_)
         flat = flat_bins(self.codes, binner.n_bins_, binner.missing_code)
