@@ -231,6 +231,14 @@ class Binner:
             saved["strategy"] = self.strategy
         return saved
 
+    def subset(self, columns) -> "Binner":
+        """The same binning of only ``columns`` (indices), in that order."""
+        out = Binner(self.max_bins, self.strategy, self.min_bin_fraction)
+        out.thresholds_ = [self.thresholds_[j] for j in columns]
+        out.n_bins_ = self.n_bins_[list(columns)]
+        out.has_missing_ = self.has_missing_[list(columns)]
+        return out
+
     @classmethod
     def from_dict(cls, saved: dict) -> "Binner":
         binner = cls(saved["max_bins"], saved.get("strategy", "quantile"))
