@@ -129,7 +129,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                     party.warm_params = starts[index]
                 store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
                                         config.fingerprint("train"))
-                results.append(_train_model(session.endpoint, config, role, kind, party, store, resume,
+                results.append(train_model(session.endpoint, config, role, kind, party, store, resume,
                                             narrator, shown))
                 parties.append(party)
             shown.close()
@@ -164,7 +164,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     return summary
 
 
-def _train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
+def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
                  resume: bool, narrator, shown: Progress) -> dict:
     """One model's training (the whole run, or one one-vs-rest model), checkpointed after every epoch."""
     settings = config.training
