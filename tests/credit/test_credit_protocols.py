@@ -182,3 +182,22 @@ def test_table_statistics_and_population_stability():
     assert stats.loc["b", "median"] == 4.0
     assert population_stability([10, 10], [10, 10]) == 0
     assert np.isclose(population_stability([50, 50], [25, 75]), 0.25 * np.log(0.5) * -1 + 0.25 * np.log(1.5))
+
+
+def test_every_message_of_woe_selection_and_pearson_is_described():
+    from vfl.federation.narration import DESCRIPTIONS, message_table
+
+    x_a, _, x_b, y = tables(n=300)
+    binner_a, binner_b = Binner(4).fit(x_a), Binner(4).fit(x_b)
+    parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
+               "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
+    transcript = Transcript(keep_payloads=True)
+    roster = Roster(("A",), "B", None)
+    inprocess.woe(parties, roster, 1024, True, transcript)
+    inprocess.select(parties, {"A": x_a, "B": x_b}, roster, SelectionRules(iv_threshold=None, max_vif=5.0),
+                     share_woe=True, transcript=transcript)
+    table = message_table(transcript)
+    assert set(table["name"]) <= set(DESCRIPTIONS)
+    assert {"woe_start", "classes", "counts", "iv_kept", "pearson_rows", "pearson_products", "pearson",
+            "own_correlation", "plan"} <= set(table["name"])
+    assert parties["A"].correlation.shape == (2, 3)         # the block both learn: B's kept columns by A's

@@ -47,7 +47,7 @@ def select_label(ep: Endpoint, party: WOELabelParty, roster: Roster, rules: Sele
     party.correlation = None
     if rules.needs_correlation:
         for k in roster.features:
-            ep.send(k, "candidates", "public", **bits(kept[k]))
+            ep.send(k, "iv_kept", "public", **bits(kept[k]))
         mine = np.flatnonzero(kept[roster.label])
         columns = [(k, int(j)) for k in (*roster.features, roster.label) for j in np.flatnonzero(kept[k])]
         index = {pc: i for i, pc in enumerate(columns)}
@@ -79,7 +79,7 @@ def select_feature(ep: Endpoint, party: WOEFeatureParty, roster: Roster, rules: 
                    share_woe: bool = False) -> WOEFeatureParty:
     """A feature party's side (``x``: its own raw columns): it learns its plan (and what a bound makes it compute)."""
     if rules.needs_correlation:
-        kept = np.flatnonzero(unbits(ep.recv(roster.label, "candidates"), party.n_columns))
+        kept = np.flatnonzero(unbits(ep.recv(roster.label, "iv_kept"), party.n_columns))
         party.correlation = pearson_peer(ep, roster.label, x[:, kept], party.role, party.context.engine)
         within = np.corrcoef(_filled(x[:, kept]), rowvar=False) if len(kept) > 1 else np.ones((len(kept),) * 2)
         ep.send(roster.label, "own_correlation", "plaintext", matrix=np.asarray(within, dtype=np.float64))
