@@ -81,6 +81,9 @@ def parse_args(argv=None):
                         "(--repeats each), on the same cores: local (vfl's worker processes), loky and dask "
                         "(through joblib; dask: a LocalCluster of one worker process per core), inline (n_jobs=1, "
                         "one core per party: gives the CPU cost per row); default sizes 569,10000")
+    p.add_argument("--woe", action="store_true",
+                   help="instead: WOE/IV of 10^6 rows x 50 feature-party columns against its floor (vfl.bench.woe; "
+                        "options: python -m vfl.bench.woe --help)")
     p.add_argument("--quality", action="store_true",
                    help="instead: model quality on default_credit (--data DIR), in original units, 80/20: scikit-learn, "
                         "the exact optimum of vfl's objective, vfl's training over --runs random starts, the "
@@ -191,6 +194,10 @@ def table(rows: list[list[str]], header: list[str]) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.woe:
+        from vfl.bench.woe import main as main_woe
+
+        return main_woe([])
     if args.psi:
         from vfl.bench.psi import main_psi
 
