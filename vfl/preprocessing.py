@@ -112,7 +112,8 @@ class VerticalBinning(BaseEstimator):
         self.min_bin_fraction = min_bin_fraction
 
     def fit(self, data: VerticalDataset, y=None, upstream=None):
-        check_fit_arguments(data, y) if y is not None else None
+        if y is not None or not isinstance(data, VerticalDataset):
+            check_fit_arguments(data, y)
         check_max_bins(self.max_bins)
         if check_strategy(self.strategy) == "monotone":
             raise ConfigurationError("strategy is for every party's columns, and only the label party can bin "
@@ -410,14 +411,12 @@ class VerticalScorecard(BaseEstimator):
                           binner.n_bins_, binner.missing_code)
 
     def _coded(self, data: VerticalDataset) -> VerticalDataset:
-        out = {}
-        for party in data.parties:
-            coder = self.coders_[party]
-            if coder.names or party == data.label_party or (data.label_party is None and party in self.parties_):
-                out[party] = (coder.transform(self._codes(data, party)), coder.names)
-        if hasattr(self, "parties_"):
-            out = {p: v for p, v in out.items() if p in self.parties_}
-        return _dataset(data, out)
+        """Every party in the model (fitted: ``parties_``; while fitting: the label party and every party
+        with a model column) with its model columns."""
+        take = getattr(self, "parties_", None) or [p for p in data.parties
+                                                   if self.coders_[p].names or p == data.label_party]
+        return _dataset(data, {p: (self.coders_[p].transform(self._codes(data, p)), self.coders_[p].names)
+                               for p in data.parties if p in take})
 
     def transform(self, data: VerticalDataset) -> VerticalDataset:
         """The model's columns: WOE values or bin indicators per party."""
