@@ -106,14 +106,15 @@ def test_share_woe_must_be_a_real_boolean():
         VerticalWOE(share_woe="false", **KEYS).fit(data)
 
 
-def test_a_feature_party_receives_only_ciphertexts_and_its_plan():
-    data = credit_data(n=400)
-    pipe = pipeline().fit(data)
-    woe = pipe.named_steps["woe"]
-    sent = woe.transcript_[woe.transcript_.receiver == "telco"]
-    assert set(zip(sent.name, sent.kind)) == {("woe_start", "public"), ("classes", "ciphertext")}
+def test_a_feature_party_receives_only_ciphertexts_public_values_its_plan_and_its_pearson_block(fitted):
+    data, pipe = fitted
+    woe = pipe.named_steps["woe"].transcript_
+    assert set(map(tuple, woe[woe.receiver == "telco"][["name", "kind"]].values)) == \
+        {("woe_start", "public"), ("classes", "ciphertext")}
     selection = pipe.named_steps["selection"].transcript_
-    assert set(selection[selection.receiver == "telco"].name) == {"plan"}
+    assert set(map(tuple, selection[selection.receiver == "telco"][["name", "kind"]].values)) == \
+        {("iv_kept", "public"), ("pearson_start", "public"), ("pearson_rows", "ciphertext"),
+         ("pearson", "plaintext"), ("plan", "public")}
 
 
 def test_the_label_party_cannot_read_a_bin_s_rank_off_its_counts_but_an_informative_column_gives_it_away():
