@@ -93,3 +93,8 @@ def test_scoring_rows_without_the_label_and_a_tampered_shard(tmp_path):
         read_shard(path, "telco", "feature")
     with pytest.raises(DataError, match="is not party bank's pipeline shard"):
         read_shard(path, "bank", "label")
+
+
+def test_the_pipeline_trains_afresh(tmp_path):
+    with pytest.raises(ConfigurationError, match="the pipeline bins, selects and trains afresh"):
+        config(tmp_path, {}, {"model": "logistic", "warm_start": True})

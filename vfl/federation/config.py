@@ -323,6 +323,9 @@ def load_config(path) -> FederationConfig:
     pipeline = None
     if "pipeline" in raw:
         pipeline = _pipeline(f"{where} [pipeline]", _section(where, raw, "pipeline"), training, weight)
+        if warm_start:
+            raise ConfigurationError(f"{where} [training]: warm_start continues a model's weights; the pipeline "
+                                     "bins, selects and trains afresh (leave warm_start out)")
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
