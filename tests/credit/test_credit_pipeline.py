@@ -111,6 +111,9 @@ def test_a_feature_party_receives_only_ciphertexts_public_values_its_plan_and_it
     woe = pipe.named_steps["woe"].transcript_
     assert set(map(tuple, woe[woe.receiver == "telco"][["name", "kind"]].values)) == \
         {("woe_start", "public"), ("classes", "ciphertext")}
+    # and the label party gets nothing per row from it: the bins per column, then one small message of counts
+    back = woe[woe.sender == "telco"]
+    assert list(back.name) == ["bins", "counts"] and back.bytes.max() < 2_000 < data.n_rows * 128
     selection = pipe.named_steps["selection"].transcript_
     assert set(map(tuple, selection[selection.receiver == "telco"][["name", "kind"]].values)) == \
         {("iv_kept", "public"), ("pearson_start", "public"), ("pearson_rows", "ciphertext"),
