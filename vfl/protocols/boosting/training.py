@@ -318,7 +318,7 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
     ``group`` is the slot layout of a standard-mode candidate and ``slot`` this
     tree's class among its slots.
     """
-    rules, f = settings.rules, settings.frac_bits
+    rules = settings.rules
     grower = TreeGrower(g, h, party.train_rows, rules, settings.max_depth, settings.max_leaf_nodes,
                         settings.learning_rate, party.loss.value_scale)
     values = np.column_stack([g, h, np.ones(len(g), dtype=np.int64)])
