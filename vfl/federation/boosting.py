@@ -34,7 +34,7 @@ from vfl.federation.data import load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, label_metrics, plain, write_scores
-from vfl.federation.session import Session, align_data, data_peers, rows_hello
+from vfl.federation.session import Session, align_data, check_same_training, rows_hello
 from vfl.parties.binning import Binner
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty
@@ -166,10 +166,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
         if alignment:
             shown.line(alignment_line(role, alignment))
-        for peer in data_peers(role, roster):
-            if theirs[peer].get("trained_with") != shard["trained_with"]:
-                raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
-                                "different settings; use the shards of one training run")
+        check_same_training(role, roster, theirs, shard["trained_with"])
         codes = party.bin_new(data.features)
         summary = {"party": role, "role": kind, "rows": data.n_rows, "label": roster.label}
         if alignment:

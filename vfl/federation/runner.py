@@ -53,7 +53,8 @@ from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain, write_scores
-from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello, share_columns
+from vfl.federation.session import (Session, align_data, check_equations, check_same_training, rows_hello,
+                                    share_columns)
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
@@ -389,10 +390,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
             if alignment:
                 shown.line(alignment_line(role, alignment))
-            for peer in data_peers(role, roster):
-                if theirs[peer].get("trained_with") != shard["trained_with"]:
-                    raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
-                                    "different settings; use the shards of one training run")
+            check_same_training(role, roster, theirs, shard["trained_with"])
         models = shard_models(shard) if shard else None
         n_models = agree_on_models(session.endpoint, role, kind, roster, len(models) if models else None)
         _check_score_span(config, role, kind, data, n_models)
