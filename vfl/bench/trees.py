@@ -111,29 +111,34 @@ class Counter:
 
 
 def unit_costs(key_bits: int) -> dict:
-    """Seconds per operation on one core: a DJN encryption, a ciphertext multiplication, a decryption."""
+    """CPU seconds per operation on one core: a DJN encryption, a ciphertext multiplication, a decryption.
+
+    Timed with ``time.process_time`` in this process (everything inline), so another job's load on the
+    machine barely moves them.
+    """
     import gmpy2
 
     from vfl.crypto import compute, generate_keypair, get_engine
+    from vfl.crypto.fast import _crt_decrypt
 
     public, private = generate_keypair(key_bits, insecure=key_bits < 2048)
     engine = get_engine()
+    clock = time.process_time
     with compute.use(compute.INLINE):
         engine.encrypt(public, [1])                                     # the tables
-        started = time.perf_counter()
+        started = clock()
         ciphertexts = engine.encrypt(public, list(range(400)))
-        encrypt = (time.perf_counter() - started) / 400
-        started = time.perf_counter()
+        encrypt = (clock() - started) / 400
+        started = clock()
         acc, n2 = gmpy2.mpz(1), public.nsquare
         for c in ciphertexts * 5:
             acc = acc * c % n2
-        multiply = (time.perf_counter() - started) / 2000
+        multiply = (clock() - started) / 2000
         key = engine._crt_key(private)
-        from vfl.crypto.fast import _crt_decrypt
-        started = time.perf_counter()
+        started = clock()
         for c in ciphertexts[:100]:
             _crt_decrypt(key, c)
-        decrypt = (time.perf_counter() - started) / 100
+        decrypt = (clock() - started) / 100
     return {"encryption": encrypt, "multiplication": multiply, "decryption": decrypt}
 
 
@@ -162,11 +167,15 @@ def child(args) -> dict:
     parties = {"host": BoostingFeatureParty(data.features("host"), "host", data.columns("host"), max_bins=32),
                "guest": BoostingLabelParty(data.features("guest"), data.labels, "guest", data.columns("guest"),
                                            max_bins=32)}
-    marks = [time.perf_counter()]
+    marks, cpu = [time.perf_counter()], [cpu_seconds()]
+
+    def mark(iteration, state):
+        marks.append(time.perf_counter())
+        cpu.append(cpu_seconds())
+
     transcript = Transcript()
     with _cluster(args.dask):
-        inprocess.boost(parties, settings, roster, transcript,
-                        on_iteration=lambda i, s: marks.append(time.perf_counter()))
+        inprocess.boost(parties, settings, roster, transcript, on_iteration=mark)
     fit = marks[-1] - marks[0]
     label = parties["guest"]
     auc = float(roc_auc_score(label.y, label.raw[:, 0]))
@@ -177,9 +186,25 @@ def child(args) -> dict:
     assert np.allclose(raw, label.raw)                     # prediction gives the training scores back
     return {"dataset": args.dataset, "mode": args.mode, "rows": data.n_rows, "trees": args.trees,
             "columns": {"guest": len(data.columns("guest")), "host": len(data.columns("host"))}, "dask": args.dask,
-            "per_tree": np.diff(marks).tolist(), "fit_s": fit, "predict_s": predict, "auc": auc,
+            "per_tree": np.diff(marks).tolist(), "cpu_per_tree": np.diff(cpu).tolist(), "fit_s": fit,
+            "predict_s": predict, "auc": auc,
             "bytes": int(transcript.to_frame()["bytes"].sum()), "counts": counter.counts,
             "seconds": counter.seconds, "unit": unit, "cores": _cores()}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and its worker processes so far: a figure the machine's
+    other load barely moves, unlike the wall clock."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:            # it ended meanwhile
+            continue
+    return total
 
 
 def _cluster(workers: int | None):
@@ -251,17 +276,23 @@ def floor(result: dict) -> dict:
     return {k: v / trees / result["cores"] for k, v in parts.items()}
 
 
+def floor_cpu(result: dict) -> float:
+    """The floor in CPU seconds per tree (every core's work added up): to set beside the measured CPU seconds."""
+    return sum(floor(result).values()) * result["cores"]
+
+
 def report(result: dict) -> list[str]:
     """Lines for one run: time per tree beside the floor, and where the time went."""
     trees = result["trees"]
     steady = result["per_tree"][1:] or result["per_tree"]
     per_tree = float(np.median(steady))
     parts = floor(result)
+    cpu = float(np.median(result["cpu_per_tree"][1:] or result["cpu_per_tree"]))
     lines = [f"{result['dataset']} ({result['rows']:,} rows), {result['mode']} mode: {per_tree:.2f} s per tree "
-             f"(median of trees 2..{trees}; first {result['per_tree'][0]:.2f} s with key and tables), "
+             f"({cpu:.2f} CPU s; median of trees 2..{trees}; first {result['per_tree'][0]:.2f} s with key and tables), "
              f"fit {result['fit_s']:.1f} s, AUC {result['auc']:.4f}, peak {result['peak_mb']:,.0f} MB, "
              f"prediction of {result['rows']:,} rows {result['predict_s']:.2f} s",
-             f"  floor {sum(parts.values()):.2f} s per tree on {result['cores']} cores: "
+             f"  floor {sum(parts.values()):.2f} s per tree on {result['cores']} cores ({floor_cpu(result):.2f} CPU s): "
              + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())]
     work = ", ".join(f"{k} {v / trees:,.0f} ({result['seconds'][k] / trees:.2f} s)"
                      for k, v in result["counts"].items())
