@@ -36,6 +36,8 @@ import time
 
 import numpy as np
 
+from vfl.bench.sidebyside import table  # noqa: F401  (also passed to the sub-benchmarks)
+
 
 def _parse_sizes(text: str) -> list[int]:
     return [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
@@ -180,13 +182,6 @@ def _fmt_s(s, approx=False) -> str:
         return "-"
     text = f"{s:.3f}" if s < 10 else f"{s:.1f}"
     return ("~" + text) if approx else text
-
-
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(str(v).rjust(w) for v, w in zip(r, widths)) + " |"
-    sep = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
-    return "\n".join([line(header), sep] + [line(r) for r in rows])
 
 
 def main(argv=None) -> int:
