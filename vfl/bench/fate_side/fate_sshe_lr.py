@@ -27,7 +27,9 @@ of FATE's computation changes; :class:`fate_common.Clock`):
   revealed to the guest every ``reveal_loss_freq`` epochs, FATE's default every epoch),
   ``step`` (the update of the shares);
 * ``predict_s``: FATE's prediction of every training row (the host sends its partial scores
-  ``X_host w_host`` to the guest in the clear, as FATE's SSHE-LR predicts).
+  ``X_host w_host`` to the guest in the clear, as FATE's SSHE-LR predicts);
+* ``loss``: the loss revealed to the guest after each epoch (read where the guest's ``diff``
+  convergence check receives it, ``_DiffConverge.is_converge``; with ``early_stop="diff"`` only).
 
 Run (the comparison driver does this)::
 
@@ -80,6 +82,7 @@ def run_party(ctx) -> None:
     from fate.arch.dataframe.utils._dataloader import DataLoader
     from fate.arch.protocol.mpc.nn.sshe import lr_layer
     from fate.ml.glm.hetero.sshe import SSHELogisticRegression
+    from fate.ml.utils import _convergence
 
     args = _arguments()
     ctx.cipher.set_phe(ctx.device, {"kind": "paillier", "key_length": args.key_bits})
@@ -97,6 +100,14 @@ def run_party(ctx) -> None:
                                         "weights": _weights(module)})
         return
 
+    losses = []
+    is_converge = _convergence._DiffConverge.is_converge
+
+    def recording(self, loss):     # the guest's convergence check sees each revealed epoch loss
+        losses.append(float(loss))
+        return is_converge(self, loss)
+
+    _convergence._DiffConverge.is_converge = recording
     clock = Clock()
     clock.wrap(DataLoader, "__iter__", "epoch")    # the guest iterates its batches once per epoch
     clock.wrap(lr_layer.SSHELogisticRegressionLayer, "forward", "forward")
@@ -107,6 +118,7 @@ def run_party(ctx) -> None:
     module.fit(ctx.sub_ctx("train"), data)
     end = time.perf_counter()
     clock.restore()
+    _convergence._DiffConverge.is_converge = is_converge
 
     start_predict = time.perf_counter()
     result = module.predict(ctx.sub_ctx("predict"), data)
@@ -125,6 +137,7 @@ def run_party(ctx) -> None:
         "predict_s": predict_s,
         "psi_s": psi_s,
         "end_epoch": module.estimator.end_epoch,
+        "loss": losses,
         "weights": _weights(module),
         "parameters": _parameters(args),
         "arguments": asdict(args),
