@@ -11,7 +11,7 @@ so that each tree costs what FATE's does), and reports:
   and the private prediction of every training row;
 * the training AUC (the label party's scores);
 * the peak memory of the process and its worker processes, summed (sampled
-  from outside by :func:`vfl.bench.memory.peak_tree_rss`);
+  from outside by :class:`vfl.bench.sidebyside.TreeMemory`), and the run's CPU seconds;
 * the work per tree, counted as it happens: encryptions of gradients, ciphertext
   multiplications of the encrypted histograms (one per row per feature of every
   node whose sums are computed), the squarings that combine candidates several
@@ -188,6 +188,7 @@ def child(args) -> dict:
             "columns": {"guest": len(data.columns("guest")), "host": len(data.columns("host"))}, "dask": args.dask,
             "per_tree": np.diff(marks).tolist(), "cpu_per_tree": np.diff(cpu).tolist(), "fit_s": fit,
             "predict_s": predict, "auc": auc,
+            "tree_shapes": [{"leaves": int(len(t["tree"].leaves))} for t in label.trees],
             "bytes": int(transcript.to_frame()["bytes"].sum()), "counts": counter.counts,
             "seconds": counter.seconds, "unit": unit, "cores": _cores()}
 
@@ -251,20 +252,38 @@ def child_main(argv=None) -> int:
 
 # -- the driver -------------------------------------------------------------------------------------
 def run_vfl(dataset: str, mode: str, trees: int | None, key_bits: int, data_dir: str | None) -> dict:
-    """One measured run in a fresh process, with the peak memory of its process tree."""
-    from vfl.bench.memory import peak_tree_rss
+    """One measured run in a fresh process (:func:`vfl.bench.sidebyside.run_measured`: wall and CPU seconds,
+    the peak memory of its process tree, the load before and after), with the figures the child printed and
+    the keys :mod:`vfl.bench.fate_compare` reads beside FATE's SecureBoost (``tree_s``, ``tree_median_s``)."""
+    import statistics
+    import tempfile
+
+    from vfl.bench.sidebyside import RunFailed, run_measured
 
     command = [sys.executable, "-m", "vfl.bench.trees", "--dataset", dataset, "--mode", mode,
                "--key-bits", str(key_bits)] + (["--trees", str(trees)] if trees else []) + \
-              (["--data", data_dir] if data_dir else [])
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = peak_tree_rss(process)
-    out, err = process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"vfl trees run failed: {err.strip().splitlines()[-1] if err.strip() else 'no output'}")
-    result = json.loads(out.strip().splitlines()[-1])
-    result["peak_mb"] = peak / 2 ** 20
+              (["--data", str(data_dir)] if data_dir else [])
+    with tempfile.TemporaryDirectory(prefix="vfl-trees-") as tmp:
+        log = Path(tmp) / "log.txt"
+        measured = run_measured(command, log_path=log)
+        lines = log.read_text(errors="replace").strip().splitlines()
+    if measured["returncode"] != 0 or not lines:
+        raise RunFailed(f"the vfl trees run ({dataset}, {mode}) failed (exit code {measured['returncode']}); "
+                        "the end of its log:\n" + "\n".join(lines[-20:]))
+    result = json.loads(lines[-1])
+    result.update(measured)
+    result["peak_mb"] = measured["peak_rss_mb"]
+    result["tree_s"] = result["per_tree"]
+    result["tree_median_s"] = statistics.median(result["per_tree"])
     return result
+
+
+def secureboost_systems(data_dir, key_bits: int, trees: dict, modes=("standard", "hidden")) -> list:
+    """vfl's trees as :class:`~vfl.bench.sidebyside.System` s beside FATE's SecureBoost (``trees``: per data set)."""
+    from vfl.bench.sidebyside import System
+
+    names = {"standard": "vfl", "hidden": "vfl hidden"}
+    return [System(names[mode], lambda d, mode=mode: run_vfl(d, mode, trees[d], key_bits, data_dir)) for mode in modes]
 
 
 def floor(result: dict) -> dict:
@@ -300,7 +319,7 @@ def report(result: dict) -> list[str]:
     return lines
 
 
-def main_trees(args, machine, load_average) -> dict:
+def main_trees(args, machine) -> dict:
     """``--trees``: every data set and mode, repeated and interleaved; the medians and each run's work."""
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")
@@ -310,11 +329,11 @@ def main_trees(args, machine, load_average) -> dict:
     for repeat in range(args.repeats):
         for dataset in datasets:
             for mode in modes:
-                before = load_average()
                 result = run_vfl(dataset, mode, args.trees_per_run, args.key_bits, args.data)
-                result.update(load_before=before, load_after=load_average(), repeat=repeat)
+                result.update(repeat=repeat)
                 runs.append(result)
-                print(f"[repeat {repeat + 1}, load {before} -> {result['load_after']}]")
+                print(f"[repeat {repeat + 1}, load {result['load_before']['load1']:.2f} -> "
+                      f"{result['load_after']['load1']:.2f}; {result['cpu_s']:.1f} CPU s in all]")
                 for line in report(result):
                     print(line)
     print("\nmedians over repeats (seconds per tree, trees 2 and later):")
