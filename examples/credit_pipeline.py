@@ -3,8 +3,12 @@
 A bank holds its customers' income, credit utilisation, age and whether they
 defaulted; a telco holds call counts, tenure and a column of noise.  The data
 are generated here, with a **planted informative column at the telco**
-(``calls``: more calls, more defaults) that the bank cannot see.  The pipeline:
+(``calls``: more calls, more defaults) that the bank cannot see, and written as
+each party's own raw CSV (``bank.csv``, ``telco.csv``, and ``*_new.csv`` to
+score): each party has customers the other lacks, each in its own order.  The
+script reads them back as the parties would and runs:
 
+0. the private set intersection of the two parties' ids (vfl.psi);
 1. each party bins its own columns (the bank monotonically, with its labels);
 2. WOE and IV of every column: the bank encrypts its labels, the telco returns
    encrypted event counts per bin in a shuffled order (vfl.protocols.credit.woe);
@@ -15,23 +19,32 @@ are generated here, with a **planted informative column at the telco**
 5. the scorecard: points per bin, each party its own.
 
 It prints the IV ranking (the planted column first), each party's points, and
-the scorecard's AUC and KS on held-out rows beside a centralized scorecard
+the scorecard's AUC and KS on the new rows beside a centralized scorecard
 (scikit-learn's logistic regression on the pooled table's WOE values, same bins).
 
     python examples/credit_pipeline.py                    # 2048-bit keys
     python examples/credit_pipeline.py --key-bits 1024    # quicker (insecure key: the same arithmetic)
+    python examples/credit_pipeline.py --data credit --federation   # keep the CSVs in credit/, with the
+                                                          # certificates and federation.toml for vfl party
+
+With ``--federation`` it also writes ``certs/`` and ``federation.toml`` (a
+``[pipeline]`` table; three parties on 127.0.0.1) into the data folder and
+prints the commands that run the same pipeline as one process per party.
 """
 
 from __future__ import annotations
 
 import argparse
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
+import vfl.psi
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.metrics import ks_statistic
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
@@ -54,6 +67,49 @@ def make_customers(n_rows: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFra
     telco = pd.DataFrame({"id": ids, "calls": calls, "tenure": tenure, "noise": noise})
     bank = pd.DataFrame({"id": ids, "income": income, "utilisation": utilisation, "age": age, "default": default})
     return telco, bank
+
+
+def write_csvs(folder: Path, rows: int, seed: int = 0) -> dict[str, Path]:
+    """Each party's own raw CSVs: ``NAME.csv`` to train on and ``NAME_new.csv`` to score (3 for every 7).
+
+    Every party misses about 5% of the other's customers and lists its own in its own order, as two
+    organisations' exports would; the bank's files hold ``default``.
+    """
+    rng = np.random.default_rng(seed + 1)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for suffix, n, offset in (("", rows, 0), ("_new", max(rows * 3 // 7, 50), 1_000)):
+        telco, bank = make_customers(n, seed + offset)
+        ids = [f"{'n' if suffix else 'c'}{i:05d}" for i in range(n)]
+        for name, frame in (("telco", telco), ("bank", bank)):
+            own = frame.assign(id=ids)[rng.random(n) > 0.05]
+            path = folder / f"{name}{suffix}.csv"
+            own.iloc[rng.permutation(len(own))].to_csv(path, index=False)
+            paths[name + suffix] = path
+    return paths
+
+
+def write_federation(folder: Path, key_bits: int) -> Path:
+    """Certificates and a ``federation.toml`` with a ``[pipeline]`` table for telco, bank and a hub on 127.0.0.1."""
+    from vfl.federation.config import write_config
+    from vfl.transport.tls import write_federation_certs
+
+    roles = {"telco": "feature", "bank": "label", "hub": "coordinator"}
+    tls = write_federation_certs(folder / "certs", tuple(roles))
+    parties = {name: {"role": role, "address": f"127.0.0.1:{9741 + i}", "certificate": tls[name].certificate,
+                      "key": tls[name].key} for i, (name, role) in enumerate(roles.items())}
+    training = {"model": "logistic", "iterations": 30, "key_bits": key_bits, "insecure": key_bits < 2048}
+    pipeline = {"max_bins": 8, "iv_threshold": 0.02, "max_correlation": 0.8, "base_score": 600,
+                "base_odds": 50, "pdo": 20}
+    return write_config(folder / "federation.toml", tls["bank"].ca, parties, training,
+                        {"connect_timeout": 60, "timeout": 3600}, label="default", pipeline=pipeline)
+
+
+def read_aligned(paths: dict[str, Path], suffix: str = "") -> VerticalDataset:
+    """The parties' raw CSVs read as each would read its own, aligned by private set intersection."""
+    frames = {name: pd.read_csv(paths[name + suffix], dtype={"id": str}) for name in ("telco", "bank")}
+    aligned = vfl.psi.intersect(frames, id_column="id", label="default")
+    return VerticalDataset(aligned, label="default", id_column="id")
 
 
 def pipeline(key_bits: int, max_bins: int = 8) -> VerticalPipeline:
@@ -80,20 +136,40 @@ def centralized_scorecard(woe: VerticalWOE, train: VerticalDataset, test: Vertic
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--key-bits", type=int, default=2048)
-    parser.add_argument("--rows", type=int, default=6000)
+    parser.add_argument("--rows", type=int, default=6000, help="customers of each party's training CSV")
+    parser.add_argument("--data", metavar="DIR", default=None,
+                        help="write the parties' CSVs into DIR and keep them (default: a temporary folder)")
+    parser.add_argument("--federation", action="store_true",
+                        help="also write certificates and federation.toml into --data, for vfl party / vfl predict")
     args = parser.parse_args(argv)
-    telco, bank = make_customers(args.rows)
-    cut = int(0.7 * args.rows)
-    train = VerticalDataset({"telco": telco[:cut], "bank": bank[:cut]}, label="default", id_column="id")
-    test = VerticalDataset({"telco": telco[cut:], "bank": bank[cut:]}, label="default", id_column="id")
+    if args.federation and args.data is None:
+        parser.error("--federation needs --data DIR (the folder to keep the CSVs, certificates and federation.toml)")
+    with tempfile.TemporaryDirectory() as scratch:
+        folder = Path(args.data or scratch).resolve()
+        paths = write_csvs(folder, args.rows)
+        if args.federation:
+            config = write_federation(folder, args.key_bits)
+            print(f"wrote {config} and the certificates; the same pipeline, one process per party "
+                  f"(each in its own terminal, from {folder}):")
+            for role, data in (("telco", "telco.csv"), ("bank", "bank.csv"), ("hub", None)):
+                print(f"  vfl party --config federation.toml --role {role} --workdir run/{role}"
+                      + (f" --data {data}" if data else ""))
+            print("  then vfl predict likewise, with telco_new.csv and bank_new.csv\n")
+        train = read_aligned(paths)
+        test = read_aligned(paths, "_new")
+    return run(args, train, test)
 
+
+def run(args, train: VerticalDataset, test: VerticalDataset) -> dict:
+    """Fit the pipeline on ``train``, print what each party holds, score ``test`` beside the centralized scorecard."""
     started = time.perf_counter()
     fitted = pipeline(args.key_bits).fit(train)
     seconds = time.perf_counter() - started
     woe, selection, card = (fitted.named_steps[k] for k in ("woe", "selection", "scorecard"))
 
-    print(f"{args.rows:,} customers ({cut:,} to train), {bank['default'].mean():.1%} defaults; "
-          f"{args.key_bits}-bit keys; the pipeline took {seconds:.1f} s\n")
+    print(f"{train.n_rows:,} customers in both parties' training CSVs, {test.n_rows:,} in both new ones, "
+          f"{np.mean(train.labels == 1):.1%} defaults; {args.key_bits}-bit keys; the pipeline took "
+          f"{seconds:.1f} s\n")
     ranking = sorted(((iv, party, column) for party, columns in woe.columns_.items()
                       for column, iv in zip(columns, woe.iv_[party])), reverse=True)
     print("information value, highest first (the bank learns these; the telco only which of its columns stay):")
@@ -114,7 +190,7 @@ def main(argv=None) -> dict:
     central = centralized_scorecard(woe, train, test, selection.selected_columns_)
     results = {"vfl": (roc_auc_score(y, -score), ks_statistic(y, -score)),
                "centralized": (roc_auc_score(y, central), ks_statistic(y, central))}
-    print(f"\nheld-out rows ({len(y):,}):")
+    print(f"\nnew rows ({len(y):,}):")
     for name, (auc, ks) in results.items():
         print(f"  {name:12s} AUC {auc:.4f}  KS {ks:.4f}")
     shards = fitted.shards()

@@ -11,6 +11,7 @@ rates for the label party's columns.
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.metrics import adjusted_rand_score
 
 from vfl import inprocess
 from vfl.errors import ConfigurationError, ProtocolError
@@ -105,6 +106,43 @@ def test_without_share_woe_a_feature_party_receives_ciphertexts_and_its_plan_onl
                     "classes": ("ciphertext", ["ciphertexts", "exponent"]),
                     "plan": ("public", ["bits", "count", "share_woe"])}
     assert parties["A"].woe is None
+
+
+def label_guess_by_ciphertexts(ciphertexts: list[int], y) -> tuple[float, float]:
+    """A feature party's attacks on the ``classes`` ciphertexts: group equal ones, and rank rows by them.
+
+    Returns the adjusted Rand index between the groups of equal ciphertexts and the classes (1: the
+    groups are the classes; about 0: unrelated) and the AUC of ranking the rows by the ciphertexts as
+    integers.
+    """
+    events = np.asarray(y == np.unique(y)[-1])
+    groups = pd.factorize(pd.Series([str(c) for c in ciphertexts]))[0]
+    order = np.empty(len(events))
+    order[sorted(range(len(events)), key=ciphertexts.__getitem__)] = np.arange(len(events))
+    auc = (order[events].mean() - (events.sum() - 1) / 2) / (~events).sum()
+    return adjusted_rand_score(events, groups), auc
+
+
+def test_a_feature_party_cannot_group_or_rank_rows_by_class_from_the_encrypted_classes():
+    """The attacks that succeed on deterministic encryption fail on what the feature party receives."""
+    x_a, _, x_b, y = tables()
+    binner_a, binner_b = Binner(8).fit(x_a), Binner(4).fit(x_b)
+    parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
+               "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
+    transcript = Transcript(keep_payloads=True)
+    inprocess.woe(parties, Roster(("A",), "B", None), 1024, True, transcript)
+    received = [c for _, receiver, message in transcript.messages() if receiver == "A" and message.name == "classes"
+                for c in message.fields["ciphertexts"].to_ints()]
+    assert len(received) == len(y)
+    grouping, auc = label_guess_by_ciphertexts(received, y)
+    assert len(set(received)) == len(y) and abs(grouping) < 1e-9      # every ciphertext distinct: no group
+    assert abs(auc - 0.5) < 0.1                                       # chance (sd about 0.02 at 900 rows)
+    # the same attack against a deterministic encryption of the same one-hot classes ((1 + n)^m mod n^2)
+    label = parties["B"]
+    n, slot = label.context.public_key.n, label.group.widths[0]
+    deterministic = [pow(1 + n, 1 << (slot * int(c)), n * n) for c in label.y]
+    grouping, auc = label_guess_by_ciphertexts(deterministic, y)
+    assert grouping == 1.0 and min(auc, 1 - auc) == 0.0
 
 
 def test_a_count_that_does_not_add_up_to_the_rows_is_refused():
