@@ -11,6 +11,7 @@ away (measured).
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.stats import spearmanr
 from sklearn.linear_model import LogisticRegression
@@ -19,8 +20,10 @@ from sklearn.metrics import roc_auc_score
 from credit_data import credit_data
 from vfl import VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
+from vfl.parties.binning import Binner
 from vfl.parties.credit.shard import check
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
+from vfl.stats import population_stability, table_statistics
 from vfl.transport import BigInts
 
 KEYS = {"key_bits": 1024, "insecure": True}
@@ -138,3 +141,36 @@ def test_the_label_party_cannot_read_a_bin_s_rank_off_its_counts_but_an_informat
     assert max(by_rows) < 0.9                          # counts alike: no order from them
     assert by_rate[0] > 0.95                           # the planted monotone column: order from its event rates
     assert by_rate[2] < 0.9                            # noise: none
+
+
+def test_table_statistics_and_population_stability_equal_pandas_on_the_pooled_table():
+    """Each party's statistics are pandas' describe of its columns; PSI per column that of bins counted directly."""
+    data = credit_data(n=1200, seed=3)
+    stats = table_statistics(data)
+    assert set(stats) == {"telco", "bank"}
+    for party, got in stats.items():
+        frame = pd.DataFrame(data.features(party), columns=data.columns(party))
+        reference = frame.describe().T
+        assert list(got.index) == data.columns(party)
+        assert np.array_equal(got["count"], reference["count"]) and np.array_equal(got["missing"], frame.isna().sum())
+        for ours, theirs in (("mean", "mean"), ("std", "std"), ("min", "min"), ("q25", "25%"), ("median", "50%"),
+                             ("q75", "75%"), ("max", "max")):
+            assert np.allclose(got[ours], reference[theirs], rtol=1e-12, atol=0), (party, ours)
+    assert stats["telco"].loc["calls", "missing"] > 0
+    # PSI at the telco: training rows against drifted scoring rows, in the training bins (missing its own bin)
+    train = data.features("telco")
+    rng = np.random.default_rng(4)
+    scoring = train[rng.permutation(len(train))[:500]] + np.array([0.8, 0.0, 0.1])
+    binner = Binner(6).fit(train)
+    got = population_stability(binner, train, scoring, data.columns("telco"))
+    for j, column in enumerate(data.columns("telco")):
+        shares = []
+        for x in (train[:, j], scoring[:, j]):
+            bins = np.where(np.isnan(x), len(binner.thresholds_[j]) + 1,
+                            np.searchsorted(binner.thresholds_[j], x, side="left"))
+            shares.append(np.bincount(bins, minlength=len(binner.thresholds_[j]) + 2) / len(x))
+        e, a = shares
+        present = (e > 0) & (a > 0)
+        assert present.sum() == len(e) - (j > 0)            # only tenure and noise lack missing values
+        assert np.isclose(got[column], np.sum((a - e)[present] * np.log(a[present] / e[present])), rtol=1e-12)
+    assert got["calls"] > 0.25 > got["tenure"]                # the shifted column flagged, the unchanged not
