@@ -19,12 +19,11 @@ from sklearn.metrics import roc_auc_score
 
 from credit_data import credit_data
 from vfl import VerticalLogisticRegression
-from vfl.errors import ConfigurationError, DataError
+from vfl.errors import ConfigurationError
 from vfl.parties.binning import Binner
 from vfl.parties.credit.shard import check
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
 from vfl.stats import population_stability, table_statistics
-from vfl.transport import BigInts
 
 KEYS = {"key_bits": 1024, "insecure": True}
 

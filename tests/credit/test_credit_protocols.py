@@ -72,28 +72,31 @@ def test_woe_and_iv_of_every_party_equal_the_pooled_bins_exactly(classes):
     assert label.tables["A"][0]["iv"].shape == ((1,) if classes == 2 else (classes,))
 
 
+def two_parties(x_a, x_b, y):
+    """Feature party A (8 quantile bins per column) and label party B (4)."""
+    binner_a, binner_b = Binner(8).fit(x_a), Binner(4).fit(x_b)
+    return {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
+            "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
+
+
 def test_shared_woe_values_reach_their_own_bins_and_the_plan_names_own_columns_only():
     x_a, _, x_b, y = tables()
-    binner_a, binner_b = Binner(8).fit(x_a), Binner(4).fit(x_b)
-    parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
-               "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
+    parties = two_parties(x_a, x_b, y)
     roster = Roster(("A",), "B", None)
     inprocess.woe(parties, roster, 1024, True)
     inprocess.select(parties, {"A": x_a, "B": x_b}, roster, SelectionRules(iv_threshold=None, top_k=4),
                      share_woe=True)
-    pooled = pooled_tables(x_a, binner_a, y)
+    pooled = pooled_tables(x_a, parties["A"].binner, y)
     for j in range(3):
         assert np.array_equal(parties["A"].woe[j], pooled[j]["woe"][:, 0])
-    ivs = [t["iv"][0] for t in pooled] + [t["iv"][0] for t in pooled_tables(x_b, binner_b, y)]
+    ivs = [t["iv"][0] for t in pooled] + [t["iv"][0] for t in pooled_tables(x_b, parties["B"].binner, y)]
     assert parties["A"].selected.tolist() == [iv >= sorted(ivs)[-4] for iv in ivs[:3]]
     assert np.allclose(parties["A"].iv, [t["iv"][0] for t in pooled])
 
 
 def test_without_share_woe_a_feature_party_receives_ciphertexts_and_its_plan_only():
     x_a, _, x_b, y = tables()
-    binner_a, binner_b = Binner(8).fit(x_a), Binner(4).fit(x_b)
-    parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
-               "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
+    parties = two_parties(x_a, x_b, y)
     transcript = Transcript(keep_payloads=True)
     roster = Roster(("A",), "B", None)
     inprocess.woe(parties, roster, 1024, True, transcript)
@@ -126,9 +129,7 @@ def label_guess_by_ciphertexts(ciphertexts: list[int], y) -> tuple[float, float]
 def test_a_feature_party_cannot_group_or_rank_rows_by_class_from_the_encrypted_classes():
     """The attacks that succeed on deterministic encryption fail on what the feature party receives."""
     x_a, _, x_b, y = tables()
-    binner_a, binner_b = Binner(8).fit(x_a), Binner(4).fit(x_b)
-    parties = {"A": WOEFeatureParty(binner_a.transform(x_a), binner_a, "A"),
-               "B": WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")}
+    parties = two_parties(x_a, x_b, y)
     transcript = Transcript(keep_payloads=True)
     inprocess.woe(parties, Roster(("A",), "B", None), 1024, True, transcript)
     received = [c for _, receiver, message in transcript.messages() if receiver == "A" and message.name == "classes"
@@ -146,8 +147,8 @@ def test_a_feature_party_cannot_group_or_rank_rows_by_class_from_the_encrypted_c
 
 
 def test_a_count_that_does_not_add_up_to_the_rows_is_refused():
-    x_a, _, x_b, y = tables(n=200)
-    binner_a, binner_b = Binner(4).fit(x_a), Binner(4).fit(x_b)
+    _, _, x_b, y = tables(n=200)
+    binner_b = Binner(4).fit(x_b)
     label = WOELabelParty(binner_b.transform(x_b), binner_b, y, "B")
     label.make_keys(1024, insecure=True)
     wrong = label.context.engine.encrypt(label.context.public_key, [1])     # two bins: one row, then none

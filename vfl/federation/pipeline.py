@@ -44,7 +44,8 @@ from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain
-from vfl.federation.runner import agree_on_models, report_training, score_rows, train_model
+from vfl.federation.runner import (agree_on_models, needs_data, report_training, score_rows, scoring_part,
+                                  train_model)
 from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
@@ -146,12 +147,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
 def _data(config: FederationConfig, role: str, kind: str, data_path, columns=None,
           label_required: bool = True) -> PartyData | None:
-    if kind == "coordinator":
-        if data_path is not None:
-            raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
+    if not needs_data(role, kind, data_path):
         return None
-    if data_path is None:
-        raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
     return load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                     columns=columns, label_required=label_required,
                     foreign=(config.label,) if kind == "feature" else (), missing=True)
@@ -315,16 +312,11 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     (``psi_NAME.csv``); the label party writes per id the scorecard ``score``, the
     ``log_odds``, the ``probability`` of the event class and the ``prediction``.
     """
-    settings, roster = config.training, config.roster
-    kind = config.role_of(role)
+    roster = config.roster
     workdir = Path(workdir)
-    shard = data = coordinator = None
-    if kind == "coordinator":
-        if data_path is not None:
-            raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
-        coordinator = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
-    else:
-        shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
+    kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir, read_shard)
+    data = None
+    if shard is not None:
         data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)

@@ -271,14 +271,21 @@ def _save_transcript(session: Session, path, marks: list[int]) -> Path:
     return path
 
 
-def _training_data(config: FederationConfig, role: str, kind: str, data_path) -> PartyData | None:
-    """This party's CSV (none for the coordinator)."""
+def needs_data(role: str, kind: str, data_path) -> bool:
+    """Whether party ``role`` reads a CSV: a data party must be given one, the coordinator must not."""
     if kind == "coordinator":
         if data_path is not None:
             raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
-        return None
+        return False
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    return True
+
+
+def _training_data(config: FederationConfig, role: str, kind: str, data_path) -> PartyData | None:
+    """This party's CSV (none for the coordinator)."""
+    if not needs_data(role, kind, data_path):
+        return None
     label = kind == "label"
     return load_csv(data_path, role, config.id_column, label=config.label if label else None,
                     weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
@@ -352,6 +359,20 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
 
 # --------------------------------------------------------------------------- prediction
 
+def scoring_part(config: FederationConfig, role: str, data_path, model_path, workdir: Path,
+                 read=read_shard) -> tuple[str, Coordinator | None, dict | None]:
+    """Party ``role``'s kind and part in scoring: the coordinator's key holder, or a data party's shard.
+
+    ``read(path, role, kind)`` reads the shard (``model_path``, else ``workdir/model_ROLE.json``); a data
+    party must be given its data and the coordinator must not.
+    """
+    kind = config.role_of(role)
+    if not needs_data(role, kind, data_path):
+        settings = config.training
+        return kind, Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None
+    return kind, None, read(model_path or workdir / f"model_{role}.json", role, kind)
+
+
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
             output=None, narrate: bool = False, progress: bool | None = False) -> dict:
@@ -365,17 +386,10 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     ``progress`` as for :func:`train`.
     """
     settings, roster = config.training, config.roster
-    kind = config.role_of(role)
     workdir = Path(workdir)
-    shard = data = coordinator = None
-    if kind == "coordinator":
-        if data_path is not None:
-            raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
-        coordinator = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
-    else:
-        if data_path is None:
-            raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
-        shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
+    kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir)
+    data = None
+    if shard is not None:
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
                         weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
