@@ -194,7 +194,7 @@ def run(args, train: VerticalDataset, test: VerticalDataset) -> dict:
     for name, (auc, ks) in results.items():
         print(f"  {name:12s} AUC {auc:.4f}  KS {ks:.4f}")
     shards = fitted.shards()
-    print(f"\neach party's shard holds its own bins, coding, weights and points: "
+    print("\neach party's shard holds its own bins, coding, weights and points: "
           + ", ".join(f"{p} {len(str(s)):,} characters" for p, s in shards.items()))
     return {"ranking": ranking, "results": results, "selected": selection.selected_columns_}
 
