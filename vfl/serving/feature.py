@@ -26,7 +26,7 @@ import threading
 import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey
-from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
+from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.protocols.boosting.training import bits, ints
 from vfl.protocols.checks import check_score_span
 from vfl.serving import messages
@@ -48,11 +48,13 @@ class FeatureService:
     config : FederationConfig
     role : str
     store : vfl.serving.store.Store
+    settings : ServingSettings, optional
+        Its ``[serving]`` settings (default: the federation file's).
     """
 
-    def __init__(self, config, role: str, store):
+    def __init__(self, config, role: str, store, settings=None):
         self.config, self.role, self.store = config, role, store
-        self.settings = config.serving_of(role)
+        self.settings = settings or config.serving_of(role)
         roster = config.roster
         self.label, self.coordinator = roster.label, roster.coordinator
         self.shares: dict[str, object] = {}

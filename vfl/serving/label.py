@@ -72,11 +72,13 @@ class LabelService:
     store : vfl.serving.store.Store or None
         Its own rows by id; without one, every request carries its features inline.
     metrics : vfl.serving.metrics.Metrics, optional
+    settings : ServingSettings, optional
+        Its ``[serving]`` settings (default: the federation file's).
     """
 
-    def __init__(self, config, role: str, store=None, metrics=None):
+    def __init__(self, config, role: str, store=None, metrics=None, settings=None):
         self.config, self.role, self.store, self.metrics = config, role, store, metrics
-        self.settings = config.serving_of(role)
+        self.settings = settings or config.serving_of(role)
         roster = config.roster
         self.features, self.coordinator = list(roster.features), roster.coordinator
         self.shares: dict[str, object] = {}

@@ -20,6 +20,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import itertools
 import json
+import logging
 import threading
 import time
 
@@ -28,6 +29,7 @@ from vfl.federation.session import _check_hello, _differences, check_own_certifi
 from vfl.transport.message import Message, decode, encode
 from vfl.transport.service import ServiceTransport
 
+log = logging.getLogger("vfl.serving")
 #: Seconds a new link has for its ``serve_hello``.
 HELLO_TIMEOUT = 10.0
 _POLL = 0.5
@@ -184,7 +186,9 @@ class Runtime:
 
     def _changed(self, peer: str, link) -> None:
         if link is None:
-            self._set(peer, "down", self.transport.errors.get(peer, "its link failed"))
+            why = self.transport.errors.get(peer, "its link failed")
+            log.warning("party %s: lost %s: %s", self.role, peer, why)
+            self._set(peer, "down", why)
             return
         self._set(peer, "connecting", "exchanging hellos")
         threading.Thread(target=self._serve, args=(peer, link), daemon=True,

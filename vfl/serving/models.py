@@ -57,6 +57,10 @@ def latest(models: Path, party: str) -> str:
     return found[-1]
 
 
+class MissingVersion(ConfigurationError):
+    """A party has no shard of the model version asked for."""
+
+
 class LinearShare:
     """One party's shard of a linear or logistic model: its columns, weights and scaling.
 
@@ -130,7 +134,7 @@ def load_share(models: Path, version: str, party: str, kind: str, boosting: bool
     """Party ``party``'s shard of ``version`` (``kind``: ``"feature"`` or ``"label"``), checked."""
     path = shard_path(models, version, party)
     if not path.is_file():
-        raise ConfigurationError(f"party {party} has no shard of model version {version}: {path} does not exist")
+        raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
     if boosting:
         return TreeShare(read_boosting_shard(path, party, kind), version, features)
     return LinearShare(read_shard(path, party, kind), version)
