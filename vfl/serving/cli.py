@@ -68,6 +68,7 @@ def serve(args) -> None:
     from vfl.federation.config import load_config
     from vfl.transport.network import parse_address
 
+    _check_installed()
     config = load_config(args.config)
     role = args.role
     kind = config.role_of(role)
@@ -95,6 +96,17 @@ def serve(args) -> None:
         print(f"party {role}: serving model versions from {settings.models} with {store.description}", flush=True)
         return _until_stopped(service, role)
     _serve_http(config, role, store, settings, args.access_log)
+
+
+def _check_installed() -> None:
+    """The serving extra's libraries, or a one-line error saying how to get them."""
+    import importlib.util
+
+    missing = [name for name in ("fastapi", "uvicorn", "sqlalchemy", "prometheus_client", "httpx")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(f"vfl serve needs {', '.join(missing)}: pip install -e \".[serve]\" (the test "
+                                 "extra has them too)")
 
 
 def _store(args, config, role: str, kind: str, settings):

@@ -18,6 +18,7 @@ and gives every new link a thread of its own, which
 from __future__ import annotations
 
 import concurrent.futures as cf
+import hashlib
 import itertools
 import json
 import logging
@@ -123,18 +124,35 @@ class Channel:
                 future.set_exception(exc)
 
 
-def hello(channel: Channel, config, task: str = "serve", **extra) -> dict:
+def serving_settings(config) -> dict:
+    """What every serving party must agree on: the names and roles, the model family and, for a linear
+    model, what the rounds' arithmetic depends on (key size, fixed point, packing, the declared score bound).
+
+    Training-only settings (iterations, learning rate...) are left out: a model version
+    trained with others is served by the same running parties.
+    """
+    shared = {"task": "serve", "roles": {name: entry.role for name, entry in sorted(config.parties.items())},
+              "model": "gradient_boosting" if config.boosting else "linear"}
+    if not config.boosting:
+        t = config.training
+        shared["training"] = {"key_bits": t.key_bits, "insecure": t.insecure, "frac_bits": t.frac_bits,
+                              "packing": t.packed_prediction, "score_bound": t.score_bound}
+    return shared
+
+
+def hello(channel: Channel, config, **extra) -> dict:
     """Exchange ``serve_hello`` with the peer; return its fields.
 
     Raises
     ------
     HandshakeError
-        The peer's model settings differ (the message lists the differences).
+        The peer's serving settings differ (:func:`serving_settings`; the message lists the differences).
     ProtocolError, PeerError
         A malformed hello, a link that failed, or no hello within :data:`HELLO_TIMEOUT`.
     """
-    shared = config.shared(task)
-    mine = {"fingerprint": config.fingerprint(task), "shared": json.dumps(shared, sort_keys=True)}
+    shared = serving_settings(config)
+    text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
+    mine = {"fingerprint": hashlib.sha256(text.encode()).hexdigest(), "shared": text}
     channel.send("serve_hello", "public", **mine, **extra)
     message = channel.recv(HELLO_TIMEOUT)
     if message is None:
@@ -145,7 +163,7 @@ def hello(channel: Channel, config, task: str = "serve", **extra) -> dict:
     if message["fingerprint"] != mine["fingerprint"]:
         raise HandshakeError(f"the model settings differ between {channel.role} and {channel.peer}: "
                              f"{_differences(shared, message['shared'], channel.role, channel.peer)}; every party "
-                             "must serve with the same [training] and [prediction] settings")
+                             "must serve with the same federation file's parties and [training] key settings")
     return message.fields
 
 

@@ -125,17 +125,19 @@ class SQLStore(Store):
         import sqlalchemy as sa
 
         statement = self._select(tuple(columns))
-        position = {key: i for i, key in enumerate(ids)}
+        positions: dict[str, list[int]] = {}       # a round may ask for one id twice (two requests)
+        for i, key in enumerate(ids):
+            positions.setdefault(key, []).append(i)
+        unique = list(positions)
         values = np.full((len(ids), len(columns)), np.nan)
         found = np.zeros(len(ids), dtype=bool)
         try:
             with self._engine.connect() as connection:
-                for start in range(0, len(ids), _CHUNK):
-                    for row in connection.execute(statement, {"ids": ids[start:start + _CHUNK]}):
-                        i = position.get(_canonical(row[0]))
-                        if i is not None:
-                            found[i] = True
-                            values[i] = [_number(v) for v in row[1:]]
+                for start in range(0, len(unique), _CHUNK):
+                    for row in connection.execute(statement, {"ids": unique[start:start + _CHUNK]}):
+                        at = positions.get(_canonical(row[0]), [])
+                        found[at] = True
+                        values[at] = [_number(v) for v in row[1:]]
         except sa.exc.SQLAlchemyError as exc:
             raise ConfigurationError(f"{self.description}: the lookup failed: {_first_line(exc)}") from None
         return values, found
