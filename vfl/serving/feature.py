@@ -5,7 +5,8 @@ public key it takes from the coordinator itself (in the coordinator's hello), so
 no other party can hand it a key of its own.  Then it answers, one message at
 a time, what the label party asks (:mod:`vfl.serving.messages`):
 
-* ``load``: read its shard of a version from ``MODELS/VERSION/model_NAME.json``,
+* ``load``: (linear models: once it holds the coordinator's key, so that the
+  label party counts it ready only then) read its shard of a version from ``MODELS/VERSION/model_NAME.json``,
   check it (and that its store has the shard's columns), and keep it, with the
   versions the label party says to keep; answer the training's fingerprint;
 * ``score`` (linear): look the ids up in its store, and answer one status per id
@@ -38,6 +39,9 @@ from vfl.serving.rounds import Layout, encrypted_scores, partial_scores, row_sta
 log = logging.getLogger("vfl.serving")
 #: Ids in one round at most (the largest ``[serving] max_batch``).
 MAX_ROUND_IDS = 100_000
+#: Seconds a round waits for the coordinator's key (the coordinator restarted: the label party may hold its new
+#: key a moment before this party), and a ``load`` (this party just linked: its key may come a moment later).
+KEY_WAIT, LOAD_KEY_WAIT = 2.0, 10.0
 
 
 class FeatureService:
@@ -60,6 +64,7 @@ class FeatureService:
         self.shares: dict[str, object] = {}
         self.layout: Layout | None = None       # with the coordinator's key (linear models)
         self._lock = threading.Lock()
+        self._keyed = threading.Condition()     # notified when the coordinator's key arrives
         peers = [self.label] + ([self.coordinator] if self.coordinator else [])
         self.runtime = Runtime(config, role, peers, self._on_link)
 
@@ -88,15 +93,24 @@ class FeatureService:
         context.encrypt([0.0])                      # build the encryption tables now, not in the first round
         layout = Layout(context, settings.packed_prediction, settings.score_bound,
                         len(self.config.roster.data_parties))
-        with self._lock:
+        with self._keyed:
             self.layout = layout
+            self._keyed.notify_all()
         try:
             while True:
                 channel.recv(1.0)           # the coordinator sends nothing more: this ends when its link fails
         finally:
-            with self._lock:
+            with self._keyed:
                 if self.layout is layout:
                     self.layout = None
+
+    def _key(self, fingerprint: str | None, wait: float) -> Layout | None:
+        """The layout under the coordinator's key (of ``fingerprint``, if given), waiting up to ``wait`` s for it:
+        after a restart of the coordinator, the label party may hold its new key a moment before this party."""
+        with self._keyed:
+            self._keyed.wait_for(lambda: self.layout is not None and (
+                fingerprint is None or self.layout.context.public_key.fingerprint == fingerprint), wait)
+            return self.layout
 
     # -- the label party's requests ----------------------------------------------------------------
     def _answer(self, channel) -> None:
@@ -128,6 +142,8 @@ class FeatureService:
     def _load(self, message):
         version = messages.version(message, "version", self.label)
         keep = messages.text(message, "keep", self.label, 1000).split(",")
+        if not self.config.boosting and self._key(None, LOAD_KEY_WAIT) is None:
+            raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} yet (not linked to it)")
         share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting)
         self.store.check_columns(share.columns)
         if share.kind == "linear":
@@ -150,9 +166,8 @@ class FeatureService:
         share = self._share(message)
         if share.kind != "linear":
             raise ProtocolError("asked for partial scores of a tree model")
-        with self._lock:
-            layout = self.layout
         fingerprint = messages.text(message, "key", self.label, 64)
+        layout = self._key(fingerprint, KEY_WAIT)
         if layout is None or layout.context.public_key.fingerprint != fingerprint:
             raise ConfigurationError(f"it does not hold the coordinator's current key "
                                      f"({'not linked to ' + str(self.coordinator) if layout is None else 'another key'})")
