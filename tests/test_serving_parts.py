@@ -164,3 +164,25 @@ def test_a_failed_round_fails_its_requests_only_and_the_deadline_is_kept():
 def test_serving_settings_options():
     settings = ServingSettings().with_options(version="3", store=None)
     assert settings.version == "3" and settings.store is None
+
+
+# -- answers ------------------------------------------------------------------------------------------------
+def test_answers_per_model_kind():
+    from types import SimpleNamespace
+
+    from vfl.serving.label import outcome
+
+    regression = SimpleNamespace(kind="linear", objective="linear", classes=None)
+    assert outcome(regression, np.array([2.5])) == {"score": 2.5}
+    binary = SimpleNamespace(kind="linear", objective="logistic", classes=["no", "yes"])
+    got = outcome(binary, np.array([0.0]))
+    assert got == {"score": 0.0, "probability": 0.5, "prediction": "yes"}
+    ovr = SimpleNamespace(kind="linear", objective="logistic", classes=["a", "b", "c"])
+    got = outcome(ovr, np.array([0.0, 2.0, -1.0]))
+    sig = 1 / (1 + np.exp(-np.array([0.0, 2.0, -1.0])))
+    assert got["prediction"] == "b" and list(got["probabilities"].values()) == pytest.approx(sig / sig.sum())
+    trees = SimpleNamespace(kind="trees", classes=[0, 1, 2])
+    got = outcome(trees, np.array([1.0, 1.0, 3.0]))
+    soft = np.exp([1.0, 1.0, 3.0]) / np.exp([1.0, 1.0, 3.0]).sum()
+    assert got["prediction"] == 2 and list(got["probabilities"].values()) == pytest.approx(soft)
+    assert set(got["scores"]) == {"0", "1", "2"}

@@ -222,10 +222,10 @@ class Runtime:
             self._set(peer, "down", str(exc))
             channel.close(PeerUnavailable(peer, str(exc)))
             link._fail(PeerError(str(exc)))
-        except Exception as exc:  # noqa: BLE001 - a bug must close the link, not leave it half-served
+        except Exception as exc:  # noqa: BLE001 - a bug must close the link (it relinks), not leave it half-served
+            log.exception("party %s: internal error on the link to %s", self.role, peer)
             self._set(peer, "down", f"internal error ({type(exc).__name__}: {exc})")
             link._fail(PeerError(f"internal error serving {peer}"))
-            raise
 
     def _set(self, peer: str, state: str, why: str) -> None:
         with self._lock:
