@@ -186,3 +186,21 @@ def test_answers_per_model_kind():
     soft = np.exp([1.0, 1.0, 3.0]) / np.exp([1.0, 1.0, 3.0]).sum()
     assert got["prediction"] == 2 and list(got["probabilities"].values()) == pytest.approx(soft)
     assert set(got["scores"]) == {"0", "1", "2"}
+
+
+def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
+    from types import SimpleNamespace
+
+    from vfl.serving.label import LabelService
+
+    service = object.__new__(LabelService)          # no links: the peer's answer is given to the round directly
+    share = SimpleNamespace(kind="trees", version="1", columns=["x"], owners={"telco": [0]},
+                            feature_parties=["telco"], widths={"telco": 2})
+    service.shares, service.current, service.store, service.metrics = {"1": share}, "1", None, None
+    service.role, service.features = "bank", ["telco"]
+    service._rounds = iter(range(1, 100))
+    answers = {"telco": Message("leaf_masks", "plaintext", 1, {"status": np.array([0, 9]), "bits": b"\x00"})}
+    service._ask = lambda round_id, requests, deadline: answers
+    with pytest.raises(RoundError, match="telco sent a malformed 'leaf_masks' message: field 'status'") as caught:
+        service.score(["a", "b"], [{"x": 1.0}, {"x": 2.0}], time.monotonic() + 5)
+    assert (caught.value.status, caught.value.code, caught.value.party) == (502, "protocol_error", "telco")

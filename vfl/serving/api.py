@@ -228,6 +228,7 @@ def create_app(service, metrics) -> FastAPI:
 
     @app.post("/score", response_model=ScoreResponse, responses={
         400: {"description": "A bad request: the message says what is wrong"},
+        502: {"description": "A party's answer broke the protocol (the error names it)"},
         503: {"description": "A party is unavailable (the error names it), or the service is overloaded"},
         504: {"description": "The deadline passed (the error names the party that did not answer)"}})
     async def score(body: ScoreRequest):

@@ -213,10 +213,9 @@ class LabelService:
                 except (ConfigurationError, DataError) as exc:
                     raise RoundError(f"cannot switch to model version {version}: {exc}", peer, 409,
                                      "version_refused") from None
-            self.shares[version] = share
+            self.shares[version], self.current = share, version
             for old in [v for v in self.shares if v not in keep]:
                 del self.shares[old]
-            self.current = version
         log.info("party %s: model version %s (was %s)", self.role, version, previous)
         return {"model_version": version, "previous": previous}
 
@@ -238,10 +237,14 @@ class LabelService:
         answers: list[dict | None] = [None] * len(ids)
         for i in np.flatnonzero(status != OK):
             answers[i] = _error(ids[i], "own", self.role, status[i])
-        if share.kind == "linear":
-            self._linear(share, ids, values, status, deadline, answers)
-        else:
-            self._trees(share, ids, values, status, deadline, answers)
+        try:
+            if share.kind == "linear":
+                self._linear(share, ids, values, status, deadline, answers)
+            else:
+                self._trees(share, ids, values, status, deadline, answers)
+        except ProtocolError as exc:            # a peer's answer broke the protocol: named in the message
+            log.warning("party %s: %s", self.role, exc)
+            raise RoundError(str(exc), getattr(exc, "party", None), 502, "protocol_error") from None
         if self.metrics is not None:
             self.metrics.round(share.kind, len(ids), time.perf_counter() - started)
         return share.version, answers

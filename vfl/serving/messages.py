@@ -16,7 +16,8 @@ name               from -> to           kind        fields
                                                     ``ids``
 ``scores``         feature -> label     ciphertext  ``round``, ``status`` (one code per id),
                                                     ``ciphertexts``, ``exponent``
-``leaves``         label -> feature     public      ``round``, ``version``, ``ids`` (trees)
+``leaves``         label -> feature     public      ``round``, ``version``, ``ids``, ``trees`` (those
+                                                    holding its splits; tree models)
 ``leaf_masks``     feature -> label     plaintext   ``round``, ``status``, ``bits``, ``count`` (trees)
 ``decrypt``        label -> coordinator ciphertext  ``round``, ``ciphertexts``, ``exponent``,
                                                     ``n_values`` and, packed, the slot layout
@@ -135,4 +136,6 @@ def reason(message: Message, peer: str) -> str:
 
 
 def _bad(message: Message, peer: str, problem: str) -> ProtocolError:
-    return ProtocolError(f"{peer} sent a malformed {message.name!r} message: {problem}")
+    error = ProtocolError(f"{peer} sent a malformed {message.name!r} message: {problem}")
+    error.party = peer                  # the label party names it in its answer
+    return error
