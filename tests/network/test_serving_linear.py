@@ -11,6 +11,7 @@ client keeps scoring, no request without an answer.
 """
 
 import json
+import re
 import shutil
 import signal
 import threading
@@ -112,7 +113,7 @@ def test_python_client_and_integer_ids(served):
         assert client.score([7])["results"][0]["error"]["code"] == "unknown_id"     # 7 is the id "7"
 
 
-@pytest.mark.parametrize("body, status, words", [
+BAD_REQUESTS = [
     ({"ids": []}, 400, "at least one id"),
     ({"ids": [f"x{i}" for i in range(51)]}, 400, "max_ids"),
     ({"ids": ["a", " a "]}, 400, "appears twice"),
@@ -127,11 +128,30 @@ def test_python_client_and_integer_ids(served):
     ({"ids": ["a"], "deadline_ms": 10 ** 7}, 400, "max_deadline_ms"),
     ({"ids": ["a"], "colour": "red"}, 422, "colour"),
     ({"idz": ["a"]}, 422, "ids"),
-])
+]
+
+
+@pytest.mark.parametrize("body, status, words", BAD_REQUESTS)
 def test_bad_requests_get_a_4xx_naming_the_problem(served, body, status, words):
     response = httpx.post(f"{served['services'].url}/score", json=body, timeout=30)
     assert response.status_code == status, response.text
     assert words in response.json()["error"]["message"]
+
+
+def rounds_so_far(url):
+    """The label party's rounds so far (its /metrics): only a round sends anything to a peer."""
+    text = httpx.get(f"{url}/metrics", timeout=10).text
+    return float(re.search(r"^vfl_serve_round_ids_count ([0-9.e+]+)$", text, flags=re.M).group(1))
+
+
+def test_no_bad_request_reaches_a_peer(served):
+    url = served["services"].url
+    before = rounds_so_far(url)
+    for body, status, _ in BAD_REQUESTS:
+        assert httpx.post(f"{url}/score", json=body, timeout=30).status_code == status
+    assert rounds_so_far(url) == before
+    served["services"].score(["nobody"])
+    assert rounds_so_far(url) == before + 1                 # a good one is a round
 
 
 def test_malformed_and_oversized_bodies(served):
