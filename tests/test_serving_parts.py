@@ -204,3 +204,18 @@ def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
     with pytest.raises(RoundError, match="telco sent a malformed 'leaf_masks' message: field 'status'") as caught:
         service.score(["a", "b"], [{"x": 1.0}, {"x": 2.0}], time.monotonic() + 5)
     assert (caught.value.status, caught.value.code, caught.value.party) == (502, "protocol_error", "telco")
+
+
+def test_inline_features_beyond_a_float_are_refused_by_name():
+    from types import SimpleNamespace
+
+    from vfl.serving.api import Invalid, ScoreRequest, check_request
+    from vfl.serving.settings import ServingSettings
+
+    share = SimpleNamespace(columns=["income"], kind="linear", version="1")
+    for value in ("1" + "0" * 400, "-1e999", "NaN"):
+        body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": %s}]}' % value)
+        with pytest.raises(Invalid, match=r"features\[0\]\.income: .* is not a finite number"):
+            check_request(body, ServingSettings(), share)
+    body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": 52000}]}')
+    assert check_request(body, ServingSettings(), share)[1] == [{"income": 52000.0}]

@@ -158,7 +158,7 @@ def test_malformed_and_oversized_bodies(served):
     url = served["services"].url
     response = httpx.post(f"{url}/score", content=b'{"ids": [', headers={"content-type": "application/json"})
     assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_request"
-    for value in (b"NaN", b"Infinity", b"1e999"):
+    for value in (b"NaN", b"Infinity", b"1e999", b"1" + b"0" * 400):
         response = httpx.post(f"{url}/score", content=b'{"ids": ["a"], "features": [{"b0": %s, "b1": 1}]}' % value,
                               headers={"content-type": "application/json"})
         assert response.status_code == 400 and "not a finite number" in response.text

@@ -153,8 +153,13 @@ def _features(i: int, row: dict, share) -> dict:
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Invalid(f"features[{i}].{column}: {type(value).__name__} is not a number")
-        if not math.isfinite(float(value)):
-            raise Invalid(f"features[{i}].{column}: {value!r} is not a finite number")
+        try:
+            finite = math.isfinite(float(value))
+        except OverflowError:                   # an integer beyond a float's range
+            finite = False
+        if not finite:
+            shown = repr(value) if len(repr(value)) <= 24 else repr(value)[:20] + "..."
+            raise Invalid(f"features[{i}].{column}: {shown} is not a finite number")
     return {c: None if row[c] is None else float(row[c]) for c in columns}
 
 
