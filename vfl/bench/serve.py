@@ -20,7 +20,9 @@ moment it was due to its answer, and it reports:
    and started again halfway: every request must get an answer (200, or 503
    naming A while it is away); each party's memory sampled every 5 s.
 
-Figures depend on the machine and its load, which are printed with them.
+Figures depend on the machine and its load, which are printed with them (the load
+average before and after the whole run, and before and after the latency and
+throughput phases).
 """
 
 from __future__ import annotations
@@ -279,9 +281,13 @@ def main_serve(args, machine, load) -> dict:
     try:
         report["ready_s"] = round(wait_healthy(host, port), 1)
         asyncio.run(latency_phase(host, port, ids, 30))                  # warm-up
+        began = load()
         report["latency"] = asyncio.run(latency_phase(host, port, ids, 200 if quick else 1000))
+        report["latency"]["load"] = [began, load()]                    # latency is what load disturbs most
         _show("latency, 1 client", report["latency"])
+        began = load()
         report["throughput"] = asyncio.run(throughput_phase(host, port, ids, 64, seconds))
+        report["throughput"]["load"] = [began, load()]
         report["throughput"]["ids_per_round"] = round_fill(host, port)
         _show("throughput, 64 clients", report["throughput"])
         rate = max(1.0, report["throughput"]["ids_per_s"] / 2)
