@@ -32,7 +32,8 @@ from vfl.transport import Transcript
 #: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
                   "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "rho", "early_stopping",
-                  "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound")
+                  "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound",
+                  "protocol", "reveal")
 
 
 class _VerticalLinearModel(BaseEstimator):
@@ -47,7 +48,8 @@ class _VerticalLinearModel(BaseEstimator):
                  epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  scoring="loss",
                  warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
-                 score_bound=2.0 ** 12, n_jobs=None, allow_score_span=None):
+                 score_bound=2.0 ** 12, n_jobs=None, allow_score_span=None, protocol="yang",
+                 reveal="respectively"):
         self.solver = solver
         self.standardize = standardize
         self.learning_rate = learning_rate
@@ -90,6 +92,8 @@ class _VerticalLinearModel(BaseEstimator):
         self.score_bound = score_bound
         self.n_jobs = n_jobs
         self.allow_score_span = allow_score_span
+        self.protocol = protocol
+        self.reveal = reveal
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -217,7 +221,7 @@ class _VerticalLinearModel(BaseEstimator):
                 party.warm_params = start[name]
         if validation is not None:
             self._give_validation(validation, data, parties, roster, index, n_models, scalers)
-        if index == 0:
+        if index == 0 and not settings.shared:     # the shared protocol hands no party a gradient to solve
             for party in parties.values():
                 check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
             if not settings.dp:
@@ -239,7 +243,9 @@ class _VerticalLinearModel(BaseEstimator):
                 "initial_intercept": float(party_b.initial_params[-1]) if self.fit_intercept else 0.0,
                 "n_iter": result["n_iter"], "loss_curve": np.asarray(result["loss_curve"]),
                 "converged": result["converged"], "noise_multiplier": party_b.noise_multiplier,
-                "noise_std": party_b.noise_std, "validation_scores": np.asarray(party_b.validation_scores),
+                "noise_std": party_b.noise_std,
+                "validation_scores": np.asarray(result["validation_scores"] if settings.shared
+                                                else party_b.validation_scores),
                 "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
 
     def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
