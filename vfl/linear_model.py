@@ -23,6 +23,8 @@ from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
+from vfl.parties.shareholders import CoordinatorShares, whole
+from vfl.parties.shares import WeightShare
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.checks import check_score_span, check_validation_split, warn_mini_batch_labels
 from vfl.protocols.inference import MODES
@@ -191,6 +193,7 @@ class _VerticalLinearModel(BaseEstimator):
                                    else [m["validation_scores"] for m in models])
         self.best_iteration_ = None if not self.early_stopping else stack("best_iteration")
         self.transcript_ = transcripts[0] if one else pd.concat(transcripts, ignore_index=True)
+        self.model_shares_ = [m["shares"] for m in models] if settings.reveal == "never" else None
         # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
         # coordinator, in memory (never pickled, see __getstate__).
         self._coordinator = coordinator
@@ -237,7 +240,14 @@ class _VerticalLinearModel(BaseEstimator):
         finally:
             if progress:
                 progress.close()
+        shares = None
+        if settings.shared and settings.reveal == "never":     # no party learnt its weights; in-process, we hold all
+            shares = {"parties": {name: party.share.state() for name, party in parties.items()},
+                      "coordinator": coordinator.shares.state()}
+            for name, party in parties.items():
+                party.params = whole(shares["parties"][name], shares["coordinator"][name], self.frac_bits)
         return {"coef": {name: party.coef for name, party in parties.items()}, "intercept": party_b.intercept,
+                "shares": shares,
                 "initial_coef": {name: party.initial_params[:party.n_features].copy()
                                  for name, party in parties.items()},
                 "initial_intercept": float(party_b.initial_params[-1]) if self.fit_intercept else 0.0,
@@ -252,6 +262,9 @@ class _VerticalLinearModel(BaseEstimator):
         """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
         if not self.warm_start or not hasattr(self, "coef_"):
             return [None] * n_models
+        if self.reveal == "never":
+            raise ConfigurationError("warm_start continues from each party's weights, and with reveal='never' no "
+                                     "party holds its weights: set warm_start=False, or reveal='respectively'")
         _check_warm_start(self.feature_names_, self.label_party_, {n: data.columns(n) for n in data.parties},
                          roster.label)
         intercepts = np.atleast_1d(self.intercept_)
@@ -378,10 +391,17 @@ class _VerticalLinearModel(BaseEstimator):
         for index, intercept in enumerate(intercepts):     # one private prediction per one-vs-rest model
             coef = {name: np.atleast_2d(self.coef_[name])[index] for name in roster.data_parties}
             transcript = Transcript()
-            columns.append(inprocess.predict(self._prediction_parties(features, roster, coef, intercept),
-                                             coordinator, features, self.inference, self.frac_bits, transcript,
-                                             self.engine, roster, packing=self.packing is not False,
-                                             score_bound=self.score_bound, n_jobs=self.n_jobs))
+            parties = self._prediction_parties(features, roster, coef, intercept)
+            shares = (getattr(self, "model_shares_", None) or [None] * len(intercepts))[index]
+            if shares is not None:      # reveal="never": each party scores with its share, C with its own
+                for name, party in parties.items():
+                    party.share = WeightShare.from_state(shares["parties"][name])
+                coordinator.shares = CoordinatorShares(None)
+                coordinator.shares.load_state(shares["coordinator"])
+            columns.append(inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits,
+                                             transcript, self.engine, roster, packing=self.packing is not False,
+                                             score_bound=self.score_bound, n_jobs=self.n_jobs,
+                                             shared=shares is not None))
             frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
         self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)

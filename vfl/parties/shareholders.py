@@ -318,5 +318,13 @@ def reveal(party: FeatureParty, residues, context) -> np.ndarray:
     return from_fixed([a + c for a, c in zip(share.values, other)], context.frac_bits)
 
 
+def whole(share: dict, other: dict, frac_bits: int) -> np.ndarray:
+    """The parameters from both holders' shares (:meth:`WeightShare.state`): only whoever holds both can do this."""
+    a, c = WeightShare.from_state(share).values, WeightShare.from_state(other).values
+    if len(a) != len(c):
+        raise ProtocolError(f"shares of {len(a)} and {len(c)} parameters do not add up")
+    return from_fixed([x + y for x, y in zip(a, c)], frac_bits)
+
+
 __all__ = ["CoordinatorShares", "DataShares", "combine", "encrypt_integers", "penalty_coefficient", "reveal",
-           "scaled"]
+           "scaled", "whole"]

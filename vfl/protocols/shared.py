@@ -20,7 +20,9 @@ After each epoch C says whether to stop (the loss's change, ``max_iter``, a
 diverging run; with early stopping, the validation loss, computed the same way
 on the held-out rows, which only C learns).  At the end C sends each party its
 share, and the party adds its own (``reveal="respectively"``); or the model stays
-shared (``reveal="never"``), and prediction (:func:`predict_a`...) needs C's shares.
+shared (``reveal="never"``), and prediction (:func:`predict_a`, :func:`predict_b`,
+:func:`predict_c`) needs C's shares: C sends each party ``[[c_P]]``, each party
+``[[X_P w_P]]`` to B, and B learns the scores through C under a uniform mask.
 
 The set-up (key, resume, the batch seed) is :mod:`vfl.protocols.training`'s; it
 calls :func:`steps_a`, :func:`steps_b` and :func:`steps_c` for the batches.
@@ -32,13 +34,14 @@ from fractions import Fraction
 
 import numpy as np
 
+from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, get_objective, pack_residues, pack_vector, unpack_residues,
                          unpack_vector)
 from vfl.parties.shareholders import CoordinatorShares, DataShares, penalty_coefficient, reveal
 from vfl.parties.shares import SharedBounds, UpdateRule
 from vfl.protocols.checks import diverged
-from vfl.protocols.roster import Roster
+from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches
 from vfl.protocols.validation import Tracker
 from vfl.transport import Endpoint
@@ -265,15 +268,36 @@ def resume_finished_c(ep: Endpoint, coordinator: Coordinator, settings: Training
 
 
 # -- prediction with a model that stays shared ------------------------------------------------
-def predict_shared_a(ep: Endpoint, party: PartyA, x: np.ndarray, roster: Roster) -> None:
+def _receive_key(ep: Endpoint, party, frac_bits: int, engine, roster: Roster, x) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != party.n_features or not np.isfinite(x).all():
+        raise DataError(f"party {party.role}: prediction data must be finite, with the model's {party.n_features} "
+                        f"columns; got shape {x.shape}")
+    if party.share is None:
+        raise DataError(f"party {party.role} holds no share of a shared model")
+    key = ep.recv(roster.coordinator, "public_key")["key"]
+    party.receive_public_key(key, FixedPoint(frac_bits), engine, len(roster.data_parties))
+    return x
+
+
+def predict_a(ep: Endpoint, party: PartyA, features, frac_bits: int = 32, engine=None,
+              roster: Roster = TWO_PARTY) -> None:
     """A feature party of a shared model: ``[[X w]] = X [[c]] + X a`` to the label party."""
+    x = _receive_key(ep, party, frac_bits, engine, roster, features)
+    n_rows = ep.recv(roster.label, "rows")["n_rows"]
+    if n_rows != x.shape[0]:
+        raise DataError(f"party {party.role} has {x.shape[0]} prediction rows but party {roster.label} has {n_rows}")
     holder = DataShares(party)
     share = unpack_vector(party.context, ep.recv(roster.coordinator, "weight_share"), len(holder.share))
     ep.send(roster.label, "scores", "ciphertext", **pack_vector(holder.scores(share, features=x)))
 
 
-def predict_shared_b(ep: Endpoint, party: PartyB, x: np.ndarray, roster: Roster) -> np.ndarray:
-    """The label party of a shared model: the scores ``z``, through C under a uniform mask."""
+def predict_b(ep: Endpoint, party: PartyB, features, frac_bits: int = 32, engine=None,
+              roster: Roster = TWO_PARTY) -> np.ndarray:
+    """The label party of a shared model: the scores ``z``, through C under a mask uniform over Z_n."""
+    x = _receive_key(ep, party, frac_bits, engine, roster, features)
+    for a in roster.features:
+        ep.send(a, "rows", "public", n_rows=x.shape[0])
     holder = DataShares(party)
     share = unpack_vector(party.context, ep.recv(roster.coordinator, "weight_share"), len(holder.share))
     total = holder.partial_scores(share, features=x)
@@ -289,11 +313,16 @@ def predict_shared_b(ep: Endpoint, party: PartyB, x: np.ndarray, roster: Roster)
     return party.context.unmask(residues, mask, masked.exponent, what=f"party {party.role} score")
 
 
-def predict_shared_c(ep: Endpoint, coordinator: Coordinator, roster: Roster) -> int:
-    """C for a shared model: its share of every party's parameters, encrypted; then the masked scores."""
-    shares = coordinator.shares
-    if shares is None:
+def predict_c(ep: Endpoint, coordinator: Coordinator, roster: Roster = TWO_PARTY) -> int:
+    """C for a shared model: its share of every party's parameters, encrypted; then it decrypts the masked scores."""
+    saved = coordinator.shares
+    if saved is None:
         raise DataError("the coordinator holds no shares of this model")
+    key = coordinator.public_key_bytes()
+    for peer in roster.data_parties:
+        ep.send(peer, "public_key", "public", key=key)
+    shares = CoordinatorShares(coordinator.context)
+    shares.load_state(saved.state())
     for peer in roster.data_parties:
         ep.send(peer, "weight_share", "ciphertext", **pack_vector(shares.encrypted_share(peer)))
     masked = unpack_vector(coordinator.context, ep.recv(roster.label, "masked_scores"))
