@@ -242,8 +242,14 @@ class WeightShare:
 
     @classmethod
     def from_state(cls, state: dict) -> "WeightShare":
-        """A share from :meth:`state` (integers as decimal strings: JSON readers need not take big numbers)."""
-        share = cls([int(v) for v in state["values"]], state["penalised"], [int(v) for v in state["velocity"]])
+        """A share from :meth:`state` (integers as decimal strings: JSON readers need not take big numbers).
+
+        Only ``values`` is needed (a model shard keeps no more): the others default
+        to every parameter penalised and no velocity.
+        """
+        values = [int(v) for v in state["values"]]
+        share = cls(values, state.get("penalised", [True] * len(values)),
+                    [int(v) for v in state["velocity"]] if "velocity" in state else None)
         share.snapshots = {int(e): [int(v) for v in vs] for e, vs in state.get("snapshots", {}).items()}
         return share
 
