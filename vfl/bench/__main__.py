@@ -18,6 +18,9 @@ worker processes, joblib's loky backend, a Dask ``LocalCluster`` (through
 joblib), and one core per party (``n_jobs=1``), from which it derives the CPU cost
 per row and the cores a party needs for 10^6 and 10^7 rows per epoch
 (:mod:`vfl.bench.compute`).
+``--shared`` trains with the shared protocol (no party learns a gradient) beside Yang's,
+unpacked and packed, interleaved runs, and counts the work and bytes per epoch
+(:mod:`vfl.bench.shared`).
 ``--packing`` also trains with packed ciphertexts, unpacked and packed runs
 interleaved, and prints both with their ratio, bytes, the load average before
 each run and the issue's goals; ``--predict ROWS`` times private prediction of
@@ -81,6 +84,12 @@ def parse_args(argv=None):
                         "(--repeats each), on the same cores: local (vfl's worker processes), loky and dask "
                         "(through joblib; dask: a LocalCluster of one worker process per core), inline (n_jobs=1, "
                         "one core per party: gives the CPU cost per row); default sizes 569,10000")
+    p.add_argument("--shared", action="store_true",
+                   help="instead: the shared protocol beside Yang's (unpacked and packed), --repeats interleaved "
+                        "rounds per size (default sizes 569,10000; --quick: 569), epochs per run --iterations "
+                        "(default 4, the first left out); the work and bytes per epoch by party")
+    p.add_argument("--shared-batch-size", type=int, default=None, metavar="N",
+                   help="with --shared: batches of N rows (default: full batch)")
     p.add_argument("--quality", action="store_true",
                    help="instead: model quality on default_credit (--data DIR), in original units, 80/20: scikit-learn, "
                         "the exact optimum of vfl's objective, vfl's training over --runs random starts, the "
@@ -101,6 +110,8 @@ def parse_args(argv=None):
         args.compute = [b.strip() for b in args.compute.split(",") if b.strip()]
         if args.sizes is None:
             args.sizes = [569] if args.quick else [569, 10_000]
+    if args.shared and args.sizes is None:
+        args.sizes = [569] if args.quick else [569, 10_000]
     if args.sizes is None:
         args.sizes = [10_000] if args.feature_parties else [569] if args.quick else [569, 10_000, 100_000]
     return args
@@ -195,6 +206,11 @@ def main(argv=None) -> int:
         from vfl.bench.psi import main_psi
 
         return main_psi(args.psi_sizes, args.json)
+    if args.shared:
+        from vfl.bench.shared import main_shared
+
+        _write_json(args, main_shared(args, machine, load, table))
+        return 0
     if args.quality:
         from vfl.bench.quality import main_quality
 

@@ -35,6 +35,8 @@ results.
 
 from __future__ import annotations
 
+import functools
+
 import gmpy2
 import numpy as np
 
@@ -151,6 +153,7 @@ def window_widths(bits: int, windows: int) -> list:
     return [q + 1] * r + [q] * (windows - r)
 
 
+@functools.lru_cache(maxsize=4096)
 def bucket_windows(rows: int, bits: int) -> tuple[list, float]:
     """The cheapest window split for one column of ``rows`` terms, and its cost."""
     best = None
