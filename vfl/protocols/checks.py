@@ -62,7 +62,8 @@ def warn_mini_batch_labels(settings, n_rows: int, stacklevel: int = 3) -> None:
     warnings.warn(
         f"mini-batch training (batch_size={settings.batch_size}) without differential privacy lets a feature "
         f"party infer the label party's labels from its own gradients: {MINI_BATCH_LEAK}. Train with full "
-        "batches (batch_size=None), or with differential privacy (dp_epsilon, dp_delta)",
+        "batches (batch_size=None), or with differential privacy (dp_epsilon, dp_delta), or with "
+        "protocol='shared', in which no party learns any gradient",
         LabelLeakWarning, stacklevel=stacklevel)
 
 
