@@ -91,3 +91,17 @@ def test_bad_parameters_are_refused_before_any_work(params, message):
     kwargs = {**FAST, **params}
     with pytest.raises(ConfigurationError, match=message):
         VerticalGradientBoostingClassifier(**kwargs).fit(data)
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["standard", "hidden-membership"])
+def test_a_feature_party_with_nothing_to_split_on_takes_part_all_the_same(hide):
+    """A constant column and a column of missing values only: no candidate, yet the protocol runs its course."""
+    rng = np.random.default_rng(15)
+    b = pd.DataFrame({"x": rng.normal(size=120)})
+    b["y"] = (b["x"] > 0).astype(int)
+    a = pd.DataFrame({"constant": np.ones(120), "empty": np.full(120, np.nan)})
+    data = VerticalDataset({"A": a, "B": b}, label="y")
+    model = VerticalGradientBoostingClassifier(max_iter=2, label_party_trees=0, hide_membership=hide,
+                                               **FAST).fit(data)
+    assert all(set(t.owner[t.owner >= 0].tolist()) == {1} for t in model.trees_)     # every split is B's
+    assert model.score(data) > 0.95

@@ -124,3 +124,17 @@ def test_auc_within_0002_of_xgboost_hist_on_the_same_bins():
     ours = roc_auc_score(y, model.decision_function(data))
     theirs = roc_auc_score(y, booster.predict(xgb.DMatrix(codes), output_margin=True))
     assert abs(ours - theirs) <= 0.002, (ours, theirs)
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["standard", "hidden-membership"])
+def test_gradients_split_over_many_messages_give_the_same_trees(monkeypatch, hide):
+    """A million rows' ciphertexts do not fit one frame: they travel in parts (here of 50), checked in order."""
+    from vfl.protocols.boosting import training
+
+    monkeypatch.setattr(training, "PART", 50)
+    data, y = make_tree_data(180, seed=8)
+    model = VerticalGradientBoostingClassifier(max_iter=2, label_party_trees=0, early_stopping=False,
+                                               hide_membership=hide, **FAST).fit(data)
+    assert_same_trees(model, pooled(model, y, 2))
+    parts = model.transcript_.to_frame()
+    assert (parts["name"] == ("round_gradients" if hide else "gradients")).sum() >= 2 * 4

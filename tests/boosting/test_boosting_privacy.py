@@ -83,7 +83,7 @@ def test_with_hidden_membership_nothing_a_feature_party_receives_is_per_row_in_t
                 (message.name, field)                                            # no bit per row
             assert not (isinstance(value, np.ndarray) and value.size >= N_ROWS // 4), (message.name, field)
             assert not (isinstance(value, np.ndarray) and value.dtype == np.float64), (message.name, field)
-    assert names == {"public_key", "start", "iteration", "round", "split", "control"}
+    assert names == {"public_key", "start", "iteration", "round", "round_gradients", "split", "control"}
 
 
 def test_in_the_standard_mode_a_feature_party_receives_each_nodes_rows_and_no_gradient_in_the_clear(monkeypatch):

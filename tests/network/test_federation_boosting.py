@@ -130,7 +130,7 @@ def test_prediction_scores_equal_the_pooled_models(boosted):
         assert code == 0, f"{name}: {err}"
     assert "party shop: sent the leaves its splits allow for 40 rows to bank" in results["shop"][1]
     scores = pd.read_csv(work / LABEL / "scores.csv", dtype={"id": str}).sort_values("id")
-    assert list(scores.columns) == ["id", "score", "probability_default", "probability_repaid", "prediction"]
+    assert list(scores.columns) == ["id", "score", "probability", "prediction"]      # as a logistic model's
     frames, features = pooled_reference(data, "test")
     label = shard(work, LABEL)
     shards = {n: shard(work, n) for n in (*FEATURES, LABEL)}

@@ -101,6 +101,16 @@ def parse_args(argv=None):
                    help="with --quality: real federated runs of the defaults at 1024-bit keys, insecure (default 2)")
     p.add_argument("--federated-2048", type=int, default=1,
                    help="with --quality: real federated runs of the defaults at 2048-bit keys (default 1)")
+    p.add_argument("--trees", action="store_true",
+                   help="instead: gradient boosting's seconds per tree, its work and arithmetic floor, in the standard "
+                        "and hidden-membership modes, on breast and default_credit (FATE's CSVs with --data DIR, else "
+                        "generated tables of their shapes; vfl.bench.trees)")
+    p.add_argument("--tree-datasets", type=lambda t: [v.strip() for v in t.split(",") if v.strip()], default=None,
+                   metavar="NAME[,NAME]", help="with --trees: breast, default_credit (default both)")
+    p.add_argument("--tree-modes", type=lambda t: [v.strip() for v in t.split(",") if v.strip()], default=None,
+                   metavar="MODE[,MODE]", help="with --trees: standard, hidden (default both)")
+    p.add_argument("--tree-count", type=int, default=None, dest="trees_per_run",
+                   help="with --trees: trees per run (default FATE's: 5 on breast, 3 on default_credit)")
     args = p.parse_args(argv)
     if args.psi_sizes is not None:
         args.psi = True
@@ -210,6 +220,11 @@ def main(argv=None) -> int:
         from vfl.bench.shared import main_shared
 
         _write_json(args, main_shared(args, machine, load, table))
+        return 0
+    if args.trees:
+        from vfl.bench.trees import main_trees
+
+        _write_json(args, main_trees(args, machine, load))
         return 0
     if args.quality:
         from vfl.bench.quality import main_quality

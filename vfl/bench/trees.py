@@ -42,11 +42,12 @@ import numpy as np
 SHAPES = {"breast": (569, 10, 20, 5), "default_credit": (30_000, 13, 10, 3)}
 
 
-def generated(name: str, seed: int = 0):
-    """A table of ``name``'s shape: guest columns and a binary label, host columns; a nonlinear target."""
+def generated(name: str, seed: int = 0, shape: tuple | None = None):
+    """A table of ``name``'s shape (or ``shape``: rows, guest columns, host columns): guest columns and a binary
+    label, host columns; a nonlinear target."""
     import pandas as pd
 
-    rows, guest, host, _ = SHAPES[name]
+    rows, guest, host = shape or SHAPES[name][:3]
     rng = np.random.default_rng(seed)
     x = rng.normal(size=(rows, guest + host))
     z = x[:, 0] - x[:, guest] + 0.8 * (x[:, 1] > 0.5) * x[:, guest + 1] + rng.normal(scale=0.7, size=rows)
@@ -58,12 +59,12 @@ def generated(name: str, seed: int = 0):
     return g, h
 
 
-def load(name: str, data_dir: str | None):
-    """``(guest, host)`` frames: FATE's CSVs from ``data_dir``, or generated ones."""
+def load(name: str, data_dir: str | None, shape: tuple | None = None):
+    """``(guest, host)`` frames: FATE's CSVs from ``data_dir``, or generated ones (of ``shape`` if given)."""
     import pandas as pd
 
-    if data_dir is None:
-        return generated(name)
+    if data_dir is None or shape is not None:
+        return generated(name, shape=shape)
     folder = Path(data_dir)
     return (pd.read_csv(folder / f"{name}_hetero_guest.csv"), pd.read_csv(folder / f"{name}_hetero_host.csv"))
 
@@ -150,7 +151,7 @@ def child(args) -> dict:
     unit = unit_costs(args.key_bits)                      # before the counters: their calls are not the run's
     counter = Counter()
     counter.install()
-    guest, host = load(args.dataset, args.data)
+    guest, host = load(args.dataset, args.data, args.shape)
     data = VerticalDataset({"host": host, "guest": guest}, label="y", id_column="id")
     model = VerticalGradientBoostingClassifier(
         max_iter=args.trees, learning_rate=0.3, max_depth=3, max_bins=32, min_samples_leaf=1, min_child_weight=1.0,
@@ -163,7 +164,9 @@ def child(args) -> dict:
                                            max_bins=32)}
     marks = [time.perf_counter()]
     transcript = Transcript()
-    inprocess.boost(parties, settings, roster, transcript, on_iteration=lambda i, s: marks.append(time.perf_counter()))
+    with _cluster(args.dask):
+        inprocess.boost(parties, settings, roster, transcript,
+                        on_iteration=lambda i, s: marks.append(time.perf_counter()))
     fit = marks[-1] - marks[0]
     label = parties["guest"]
     auc = float(roc_auc_score(label.y, label.raw[:, 0]))
@@ -173,9 +176,28 @@ def child(args) -> dict:
     predict = time.perf_counter() - started
     assert np.allclose(raw, label.raw)                     # prediction gives the training scores back
     return {"dataset": args.dataset, "mode": args.mode, "rows": data.n_rows, "trees": args.trees,
+            "columns": {"guest": len(data.columns("guest")), "host": len(data.columns("host"))}, "dask": args.dask,
             "per_tree": np.diff(marks).tolist(), "fit_s": fit, "predict_s": predict, "auc": auc,
             "bytes": int(transcript.to_frame()["bytes"].sum()), "counts": counter.counts,
             "seconds": counter.seconds, "unit": unit, "cores": _cores()}
+
+
+def _cluster(workers: int | None):
+    """With ``workers``: every party's encrypted work on a Dask LocalCluster of that many single-threaded
+    worker processes, through joblib (as ``joblib.parallel_config(backend="dask")`` does for a user)."""
+    import contextlib
+
+    if not workers:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    import joblib
+    from distributed import Client, LocalCluster
+
+    cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                               dashboard_address=None))
+    stack.enter_context(Client(cluster))
+    stack.enter_context(joblib.parallel_config(backend="dask"))
+    return stack
 
 
 def _cores() -> int:
@@ -192,6 +214,10 @@ def child_main(argv=None) -> int:
     p.add_argument("--trees", type=int, default=None)
     p.add_argument("--key-bits", type=int, default=2048)
     p.add_argument("--data", default=None)
+    p.add_argument("--shape", type=lambda t: tuple(int(v) for v in t.lower().split("x")), default=None,
+                   metavar="ROWSxGUESTxHOST", help="generated data of this shape instead (e.g. 100000x10x50)")
+    p.add_argument("--dask", type=int, default=None, metavar="WORKERS",
+                   help="run the encrypted work on a Dask LocalCluster of WORKERS processes")
     args = p.parse_args(argv)
     args.trees = args.trees or SHAPES[args.dataset][3]
     print(json.dumps(child(args)))
@@ -254,7 +280,7 @@ def main_trees(args, machine, load_average) -> dict:
         for dataset in datasets:
             for mode in modes:
                 before = load_average()
-                result = run_vfl(dataset, mode, args.trees, args.key_bits, args.data)
+                result = run_vfl(dataset, mode, args.trees_per_run, args.key_bits, args.data)
                 result.update(load_before=before, load_after=load_average(), repeat=repeat)
                 runs.append(result)
                 print(f"[repeat {repeat + 1}, load {before} -> {result['load_after']}]")

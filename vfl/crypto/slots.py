@@ -85,7 +85,7 @@ class Group:
                 raise FixedPointOverflowError("a decrypted plaintext holds more than its groups: a slot overflowed")
         if len(out) != count:
             raise ValueError(f"{len(residues)} residues of {per} groups hold {len(out)} groups, not {count}")
-        array = np.asarray(out, dtype=object)
+        array = np.asarray(out, dtype=object).reshape(len(out), len(self.widths))
         try:
             return array.astype(np.int64)
         except OverflowError:

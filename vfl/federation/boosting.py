@@ -33,8 +33,8 @@ from vfl.federation.config import FederationConfig
 from vfl.federation.data import load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, label_metrics, plain
-from vfl.federation.session import Session, align_data, data_peers, rows_hello
+from vfl.federation.report import class_indices, label_metrics, plain, write_scores
+from vfl.federation.session import Session, align_data, check_same_training, rows_hello
 from vfl.parties.binning import Binner
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty
@@ -166,10 +166,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
         if alignment:
             shown.line(alignment_line(role, alignment))
-        for peer in data_peers(role, roster):
-            if theirs[peer].get("trained_with") != shard["trained_with"]:
-                raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
-                                "different settings; use the shards of one training run")
+        check_same_training(role, roster, theirs, shard["trained_with"])
         codes = party.bin_new(data.features)
         summary = {"party": role, "role": kind, "rows": data.n_rows, "label": roster.label}
         if alignment:
@@ -178,7 +175,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             predict_feature(session.endpoint, party, codes, roster)
         else:
             raw = predict_label(session.endpoint, party, codes, roster)
-            summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, raw, party,
+            summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, raw, party,
                                                  config.id_column))
             summary["classes"] = shard["classes"] or None
             if data.labels is not None:
@@ -222,29 +219,13 @@ def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str
                                                      link="softmax")}
 
 
-def write_scores(path, ids, raw: np.ndarray, party: BoostingLabelParty, id_column: str = "id") -> Path:
-    """The label party's output: per id the raw score(s) and, for a classifier, the probabilities and class."""
-    import pandas as pd
-
-    frame = pd.DataFrame({id_column: ids})
+def _write_scores(path, ids, raw: np.ndarray, party: BoostingLabelParty, id_column: str = "id") -> Path:
+    """The label party's scores CSV: a classifier's probabilities by sigmoid (two classes) or softmax."""
     if party.classes is None:
-        frame["prediction"] = raw[:, 0]
-    else:
-        classes = [plain(c) for c in party.classes]
-        if raw.shape[1] == 1:
-            p = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
-            frame["score"] = raw[:, 0]
-            proba = np.column_stack([1 - p, p])
-        else:
-            e = np.exp(raw - raw.max(axis=1, keepdims=True))
-            proba = e / e.sum(axis=1, keepdims=True)
-            for k, name in enumerate(classes):
-                frame[f"score_{name}"] = raw[:, k]
-        for k, name in enumerate(classes):
-            frame[f"probability_{name}"] = proba[:, k]
-        frame["prediction"] = np.asarray(classes, dtype=object)[np.argmax(proba, axis=1)]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
-
+        return write_scores(path, ids, raw[:, 0], id_column=id_column)
+    classes = [plain(c) for c in party.classes]
+    if raw.shape[1] == 1:
+        probability = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
+        return write_scores(path, ids, raw[:, 0], probability, classes, id_column)
+    e = np.exp(raw - raw.max(axis=1, keepdims=True))
+    return write_scores(path, ids, raw, e / e.sum(axis=1, keepdims=True), classes, id_column)

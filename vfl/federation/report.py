@@ -9,6 +9,8 @@ accuracy.  Regression: R² and RMSE.  scikit-learn computes each metric but KS.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from sklearn.metrics import accuracy_score, mean_squared_error, r2_score, roc_auc_score
 
@@ -88,3 +90,42 @@ def classes_line(role: str, classes) -> str | None:
         return (f"party {role}: positive class {classes[1]!r} (the other: {classes[0]!r}); scores and probabilities "
                 f"are those of {classes[1]!r}")
     return f"party {role}: one-vs-rest, one model per class: {', '.join(repr(c) for c in classes)}"
+
+
+def write_scores(path, ids, scores, probability=None, classes=None, id_column: str = "id") -> Path:
+    """The label party's scores CSV: one row per id, the same columns for every model kind.
+
+    Parameters
+    ----------
+    scores : array of shape (n,) or (n, n_classes)
+        Raw scores (one per class for one-vs-rest or multinomial models).
+    probability : array, optional
+        Classifiers: the positive class's probability (shape (n,)), or one column
+        per class summing to 1; ``None`` for regression.
+    classes : list, optional
+        The label classes (a classifier's).
+
+    Writes ``score`` (or ``score_CLASS`` per class), and for a classifier
+    ``probability`` of the positive class ``classes[1]`` (or ``probability_CLASS``
+    per class) and ``prediction``, the class of the highest probability (two
+    classes: the positive one from 0.5).
+    """
+    import pandas as pd
+
+    scores = np.asarray(scores, dtype=np.float64)
+    frame = pd.DataFrame({id_column: ids})
+    if scores.ndim == 1:
+        frame["score"] = scores
+        if probability is not None:
+            frame["probability"] = probability
+            frame["prediction"] = np.where(probability >= 0.5, classes[1], classes[0])
+    else:
+        for k, name in enumerate(classes):
+            frame[f"score_{name}"] = scores[:, k]
+        for k, name in enumerate(classes):
+            frame[f"probability_{name}"] = probability[:, k]
+        frame["prediction"] = np.asarray(classes, dtype=object)[np.argmax(probability, axis=1)]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path

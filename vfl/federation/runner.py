@@ -52,8 +52,9 @@ from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, classes_line, label_metrics, plain
-from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello, share_columns
+from vfl.federation.report import class_indices, classes_line, label_metrics, plain, write_scores
+from vfl.federation.session import (Session, align_data, check_equations, check_same_training, rows_hello,
+                                    share_columns)
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.parties.shareholders import CoordinatorShares
@@ -406,10 +407,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
             if alignment:
                 shown.line(alignment_line(role, alignment))
-            for peer in data_peers(role, roster):
-                if theirs[peer].get("trained_with") != shard["trained_with"]:
-                    raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
-                                    "different settings; use the shards of one training run")
+            check_same_training(role, roster, theirs, shard["trained_with"])
         if kind == "coordinator":
             models = shard["shares"] if shard else None
         else:
@@ -436,7 +434,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["rows"] = len(scored) if kind == "label" else scored
         if kind == "label":
             scores = columns[0] if n_models == 1 else np.column_stack(columns)
-            summary["scores"] = str(write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
+            summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
             summary["classes"] = shard["classes"]
             if data.labels is not None:     # the label column is there: the metrics of these rows
@@ -560,37 +558,17 @@ def _metrics(objective: str, scores, labels, classes, role: str) -> dict:
     return {"rows": len(y), "metrics": label_metrics(objective, scores, y)}
 
 
-def write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:
-    """B's output: one row per id with the score, and for logistic models the probability and class.
-
-    With one-vs-rest models (``scores`` of shape (n, n_classes)), one ``score_CLASS``
-    and one ``probability_CLASS`` column per class (each class's sigmoid, normalised
-    to sum to 1, as the estimator's ``predict_proba``), and the class of the highest
-    score.
-    """
+def _write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:
+    """B's output: the scores, and for logistic models each class's sigmoid (normalised to sum to 1 for
+    one-vs-rest, as the estimator's ``predict_proba``) and the predicted class."""
     scores = np.asarray(scores, dtype=np.float64)
-    if scores.ndim == 1:
-        frame = pd.DataFrame({id_column: ids, "score": scores})
-        if shard.get("objective") == "logistic":
-            probability = _sigmoid(scores)
-            frame["probability"] = probability
-            classes = shard.get("classes") or [0, 1]
-            frame["prediction"] = np.where(probability >= 0.5, shard.get("positive_class", classes[1]),
-                                           classes[0])
-    else:
-        classes = shard["classes"]
-        probability = _sigmoid(scores)
+    if shard.get("objective") != "logistic":
+        return write_scores(path, ids, scores, id_column=id_column)
+    classes = shard.get("classes") or [0, 1]
+    probability = _sigmoid(scores)
+    if scores.ndim == 2:
         probability /= probability.sum(axis=1, keepdims=True)
-        frame = pd.DataFrame({id_column: ids})
-        for k, name in enumerate(classes):
-            frame[f"score_{name}"] = scores[:, k]
-        for k, name in enumerate(classes):
-            frame[f"probability_{name}"] = probability[:, k]
-        frame["prediction"] = np.asarray(classes, dtype=object)[np.argmax(scores, axis=1)]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
+    return write_scores(path, ids, scores, probability, classes, id_column)
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:

@@ -353,3 +353,11 @@ def align_data(session: Session, role: str, data: PartyData, mine: dict, theirs:
         check_rows(session.endpoint, role, data, mine, theirs, config.roster)
         return data, None
     return private_intersection(session.endpoint, config, role, data, needed, narrator)
+
+
+def check_same_training(role: str, roster: Roster, theirs: dict, trained_with: str) -> None:
+    """Prediction: every data peer's shard comes from the same training as this party's (their ``hello``)."""
+    for peer in data_peers(role, roster):
+        if theirs[peer].get("trained_with") != trained_with:
+            raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
+                            "different settings; use the shards of one training run")

@@ -35,15 +35,16 @@ import numpy as np
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.crypto.histogram import bucket_products, running_products
 from vfl.crypto.slots import Group, combine
-from vfl.errors import DataError, ProtocolError
+from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
-from vfl.parties.boosting.splits import CandidateTable, SplitRules, flat_bins, goes_left, histogram, sums_to_send
-from vfl.parties.boosting.tree import allowed_leaves, check_shape
+from vfl.parties.boosting.columns import BinnedColumns
+from vfl.parties.boosting.splits import SplitRules, goes_left, histogram, sums_to_send
+from vfl.parties.boosting.tree import check_shape
 
 _RANDOM = secrets.SystemRandom()
 
 
-class BoostingFeatureParty:
+class BoostingFeatureParty(BinnedColumns):
     """One feature party's state in a boosting run.
 
     Parameters
@@ -59,22 +60,11 @@ class BoostingFeatureParty:
     """
 
     def __init__(self, features, role: str = "A", columns=None, binner: Binner | None = None, max_bins: int = 32):
-        self.role = role
-        self.columns = list(columns) if columns is not None else [f"x{j}" for j in range(np.shape(features)[1])]
-        where = f"party {role}"
-        self.binner = binner if binner is not None else Binner(max_bins).fit(features, where, self.columns)
-        self.codes = self.binner.transform(features, where, self.columns)
-        self.n_rows = len(self.codes)
-        self.table = CandidateTable(self.binner.n_bins_, self.binner.has_missing_)
-        self.flat = flat_bins(self.codes, self.binner.n_bins_, self.binner.missing_code)
+        super().__init__(features, role, columns, binner, max_bins)
         #: per tree it took part in: its index among all trees, shape, and own splits {node: (feature, bin, missing_left)}
         self.trees: list[dict] = []
         self.context: Context | None = None
         self.train_rows = np.arange(self.n_rows)
-
-    @property
-    def n_columns(self) -> int:
-        return len(self.columns)
 
     # -- set-up ----------------------------------------------------------------------
     def receive_public_key(self, key_bytes: bytes, engine=None) -> None:
@@ -228,17 +218,8 @@ class BoostingFeatureParty:
             tree = stored.get(int(index))
             if tree is None:
                 raise ProtocolError(f"{self.role}: asked for the leaves of tree {index}, which it took no part in")
-            own = {node: goes_left(codes, self.binner.missing_code, *split) for node, split in tree["splits"].items()}
-            masks.append(allowed_leaves(tree["left"], tree["right"], len(codes), own))
+            masks.append(self.allowed(tree["left"], tree["right"], tree["splits"], codes))
         return np.hstack(masks) if masks else np.ones((len(codes), 0), dtype=bool)
-
-    def bin_new(self, features) -> np.ndarray:
-        """New rows binned with the training thresholds."""
-        features = np.asarray(features, dtype=np.float64)
-        if features.ndim != 2 or features.shape[1] != self.n_columns:
-            raise DataError(f"party {self.role}: expected {self.n_columns} columns {self.columns}, got shape "
-                            f"{features.shape}")
-        return self.binner.transform(features, f"party {self.role}", self.columns)
 
     # -- state ---------------------------------------------------------------------------------
     def state(self) -> dict:

@@ -18,11 +18,12 @@ from vfl.errors import DataError, ProtocolError
 from vfl.parties.binning import Binner
 from vfl.parties.boosting import layout
 from vfl.parties.boosting.loss import BOUNDS, Loss, loss_from_dict, make_loss, quantize
-from vfl.parties.boosting.splits import CandidateTable, SplitRules, best, flat_bins, gains, goes_left, histogram
-from vfl.parties.boosting.tree import Tree, allowed_leaves, leaf_of
+from vfl.parties.boosting.columns import BinnedColumns
+from vfl.parties.boosting.splits import SplitRules, best, gains, goes_left, histogram
+from vfl.parties.boosting.tree import Tree, leaf_of
 
 
-class BoostingLabelParty:
+class BoostingLabelParty(BinnedColumns):
     """The label party's state in a boosting run.
 
     Parameters
@@ -40,15 +41,8 @@ class BoostingLabelParty:
 
     def __init__(self, features, labels, role: str = "B", columns=None, binner: Binner | None = None,
                  max_bins: int = 32):
-        self.role = role
-        self.columns = list(columns) if columns is not None else [f"x{j}" for j in range(np.shape(features)[1])]
-        where = f"party {role}"
-        self.binner = binner if binner is not None else Binner(max_bins).fit(features, where, self.columns)
-        self.codes = self.binner.transform(features, where, self.columns)
-        self.n_rows = len(self.codes)
+        super().__init__(features, role, columns, binner, max_bins)
         self.labels = None if labels is None else np.asarray(labels)
-        self.table = CandidateTable(self.binner.n_bins_, self.binner.has_missing_)
-        self.flat = flat_bins(self.codes, self.binner.n_bins_, self.binner.missing_code)
         self.context: Context | None = None
         #: trees in training order: {"tree": Tree, "splits": {node: (feature, bin, missing_left)}}
         self.trees: list[dict] = []
@@ -56,9 +50,6 @@ class BoostingLabelParty:
         self.loss: Loss | None = None
         self.baseline: np.ndarray | None = None
 
-    @property
-    def n_columns(self) -> int:
-        return len(self.columns)
 
     # -- set-up ----------------------------------------------------------------------------
     def make_keys(self, key_bits: int, insecure: bool = False, engine=None) -> bytes:
@@ -164,22 +155,13 @@ class BoostingLabelParty:
     def own_masks(self, index: int, codes: np.ndarray) -> np.ndarray:
         """Per row of ``codes``, the leaves this party's splits allow in tree ``index``."""
         entry = self.trees[index]
-        tree = entry["tree"]
-        own = {node: goes_left(codes, self.binner.missing_code, *split) for node, split in entry["splits"].items()}
-        return allowed_leaves(tree.left, tree.right, len(codes), own)
+        return self.allowed(entry["tree"].left, entry["tree"].right, entry["splits"], codes)
 
     def leaf_values(self, index: int, codes: np.ndarray, others: list) -> np.ndarray:
         """The leaf value of each row in tree ``index``, from this party's mask and the others' masks."""
         tree = self.trees[index]["tree"]
         leaves = leaf_of([self.own_masks(index, codes), *others], f"{self.role}: tree {index}")
         return tree.value[tree.leaves][leaves]
-
-    def bin_new(self, features) -> np.ndarray:
-        features = np.asarray(features, dtype=np.float64)
-        if features.ndim != 2 or features.shape[1] != self.n_columns:
-            raise DataError(f"party {self.role}: expected {self.n_columns} columns {self.columns}, got shape "
-                            f"{features.shape}")
-        return self.binner.transform(features, f"party {self.role}", self.columns)
 
     # -- state ------------------------------------------------------------------------------------
     def state(self) -> dict:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from vfl.errors import DataError, ProtocolError
+from vfl.errors import DataError
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty
 from vfl.protocols.boosting.training import bits, ints, unbits
@@ -59,11 +59,3 @@ def predict_label(ep: Endpoint, party: BoostingLabelParty, codes: np.ndarray, ro
         raw[:, i % per_iteration] += party.leaf_values(i, codes, masks.get(i, []))
     return raw
 
-
-def check_trees(party: BoostingLabelParty, roster: Roster) -> None:
-    """The label party's trees name only data parties of ``roster`` as owners."""
-    count = len(roster.features) + 1
-    for i, entry in enumerate(party.trees):
-        owner = entry["tree"].owner
-        if ((owner < -1) | (owner >= count)).any():
-            raise ProtocolError(f"{party.role}: tree {i} names a party the federation does not have")

@@ -93,13 +93,39 @@ def flag(message, field: str) -> bool:
     return value
 
 
-def _ciphertexts(party, values: list, prefix: str = "") -> dict:
+def _ciphertexts(party, values: list) -> dict:
     """Fresh (or re-randomized) ciphertexts of integer plaintexts as message fields."""
-    return pack_vector(EncryptedVector(party.context, values, 0, fresh=True), prefix)
+    return pack_vector(EncryptedVector(party.context, values, 0, fresh=True))
 
 
-def _received(party, message, count: int | None = None, prefix: str = "") -> list:
-    return unpack_vector(party.context, message, count, prefix).ciphertexts
+#: Ciphertexts per message at most (16 MB at 2048 bits): far below the network's frame bound however many rows.
+PART = 1 << 15
+
+
+def send_ciphertexts(ep: Endpoint, to: str, name: str, party, values: list) -> None:
+    """``values`` (fresh ciphertexts) to ``to`` as messages ``name`` of at most :data:`PART` each."""
+    parts = max(1, -(-len(values) // PART))
+    for i in range(parts):
+        ep.send(to, name, "ciphertext", part=i, parts=parts, **_ciphertexts(party, values[i * PART:(i + 1) * PART]))
+
+
+def recv_ciphertexts(ep: Endpoint, frm: str, name: str, party, count: int) -> list:
+    """The ``count`` ciphertexts :func:`send_ciphertexts` sent, checked part by part."""
+    out = []
+    while True:
+        message = ep.recv(frm, name)
+        part, parts = message["part"], message["parts"]
+        expected = max(1, -(-count // PART))
+        if part != -(-len(out) // PART) or parts != expected:
+            raise ProtocolError(f"message {name!r} from {frm}: part {part!r} of {parts!r}, expected part "
+                                f"{-(-len(out) // PART)} of {expected} for {count} ciphertexts")
+        out += _received(party, message, min(PART, count - len(out)))
+        if part == parts - 1:
+            return out
+
+
+def _received(party, message, count: int | None = None) -> list:
+    return unpack_vector(party.context, message, count).ciphertexts
 
 
 def split_rows(n_rows: int, settings: BoostingSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +166,7 @@ def run_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingSet
         if flag(ep.recv(b, "iteration"), "with_features"):
             chunks = layout.class_chunks(n_trees, len(train), settings.frac_bits, settings.loss, key_bits)
             gradients = [] if settings.hide_membership else \
-                [_received(party, ep.recv(b, "gradients"), len(train)) for _ in chunks]
+                [recv_ciphertexts(ep, b, "gradients", party, len(train)) for _ in chunks]
             for column in range(n_trees):
                 chunk = next(i for i, c in enumerate(chunks) if column in c)
                 party.start_tree(settings.rules, None if settings.hide_membership else gradients[chunk])
@@ -178,7 +204,7 @@ def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: Boostin
             if not isinstance(slots, int) or isinstance(slots, bool) or not 0 <= slots <= 1 << 16:
                 raise ProtocolError(f"{party.role}: a malformed 'round' from {b}")
             chunks = layout.node_chunks(slots, n_train, settings.frac_bits, settings.loss, key_bits) if slots else []
-            received = [_received(party, message, n_train, prefix=f"chunk{i}_") for i in range(len(chunks))]
+            received = [recv_ciphertexts(ep, b, "round_gradients", party, n_train) for _ in chunks]
             combined = party.round_candidates(received, [layout.node_group(c, n_train, settings.frac_bits, settings.loss)
                                                          for c in chunks])
             ep.send(b, "candidates", "ciphertext", count=len(party.table), **_ciphertexts(party, combined))
@@ -261,9 +287,9 @@ def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: Boosting
     chunks = layout.class_chunks(party.n_trees, n_train, f, settings.loss, party.context.public_key.key_bits)
     if features and not settings.hide_membership:
         for classes in chunks:
-            fields = _ciphertexts(party, party.encrypt_classes(big_g, big_h, classes, f, settings.loss))
+            encrypted = party.encrypt_classes(big_g, big_h, classes, f, settings.loss)
             for k in features:
-                ep.send(k, "gradients", "ciphertext", **fields)
+                send_ciphertexts(ep, k, "gradients", party, encrypted)
     first_tree = len(party.trees)
     for column in range(party.n_trees):
         classes = next(c for c in chunks if column in c)
@@ -292,7 +318,7 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
     ``group`` is the slot layout of a standard-mode candidate and ``slot`` this
     tree's class among its slots.
     """
-    rules, f = settings.rules, settings.frac_bits
+    rules = settings.rules
     grower = TreeGrower(g, h, party.train_rows, rules, settings.max_depth, settings.max_leaf_nodes,
                         settings.learning_rate, party.loss.value_scale)
     values = np.column_stack([g, h, np.ones(len(g), dtype=np.int64)])
@@ -309,9 +335,11 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
         plan = sums_to_send([n.id for n in nodes], grower.parents(), grower.sizes(), grower.children())
         # Step 4: the new nodes and which to evaluate
         if settings.hide_membership:
-            fields = _round_gradients(party, grower, plan, g, h, settings) if features and nodes else {}
+            encrypted = _round_gradients(party, grower, plan, g, h, settings) if features and nodes else []
             for k in features:
-                ep.send(k, "round", "ciphertext", slots=len(plan), done=done, **ends, **fields)
+                ep.send(k, "round", "public", slots=len(plan), done=done, **ends)
+                for chunk in encrypted:
+                    send_ciphertexts(ep, k, "round_gradients", party, chunk)
         else:
             for k in features:
                 ep.send(k, "nodes", "plaintext", evaluate=np.asarray([n.id for n in nodes], dtype=np.int64),
@@ -356,16 +384,12 @@ def _applied(applied: list) -> dict:
             **bits(np.concatenate([a[3] for a in applied]) if applied else np.empty(0, bool))}
 
 
-def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settings: BoostingSettings) -> dict:
+def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settings: BoostingSettings) -> list:
     """Hidden membership: per chunk of the sent nodes, one ciphertext per training row (its node's slots filled)."""
     sent = [grower.nodes[s] for s, _, _ in plan]
     chunks = layout.node_chunks(len(sent), len(party.train_rows), settings.frac_bits, settings.loss,
                                 party.context.public_key.key_bits)
-    fields = {}
-    for i, chunk in enumerate(chunks):
-        fields.update(_ciphertexts(party, party.encrypt_nodes([sent[j] for j in chunk], g, h, settings.frac_bits, settings.loss),
-                                   f"chunk{i}_"))
-    return fields
+    return [party.encrypt_nodes([sent[j] for j in chunk], g, h, settings.frac_bits, settings.loss) for chunk in chunks]
 
 
 def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, k: str, known: ForeignSums,
