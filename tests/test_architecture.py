@@ -56,3 +56,22 @@ def test_crypto_randomness_never_from_numpy():
             for banned in ("np.random.rand", "np.random.randint", "np.random.uniform", "np.random.normal",
                            "import random\n", "random.random("):
                 assert banned not in text, f"{path.relative_to(ROOT)} uses {banned}"
+
+
+def test_fate_is_a_yardstick_never_a_dependency():
+    """FATE's side of the benchmarks runs under FATE's own interpreter: vfl imports neither FATE nor those
+    scripts, and their folder is no package (pytest and vfl's imports never load it)."""
+    fate_side = ROOT / "bench" / "fate_side"
+    assert not (fate_side / "__init__.py").exists()
+    scripts = {path.stem for path in fate_side.glob("*.py")}
+    assert {"fate_common", "fate_lr", "fate_secureboost", "fate_sshe_lr"} <= scripts
+    for path in ROOT.rglob("*.py"):
+        if fate_side in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            for name in names:
+                top = name.split(".")[0]
+                assert top != "fate" and top not in scripts, f"{path.relative_to(ROOT)} imports {name}"
+                assert "fate_side" not in name, f"{path.relative_to(ROOT)} imports {name}"

@@ -39,9 +39,18 @@ import time
 
 import numpy as np
 
+from vfl.bench.sidebyside import table  # noqa: F401  (also passed to the sub-benchmarks)
+
 
 def _parse_sizes(text: str) -> list[int]:
     return [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def parse_args(argv=None):
@@ -74,7 +83,8 @@ def parse_args(argv=None):
     p.add_argument("--predict", type=int, default=None, metavar="ROWS",
                    help="instead: private prediction of ROWS rows, unpacked against packed ciphertexts, "
                         "interleaved runs (--repeats each), same rows, weights and key")
-    p.add_argument("--repeats", type=int, default=3, help="runs of each variant with --predict (default 3)")
+    p.add_argument("--repeats", type=_positive, default=3,
+                   help="runs of each variant with --predict, of each system with --fate (default 3)")
     p.add_argument("--packing", action="store_true",
                    help="also train with packed ciphertexts: unpacked and packed runs interleaved (--pairs of "
                         "each per size), same data; prints both, their ratio and the goals")
@@ -94,8 +104,9 @@ def parse_args(argv=None):
                    help="instead: model quality on default_credit (--data DIR), in original units, 80/20: scikit-learn, "
                         "the exact optimum of vfl's objective, vfl's training over --runs random starts, the "
                         "issue's goals (vfl.bench.quality); without --data, on scikit-learn's breast-cancer data")
-    p.add_argument("--data", metavar="DIR", default=None,
-                   help="with --quality: the folder of FATE's default_credit_hetero_guest.csv and _host.csv")
+    p.add_argument("--data", "--data-dir", dest="data", metavar="DIR", default=None,
+                   help="with --quality: the folder of FATE's default_credit_hetero_guest.csv and _host.csv; "
+                        "with --fate: the folder of FATE's *_hetero_guest.csv and *_hetero_host.csv")
     p.add_argument("--runs", type=int, default=20, help="with --quality: random starts per setting (default 20)")
     p.add_argument("--federated", type=int, default=2,
                    help="with --quality: real federated runs of the defaults at 1024-bit keys, insecure (default 2)")
@@ -111,6 +122,21 @@ def parse_args(argv=None):
                    metavar="MODE[,MODE]", help="with --trees: standard, hidden (default both)")
     p.add_argument("--tree-count", type=int, default=None, dest="trees_per_run",
                    help="with --trees: trees per run (default FATE's: 5 on breast, 3 on default_credit)")
+    fate = p.add_argument_group("beside FATE 2.2 (vfl.bench.fate_compare; FATE in a virtualenv of its own)")
+    fate.add_argument("--fate", nargs="?", const="lr", default=None, choices=["lr", "secureboost", "sshe-lr"],
+                      metavar="ALGORITHM",
+                      help="instead: FATE 2.2 beside vfl on FATE's data (--data-dir DIR), interleaved runs, --repeats "
+                           "each: lr (the default: FATE's coordinated LR, vfl, vfl packed), secureboost (FATE's hetero "
+                           "SecureBoost), sshe-lr (FATE's SSHE-LR); with --quality (lr): the accuracy table, no FATE")
+    fate.add_argument("--fate-python", metavar="PATH", default=None,
+                      help="the interpreter of the virtualenv holding pyfate 2.2.0 (default: $VFL_FATE_PYTHON, else "
+                           "/work/fate-venv/bin/python if present)")
+    fate.add_argument("--datasets", default="breast,default_credit", help="with --fate: which of FATE's data sets")
+    fate.add_argument("--breast-epochs", type=_positive, default=None, help="with --fate lr / sshe-lr: default 5")
+    fate.add_argument("--credit-epochs", type=_positive, default=None,
+                      help="with --fate lr / sshe-lr: default 16, FATE's config (each FATE epoch takes over a minute here)")
+    fate.add_argument("--breast-trees", type=_positive, default=None, help="with --fate secureboost: default 5")
+    fate.add_argument("--credit-trees", type=_positive, default=None, help="with --fate secureboost: default 3")
     args = p.parse_args(argv)
     if args.psi_sizes is not None:
         args.psi = True
@@ -203,15 +229,12 @@ def _fmt_s(s, approx=False) -> str:
     return ("~" + text) if approx else text
 
 
-def table(rows: list[list[str]], header: list[str]) -> str:
-    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
-    line = lambda r: "| " + " | ".join(str(v).rjust(w) for v, w in zip(r, widths)) + " |"
-    sep = "|" + "|".join("-" * (w + 1) + ":" for w in widths) + "|"
-    return "\n".join([line(header), sep] + [line(r) for r in rows])
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.fate:
+        from vfl.bench.fate_compare import main_fate
+
+        return main_fate(args)
     if args.psi:
         from vfl.bench.psi import main_psi
 

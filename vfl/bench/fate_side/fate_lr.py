@@ -1,11 +1,9 @@
 """One FATE 2.2 hetero coordinated logistic regression run on one machine; prints nothing, writes JSON.
 
-Not part of vfl: FATE is the yardstick of ``benchmarks/fate_comparison.py``, which calls this script
-as a subprocess with FATE's own interpreter.  FATE lives in a virtualenv of its own (never in vfl's
-setup.cfg; its pins, e.g. numpy<2 and scikit-learn 1.4.1, would clash with vfl's)::
-
-    python -m venv /work/fate-venv
-    /work/fate-venv/bin/pip install pyfate==2.2.0       # FATE-ML 2.2.0 and fate_utils (its Rust Paillier)
+Not part of vfl: FATE is the yardstick of ``python -m vfl.bench --fate`` (``vfl/bench/fate_compare.py``),
+which runs this script by path with FATE's own interpreter; vfl never imports it. FATE lives in a
+virtualenv of its own (never in vfl's setup.cfg; its pins, e.g. numpy<2 and scikit-learn 1.4.1, would
+clash with vfl's); the install commands are in ``vfl/bench/fate_compare.py``.
 
 How FATE runs here without a cluster: ``fate.arch.launchers.multiprocess_launcher.launch`` starts one
 process per party (guest = our B, host = our A, arbiter = our C) with FATE's *standalone* computing
@@ -26,30 +24,25 @@ Timing, taken in the guest's process with ``time.perf_counter``:
 * ``predict_s``: the guest's ``predict`` of every training row (it waits for the host's plaintext
   partial scores, FATE's inference protocol).
 
-Run (the comparison script does this)::
+Run (the comparison driver does this)::
 
-    /work/fate-venv/bin/python benchmarks/fate_run.py --parties guest:9999 host:10000 arbiter:10000 \\
+    /work/fate-venv/bin/python vfl/bench/fate_side/fate_lr.py --parties guest:9999 host:10000 arbiter:10000 \\
         --guest_data G.csv --host_data H.csv --epochs 5 --lr 0.15 --alpha 0.01 --out result.json
 
 ``launch`` parses ``sys.argv`` again inside every party's process, hence the dataclass arguments.
 """
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 
 from fate.arch.launchers.argparser import HfArgumentParser
 from fate.arch.launchers.multiprocess_launcher import launch
+from fate_common import CommonArguments, auc, read_and_intersect, versions, write_json
 
 
 @dataclass
-class RunArguments:
-    guest_data: str = field(default=None, metadata={"help": "guest CSV: id, y and the guest's columns"})
-    host_data: str = field(default=None, metadata={"help": "host CSV: id and the host's columns"})
-    out: str = field(default=None, metadata={"help": "where the guest writes the JSON result"})
-    id_name: str = field(default="id")
-    label_name: str = field(default="y")
+class RunArguments(CommonArguments):
     epochs: int = field(default=5)
     batch_size: int = field(default=0, metadata={"help": "0: full batch"})
     optimizer: str = field(default="rmsprop")
@@ -62,7 +55,6 @@ class RunArguments:
     start_factor: float = field(default=1.0, metadata={"help": "linear scheduler"})
     total_iters: int = field(default=1000, metadata={"help": "linear scheduler"})
     tol: float = field(default=0.0, metadata={"help": "arbiter's early stop on the loss change; 0 never stops"})
-    key_bits: int = field(default=2048)
     precision: int = field(default=23, metadata={"help": "FATE's floating_point_precision"})
 
 
@@ -85,20 +77,8 @@ def _settings(args: RunArguments) -> dict:
     )
 
 
-def _read(ctx, args: RunArguments):
-    from fate.arch import dataframe
-
-    if ctx.is_on_guest:
-        reader = dataframe.CSVReader(match_id_name=args.id_name, label_name=args.label_name, label_type="int64",
-                                     dtype="float64", partition=4)
-        return reader.to_frame(ctx, args.guest_data)
-    reader = dataframe.CSVReader(match_id_name=args.id_name, dtype="float64", partition=4)
-    return reader.to_frame(ctx, args.host_data)
-
-
 def run_party(ctx) -> None:
     """Called by FATE's launcher in each party's process."""
-    from fate.arch.protocol.psi import psi_run
     from fate.ml.glm import CoordinatedLRModuleArbiter, CoordinatedLRModuleGuest, CoordinatedLRModuleHost
 
     args = _arguments()
@@ -114,9 +94,7 @@ def run_party(ctx) -> None:
         module.fit(ctx.sub_ctx("train"))
         return
 
-    start = time.perf_counter()
-    data = psi_run(ctx.sub_ctx("psi"), _read(ctx, args), "ecdh_psi", "curve25519")
-    psi_s = time.perf_counter() - start
+    data, psi_s = read_and_intersect(ctx, args)
     common = dict(epochs=args.epochs, batch_size=settings["batch_size"],
                   optimizer_param=settings["optimizer_param"],
                   learning_rate_param=settings["learning_rate_param"], init_param=init,
@@ -148,27 +126,20 @@ def run_party(ctx) -> None:
     predict_s = time.perf_counter() - start_predict
 
     frame = result.as_pd_df()
-    from sklearn.metrics import roc_auc_score
-
-    import fate
-    import fate_utils  # noqa: F401  (its version is the package's)
-    from importlib.metadata import version
-
     bounds = marks + [end]
     record = {
         "rows": int(len(frame)),
-        "auc": float(roc_auc_score(frame["label"].astype(int), frame["predict_score"].astype(float))),
+        "auc": auc(frame),
         "fit_s": end - start,
         "setup_s": marks[0] - start if marks else None,
         "epoch_s": [b - a for a, b in zip(bounds, bounds[1:])],
         "predict_s": predict_s,
         "psi_s": psi_s,
         "weights": [float(v) for v in module.estimator.w.detach().flatten()],
-        "versions": {"fate": fate.__version__, "fate_utils": version("fate_utils"), "torch": version("torch")},
+        "versions": versions(),
         "key_bits": args.key_bits,
     }
-    with open(args.out, "w") as handle:
-        json.dump(record, handle)
+    write_json(args.out, record)
 
 
 if __name__ == "__main__":
