@@ -60,7 +60,10 @@ batch, learning rate 0.15, 5 epochs, uniform random start (seed 42); default_cre
 10,000, 16 epochs, zero start, learning rate 0.084 (the LR comparison's effective rate). SSHE-LR has
 no optimizer choice and no penalty: plain gradient descent at a constant rate, without L2.
 
-The vfl columns of the SecureBoost and SSHE-LR comparisons come from other runs plugged in as
+The SSHE-LR comparison runs vfl's shared protocol (``protocol="shared"``: the weights stay additively
+shared, no party learns a gradient; :func:`run_vfl_shared_here`) beside FATE with the same settings:
+plain gradient descent on the same Taylor loss, no penalty, the same rate, batches, epochs and kind of
+start. The vfl column of the SecureBoost comparison comes from another run plugged in as
 :class:`vfl.bench.sidebyside.System` (``compare_secureboost(args, [System("vfl", run)])``).
 """
 
@@ -277,13 +280,60 @@ def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, 
             "key_bits": key_bits}
 
 
-def run_vfl_lr(data_dir, dataset: str, *, packing: bool, epochs: int | None = None, key_bits: int = 2048) -> dict:
-    """vfl's LR once in a fresh process (``python -m vfl.bench.fate_compare``), measured as FATE's runs are."""
-    epochs = epochs or LR[dataset]["epochs"]
+def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int) -> dict:
+    """vfl's shared protocol (``protocol="shared"``) once, in this process, with SSHE-LR's settings: the
+    SSHE-LR comparison's figures."""
+    from sklearn.metrics import roc_auc_score
+
+    import vfl
+    import vfl.linear_model as linear_model
+    from vfl import VerticalLogisticRegression
+
+    marks = []
+
+    class EpochClock:   # stands in for the progress bar: the estimator calls epoch() as each epoch ends
+        def epoch(self, epoch, loss):
+            marks.append(time.perf_counter())
+
+        def close(self):
+            pass
+
+    linear_model._progress = lambda verbose, total: EpochClock()
+    chosen = SSHE[dataset]
+    data = load(data_dir, dataset)
+    zeros = chosen["init"] == "zeros"
+    # SSHE-LR's model: plain gradient descent on the Taylor loss, no penalty, a constant rate; FATE's columns
+    # are standardized already (and SSHE-LR does not scale them)
+    model = VerticalLogisticRegression(protocol="shared", solver="gd", optimizer="sgd", penalty="none", alpha=0.0,
+                                       learning_rate=chosen["learning_rate"], batch_size=chosen["batch_size"] or None,
+                                       max_iter=epochs, tol=None, standardize=False, key_bits=key_bits,
+                                       init="zeros" if zeros else "random", insecure=key_bits < 2048 or zeros,
+                                       random_state=0)
+    start = time.perf_counter()
+    model.fit(data)
+    end = time.perf_counter()
+    start_predict = time.perf_counter()
+    proba = model.predict_proba(data)
+    predict_s = time.perf_counter() - start_predict
+    bounds = [start] + marks
+    return {"rows": data.n_rows, "auc": float(roc_auc_score(data.labels, proba)), "fit_s": end - start,
+            "epoch_s": [b - a for a, b in zip(bounds, bounds[1:])], "predict_s": predict_s,
+            "loss": [float(v) for v in model.loss_curve_],
+            "versions": {"vfl": vfl.__version__, "python": platform.python_version()},
+            "key_bits": key_bits}
+
+
+def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | None = None, key_bits: int = 2048) -> dict:
+    """vfl's LR once in a fresh process (``python -m vfl.bench.fate_compare``), measured as FATE's runs are.
+
+    ``packing="shared"`` runs the shared protocol with SSHE-LR's settings instead (:func:`run_vfl_shared_here`).
+    """
+    epochs = epochs or (SSHE if packing == "shared" else LR)[dataset]["epochs"]
+    mode = "shared" if packing == "shared" else "packed" if packing else "unpacked"
     with tempfile.TemporaryDirectory(prefix="vfl-run-") as tmp:
         log = Path(tmp) / "log.txt"
         command = [sys.executable, "-m", "vfl.bench.fate_compare", str(Path(data_dir)), dataset,
-                   "packed" if packing else "unpacked", str(epochs), str(key_bits)]
+                   mode, str(epochs), str(key_bits)]
         measured = run_measured(command, log_path=log)
         lines = log.read_text(errors="replace").splitlines()
     found = [line for line in lines if line.startswith('{"rows"')]   # stderr shares the log: warnings may follow
@@ -485,11 +535,14 @@ def compare_secureboost(args, fate_python: str, extra_systems=()) -> list:
 
 
 def compare_sshe_lr(args, fate_python: str, extra_systems=()) -> list:
-    """FATE's SSHE-LR (and ``extra_systems``, e.g. a vfl SSHE-style run), interleaved."""
+    """FATE's SSHE-LR and vfl's shared protocol with the same settings (and ``extra_systems``), interleaved."""
     epochs = {"breast": args.breast_epochs or SSHE["breast"]["epochs"],
               "default_credit": args.credit_epochs or SSHE["default_credit"]["epochs"]}
     systems = [System("FATE", lambda d: run_fate_sshe_lr(args.data_dir, d, epochs=epochs[d], key_bits=args.key_bits,
-                                                         fate_python=fate_python)), *extra_systems]
+                                                         fate_python=fate_python)),
+               System("vfl shared", lambda d: run_vfl_lr(args.data_dir, d, packing="shared", epochs=epochs[d],
+                                                         key_bits=args.key_bits)),
+               *extra_systems]
     records = side_by_side(systems, args.datasets, args.repeats, on_record=_saving(args, _progress(steady, "s/epoch")))
     print(sshe_table(records))
     print()
@@ -589,15 +642,18 @@ def main_fate(args) -> int:
 
 
 def _single(argv: list) -> None:
-    """``python -m vfl.bench.fate_compare DATA_DIR DATASET packed|unpacked EPOCHS KEY_BITS``: one vfl LR run,
-    its figures as one line of JSON."""
+    """``python -m vfl.bench.fate_compare DATA_DIR DATASET packed|unpacked|shared EPOCHS KEY_BITS``: one vfl LR
+    run (``shared``: the shared protocol with SSHE-LR's settings), its figures as one line of JSON."""
     parser = argparse.ArgumentParser(prog="python -m vfl.bench.fate_compare", description=_single.__doc__)
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("dataset", choices=sorted(LR))
-    parser.add_argument("packing", choices=["packed", "unpacked"])
+    parser.add_argument("packing", choices=["packed", "unpacked", "shared"])
     parser.add_argument("epochs", type=int)
     parser.add_argument("key_bits", type=int)
     a = parser.parse_args(argv)
+    if a.packing == "shared":
+        print(json.dumps(run_vfl_shared_here(a.data_dir.resolve(), a.dataset, a.key_bits, a.epochs)))
+        return
     print(json.dumps(run_vfl_lr_here(a.data_dir.resolve(), a.dataset, a.packing == "packed", a.key_bits, a.epochs)))
 
 

@@ -6,7 +6,7 @@ coordinator C.  Every product that crosses between them runs under C's Paillier
 key, and C decrypts only masked values and the batch loss.  One batch, with
 ``[[.]]`` encryption under C's key and ``f`` the fixed-point precision::
 
-    C -> each party P     [[c_P]]                                    (DataShares.scores takes it)
+    C -> each party P     [[c_P]]                                    C's share, encrypted
     P                     [[u_P]] = X_P [[c_P]] + X_P a_P            = [[X_P w_P]], nobody holds it
     B                     [[d]] = sum_P [[u_P]] - kappa y (times B's row weights), re-randomized
     P -> C                [[G_P + 2^V + rho_P]], G_P = X_P^T d       C keeps G_P + rho_P, P keeps -rho_P
@@ -27,7 +27,7 @@ from vfl.crypto import EncryptedVector
 from vfl.errors import FixedPointOverflowError, ProtocolError
 from vfl.parties.feature_party import FeatureParty
 from vfl.parties.objectives import Objective
-from vfl.parties.shares import SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed, scaled, to_fixed
+from vfl.parties.shares import SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed, to_fixed
 
 
 def penalty_coefficient(alpha: float, n: int, objective: Objective, bounds: SharedBounds) -> Fraction:
@@ -58,9 +58,17 @@ def _signed(residue: int, context) -> int:
 
 
 def encrypt_integers(context, values, exponent: int) -> EncryptedVector:
-    """A fresh encryption of exact integers (shares, masks) that stand for ``v / 2^exponent``."""
-    return EncryptedVector(context, context.engine.encrypt(context.public_key, [int(v) for v in values]), exponent,
-                           fresh=True)
+    """A fresh encryption of exact integers (shares, masks) that stand for ``v / 2^exponent``.
+
+    Raises :class:`~vfl.errors.FixedPointOverflowError` for an integer outside ``(-n/3, n/3)``: its sums
+    could wrap around Z_n.
+    """
+    values = [int(v) for v in values]
+    limit = context.public_key.max_int
+    if any(abs(v) > limit for v in values):
+        raise FixedPointOverflowError(f"a share or mask of {max(abs(v) for v in values).bit_length()} bits is "
+                                      f"beyond the plaintext range of a {context.public_key.key_bits}-bit key")
+    return EncryptedVector(context, context.engine.encrypt(context.public_key, values), exponent, fresh=True)
 
 
 def combine(vector: EncryptedVector, columns, exponent: int) -> EncryptedVector:
@@ -327,4 +335,4 @@ def whole(share: dict, other: dict, frac_bits: int) -> np.ndarray:
 
 
 __all__ = ["CoordinatorShares", "DataShares", "combine", "encrypt_integers", "penalty_coefficient", "reveal",
-           "scaled", "whole"]
+           "whole"]

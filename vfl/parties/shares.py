@@ -252,8 +252,3 @@ class WeightShare:
                     [int(v) for v in state["velocity"]] if "velocity" in state else None)
         share.snapshots = {int(e): [int(v) for v in vs] for e, vs in state.get("snapshots", {}).items()}
         return share
-
-
-def scaled(coefficient: Fraction, value: int) -> int:
-    """``round(coefficient * value)``: a holder's rounded multiple of its own integer."""
-    return _round(coefficient * int(value))

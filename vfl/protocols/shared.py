@@ -141,7 +141,9 @@ def steps_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, start: int,
     objective = get_objective(settings.objective)
 
     def one_pass(holder, rows, bounds, penalty):
-        weights = party.weights[rows] if party.weights is not None else None
+        weights = None
+        if settings.weighted:           # public: every party's bounds and exponents take it into account
+            weights = party.weights[rows] if party.weights is not None else np.ones(len(rows))
         _pass_b(ep, holder, roster, bounds, penalty, objective, rows, weights=weights)
 
     def validate(holder, bounds):
@@ -160,12 +162,11 @@ def _data_steps(ep: Endpoint, party, settings: TrainingSettings, start: int, ros
         holder.begin()
     ep.send(c, "parameters", "public", count=len(holder.share))
     rule = _rule(settings)
-    weighted = party.weights is not None if isinstance(party, PartyB) else settings.weighted
     per_epoch = len(batch_sizes(party.n_rows, settings.batch_size))
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
         for batch, rows in enumerate(batches(party.n_rows, settings.batch_size, seed, epoch)):
-            bounds = _bounds(settings, len(rows), roster, weighted)
+            bounds = _bounds(settings, len(rows), roster, settings.weighted)
             one_pass(holder, rows, bounds, _penalty(settings, bounds))
             holder.update(bounds, objective, rule, settings.step_size(epoch * per_epoch + batch + 1, epoch))
         if settings.early_stopping:
@@ -196,31 +197,33 @@ def steps_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, 
     objective = get_objective(settings.objective)
     shares = coordinator.shares = CoordinatorShares(coordinator.context)
     counts = {peer: ep.recv(peer, "parameters")["count"] for peer in roster.data_parties}
+    for peer, count in counts.items():
+        if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 1 << 20:
+            raise ProtocolError(f"coordinator: {peer} sent a malformed parameter count {count!r}")
     saved = checkpoints[start] if start >= 0 else {}
     if start >= 0:
         shares.load_state(saved["shares"])
     else:
         shares.begin({peer: [True] * count if peer != roster.label or not settings.fit_intercept
                       else [True] * (count - 1) + [False] for peer, count in counts.items()})
-    sizes = {peer: len(share) for peer, share in shares.shares.items()}
-    if sizes != counts:
-        raise ProtocolError(f"coordinator: the parties hold {counts} parameters, its shares {sizes}")
+    held = {peer: len(share) for peer, share in shares.shares.items()}
+    if held != counts:
+        raise ProtocolError(f"coordinator: the parties hold {counts} parameters, its shares {held}")
     rule = _rule(settings)
     tracker = Tracker(settings, saved.get("validation"))
     converged, best_epoch = bool(saved.get("converged", False)), int(saved.get("best_epoch", -1))
+    sizes = batch_sizes(n_rows, settings.batch_size)
     for epoch in range(start + 1, settings.max_iter):
         ep.iteration = epoch
-        losses, lengths = [], []
-        for batch, size in enumerate(batch_sizes(n_rows, settings.batch_size)):
+        losses = []
+        for batch, size in enumerate(sizes):
             bounds = _bounds(settings, size, roster, settings.weighted)
             losses.append(_pass_c(ep, shares, roster, bounds, _penalty(settings, bounds), objective))
-            lengths.append(size)
-            shares.update(bounds, objective, rule, settings.step_size(epoch * len(batch_sizes(
-                n_rows, settings.batch_size)) + batch + 1, epoch))
+            shares.update(bounds, objective, rule, settings.step_size(epoch * len(sizes) + batch + 1, epoch))
             if on_batch_loss:
                 on_batch_loss(epoch, batch, losses[-1])
         previous = coordinator.loss_curve[-1] if coordinator.loss_curve else None
-        current = coordinator.record_epoch(losses, lengths)
+        current = coordinator.record_epoch(losses, sizes)
         if settings.early_stopping:
             if not n_validation:
                 raise ProtocolError("coordinator: early stopping without validation rows")
