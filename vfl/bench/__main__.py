@@ -135,6 +135,10 @@ def parse_args(argv=None):
     fate.add_argument("--breast-epochs", type=_positive, default=None, help="with --fate lr / sshe-lr: default 5")
     fate.add_argument("--credit-epochs", type=_positive, default=None,
                       help="with --fate lr / sshe-lr: default 16, FATE's config (each FATE epoch takes over a minute here)")
+    fate.add_argument("--sshe-init", choices=["default", "zeros"], default="default",
+                      help="with --fate sshe-lr: zeros starts FATE and vfl's shared protocol from zero weights on every "
+                           "data set (the same gradient descent, so the same AUC to expect); default: each data set's "
+                           "setting (breast: FATE's uniform random start, seed 42, and vfl's secret random start)")
     fate.add_argument("--breast-trees", type=_positive, default=None, help="with --fate secureboost: default 5")
     fate.add_argument("--credit-trees", type=_positive, default=None, help="with --fate secureboost: default 3")
     args = p.parse_args(argv)

@@ -280,7 +280,7 @@ def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, 
             "key_bits": key_bits}
 
 
-def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int) -> dict:
+def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int, init: str | None = None) -> dict:
     """vfl's shared protocol (``protocol="shared"``) once, in this process, with SSHE-LR's settings: the
     SSHE-LR comparison's figures."""
     from sklearn.metrics import roc_auc_score
@@ -301,7 +301,7 @@ def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int
     linear_model._progress = lambda verbose, total: EpochClock()
     chosen = SSHE[dataset]
     data = load(data_dir, dataset)
-    zeros = chosen["init"] == "zeros"
+    zeros = (init or chosen["init"]) == "zeros"
     # SSHE-LR's model: plain gradient descent on the Taylor loss, no penalty, a constant rate; FATE's columns
     # are standardized already (and SSHE-LR does not scale them)
     model = VerticalLogisticRegression(protocol="shared", solver="gd", optimizer="sgd", penalty="none", alpha=0.0,
@@ -323,17 +323,19 @@ def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int
             "key_bits": key_bits}
 
 
-def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | None = None, key_bits: int = 2048) -> dict:
+def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | None = None, key_bits: int = 2048,
+               init: str | None = None) -> dict:
     """vfl's LR once in a fresh process (``python -m vfl.bench.fate_compare``), measured as FATE's runs are.
 
-    ``packing="shared"`` runs the shared protocol with SSHE-LR's settings instead (:func:`run_vfl_shared_here`).
+    ``packing="shared"`` runs the shared protocol with SSHE-LR's settings instead (:func:`run_vfl_shared_here`;
+    ``init="zeros"`` starts it from zero weights whatever the data set's setting).
     """
     epochs = epochs or (SSHE if packing == "shared" else LR)[dataset]["epochs"]
     mode = "shared" if packing == "shared" else "packed" if packing else "unpacked"
     with tempfile.TemporaryDirectory(prefix="vfl-run-") as tmp:
         log = Path(tmp) / "log.txt"
         command = [sys.executable, "-m", "vfl.bench.fate_compare", str(Path(data_dir)), dataset,
-                   mode, str(epochs), str(key_bits)]
+                   mode, str(epochs), str(key_bits), *(["--init", init] if init else [])]
         measured = run_measured(command, log_path=log)
         lines = log.read_text(errors="replace").splitlines()
     found = [line for line in lines if line.startswith('{"rows"')]   # stderr shares the log: warnings may follow
@@ -538,10 +540,12 @@ def compare_sshe_lr(args, fate_python: str, extra_systems=()) -> list:
     """FATE's SSHE-LR and vfl's shared protocol with the same settings (and ``extra_systems``), interleaved."""
     epochs = {"breast": args.breast_epochs or SSHE["breast"]["epochs"],
               "default_credit": args.credit_epochs or SSHE["default_credit"]["epochs"]}
+    zeros = getattr(args, "sshe_init", None) == "zeros"        # both from zero weights: the same trajectory
     systems = [System("FATE", lambda d: run_fate_sshe_lr(args.data_dir, d, epochs=epochs[d], key_bits=args.key_bits,
-                                                         fate_python=fate_python)),
+                                                         fate_python=fate_python,
+                                                         **({"init": "zeros"} if zeros else {}))),
                System("vfl shared", lambda d: run_vfl_lr(args.data_dir, d, packing="shared", epochs=epochs[d],
-                                                         key_bits=args.key_bits)),
+                                                         key_bits=args.key_bits, init="zeros" if zeros else None)),
                *extra_systems]
     records = side_by_side(systems, args.datasets, args.repeats, on_record=_saving(args, _progress(steady, "s/epoch")))
     print(sshe_table(records))
@@ -650,9 +654,10 @@ def _single(argv: list) -> None:
     parser.add_argument("packing", choices=["packed", "unpacked", "shared"])
     parser.add_argument("epochs", type=int)
     parser.add_argument("key_bits", type=int)
+    parser.add_argument("--init", choices=["zeros"], default=None, help="shared: start from zero weights")
     a = parser.parse_args(argv)
     if a.packing == "shared":
-        print(json.dumps(run_vfl_shared_here(a.data_dir.resolve(), a.dataset, a.key_bits, a.epochs)))
+        print(json.dumps(run_vfl_shared_here(a.data_dir.resolve(), a.dataset, a.key_bits, a.epochs, a.init)))
         return
     print(json.dumps(run_vfl_lr_here(a.data_dir.resolve(), a.dataset, a.packing == "packed", a.key_bits, a.epochs)))
 
