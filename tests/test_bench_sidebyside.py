@@ -89,6 +89,15 @@ def test_the_memory_sampler_sums_a_process_tree(tmp_path):
     assert {"uptime", "load1"} <= set(measured["load_before"]) and measured["load_after"]["load1"] >= 0
 
 
+def test_a_measured_run_counts_the_cpu_of_its_descendants(tmp_path):
+    # the child sleeps; its grandchild spins for about 0.6 CPU seconds: the run's CPU is the grandchild's
+    spin = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.6: pass')"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}], check=True)"
+    measured = run_measured([sys.executable, "-c", child], interval=0.05, pss_interval=None)
+    assert measured["returncode"] == 0
+    assert 0.6 <= measured["cpu_s"] < 0.6 + 5.0
+
+
 def test_the_memory_sampler_of_this_process_and_its_errors():
     with TreeMemory(interval=0.05) as memory:
         held = b"z" * (40 * 2 ** 20)
@@ -151,11 +160,12 @@ def _run(system, dataset, repeat, seconds, **extra):
 def test_the_tables_put_another_system_beside_fate():
     trees = [[{"leaf": True}]]
     records = [_run("FATE", "breast", r, None, tree_s=[20.0, 22.0], tree_median_s=21.0, encrypt_gh_s=[5.0, 6.0],
-                    tree_shapes=[{"leaves": 8}, {"leaves": 7}], trees=trees) for r in range(2)]
-    records += [_run("vfl", "breast", r, None, tree_s=[2.0, 2.2], tree_median_s=2.1) for r in range(2)]
+                    tree_shapes=[{"leaves": 8}, {"leaves": 7}], trees=trees, cpu_s=120.0) for r in range(2)]
+    records += [_run("vfl", "breast", r, None, tree_s=[2.0, 2.2], tree_median_s=2.1, cpu_s=8.0) for r in range(2)]
     text = secureboost_table(records)
     vfl_row = next(line for line in text.splitlines() if "vfl" in line)
     assert "10.00" in vfl_row   # FATE's median 21 s per tree over vfl's 2.1 s
+    assert "15.00" in vfl_row   # and 120 CPU seconds over 8
     assert "5.50" in text and "5.50" in text and "8/7" in text and "2000 / 900" in text
 
     epochs = [_run(s, "breast", r, None, epochs=5, epoch_s=[9.0, 4.0, 4.0, 4.0, 4.0] if s == "FATE" else

@@ -251,7 +251,7 @@ def main(argv=None) -> int:
     if args.trees:
         from vfl.bench.trees import main_trees
 
-        _write_json(args, main_trees(args, machine, load))
+        _write_json(args, main_trees(args, machine))
         return 0
     if args.quality:
         from vfl.bench.quality import main_quality

@@ -413,19 +413,23 @@ def lr_table(records: list) -> tuple[str, list]:
 def secureboost_table(records: list) -> str:
     """SecureBoost: per data set and system, seconds per tree and the rest (medians over repeats)."""
     rows = []
+    cpu_ratio = {(row["dataset"], row["system"]): row["ratio"] for row in summarise(records, lambda r: r["cpu_s"])}
     for row in summarise(records, lambda r: r["tree_median_s"]):
         runs = _runs_of(records, row["dataset"], row["system"])
         encrypt = [statistics.median(r["encrypt_gh_s"]) for r in runs if r.get("encrypt_gh_s")]
         rows.append([row["dataset"], row["system"], ", ".join(str(len(r["tree_s"])) for r in runs),
                      ", ".join(f"{v:.1f}" for v in row["runs"]), _fmt(row["median"]), _fmt(row["ratio"]),
                      _fmt(statistics.median(encrypt)) if encrypt else "-",
-                     _fmt(_median(runs, lambda r: r["fit_s"]), 1), ", ".join(f"{r['auc']:.4f}" for r in runs),
+                     _fmt(_median(runs, lambda r: r["fit_s"]), 1), _fmt(_median(runs, lambda r: r["cpu_s"]), 1),
+                     _fmt(cpu_ratio.get((row["dataset"], row["system"]))),
+                     ", ".join(f"{r['auc']:.4f}" for r in runs),
                      _fmt(_median(runs, lambda r: r["predict_s"])),
                      _memory(runs),
                      "; ".join("/".join(str(s["leaves"]) for s in r.get("tree_shapes", [])) for r in runs),
                      _loads(runs)])
     return table(rows, ["data", "system", "trees", "s/tree (runs)", "s/tree median", "FATE / this",
-                        "encrypt g/h s/tree median", "fit s median", "train AUC", "predict s median",
+                        "encrypt g/h s/tree median", "fit s median", "CPU s of the run median", "CPU: FATE / this",
+                        "train AUC", "predict s median",
                         "peak MB median: RSS / PSS", "leaves per tree", "load before/after"])
 
 
@@ -523,11 +527,15 @@ def compare_lr(args, fate_python: str, extra_systems=()) -> list:
 
 
 def compare_secureboost(args, fate_python: str, extra_systems=()) -> list:
-    """FATE's SecureBoost (and ``extra_systems``, e.g. vfl's trees), interleaved."""
+    """FATE's SecureBoost, vfl's trees in the standard and the hidden-membership mode (and ``extra_systems``),
+    interleaved."""
+    from vfl.bench.trees import secureboost_systems
+
     trees = {"breast": args.breast_trees or SECUREBOOST_TREES["breast"],
              "default_credit": args.credit_trees or SECUREBOOST_TREES["default_credit"]}
     systems = [System("FATE", lambda d: run_fate_secureboost(args.data_dir, d, trees=trees[d], key_bits=args.key_bits,
-                                                             fate_python=fate_python)), *extra_systems]
+                                                             fate_python=fate_python)),
+               *secureboost_systems(args.data_dir, args.key_bits, trees), *extra_systems]
     records = side_by_side(systems, args.datasets, args.repeats,
                            on_record=_saving(args, _progress(lambda r: r["tree_median_s"], "s/tree")))
     print(secureboost_table(records))

@@ -22,6 +22,7 @@ really holds (Linux only; where it cannot be read, it is left at 0).
 from __future__ import annotations
 
 import os
+import resource
 import statistics
 import subprocess
 import threading
@@ -133,11 +134,15 @@ def run_measured(command: list, *, log_path=None, interval: float = 0.2, pss_int
                  env=None, cwd=None) -> dict:
     """Run ``command`` in a fresh process (its output to ``log_path``, or discarded), and measure it.
 
-    Returns ``returncode``, ``wall_s``, ``peak_rss_mb`` and ``peak_processes`` (the process tree's
-    peak summed RSS and how many processes it summed, sampled every ``interval`` s), ``peak_pss_mb``
-    (its peak summed PSS, read every ``pss_interval`` s), ``memory_samples``, ``load_before`` and ``load_after`` (:func:`load_average`).
+    Returns ``returncode``, ``wall_s``, ``cpu_s`` (the user and system CPU seconds of the process and
+    every descendant that was waited for: the figure the machine's other load barely moves),
+    ``peak_rss_mb`` and ``peak_processes`` (the process tree's peak summed RSS and how many processes
+    it summed, sampled every ``interval`` s), ``peak_pss_mb`` (its peak summed PSS, read every
+    ``pss_interval`` s), ``memory_samples``, ``load_before`` and ``load_after`` (:func:`load_average`).
+    Runs must not overlap: ``cpu_s`` is the change in this process's children's CPU time.
     """
     before = load_average()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     log = open(log_path, "w") if log_path is not None else subprocess.DEVNULL
     try:
         start = time.perf_counter()
@@ -146,10 +151,12 @@ def run_measured(command: list, *, log_path=None, interval: float = 0.2, pss_int
         with TreeMemory(process.pid, interval, pss_interval) as memory:
             returncode = process.wait()
         wall = time.perf_counter() - start
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
     finally:
         if log_path is not None:
             log.close()
-    return {"returncode": returncode, "wall_s": wall, "peak_rss_mb": memory.peak_mb,
+    cpu = (after.ru_utime - children.ru_utime) + (after.ru_stime - children.ru_stime)
+    return {"returncode": returncode, "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": memory.peak_mb,
             "peak_processes": memory.peak_processes, "peak_pss_mb": memory.peak_pss_mb,
             "memory_samples": memory.samples,
             "load_before": before, "load_after": load_average()}

@@ -11,7 +11,7 @@ so that each tree costs what FATE's does), and reports:
   and the private prediction of every training row;
 * the training AUC (the label party's scores);
 * the peak memory of the process and its worker processes, summed (sampled
-  from outside by :func:`vfl.bench.memory.peak_tree_rss`);
+  from outside by :class:`vfl.bench.sidebyside.TreeMemory`), and the run's CPU seconds;
 * the work per tree, counted as it happens: encryptions of gradients, ciphertext
   multiplications of the encrypted histograms (one per row per feature of every
   node whose sums are computed), the squarings that combine candidates several
@@ -111,29 +111,34 @@ class Counter:
 
 
 def unit_costs(key_bits: int) -> dict:
-    """Seconds per operation on one core: a DJN encryption, a ciphertext multiplication, a decryption."""
+    """CPU seconds per operation on one core: a DJN encryption, a ciphertext multiplication, a decryption.
+
+    Timed with ``time.process_time`` in this process (everything inline), so another job's load on the
+    machine barely moves them.
+    """
     import gmpy2
 
     from vfl.crypto import compute, generate_keypair, get_engine
+    from vfl.crypto.fast import _crt_decrypt
 
     public, private = generate_keypair(key_bits, insecure=key_bits < 2048)
     engine = get_engine()
+    clock = time.process_time
     with compute.use(compute.INLINE):
         engine.encrypt(public, [1])                                     # the tables
-        started = time.perf_counter()
+        started = clock()
         ciphertexts = engine.encrypt(public, list(range(400)))
-        encrypt = (time.perf_counter() - started) / 400
-        started = time.perf_counter()
+        encrypt = (clock() - started) / 400
+        started = clock()
         acc, n2 = gmpy2.mpz(1), public.nsquare
         for c in ciphertexts * 5:
             acc = acc * c % n2
-        multiply = (time.perf_counter() - started) / 2000
+        multiply = (clock() - started) / 2000
         key = engine._crt_key(private)
-        from vfl.crypto.fast import _crt_decrypt
-        started = time.perf_counter()
+        started = clock()
         for c in ciphertexts[:100]:
             _crt_decrypt(key, c)
-        decrypt = (time.perf_counter() - started) / 100
+        decrypt = (clock() - started) / 100
     return {"encryption": encrypt, "multiplication": multiply, "decryption": decrypt}
 
 
@@ -162,11 +167,15 @@ def child(args) -> dict:
     parties = {"host": BoostingFeatureParty(data.features("host"), "host", data.columns("host"), max_bins=32),
                "guest": BoostingLabelParty(data.features("guest"), data.labels, "guest", data.columns("guest"),
                                            max_bins=32)}
-    marks = [time.perf_counter()]
+    marks, cpu = [time.perf_counter()], [cpu_seconds()]
+
+    def mark(iteration, state):
+        marks.append(time.perf_counter())
+        cpu.append(cpu_seconds())
+
     transcript = Transcript()
     with _cluster(args.dask):
-        inprocess.boost(parties, settings, roster, transcript,
-                        on_iteration=lambda i, s: marks.append(time.perf_counter()))
+        inprocess.boost(parties, settings, roster, transcript, on_iteration=mark)
     fit = marks[-1] - marks[0]
     label = parties["guest"]
     auc = float(roc_auc_score(label.y, label.raw[:, 0]))
@@ -177,9 +186,26 @@ def child(args) -> dict:
     assert np.allclose(raw, label.raw)                     # prediction gives the training scores back
     return {"dataset": args.dataset, "mode": args.mode, "rows": data.n_rows, "trees": args.trees,
             "columns": {"guest": len(data.columns("guest")), "host": len(data.columns("host"))}, "dask": args.dask,
-            "per_tree": np.diff(marks).tolist(), "fit_s": fit, "predict_s": predict, "auc": auc,
+            "per_tree": np.diff(marks).tolist(), "cpu_per_tree": np.diff(cpu).tolist(), "fit_s": fit,
+            "predict_s": predict, "auc": auc,
+            "tree_shapes": [{"leaves": int(len(t["tree"].leaves))} for t in label.trees],
             "bytes": int(transcript.to_frame()["bytes"].sum()), "counts": counter.counts,
             "seconds": counter.seconds, "unit": unit, "cores": _cores()}
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user and system) of this process and its worker processes so far: a figure the machine's
+    other load barely moves, unlike the wall clock."""
+    import psutil
+
+    me = psutil.Process()
+    total = sum(me.cpu_times()[:2])
+    for child in me.children(recursive=True):
+        try:
+            total += sum(child.cpu_times()[:2])
+        except psutil.Error:            # it ended meanwhile
+            continue
+    return total
 
 
 def _cluster(workers: int | None):
@@ -226,20 +252,38 @@ def child_main(argv=None) -> int:
 
 # -- the driver -------------------------------------------------------------------------------------
 def run_vfl(dataset: str, mode: str, trees: int | None, key_bits: int, data_dir: str | None) -> dict:
-    """One measured run in a fresh process, with the peak memory of its process tree."""
-    from vfl.bench.memory import peak_tree_rss
+    """One measured run in a fresh process (:func:`vfl.bench.sidebyside.run_measured`: wall and CPU seconds,
+    the peak memory of its process tree, the load before and after), with the figures the child printed and
+    the keys :mod:`vfl.bench.fate_compare` reads beside FATE's SecureBoost (``tree_s``, ``tree_median_s``)."""
+    import statistics
+    import tempfile
+
+    from vfl.bench.sidebyside import RunFailed, run_measured
 
     command = [sys.executable, "-m", "vfl.bench.trees", "--dataset", dataset, "--mode", mode,
                "--key-bits", str(key_bits)] + (["--trees", str(trees)] if trees else []) + \
-              (["--data", data_dir] if data_dir else [])
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    peak = peak_tree_rss(process)
-    out, err = process.communicate()
-    if process.returncode != 0:
-        raise RuntimeError(f"vfl trees run failed: {err.strip().splitlines()[-1] if err.strip() else 'no output'}")
-    result = json.loads(out.strip().splitlines()[-1])
-    result["peak_mb"] = peak / 2 ** 20
+              (["--data", str(data_dir)] if data_dir else [])
+    with tempfile.TemporaryDirectory(prefix="vfl-trees-") as tmp:
+        log = Path(tmp) / "log.txt"
+        measured = run_measured(command, log_path=log)
+        lines = log.read_text(errors="replace").strip().splitlines()
+    if measured["returncode"] != 0 or not lines:
+        raise RunFailed(f"the vfl trees run ({dataset}, {mode}) failed (exit code {measured['returncode']}); "
+                        "the end of its log:\n" + "\n".join(lines[-20:]))
+    result = json.loads(lines[-1])
+    result.update(measured)
+    result["peak_mb"] = measured["peak_rss_mb"]
+    result["tree_s"] = result["per_tree"]
+    result["tree_median_s"] = statistics.median(result["per_tree"])
     return result
+
+
+def secureboost_systems(data_dir, key_bits: int, trees: dict, modes=("standard", "hidden")) -> list:
+    """vfl's trees as :class:`~vfl.bench.sidebyside.System` s beside FATE's SecureBoost (``trees``: per data set)."""
+    from vfl.bench.sidebyside import System
+
+    names = {"standard": "vfl", "hidden": "vfl hidden"}
+    return [System(names[mode], lambda d, mode=mode: run_vfl(d, mode, trees[d], key_bits, data_dir)) for mode in modes]
 
 
 def floor(result: dict) -> dict:
@@ -251,17 +295,23 @@ def floor(result: dict) -> dict:
     return {k: v / trees / result["cores"] for k, v in parts.items()}
 
 
+def floor_cpu(result: dict) -> float:
+    """The floor in CPU seconds per tree (every core's work added up): to set beside the measured CPU seconds."""
+    return sum(floor(result).values()) * result["cores"]
+
+
 def report(result: dict) -> list[str]:
     """Lines for one run: time per tree beside the floor, and where the time went."""
     trees = result["trees"]
     steady = result["per_tree"][1:] or result["per_tree"]
     per_tree = float(np.median(steady))
     parts = floor(result)
+    cpu = float(np.median(result["cpu_per_tree"][1:] or result["cpu_per_tree"]))
     lines = [f"{result['dataset']} ({result['rows']:,} rows), {result['mode']} mode: {per_tree:.2f} s per tree "
-             f"(median of trees 2..{trees}; first {result['per_tree'][0]:.2f} s with key and tables), "
+             f"({cpu:.2f} CPU s; median of trees 2..{trees}; first {result['per_tree'][0]:.2f} s with key and tables), "
              f"fit {result['fit_s']:.1f} s, AUC {result['auc']:.4f}, peak {result['peak_mb']:,.0f} MB, "
              f"prediction of {result['rows']:,} rows {result['predict_s']:.2f} s",
-             f"  floor {sum(parts.values()):.2f} s per tree on {result['cores']} cores: "
+             f"  floor {sum(parts.values()):.2f} s per tree on {result['cores']} cores ({floor_cpu(result):.2f} CPU s): "
              + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items())]
     work = ", ".join(f"{k} {v / trees:,.0f} ({result['seconds'][k] / trees:.2f} s)"
                      for k, v in result["counts"].items())
@@ -269,7 +319,7 @@ def report(result: dict) -> list[str]:
     return lines
 
 
-def main_trees(args, machine, load_average) -> dict:
+def main_trees(args, machine) -> dict:
     """``--trees``: every data set and mode, repeated and interleaved; the medians and each run's work."""
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")
@@ -279,11 +329,11 @@ def main_trees(args, machine, load_average) -> dict:
     for repeat in range(args.repeats):
         for dataset in datasets:
             for mode in modes:
-                before = load_average()
                 result = run_vfl(dataset, mode, args.trees_per_run, args.key_bits, args.data)
-                result.update(load_before=before, load_after=load_average(), repeat=repeat)
+                result.update(repeat=repeat)
                 runs.append(result)
-                print(f"[repeat {repeat + 1}, load {before} -> {result['load_after']}]")
+                print(f"[repeat {repeat + 1}, load {result['load_before']['load1']:.2f} -> "
+                      f"{result['load_after']['load1']:.2f}; {result['cpu_s']:.1f} CPU s in all]")
                 for line in report(result):
                     print(line)
     print("\nmedians over repeats (seconds per tree, trees 2 and later):")
