@@ -169,9 +169,14 @@ def test_the_tables_put_another_system_beside_fate():
     assert "5.50" in text and "5.50" in text and "8/7" in text and "2000 / 900" in text
 
     epochs = [_run(s, "breast", r, None, epochs=5, epoch_s=[9.0, 4.0, 4.0, 4.0, 4.0] if s == "FATE" else
-                   [2.0, 1.0, 1.0, 1.0, 1.0]) for r in range(2) for s in ("FATE", "vfl packed")]
+                   [2.0, 1.0, 1.0, 1.0, 1.0], cpu_s=100.0 if s == "FATE" else 10.0 + r)
+              for r in range(2) for s in ("FATE", "vfl packed")]
     assert steady(epochs[0]) == 4.0
-    assert "4.00" in sshe_table(epochs)
+    sshe = sshe_table(epochs)
+    assert " 20.00 |" in sshe and " 2.10 |" in sshe          # CPU seconds per epoch: FATE's, vfl's median
+    assert sshe.splitlines()[-1] == ("breast: vfl packed 4.00x FATE's SSHE-LR per epoch (paired 4.00, 4.00; goal >= 3x: "
+                                     "met), 9.52x in CPU seconds per epoch of the whole run; median train AUC 0.9900 "
+                                     "against 0.9900")
     text, lines = lr_table(epochs)
     assert "vfl packed" in text and lines == [
         "breast: vfl packed trains 4.00x faster per epoch than FATE (medians 1.00 s against 4.00 s; paired ratios "

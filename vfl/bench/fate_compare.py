@@ -452,16 +452,31 @@ def secureboost_phases(records: list) -> str:
 
 
 def sshe_table(records: list) -> str:
-    """SSHE-LR: per data set and system, seconds per epoch and the rest (medians over repeats)."""
-    rows = []
+    """SSHE-LR: per data set and system, seconds per epoch, CPU seconds and the rest (medians over repeats),
+    then a line per data set with the paired ratios and the issue's goal (>= 3x FATE per epoch, the same AUC)."""
+    rows, lines = [], []
+    cpu = {(row["dataset"], row["system"]): row for row in summarise(records, lambda r: r["cpu_s"] / r["epochs"])}
     for row in summarise(records, steady):
         runs = _runs_of(records, row["dataset"], row["system"])
+        per_cpu = cpu[(row["dataset"], row["system"])]
         rows.append([row["dataset"], row["system"], ", ".join(str(r["epochs"]) for r in runs),
                      ", ".join(f"{v:.2f}" for v in row["runs"]), _fmt(row["median"]), _fmt(row["ratio"]),
-                     _fmt(_median(runs, lambda r: r["fit_s"] / r["epochs"])), ", ".join(f"{r['auc']:.4f}" for r in runs),
+                     ", ".join(f"{p:.2f}" for p in row["paired"]) or "-",
+                     _fmt(_median(runs, lambda r: r["fit_s"] / r["epochs"])),
+                     ", ".join(f"{r['cpu_s']:.1f}" for r in runs), _fmt(per_cpu["median"]), _fmt(per_cpu["ratio"]),
+                     ", ".join(f"{r['auc']:.4f}" for r in runs),
                      _fmt(_median(runs, lambda r: r["predict_s"])), _memory(runs), _loads(runs)])
-    return table(rows, ["data", "system", "epochs", "s/epoch (runs)", "s/epoch median", "FATE / this",
-                        "fit/epochs median", "train AUC", "predict s median", "peak MB median: RSS / PSS", "load before/after"])
+        if row["system"] != "FATE" and row["ratio"] is not None:
+            fate_auc = _median(_runs_of(records, row["dataset"], "FATE"), lambda r: r["auc"])
+            auc = _median(runs, lambda r: r["auc"])
+            lines.append(f"{row['dataset']}: {row['system']} {row['ratio']:.2f}x FATE's SSHE-LR per epoch (paired "
+                         f"{', '.join(f'{p:.2f}' for p in row['paired'])}; goal >= 3x: "
+                         f"{'met' if row['ratio'] >= 3 else 'missed'}), {_fmt(per_cpu['ratio'])}x in CPU seconds per "
+                         f"epoch of the whole run; median train AUC {auc:.4f} against {fate_auc:.4f}")
+    header = ["data", "system", "epochs", "s/epoch (runs)", "s/epoch median", "FATE / this", "paired FATE / this",
+              "fit/epochs median", "CPU s of each run", "CPU s/epoch median", "CPU: FATE / this", "train AUC",
+              "predict s median", "peak MB median: RSS / PSS", "load before/after"]
+    return "\n".join([table(rows, header), "", *lines])
 
 
 def sshe_phases(records: list) -> str:
