@@ -16,6 +16,7 @@ gradient descent from zero: equal within the fixed-point precision).
 from __future__ import annotations
 
 import json
+import resource
 import subprocess
 import sys
 
@@ -32,8 +33,13 @@ def run_one(protocol: str, rows: int, features: int, key_bits: int, epochs: int,
     """One training run in a fresh process (:mod:`vfl.bench.run_shared`)."""
     command = [sys.executable, "-m", "vfl.bench.run_shared", protocol, str(rows), str(features), str(key_bits),
                str(epochs), str(batch_size or 0), str(feature_parties)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    figures = json.loads(done.stdout.strip().splitlines()[-1])
+    # the CPU seconds of the whole run, its worker processes' too: what another job's load barely moves
+    figures["cpu_s"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return figures
 
 
 def steady(run: dict) -> float:
@@ -78,16 +84,21 @@ def tables(results: list[dict], table) -> str:
             runs = e["runs"][protocol]
             body.append([e["rows"], protocol, f"{e['median_seconds'][protocol]:.3f}",
                          ", ".join(f"{steady(r):.2f}" for r in runs),
+                         ", ".join(f"{r['cpu_s']:.1f}" for r in runs),
                          ", ".join(r["load_before"].split()[0] for r in runs),
                          _bytes(np.median([r["bytes"]["all"] for r in runs]))])
     lines.append(table(body, ["rows", "protocol", "median s/epoch", "runs s/epoch (interleaved)",
+                              f"CPU s of each whole run ({results[0]['epochs'] if results else '-'} epochs, start-up too)",
                               "load avg before each run", "bytes/epoch"]))
     for e in results:
         ratio = float(np.median(e["shared_over_yang"]))
         ratio_packed = float(np.median(e["shared_over_yang_packed"]))
+        cpu = {p: float(np.median([r["cpu_s"] for r in e["runs"][p]])) for p in PROTOCOLS}
         lines.append(f"{e['rows']} rows: shared / Yang unpacked {ratio:.2f}x (paired by round: "
                      f"{', '.join(f'{v:.2f}' for v in e['shared_over_yang'])}); shared / Yang packed "
-                     f"{ratio_packed:.2f}x; largest weight difference shared - Yang "
+                     f"{ratio_packed:.2f}x; CPU seconds of the whole run, shared / Yang unpacked "
+                     f"{cpu['shared'] / cpu['yang']:.2f}x, / Yang packed {cpu['shared'] / cpu['yang-packed']:.2f}x; "
+                     f"largest weight difference shared - Yang "
                      f"{e['max_weight_difference_shared_yang']:.1e}")
     for e in results:
         body = []
