@@ -481,7 +481,8 @@ class VerticalLinearRegression(_VerticalLinearModel):
         the operating system's CSPRNG, so the first gradient does not reveal the labels
         to the feature party.  ``"zeros"``: today's textbook start, for teaching and
         reproducible comparisons — the first gradient hands party A ``X_A^T y``, so it
-        needs ``insecure=True`` as an explicit acknowledgement.
+        needs ``insecure=True`` as an explicit acknowledgement (not with
+        ``protocol="shared"``, where no party learns a gradient).
     dp_epsilon, dp_delta : float or None, default=None
         Differential privacy for the labels in what party A learns: party B adds
         calibrated Gaussian noise to the residual so that the whole run is

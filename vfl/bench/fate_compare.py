@@ -307,7 +307,7 @@ def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int
     model = VerticalLogisticRegression(protocol="shared", solver="gd", optimizer="sgd", penalty="none", alpha=0.0,
                                        learning_rate=chosen["learning_rate"], batch_size=chosen["batch_size"] or None,
                                        max_iter=epochs, tol=None, standardize=False, key_bits=key_bits,
-                                       init="zeros" if zeros else "random", insecure=key_bits < 2048 or zeros,
+                                       init="zeros" if zeros else "random", insecure=key_bits < 2048,
                                        random_state=0)
     start = time.perf_counter()
     model.fit(data)

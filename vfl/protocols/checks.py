@@ -37,7 +37,8 @@ MINI_BATCH_LEAK = ("in vfl's own attack test a feature party, taking the minimum
 
 def check_settings_safety(settings) -> None:
     """Refuse settings that hand a party the labels, or that cannot train; called by ``TrainingSettings``."""
-    if settings.init == "zeros" and not settings.insecure:
+    # with protocol="shared" no party learns the first gradient (nor any): a zero start tells no one anything
+    if settings.init == "zeros" and not settings.insecure and settings.protocol != "shared":
         raise ConfigurationError(
             "init='zeros' starts every weight at 0, so the first gradient hands every feature party X^T y "
             "(its columns against the labels): pass insecure=True (insecure = true in [training]) to acknowledge "

@@ -74,7 +74,8 @@ class TrainingSettings:
         from the operating system's CSPRNG, so that the first residual does not hand
         the feature parties ``-kappa y`` (see docs/protocol.md).  ``"zeros"``: every
         weight starts at 0 (teaching, reproducible comparisons): **the first gradient
-        then reveals** ``X^T y`` to every feature party.
+        then reveals** ``X^T y`` to every feature party, so it needs ``insecure=True``;
+        not with ``protocol="shared"``, where no party learns a gradient.
     dp_epsilon, dp_delta : float or None
         Differential privacy of the labels in what the feature parties learn: party B
         adds calibrated Gaussian noise to the residual so that all epochs together
