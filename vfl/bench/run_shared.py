@@ -116,21 +116,13 @@ def main(argv=None) -> None:
         raise SystemExit(f"unknown protocol {protocol!r}: yang, yang-packed or shared")
 
     from vfl import inprocess
-    from vfl.bench.data import make_data
+    from vfl.bench.data import feature_party_blocks
     from vfl.crypto import get_engine, workers
     from vfl.parties import Coordinator, PartyA, PartyB
-    from vfl.protocols import Roster, TrainingSettings
+    from vfl.protocols import TrainingSettings
     from vfl.transport import Transcript
 
-    x_a, x_b, y, name = make_data(rows, features)
-    if k == 1:
-        roster, blocks = Roster(), {"A": x_a}
-    else:
-        x = np.hstack([x_a, x_b])
-        width = features // (k + 1)
-        roster = Roster(tuple(f"A{j + 1}" for j in range(k)))
-        blocks = {f: x[:, j * width:(j + 1) * width] for j, f in enumerate(roster.features)}
-        x_b = x[:, k * width:]
+    roster, blocks, x_b, y, name = feature_party_blocks(rows, features, k)
     engine = CountingEngine(get_engine())
     parties = {f: PartyA(block, role=f) for f, block in blocks.items()}
     parties["B"] = PartyB(x_b, y, fit_intercept=True)
