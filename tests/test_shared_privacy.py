@@ -16,10 +16,11 @@ import pytest
 
 from test_label_leak import leak_data, minimum_norm_attack
 from test_shared_protocol import SHARED, k_party_data
+from vertical_data import every_message
 from vfl import VerticalLogisticRegression
 from vfl.parties import shareholders
 from vfl.parties.shares import SharedBounds
-from vfl.transport import BigInts, Transcript
+from vfl.transport import BigInts
 
 
 @pytest.fixture(scope="module")
@@ -28,17 +29,8 @@ def run():
     data, x, y = k_party_data(2, n_rows=70, seed=11)
     model = VerticalLogisticRegression(max_iter=3, tol=None, batch_size=20, random_state=1, early_stopping=True,
                                        learning_rate=0.2, **SHARED)
-    kept = []
-    original = Transcript.__init__
-
-    def keep_payloads(self, keep_payloads=False):
-        original(self, keep_payloads=True)
-        kept.append(self)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Transcript, "__init__", keep_payloads)
-        model.fit(data)
-    return {"model": model, "messages": [m for t in kept for m in t.messages()], "x": x, "data": data}
+    _, messages = every_message(lambda: model.fit(data))
+    return {"model": model, "messages": messages, "x": x, "data": data}
 
 
 def received(run, name):
