@@ -8,7 +8,6 @@ is written as shares, the coordinator's included, and predicts the same scores.
 
 import json
 import os
-import signal
 import stat
 
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 from vfl.centralized import fit_gradient_descent
 from vfl.federation.config import load_config
 from vfl.transport.tls import write_federation_certs
-from vfl_net_helpers import _free_ports, start_parties, write_federation_file, write_k_party_data
+from vfl_net_helpers import _free_ports, kill_one_midway, start_parties, write_federation_file, write_k_party_data
 
 FEATURES = ("shop", "telco")
 LABEL, COORDINATOR = "bank", "hub"
@@ -97,14 +96,7 @@ def test_vfl_party_trains_the_centralized_model_and_no_party_receives_a_gradient
 def test_a_feature_party_killed_then_resume_gives_the_uninterrupted_model(shared_run):
     data, folder = shared_run["data"], shared_run["folder"]
     config, cut = shared_run["config"]("cut.toml"), folder / "cut"
-    parties = start_parties("party", config, data, cut, roles=NAMES, extra=["--narrate"], coordinator=COORDINATOR)
-    try:
-        parties[COORDINATOR].wait_for_line("epoch 3/6 done")
-        parties["telco"].signal(signal.SIGKILL)
-        stopped = {name: p.finish(30) for name, p in parties.items() if name != "telco"}
-    finally:
-        for p in parties.values():
-            p.kill()
+    stopped = kill_one_midway(config, data, cut, "telco", "epoch 3/6 done", roles=NAMES, coordinator=COORDINATOR)
     assert all(code == 1 and "telco" in err for code, _, err in stopped.values()), stopped
     results = run("party", config, data, cut, extra=["--resume", "--narrate"])
     assert "resume: has checkpoints" in results[COORDINATOR][1]
