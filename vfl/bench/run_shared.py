@@ -40,6 +40,17 @@ COUNTED = ("encryptions", "rerandomizations", "multiexp_terms", "long_exponent_t
            "additions", "decryptions")
 
 
+def _counted(method: str, what: str):
+    """An engine method that counts its first vector's length as ``what``, then calls the inner engine's."""
+    def call(self, key, values, *rest):
+        values = list(values)
+        self._add(what, len(values))
+        return getattr(self.inner, method)(key, values, *rest)
+
+    call.__name__ = method
+    return call
+
+
 class CountingEngine:
     """Another engine's arithmetic, with every call counted for the party whose thread made it."""
 
@@ -58,30 +69,13 @@ class CountingEngine:
         with self._lock:
             return {role: dict(c) for role, c in self.counts.items()}
 
-    def encrypt(self, public_key, plaintexts):
-        plaintexts = list(plaintexts)
-        self._add("encryptions", len(plaintexts))
-        return self.inner.encrypt(public_key, plaintexts)
-
-    def rerandomize(self, public_key, ciphertexts):
-        ciphertexts = list(ciphertexts)
-        self._add("rerandomizations", len(ciphertexts))
-        return self.inner.rerandomize(public_key, ciphertexts)
-
-    def add(self, public_key, a, b):
-        a = list(a)
-        self._add("additions", len(a))
-        return self.inner.add(public_key, a, b)
-
-    def add_plain(self, public_key, ciphertexts, plaintexts):
-        ciphertexts = list(ciphertexts)
-        self._add("additions", len(ciphertexts))
-        return self.inner.add_plain(public_key, ciphertexts, plaintexts)
-
-    def mul_plain(self, public_key, ciphertexts, scalars):
-        ciphertexts = list(ciphertexts)
-        self._add("scalar_products", len(ciphertexts))
-        return self.inner.mul_plain(public_key, ciphertexts, scalars)
+    encrypt = _counted("encrypt", "encryptions")
+    rerandomize = _counted("rerandomize", "rerandomizations")
+    add = _counted("add", "additions")
+    add_plain = _counted("add_plain", "additions")
+    mul_plain = _counted("mul_plain", "scalar_products")
+    sum = _counted("sum", "additions")
+    decrypt = _counted("decrypt", "decryptions")
 
     def lincomb(self, public_key, ciphertexts, columns):
         ciphertexts = list(ciphertexts)
@@ -94,16 +88,6 @@ class CountingEngine:
         self._add("multiexp_terms", terms - long)
         self._add("long_exponent_terms", long)
         return self.inner.lincomb(public_key, ciphertexts, columns)
-
-    def sum(self, public_key, ciphertexts):
-        ciphertexts = list(ciphertexts)
-        self._add("additions", len(ciphertexts))
-        return self.inner.sum(public_key, ciphertexts)
-
-    def decrypt(self, private_key, ciphertexts):
-        ciphertexts = list(ciphertexts)
-        self._add("decryptions", len(ciphertexts))
-        return self.inner.decrypt(private_key, ciphertexts)
 
 
 def main(argv=None) -> None:
