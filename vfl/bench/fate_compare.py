@@ -244,13 +244,13 @@ def load(data_dir: Path, name: str, id_column: str = "id", label: str = "y"):
     return VerticalDataset({"host": host, "guest": guest}, label=label, id_column=id_column)
 
 
-def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, epochs: int) -> dict:
-    """Train and predict with vfl once, in this process; the LR comparison's figures."""
+def _timed_fit(model, data, key_bits: int) -> dict:
+    """Fit ``model`` on ``data`` and predict every row, in this process: the seconds of the fit, of each
+    epoch (as the estimator ends it) and of the prediction, and the train AUC."""
     from sklearn.metrics import roc_auc_score
 
     import vfl
     import vfl.linear_model as linear_model
-    from vfl import VerticalLogisticRegression
 
     marks = []
 
@@ -262,65 +262,45 @@ def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, 
             pass
 
     linear_model._progress = lambda verbose, total: EpochClock()
-    data = load(data_dir, dataset)
-    model = VerticalLogisticRegression(optimizer="rmsprop", max_iter=epochs, tol=None, key_bits=key_bits,
-                                       # FATE's run starts at zero: init="zeros" is acknowledged by insecure=True
-                                       insecure=key_bits < 2048 or LR[dataset]["vfl"]["init"] == "zeros",
-                                       random_state=0, packing=packing, **LR[dataset]["vfl"])
     start = time.perf_counter()
     model.fit(data)
     end = time.perf_counter()
-    start_predict = time.perf_counter()
     proba = model.predict_proba(data)
-    predict_s = time.perf_counter() - start_predict
+    predict_s = time.perf_counter() - end
     bounds = [start] + marks
     return {"rows": data.n_rows, "auc": float(roc_auc_score(data.labels, proba)), "fit_s": end - start,
             "epoch_s": [b - a for a, b in zip(bounds, bounds[1:])], "predict_s": predict_s,
             "versions": {"vfl": vfl.__version__, "python": platform.python_version()},
             "key_bits": key_bits}
+
+
+def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, epochs: int) -> dict:
+    """Train and predict with vfl once, in this process; the LR comparison's figures."""
+    from vfl import VerticalLogisticRegression
+
+    model = VerticalLogisticRegression(optimizer="rmsprop", max_iter=epochs, tol=None, key_bits=key_bits,
+                                       # FATE's run starts at zero: init="zeros" is acknowledged by insecure=True
+                                       insecure=key_bits < 2048 or LR[dataset]["vfl"]["init"] == "zeros",
+                                       random_state=0, packing=packing, **LR[dataset]["vfl"])
+    return _timed_fit(model, load(data_dir, dataset), key_bits)
 
 
 def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int, init: str | None = None) -> dict:
     """vfl's shared protocol (``protocol="shared"``) once, in this process, with SSHE-LR's settings: the
     SSHE-LR comparison's figures."""
-    from sklearn.metrics import roc_auc_score
-
-    import vfl
-    import vfl.linear_model as linear_model
     from vfl import VerticalLogisticRegression
 
-    marks = []
-
-    class EpochClock:   # stands in for the progress bar: the estimator calls epoch() as each epoch ends
-        def epoch(self, epoch, loss):
-            marks.append(time.perf_counter())
-
-        def close(self):
-            pass
-
-    linear_model._progress = lambda verbose, total: EpochClock()
     chosen = SSHE[dataset]
-    data = load(data_dir, dataset)
-    zeros = (init or chosen["init"]) == "zeros"
     # SSHE-LR's model: plain gradient descent on the Taylor loss, no penalty, a constant rate; FATE's columns
     # are standardized already (and SSHE-LR does not scale them)
     model = VerticalLogisticRegression(protocol="shared", solver="gd", optimizer="sgd", penalty="none", alpha=0.0,
                                        learning_rate=chosen["learning_rate"], batch_size=chosen["batch_size"] or None,
                                        max_iter=epochs, tol=None, standardize=False, key_bits=key_bits,
-                                       init="zeros" if zeros else "random", insecure=key_bits < 2048,
-                                       random_state=0)
-    start = time.perf_counter()
-    model.fit(data)
-    end = time.perf_counter()
-    start_predict = time.perf_counter()
-    proba = model.predict_proba(data)
-    predict_s = time.perf_counter() - start_predict
-    bounds = [start] + marks
-    return {"rows": data.n_rows, "auc": float(roc_auc_score(data.labels, proba)), "fit_s": end - start,
-            "epoch_s": [b - a for a, b in zip(bounds, bounds[1:])], "predict_s": predict_s,
-            "loss": [float(v) for v in model.loss_curve_],
-            "versions": {"vfl": vfl.__version__, "python": platform.python_version()},
-            "key_bits": key_bits}
+                                       init=init or ("zeros" if chosen["init"] == "zeros" else "random"),
+                                       insecure=key_bits < 2048, random_state=0)
+    record = _timed_fit(model, load(data_dir, dataset), key_bits)
+    record["loss"] = [float(v) for v in model.loss_curve_]
+    return record
 
 
 def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | None = None, key_bits: int = 2048,
