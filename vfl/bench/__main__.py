@@ -134,7 +134,8 @@ def parse_args(argv=None):
     fate.add_argument("--datasets", default="breast,default_credit", help="with --fate: which of FATE's data sets")
     fate.add_argument("--breast-epochs", type=_positive, default=None, help="with --fate lr / sshe-lr: default 5")
     fate.add_argument("--credit-epochs", type=_positive, default=None,
-                      help="with --fate lr / sshe-lr: default 16, FATE's config (each FATE epoch takes over a minute here)")
+                      help="with --fate lr / sshe-lr: default 16, FATE's config (a FATE LR epoch takes over a "
+                           "minute here, an SSHE-LR epoch 20 minutes and more under load)")
     fate.add_argument("--sshe-init", choices=["default", "zeros"], default="default",
                       help="with --fate sshe-lr: zeros starts FATE and vfl's shared protocol from zero weights on every "
                            "data set (the same gradient descent, so the same AUC to expect); default: each data set's "
