@@ -89,13 +89,28 @@ def test_the_memory_sampler_sums_a_process_tree(tmp_path):
     assert {"uptime", "load1"} <= set(measured["load_before"]) and measured["load_after"]["load1"] >= 0
 
 
+SPIN = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.6: pass')"
+
+
 def test_a_measured_run_counts_the_cpu_of_its_descendants(tmp_path):
     # the child sleeps; its grandchild spins for about 0.6 CPU seconds: the run's CPU is the grandchild's
-    spin = "import time; t = time.process_time(); exec('while time.process_time() - t < 0.6: pass')"
-    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}], check=True)"
+    child = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {SPIN!r}], check=True)"
     measured = run_measured([sys.executable, "-c", child], interval=0.05, pss_interval=None)
     assert measured["returncode"] == 0
     assert 0.6 <= measured["cpu_s"] < 0.6 + 5.0
+
+
+def test_a_measured_run_counts_a_descendant_nobody_waits_for(tmp_path):
+    # the grandchild spins, says so in a file and sleeps (the sampler sees its CPU meanwhile); its parent
+    # exits as soon as the file is there, without waiting for it
+    done = tmp_path / "spun"
+    grandchild = SPIN + f"; open({str(done)!r}, 'w').close(); time.sleep(1.0)"
+    child = (f"import os, subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {grandchild!r}])\n"
+             f"while not os.path.exists({str(done)!r}): time.sleep(0.05)\n"
+             "time.sleep(0.5)\n")
+    measured = run_measured([sys.executable, "-c", child], interval=0.05, pss_interval=None)
+    assert measured["returncode"] == 0
+    assert 0.55 <= measured["cpu_s"] < 0.6 + 5.0
 
 
 def test_the_memory_sampler_of_this_process_and_its_errors():

@@ -16,6 +16,7 @@ import sys
 SUBCOMMAND_MODULES = (
     "vfl.horizontal.cli",
     "vfl.federation.cli",
+    "vfl.serving.cli",
 )
 
 

@@ -122,6 +122,10 @@ def parse_args(argv=None):
                    metavar="MODE[,MODE]", help="with --trees: standard, hidden (default both)")
     p.add_argument("--tree-count", type=int, default=None, dest="trees_per_run",
                    help="with --trees: trees per run (default FATE's: 5 on breast, 3 on default_credit)")
+    p.add_argument("--serve", action="store_true", help="instead: online scoring through HTTP (vfl serve, three "
+                   "parties): latency of one id, throughput with 64 clients, a soak with a party restarted")
+    p.add_argument("--soak", type=int, default=None, metavar="SECONDS",
+                   help="with --serve: the soak's length (default 600; 60 with --quick)")
     fate = p.add_argument_group("beside FATE 2.2 (vfl.bench.fate_compare; FATE in a virtualenv of its own)")
     fate.add_argument("--fate", nargs="?", const="lr", default=None, choices=["lr", "secureboost", "sshe-lr"],
                       metavar="ALGORITHM",
@@ -248,6 +252,11 @@ def main(argv=None) -> int:
         from vfl.bench.shared import main_shared
 
         _write_json(args, main_shared(args, machine, load, table))
+        return 0
+    if args.serve:
+        from vfl.bench.serve import main_serve
+
+        _write_json(args, main_serve(args, machine, load))
         return 0
     if args.trees:
         from vfl.bench.trees import main_trees

@@ -93,6 +93,10 @@ entry may stay in the file: it takes no part)::
     backend = "local"                   # vfl's worker processes; "dask": scheduler = "tcp://host:8786"
                                         # ([compute.NAME] for one party; see vfl.federation.compute)
 
+    [serving.bank]                      # local: vfl serve's settings ([serving] for every party; see
+    http = "127.0.0.1:8080"             # vfl.serving.settings): the label party's HTTP API, and
+    store = "sqlite:///bank.db"         # each data party's store of rows by id
+
 Party names are DNS labels (letters, digits, ``-``; they are also the names in
 the certificates), distinct even ignoring case.  A file naming exactly the
 parties A, B and C may leave out every ``role``: A is then the feature party, B
@@ -102,7 +106,7 @@ order of the tables in the file.
 
 The *shared* part (``[training]``, ``[prediction]`` and every party's name and
 role) is hashed into a fingerprint that parties compare when they connect;
-``[network]`` and ``[compute]`` are local to each machine.
+``[network]``, ``[compute]`` and ``[serving]`` are local to each machine.
 """
 
 from __future__ import annotations
@@ -121,6 +125,7 @@ from vfl.errors import ConfigurationError
 from vfl.federation.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster, TrainingSettings
 from vfl.protocols.boosting import BoostingSettings
+from vfl.serving.settings import ServingSettings, parse_serving
 from vfl.transport.network import NetworkSettings, parse_address
 from vfl.transport.tls import ROLE_PATTERN, TLSFiles
 
@@ -131,7 +136,7 @@ LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 #: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
 _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start", "report_metrics"}
-_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute"}
+_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute", "serving"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
 #: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
@@ -177,6 +182,8 @@ class FederationConfig:
     timeout: float = 300.0
     #: each party's ``[compute]`` settings (local: not part of the fingerprint)
     compute: dict[str, ComputeSettings] = field(default_factory=dict)
+    #: each party's ``[serving]`` settings (local: not part of the fingerprint; see :mod:`vfl.serving.settings`)
+    serving: dict[str, ServingSettings] = field(default_factory=dict)
 
     @property
     def boosting(self) -> bool:
@@ -201,6 +208,11 @@ class FederationConfig:
         except KeyError:
             raise ConfigurationError(f"{self.path}: no party {name!r}; the file names {sorted(self.parties)}") \
                 from None
+
+    def serving_of(self, name: str) -> ServingSettings:
+        """Party ``name``'s ``[serving]`` settings (the defaults, with ``models`` beside the file, if none)."""
+        self.party(name)
+        return self.serving.get(name) or ServingSettings(models=self.path.resolve().parent / "models")
 
     def role_of(self, name: str) -> str:
         """``"feature"``, ``"label"`` or ``"coordinator"``."""
@@ -303,10 +315,11 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [network]: {exc}") from None
     compute = parse_compute(where, _section(where, raw, "compute", required=False),
                             {name: entry.role for name, entry in parties.items()})
+    serving = parse_serving(where, _section(where, raw, "serving", required=False), list(parties), base)
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
-                            network=net, timeout=timeout, compute=compute)
+                            network=net, timeout=timeout, compute=compute, serving=serving)
 
 
 def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dict[str, PartyEntry]:
@@ -429,11 +442,12 @@ def _number(where: str, table: dict, key: str, default: float) -> float:
 
 def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
-                 align: str = "psi", sample_weight: str | None = None) -> Path:
+                 align: str = "psi", sample_weight: str | None = None, serving: dict | None = None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
     and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``) and ``"allow_score_span"`` (a bool).
+    ``serving`` holds ``[serving]`` keys, and a party's own ``[serving.NAME]`` table under its name.
     """
     lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
     for name in sorted(parties):
@@ -446,6 +460,13 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
         lines.append(f"[{title}]")
         lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
         lines.append("")
+    serving = serving or {}
+    for title, table in [("serving", {k: v for k, v in serving.items() if not isinstance(v, dict)}),
+                         *((f"serving.{k}", v) for k, v in serving.items() if isinstance(v, dict))]:
+        if table:
+            lines.append(f"[{title}]")
+            lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
+            lines.append("")
     path = Path(path)
     path.write_text("\n".join(lines))
     return path

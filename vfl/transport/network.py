@@ -132,11 +132,13 @@ class NetworkSettings:
 class _Link:
     """One established TLS connection to ``peer``, with its reader thread."""
 
-    def __init__(self, owner: str, peer: str, sock: ssl.SSLSocket, max_frame_bytes: int):
+    def __init__(self, owner: str, peer: str, sock: ssl.SSLSocket, max_frame_bytes: int, on_failure=None):
         self.owner, self.peer = owner, peer
         self.sock = sock
         self.max_frame_bytes = max_frame_bytes
+        self.on_failure = on_failure       # called as on_failure(link) once the link has failed
         self.lock = threading.Lock()
+        self._sending = threading.Lock()  # one frame at a time: threads that send at once must not interleave
         self._failing = threading.Lock()  # the reader and a sender may both find the link broken
         self.frames: queue.Queue = queue.Queue()
         self.failure: BaseException | None = None
@@ -193,9 +195,15 @@ class _Link:
             self.failure = exc
         self.frames.put(exc)
         self._shutdown()
+        if self.on_failure is not None:
+            self.on_failure(self)
 
     # ---- writing (caller's thread)
     def send(self, frame: bytes, timeout: float) -> None:
+        with self._sending:
+            self._send(frame, timeout)
+
+    def _send(self, frame: bytes, timeout: float) -> None:
         if self.failure is not None:
             raise self._error()
         if self.closing:
@@ -333,7 +341,7 @@ class NetworkTransport:
         self._expected: set[str] = set()   # roles still to dial in (not yet handshaking)
         self._admitting: set[str] = set()  # roles whose hello was accepted, link being made
         self._closed = False
-        self._lock = threading.Lock()      # guards links, the two sets above, _refusals and _closed
+        self._lock = threading.RLock()     # guards links, the two sets above, _refusals and _closed
 
     @classmethod
     def connect(cls, role: str, addresses: dict, tls: TLSFiles, settings: NetworkSettings | None = None,
@@ -439,7 +447,7 @@ class NetworkTransport:
             if self._closed:
                 sock.close()
                 raise PeerError(f"{self.role}: connecting: the transport was closed")
-            self.links[peer] = _Link(self.role, peer, sock, self.settings.max_frame_bytes)
+            self._add_link(peer, sock)
 
     def _foreign_peer(self, peer: str, host: str, port: int, deadline: float,
                       exc: ssl.SSLCertVerificationError) -> str:
@@ -489,7 +497,7 @@ class NetworkTransport:
                 with self._lock:
                     if self._closed:
                         raise PeerError(f"{self.role}: connecting: the transport was closed")
-                    if not self._expected and not self._admitting:
+                    if not self._persistent and not self._expected and not self._admitting:
                         return
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
@@ -595,7 +603,7 @@ class NetworkTransport:
                     if self._closed:
                         sock.close()
                         return
-                    self.links[role] = _Link(self.role, role, sock, self.settings.max_frame_bytes)
+                    self._add_link(role, sock)
                     role = None  # linked: nothing to give back
             except TimeoutError:
                 sock.close()
@@ -626,7 +634,7 @@ class NetworkTransport:
             reason = f"it meant to reach {quote(hello['to'])}, not {self.role!r}"
         else:
             with self._lock:
-                if role in self._expected:
+                if self._accepts(role):
                     self._expected.discard(role)
                     self._admitting.add(role)
                     return role
@@ -635,6 +643,18 @@ class NetworkTransport:
         _write_hello(sock, {"ok": False, "reason": reason})
         self._refuse(f"{origin}: {reason}")
         return None
+
+    # ---- hooks (a long-lived transport, :mod:`vfl.transport.service`, changes them)
+    #: whether the listener keeps accepting after every peer is linked (peers that come back)
+    _persistent = False
+
+    def _accepts(self, role: str) -> bool:
+        """Whether a dialler of ``role`` (certificate and hello checked) may link now; called under the lock."""
+        return role in self._expected
+
+    def _add_link(self, role: str, sock: ssl.SSLSocket) -> None:
+        """Link ``role`` over the handshaken ``sock``; called under the lock."""
+        self.links[role] = _Link(self.role, role, sock, self.settings.max_frame_bytes)
 
     # ---- the Transport interface
     def send(self, receiver: str, frame: bytes) -> None:

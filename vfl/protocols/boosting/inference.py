@@ -41,21 +41,40 @@ def predict_feature(ep: Endpoint, party: BoostingFeatureParty, codes: np.ndarray
 def predict_label(ep: Endpoint, party: BoostingLabelParty, codes: np.ndarray, roster: Roster) -> np.ndarray:
     """The label party's raw scores (rows, trees per iteration) of its binned rows ``codes``."""
     n_rows = len(codes)
-    owners = {k: [i for i, t in enumerate(party.trees) if (t["tree"].owner == j).any()]
-              for j, k in enumerate(roster.features)}
+    owners = tree_owners(party, roster.features)
     for k in roster.features:
         ep.send(k, "predict", "public", n_rows=n_rows, trees=np.asarray(owners[k], dtype=np.int64))
-    masks = {}
-    for k in roster.features:
-        widths = [len(party.trees[i]["tree"].leaves) for i in owners[k]]
-        got = unbits(ep.recv(k, "leaf_masks"), n_rows * sum(widths)).reshape(n_rows, sum(widths))
+    widths = mask_widths(party, owners)
+    masks = {k: unbits(ep.recv(k, "leaf_masks"), n_rows * widths[k]).reshape(n_rows, widths[k])
+             for k in roster.features}
+    return raw_scores(party, codes, owners, masks)
+
+
+def tree_owners(party: BoostingLabelParty, features) -> dict[str, list[int]]:
+    """For each feature party (in the order of ``features``), the trees holding one of its splits."""
+    return {k: [i for i, t in enumerate(party.trees) if (t["tree"].owner == j).any()]
+            for j, k in enumerate(features)}
+
+
+def mask_widths(party: BoostingLabelParty, owners: dict[str, list[int]]) -> dict[str, int]:
+    """How many leaf bits per row each feature party sends: the leaves of the trees it owns splits in."""
+    return {k: sum(len(party.trees[i]["tree"].leaves) for i in trees) for k, trees in owners.items()}
+
+
+def raw_scores(party: BoostingLabelParty, codes: np.ndarray, owners: dict[str, list[int]],
+               masks: dict[str, np.ndarray]) -> np.ndarray:
+    """The raw scores (rows, trees per iteration) from the label party's own splits and every feature
+    party's leaf masks ``masks[k]`` (rows, :func:`mask_widths`), the trees side by side as ``owners`` lists them."""
+    n_rows = len(codes)
+    per_tree: dict[int, list] = {}
+    for k, trees in owners.items():
         at = 0
-        for i, width in zip(owners[k], widths):
-            masks.setdefault(i, []).append(got[:, at:at + width])
+        for i in trees:
+            width = len(party.trees[i]["tree"].leaves)
+            per_tree.setdefault(i, []).append(masks[k][:, at:at + width])
             at += width
     raw = np.tile(party.baseline, (n_rows, 1))
     per_iteration = party.n_trees
     for i in range(len(party.trees)):
-        raw[:, i % per_iteration] += party.leaf_values(i, codes, masks.get(i, []))
+        raw[:, i % per_iteration] += party.leaf_values(i, codes, per_tree.get(i, []))
     return raw
-

@@ -1,0 +1,197 @@
+"""``vfl serve``: run one party of a federation as a long-lived scoring service.
+
+Every party runs it with its own model versions and its own store; the label
+party also serves the HTTP API (:mod:`vfl.serving.api`).  It runs until stopped
+(Ctrl-C or SIGTERM: exit 0); a failure to start is one line on standard error
+and the exit codes of ``vfl party`` (2: bad configuration or data, 1: anything
+else).  While it runs, each party logs one line per event (a peer linked or
+lost, a model version loaded) on standard error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import logging
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+
+from vfl.errors import ConfigurationError
+from vfl.federation.cli import _run, _wrap
+
+EXAMPLES = """\
+one command per machine, each with its own models and data (see docs/serving.md):
+  vfl serve --config federation.toml --role C                                 # the coordinator (linear models)
+  vfl serve --config federation.toml --role telco --load-csv telco.csv        # a feature party
+  vfl serve --config federation.toml --role bank --http 127.0.0.1:8080        # the label party: the HTTP API
+then: curl -s localhost:8080/score -H 'content-type: application/json' -d '{"ids": ["10023"]}'
+model versions: MODELS/VERSION/model_NAME.json (default MODELS: models/ beside federation.toml)
+"""
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "serve", help="run one party as a long-lived scoring service (the label party: an HTTP API)",
+        description=_wrap(
+            "Serve a trained model online. Every party runs this command with its own shard of each model version "
+            "and its own rows (a SQLite database by default, any SQLAlchemy URL, or a CSV); the parties stay linked "
+            "by mutual TLS and relink after a restart. The label party answers POST /score, GET /health and GET "
+            "/metrics over HTTP; only it learns the scores."),
+        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
+    p.add_argument("--role", required=True, metavar="NAME", help="which party this process is")
+    p.add_argument("--models", type=Path, default=None,
+                   help="the folder of model versions (default: [serving] models, or models/ beside the file)")
+    p.add_argument("--version", default=None, help="the label party: the model version to start with "
+                                                   "(default: [serving] version, or the last by name)")
+    p.add_argument("--store", default=None,
+                   help="this party's rows: a SQLAlchemy URL (sqlite:///telco.db, postgresql+psycopg://...) or a "
+                        "CSV file (default: [serving] store, or WORKDIR/store_NAME.db)")
+    p.add_argument("--load-csv", type=Path, default=None, metavar="FILE",
+                   help="first load this CSV (checked as in training) into the store's table, replacing it")
+    p.add_argument("--http", default=None, metavar="HOST:PORT",
+                   help="the label party: where the HTTP API listens (default: [serving] http, 127.0.0.1:8080)")
+    p.add_argument("--workdir", type=Path, default=None, help="where the default store lives (default: ./vfl-NAME)")
+    p.add_argument("--access-log", action="store_true", help="the label party: log every HTTP request")
+    p.set_defaults(func=_serve)
+
+
+def _serve(args) -> int:
+    return _run(args, lambda: serve(args))
+
+
+def serve(args) -> None:
+    from vfl.federation.config import load_config
+    from vfl.transport.network import parse_address
+
+    _check_installed()
+    config = load_config(args.config)
+    role = args.role
+    kind = config.role_of(role)
+    http = parse_address(args.http) if args.http else None
+    settings = config.serving_of(role).with_options(models=args.models, version=args.version, http=http)
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="vfl serve: %(message)s")
+    if kind == "coordinator":
+        if args.store or args.load_csv:
+            raise ConfigurationError(f"party {role} is the coordinator: it holds no rows (leave out --store and "
+                                     "--load-csv)")
+        if config.boosting:
+            print(f"party {role}: gradient boosting has no coordinator (the label party holds the key pair): nothing "
+                  "to serve")
+            return
+        from vfl.serving.coordinator import CoordinatorService
+
+        service = CoordinatorService(config, role).start()
+        print(f"party {role}: serving decryptions with a fresh {config.training.key_bits}-bit key pair", flush=True)
+        return _until_stopped(service, role)
+    store = _store(args, config, role, kind, settings)
+    if kind == "feature":
+        from vfl.serving.feature import FeatureService
+
+        service = FeatureService(config, role, store, settings).start()
+        print(f"party {role}: serving model versions from {settings.models} with {store.description}", flush=True)
+        return _until_stopped(service, role)
+    _serve_http(config, role, store, settings, args.access_log)
+
+
+def _check_installed() -> None:
+    """The serving extra's libraries, or a one-line error saying how to get them."""
+    import importlib.util
+
+    missing = [name for name in ("fastapi", "uvicorn", "sqlalchemy", "prometheus_client", "httpx")
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(f"vfl serve needs {', '.join(missing)}: pip install -e \".[serve]\" (the test "
+                                 "extra has them too)")
+
+
+def _store(args, config, role: str, kind: str, settings):
+    """This party's store, after ``--load-csv``; None for a label party without one (features come inline)."""
+    from vfl.serving.store import load_csv_into, open_store
+
+    workdir = args.workdir if args.workdir is not None else Path(f"vfl-{role}")
+    default = workdir / f"store_{role}.db"
+    spec = args.store or settings.store
+    label = config.label if kind == "label" else None
+    if args.load_csv is not None:
+        if spec is not None and "://" not in spec:
+            raise ConfigurationError(f"party {role}: --load-csv loads into a database; the store {spec} is a CSV, "
+                                     "read as it is")
+        if spec is None:
+            default.parent.mkdir(parents=True, exist_ok=True)
+        url = spec or f"sqlite:///{default.resolve()}"
+        count = load_csv_into(url, settings.table, args.load_csv, role, config.id_column, label,
+                              foreign=(config.label,) if kind == "feature" else ())
+        print(f"party {role}: loaded {count:,} rows of {args.load_csv} into table {settings.table!r}", flush=True)
+        spec = url
+    if spec is None:
+        if default.exists():
+            spec = f"sqlite:///{default.resolve()}"
+        elif kind == "label":
+            return None
+        else:
+            raise ConfigurationError(f"party {role} needs its rows: --load-csv FILE.csv (into {default}), --store "
+                                     "URL_OR_CSV, or [serving] store in the federation file")
+    return open_store(spec, settings.table, config.id_column, role, label)
+
+
+def _until_stopped(service, role: str) -> None:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        pass
+    service.close()
+    print(f"party {role}: stopped", flush=True)
+
+
+class _Server:
+    """uvicorn's server, but the signals are vfl serve's: a stop is a clean end (exit 0), not a re-raised signal."""
+
+    def __new__(cls, config):
+        import uvicorn
+
+        class Server(uvicorn.Server):
+            @contextlib.contextmanager
+            def capture_signals(self):
+                yield
+
+        return Server(config)
+
+
+def _serve_http(config, role: str, store, settings, access_log: bool) -> None:
+    import uvicorn
+
+    from vfl.serving.api import create_app
+    from vfl.serving.label import LabelService
+    from vfl.serving.metrics import Metrics
+
+    host, port = settings.http
+    try:
+        sock = socket.create_server((host, port), reuse_port=False, backlog=2048)
+    except OSError as exc:
+        if exc.errno != errno.EADDRINUSE:
+            raise
+        raise ConfigurationError(f"party {role}: another process listens on {host}:{port} already; stop it, or "
+                                 "give --http another address") from None
+    metrics = Metrics()
+    service = LabelService(config, role, store, metrics, settings).start()
+    server = _Server(uvicorn.Config(create_app(service, metrics), log_level="warning", access_log=access_log,
+                                    timeout_graceful_shutdown=5))
+    for sig in (signal.SIGINT, signal.SIGTERM):         # a stop finishes the requests under way, then exits 0
+        signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
+    print(f"party {role}: serving model version {service.current} on http://{host}:{port} (POST /score, GET "
+          f"/health, GET /metrics, /docs)" + ("" if store is None else f" with {store.description}"), flush=True)
+    try:
+        server.run(sockets=[sock])
+    finally:
+        service.close()
+    print(f"party {role}: stopped", flush=True)
+
+

@@ -1,0 +1,194 @@
+"""A feature party's service: its own store and model versions, answering the label party's rounds.
+
+It links to the label party and (linear models) to the coordinator, whose
+public key it takes from the coordinator itself (in the coordinator's hello), so
+no other party can hand it a key of its own.  Then it answers, one message at
+a time, what the label party asks (:mod:`vfl.serving.messages`):
+
+* ``load``: (linear models: once it holds the coordinator's key, so that the
+  label party counts it ready only then) read its shard of a version from ``MODELS/VERSION/model_NAME.json``,
+  check it (and that its store has the shard's columns), and keep it, with the
+  versions the label party says to keep; answer the training's fingerprint;
+* ``score`` (linear): look the ids up in its store, and answer one status per id
+  and its partial scores encrypted under the coordinator's key (0 for ids it
+  cannot score);
+* ``leaves`` (trees): look the ids up, and answer one status per id and, per id
+  and tree, the leaves its own splits allow.
+
+Anything it cannot do is a ``failed`` answer naming the reason without a value
+of its data (the full story stays in its own log); it never learns a score.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+
+from vfl.crypto import Context, FixedPoint, PublicKey
+from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.protocols.boosting.training import bits, ints
+from vfl.protocols.checks import check_score_span
+from vfl.serving import messages
+from vfl.serving.links import Runtime
+from vfl.serving.messages import OK, UNKNOWN
+from vfl.serving.models import load_share
+from vfl.serving.rounds import Layout, encrypted_scores, partial_scores, row_status
+
+log = logging.getLogger("vfl.serving")
+#: Ids in one round at most (the largest ``[serving] max_batch``).
+MAX_ROUND_IDS = 100_000
+#: Seconds a round waits for the coordinator's key (the coordinator restarted: the label party may hold its new
+#: key a moment before this party), and a ``load`` (this party just linked: its key may come a moment later).
+KEY_WAIT, LOAD_KEY_WAIT = 2.0, 10.0
+
+
+class FeatureService:
+    """Party ``role``'s service (a feature party of ``config``), answering from ``store``.
+
+    Parameters
+    ----------
+    config : FederationConfig
+    role : str
+    store : vfl.serving.store.Store
+    settings : ServingSettings, optional
+        Its ``[serving]`` settings (default: the federation file's).
+    """
+
+    def __init__(self, config, role: str, store, settings=None):
+        self.config, self.role, self.store = config, role, store
+        self.settings = settings or config.serving_of(role)
+        roster = config.roster
+        self.label, self.coordinator = roster.label, roster.coordinator
+        self.shares: dict[str, object] = {}
+        self.layout: Layout | None = None       # with the coordinator's key (linear models)
+        self._lock = threading.Lock()
+        self._keyed = threading.Condition()     # notified when the coordinator's key arrives
+        peers = [self.label] + ([self.coordinator] if self.coordinator else [])
+        self.runtime = Runtime(config, role, peers, self._on_link)
+
+    def start(self) -> "FeatureService":
+        self.runtime.start()
+        return self
+
+    def close(self) -> None:
+        self.runtime.close()
+        self.store.close()
+
+    def _on_link(self, channel) -> None:
+        if channel.peer == self.coordinator:
+            self._keep_key(channel)
+        else:
+            self._answer(channel)
+
+    # -- the coordinator's key -----------------------------------------------------------------
+    def _keep_key(self, channel) -> None:
+        """Take the coordinator's public key from its hello; forget it when the link to the coordinator fails."""
+        key = channel.hello.get("key")
+        if not isinstance(key, bytes):
+            raise ProtocolError(f"{channel.peer}'s hello carries no public key")
+        settings = self.config.training
+        context = Context(PublicKey.from_bytes(key), FixedPoint(settings.frac_bits))
+        context.encrypt([0.0])                      # build the encryption tables now, not in the first round
+        layout = Layout(context, settings.packed_prediction, settings.score_bound,
+                        len(self.config.roster.data_parties))
+        with self._keyed:
+            self.layout = layout
+            self._keyed.notify_all()
+        try:
+            while True:
+                channel.recv(1.0)           # the coordinator sends nothing more: this ends when its link fails
+        finally:
+            with self._keyed:
+                if self.layout is layout:
+                    self.layout = None
+
+    def _key(self, fingerprint: str | None, wait: float) -> Layout | None:
+        """The layout under the coordinator's key (of ``fingerprint``, if given), waiting up to ``wait`` s for it:
+        after a restart of the coordinator, the label party may hold its new key a moment before this party."""
+        with self._keyed:
+            self._keyed.wait_for(lambda: self.layout is not None and (
+                fingerprint is None or self.layout.context.public_key.fingerprint == fingerprint), wait)
+            return self.layout
+
+    # -- the label party's requests ----------------------------------------------------------------
+    def _answer(self, channel) -> None:
+        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves}
+        while True:
+            message = channel.recv(1.0)
+            if message is None:
+                continue
+            round_id = message.fields.get("round")
+            handler = handlers.get(message.name)
+            try:
+                if handler is None or not isinstance(round_id, int):
+                    raise ProtocolError(f"{channel.peer} sent {message.name!r}, which a feature party does not answer")
+                name, kind, fields = handler(message)
+                channel.send(name, kind, round=round_id, **fields)
+            except (DataError, ConfigurationError, ProtocolError) as exc:
+                log.warning("party %s: %s: %s", self.role, message.name, exc)
+                channel.send("failed", "public", round=round_id if isinstance(round_id, int) else -1,
+                             reason=f"party {self.role}: {_public(exc)}")
+
+    def _share(self, message):
+        version = messages.version(message, "version", self.label)
+        with self._lock:
+            share = self.shares.get(version)
+        if share is None:
+            raise ConfigurationError(f"model version {version} is not loaded here")
+        return share
+
+    def _load(self, message):
+        version = messages.version(message, "version", self.label)
+        keep = messages.text(message, "keep", self.label, 1000).split(",")
+        if not self.config.boosting and self._key(None, LOAD_KEY_WAIT) is None:
+            raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} yet (not linked to it)")
+        share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting)
+        self.store.check_columns(share.columns)
+        if share.kind == "linear":
+            check_score_span(self.role, len(share.columns), share.width, self.config.party(self.role).allow_score_span,
+                             self.label, f"allow_score_span = true in its own [parties.{self.role}] table")
+        with self._lock:
+            self.shares[version] = share
+            for old in [v for v in self.shares if v not in keep and v != version]:
+                del self.shares[old]
+        log.info("party %s: model version %s loaded", self.role, version)
+        width = share.width if share.kind == "linear" else len(share.trees)
+        return "loaded", "public", {"trained_with": share.trained_with, "width": width}
+
+    def _rows(self, message, share, complete: bool):
+        ids = messages.unpack_ids(message, self.label, MAX_ROUND_IDS)
+        values, found = self.store.lookup(ids, share.columns)
+        return values, row_status(values, found, complete)
+
+    def _score(self, message):
+        share = self._share(message)
+        if share.kind != "linear":
+            raise ProtocolError("asked for partial scores of a tree model")
+        fingerprint = messages.text(message, "key", self.label, 64)
+        layout = self._key(fingerprint, KEY_WAIT)
+        if layout is None or layout.context.public_key.fingerprint != fingerprint:
+            raise ConfigurationError(f"it does not hold the coordinator's current key "
+                                     f"({'not linked to ' + str(self.coordinator) if layout is None else 'another key'})")
+        values, status = self._rows(message, share, complete=True)
+        u, status = partial_scores(share, values, status, layout.bound)
+        return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status)
+
+    def _leaves(self, message):
+        share = self._share(message)
+        if share.kind != "trees":
+            raise ProtocolError("asked for leaf masks of a linear model")
+        trees = ints(message, "trees", 0, 1 << 30).tolist()
+        values, status = self._rows(message, share, complete=False)
+        values[status != OK] = np.nan                       # unknown rows: every leaf allowed, ignored by the label
+        masks = share.masks(values, trees)
+        masks[status == UNKNOWN] = True
+        return "leaf_masks", "plaintext", dict(bits(masks.ravel()), status=status)
+
+
+def _public(exc: BaseException) -> str:
+    """What a feature party tells the label party of its own failure: no value of its data."""
+    if isinstance(exc, DataError):
+        return f"its model or store is not usable ({type(exc).__name__}; the details are in its log)"
+    return str(exc)

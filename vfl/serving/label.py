@@ -1,0 +1,388 @@
+"""The label party's service: model versions, the links to every peer, and one round per batch of ids.
+
+A round scores a batch of ids with one model version, every party using its own
+shard of that version:
+
+* **linear models** (:mod:`vfl.serving.rounds`): the label party looks its own
+  rows up (or takes them from the request), asks every feature party for its
+  encrypted partial scores of the ids it can score itself, adds its own and a
+  fresh mask, and has the coordinator decrypt the masked sums;
+* **trees**: it asks every feature party that owns splits for the leaves its
+  splits allow, intersects them with its own, and adds the leaf values
+  (:func:`vfl.protocols.boosting.inference.raw_scores`).
+
+Each id gets its own answer: a score, or why not (the party that holds no row
+for it, or a row it cannot score).  What stops a whole round (a party that is
+not linked, a ``failed`` answer, the deadline) is a :class:`RoundError` naming
+the party, and every id of the round gets it.
+
+**Versions.** The label party decides which version each round uses: a round
+names it, and every party scores it with its shard of that version.
+:meth:`LabelService.reload` has every feature party load the new version (and
+checks each shard comes from the same training) *before* new rounds use it;
+rounds under way finish with the version they started with, which every party
+keeps loaded (``keep_versions``).  A feature party that links again is given the
+kept versions before it takes part in a round.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import itertools
+import logging
+import threading
+import time
+
+import numpy as np
+
+from vfl.crypto import Context, FixedPoint, PublicKey
+from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
+from vfl.protocols.boosting.training import unbits
+from vfl.serving import messages
+from vfl.serving.links import PeerUnavailable, Runtime
+from vfl.serving.messages import OK, STATUS_CODES, STATUS_TEXT, pack_ids
+from vfl.serving.models import latest, load_share
+from vfl.serving.rounds import Layout, masked_total, partial_scores, row_status, unmasked
+
+log = logging.getLogger("vfl.serving")
+#: Seconds a feature party has to load a model version.
+LOAD_TIMEOUT = 60.0
+
+
+class RoundError(VFLError):
+    """A round that could not be scored; every id in it gets this answer.
+
+    ``status`` is the HTTP status the application gets (503: a party is
+    unavailable or failed, 504: the deadline passed, 502: a peer broke the
+    protocol), ``code`` a stable word for programs, ``party`` the party at fault.
+    """
+
+    def __init__(self, message: str, party: str | None, status: int = 503, code: str = "party_unavailable"):
+        super().__init__(message)
+        self.party, self.status, self.code = party, status, code
+
+
+class LabelService:
+    """Party ``role`` (the label party of ``config``): scores batches of ids with the federation.
+
+    Parameters
+    ----------
+    config : FederationConfig
+    role : str
+    store : vfl.serving.store.Store or None
+        Its own rows by id; without one, every request carries its features inline.
+    metrics : vfl.serving.metrics.Metrics, optional
+    settings : ServingSettings, optional
+        Its ``[serving]`` settings (default: the federation file's).
+    """
+
+    def __init__(self, config, role: str, store=None, metrics=None, settings=None):
+        self.config, self.role, self.store, self.metrics = config, role, store, metrics
+        self.settings = settings or config.serving_of(role)
+        roster = config.roster
+        self.features, self.coordinator = list(roster.features), roster.coordinator
+        self.shares: dict[str, object] = {}
+        self.current: str | None = None
+        self.layout: Layout | None = None
+        self._ready: dict[str, object] = {}          # peer -> its Channel, once usable
+        self._rounds = itertools.count(1)
+        self._versions = threading.Lock()
+        peers = self.features + ([self.coordinator] if self.coordinator else [])
+        self.runtime = Runtime(config, role, peers, self._on_link)
+
+    # -- start, stop, status -----------------------------------------------------------------
+    def start(self, version: str | None = None) -> "LabelService":
+        """Load this party's shard of ``version`` (default: the last in its models folder), then link."""
+        version = version or self.settings.version or latest(self.settings.models, self.role)
+        share = self._own_share(version)
+        with self._versions:
+            self.shares[version], self.current = share, version
+        self.runtime.start()
+        return self
+
+    def close(self) -> None:
+        self.runtime.close()
+        if self.store is not None:
+            self.store.close()
+
+    @property
+    def share(self):
+        return self.shares[self.current]
+
+    def health(self) -> dict:
+        """``status`` ("ok" if every party can take part in a round, else "degraded"), the version, each party."""
+        parties = self.runtime.status()
+        for peer, entry in parties.items():
+            if entry["state"] == "up" and peer not in self._ready:
+                entry.update(state="connecting", error="loading the model versions")
+        ok = all(entry["state"] == "up" for entry in parties.values())
+        return {"status": "ok" if ok else "degraded", "party": self.role, "model_version": self.current,
+                "model": self.share.kind, "parties": parties}
+
+    def _own_share(self, version: str):
+        share = load_share(self.settings.models, version, self.role, "label", self.config.boosting, self.features)
+        if self.store is not None:
+            self.store.check_columns(share.columns)
+        return share
+
+    # -- links -------------------------------------------------------------------------------------
+    def _on_link(self, channel) -> None:
+        peer = channel.peer
+        if peer == self.coordinator:
+            key = channel.hello.get("key")
+            if not isinstance(key, bytes):
+                raise ProtocolError(f"{peer}'s hello carries no public key")
+            settings = self.config.training
+            context = Context(PublicKey.from_bytes(key), FixedPoint(settings.frac_bits))
+            context.encrypt([0.0])                  # build the encryption tables before the first round
+            self.layout = Layout(context, settings.packed_prediction, settings.score_bound,
+                                 len(self.config.roster.data_parties))
+        else:
+            with self._versions:
+                for version in list(self.shares):
+                    self._check_loaded(peer, self.shares[version], self._load_now(channel, version))
+        self._ready[peer] = channel
+        log.info("party %s: %s is ready", self.role, peer)
+        try:
+            channel.dispatch()
+        finally:
+            if self._ready.get(peer) is channel:
+                del self._ready[peer]
+
+    def _keep(self, version: str) -> list[str]:
+        kept = [v for v in self.shares if v != version][-(self.settings.keep_versions - 1):] \
+            if self.settings.keep_versions > 1 else []
+        return kept + [version]
+
+    def _load_now(self, channel, version: str):
+        """Have a peer whose link just came up load ``version``: its answer (before any round runs on the link)."""
+        channel.send("load", "public", round=next(self._rounds), version=version, keep=",".join(self._keep(version)))
+        deadline = time.monotonic() + LOAD_TIMEOUT
+        while time.monotonic() < deadline:
+            answer = channel.recv(1.0)
+            if answer is not None:
+                return answer
+        raise PeerUnavailable(channel.peer, f"it did not load model version {version} within {LOAD_TIMEOUT:g} s")
+
+    def _check_loaded(self, peer: str, share, answer) -> None:
+        """A ``loaded`` answer must come from the same training (and, linear, give as many scores per id)."""
+        if answer.name == "failed":
+            raise ConfigurationError(messages.reason(answer, peer))
+        if answer.name != "loaded":
+            raise ProtocolError(f"{peer} answered {answer.name!r} to 'load'")
+        trained_with = messages.text(answer, "trained_with", peer, 128)
+        width = messages.integer(answer, "width", peer, 0, 1 << 20)
+        if trained_with != share.trained_with:
+            raise DataError(f"party {peer}'s shard of model version {share.version} comes from a training with "
+                            f"other settings than party {self.role}'s; use the shards of one training run")
+        if share.kind == "linear" and width != share.width:
+            raise DataError(f"party {peer}'s shard of model version {share.version} holds {width} model(s), party "
+                            f"{self.role}'s {share.width}; use the shards of one training run")
+
+    # -- versions ------------------------------------------------------------------------------------
+    def reload(self, version: str) -> dict:
+        """Switch to ``version`` once every party has loaded it; rounds under way finish on the old one.
+
+        Raises
+        ------
+        RoundError
+            A feature party is unavailable, or could not load the version (the message names it).
+        ConfigurationError, DataError
+            This party has no valid shard of ``version``.
+        """
+        with self._versions:
+            previous = self.current
+            share = self._own_share(version)
+            keep = self._keep(version)
+            asked = {}
+            for peer in self.features:
+                channel = self._ready.get(peer)
+                if channel is None:
+                    raise RoundError(f"cannot switch to model version {version}: party {peer} is unavailable",
+                                     peer)
+                asked[peer] = channel.request(next(self._rounds), "load", "public", version=version,
+                                              keep=",".join(keep))
+            for peer, future in asked.items():
+                try:
+                    self._check_loaded(peer, share, future.result(LOAD_TIMEOUT))
+                except cf.TimeoutError:
+                    raise RoundError(f"party {peer} did not load model version {version} within "
+                                     f"{LOAD_TIMEOUT:g} s", peer, 504, "deadline_exceeded") from None
+                except PeerUnavailable as exc:
+                    raise RoundError(str(exc), peer) from None
+                except (ConfigurationError, DataError) as exc:
+                    raise RoundError(f"cannot switch to model version {version}: {exc}", peer, 409,
+                                     "version_refused") from None
+            self.shares[version], self.current = share, version
+            for old in [v for v in self.shares if v not in keep]:
+                del self.shares[old]
+        log.info("party %s: model version %s (was %s)", self.role, version, previous)
+        return {"model_version": version, "previous": previous}
+
+    # -- rounds ----------------------------------------------------------------------------------------
+    def score(self, ids: list[str], inline: list, deadline: float) -> tuple[str, list[dict]]:
+        """Score ``ids`` in one round (``inline[i]``: id ``i``'s own features as ``{column: value}``, or None).
+
+        ``deadline`` is a ``time.monotonic()`` instant.  Returns the version used and one
+        answer per id: ``{"id", "score", ...}`` or ``{"id", "error": {"code", "party", "message"}}``.
+
+        Raises
+        ------
+        RoundError
+            Every id of the round failed for the same reason (a party, the deadline).
+        """
+        share = self.share
+        started = time.perf_counter()
+        values, status = self._own_rows(share, ids, inline)
+        answers: list[dict | None] = [None] * len(ids)
+        for i in np.flatnonzero(status != OK):
+            answers[i] = _error(ids[i], "own", self.role, status[i])
+        try:
+            if share.kind == "linear":
+                self._linear(share, ids, values, status, deadline, answers)
+            else:
+                self._trees(share, ids, values, status, deadline, answers)
+        except ProtocolError as exc:            # a peer's answer broke the protocol: named in the message
+            log.warning("party %s: %s", self.role, exc)
+            raise RoundError(str(exc), getattr(exc, "party", None), 502, "protocol_error") from None
+        if self.metrics is not None:
+            self.metrics.round(share.kind, len(ids), time.perf_counter() - started)
+        return share.version, answers
+
+    def _own_rows(self, share, ids, inline) -> tuple[np.ndarray, np.ndarray]:
+        """This party's rows of ``ids``: inline where given, else from its store; a status per id."""
+        n, columns = len(ids), share.columns
+        values = np.full((n, len(columns)), np.nan)
+        found = np.zeros(n, dtype=bool)
+        given = [i for i in range(n) if inline[i] is not None]
+        for i in given:
+            row = inline[i]
+            if set(row) == set(columns):
+                values[i] = [np.nan if row[c] is None else row[c] for c in columns]
+                found[i] = True
+        mismatched = [i for i in given if not found[i]]
+        looked = [i for i in range(n) if inline[i] is None]
+        if looked and self.store is not None:
+            rows, hits = self.store.lookup([ids[i] for i in looked], columns)
+            values[looked], found[looked] = rows, hits
+        status = row_status(values, found, complete=share.kind == "linear")
+        status[mismatched] = -1
+        return values, status
+
+    def _linear(self, share, ids, values, status, deadline, answers) -> None:
+        layout = self.layout
+        if layout is None or self.coordinator not in self._ready:
+            raise self._unavailable(self.coordinator)
+        u_b, status = partial_scores(share, values, status, layout.bound)
+        go = np.flatnonzero(status == OK)
+        for i in np.flatnonzero(status == messages.OUT_OF_RANGE):
+            answers[i] = _error(ids[i], "own", self.role, status[i])
+        if not len(go):
+            return
+        chosen = [ids[i] for i in go]
+        fields = {"version": share.version, "key": layout.context.public_key.fingerprint, "ids": pack_ids(chosen)}
+        round_id = next(self._rounds)
+        replies = self._ask(round_id, {k: ("score", "public", fields) for k in self.features}, deadline)
+        their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
+        request, secret = masked_total(layout, replies, u_b[go], self.role)
+        answer = self._ask(round_id, {self.coordinator: ("decrypt", "ciphertext", request)}, deadline)
+        z = unmasked(layout, answer[self.coordinator], secret, request["n_values"], self.role)
+        z = z.reshape(len(go), share.width)
+        for j, i in enumerate(go):
+            answers[i] = _theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, z[j])}
+
+    def _trees(self, share, ids, values, status, deadline, answers) -> None:
+        go = np.flatnonzero(status == OK)
+        if not len(go):
+            return
+        chosen, asked = [ids[i] for i in go], [k for k in self.features if share.owners[k]]
+        round_id = next(self._rounds)
+        replies = self._ask(round_id, {k: ("leaves", "public", {
+            "version": share.version, "ids": pack_ids(chosen),
+            "trees": np.asarray(share.owners[k], dtype=np.int64)}) for k in asked}, deadline)
+        their = {k: messages.statuses(replies[k], k, len(go)) for k in asked}
+        masks = {}
+        for k in share.feature_parties:
+            width = share.widths[k]
+            masks[k] = (unbits(replies[k], len(go) * width).reshape(len(go), width) if k in replies
+                        else np.ones((len(go), width), dtype=bool))
+        scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0)) if their else np.arange(len(go))
+        raw = share.raw(values[go][scored], {k: m[scored] for k, m in masks.items()}) if len(scored) else None
+        at = {int(j): r for r, j in enumerate(scored)}
+        for j, i in enumerate(go):
+            answers[i] = _theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, raw[at[j]])}
+
+    def _ask(self, round_id: int, requests: dict, deadline: float) -> dict:
+        """Send every peer its request for this round; their answers, or a :class:`RoundError`."""
+        missing = [peer for peer in requests if peer not in self._ready]
+        if missing:
+            raise self._unavailable(missing[0])
+        futures = {}
+        for peer, (name, kind, fields) in requests.items():
+            channel = self._ready.get(peer)
+            if channel is None:             # its link failed just now
+                future = cf.Future()
+                future.set_exception(PeerUnavailable(peer, "its link failed"))
+            else:
+                future = channel.request(round_id, name, kind, **fields)
+            futures[peer] = (channel, future)
+        done, late = cf.wait([f for _, f in futures.values()], timeout=max(0.0, deadline - time.monotonic()))
+        for channel, _ in futures.values():
+            if channel is not None:
+                channel.forget(round_id)
+        if late:
+            waited = [p for p, (_, f) in futures.items() if f in late]
+            raise RoundError(f"party {', '.join(waited)} did not answer within the request's deadline", waited[0],
+                             504, "deadline_exceeded")
+        answers = {}
+        for peer, (_, future) in futures.items():
+            try:
+                message = future.result()
+            except PeerUnavailable as exc:
+                raise RoundError(str(exc), peer) from None
+            if message.name == "failed":
+                raise RoundError(messages.reason(message, peer), peer, 503, "party_failed")
+            answers[peer] = message
+        return answers
+
+    def _unavailable(self, peer: str) -> RoundError:
+        entry = self.runtime.status().get(peer, {})
+        why = entry.get("error") or "it is loading the model versions"
+        return RoundError(f"party {peer} is unavailable: {why}", peer)
+
+
+def _theirs(key: str, their: dict, j: int) -> dict | None:
+    """The first feature party's per-id reason not to score id ``j`` of the round, or None."""
+    for peer, status in their.items():
+        if status[j] != OK:
+            return _error(key, "peer", peer, status[j])
+    return None
+
+
+def _error(key: str, whose: str, party: str, status: int) -> dict:
+    if status == -1:
+        return {"id": key, "error": {"code": "invalid_features", "party": party,
+                                     "message": "the features given do not match the columns of the model version "
+                                                "now in use"}}
+    return {"id": key, "error": {"code": STATUS_CODES[int(status)], "party": party,
+                                 "message": f"party {party} {STATUS_TEXT[int(status)]}"
+                                 + (" (and no features were given inline)" if whose == "own" and status == 1 else "")}}
+
+
+def outcome(share, z: np.ndarray) -> dict:
+    """One id's answer from its raw scores: the score, and for classifiers the probabilities and class."""
+    classes = share.classes
+    z = np.asarray(z, dtype=np.float64)
+    if classes is None or (share.kind == "linear" and share.objective == "linear"):
+        return {"score": float(z[0])}
+    if len(z) == 1:
+        p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
+        return {"score": float(z[0]), "probability": p, "prediction": classes[1] if p >= 0.5 else classes[0]}
+    if share.kind == "linear":                  # one-vs-rest: each class's sigmoid, normalised
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
+    else:                                       # multinomial trees: softmax
+        p = np.exp(z - z.max())
+    p = p / p.sum()
+    names = [str(c) for c in classes]
+    return {"scores": dict(zip(names, map(float, z))), "probabilities": dict(zip(names, map(float, p))),
+            "prediction": classes[int(np.argmax(z))]}
