@@ -10,6 +10,9 @@ features and labels) train one linear or logistic model with a coordinator C
 
 Gradient-boosted trees (SecureBoost) are :mod:`vfl.ensemble`'s
 ``VerticalGradientBoostingClassifier`` and ``VerticalGradientBoostingRegressor``.
+The credit-scoring pipeline around a model (binning, WOE/IV, selection,
+scorecard) is :mod:`vfl.preprocessing`, table statistics across parties
+:mod:`vfl.stats`.
 Unaligned tables are aligned by private set intersection (:mod:`vfl.psi`);
 horizontal FedAvg lives in :mod:`vfl.horizontal`.
 """

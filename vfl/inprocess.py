@@ -135,3 +135,62 @@ def predict_boosted(parties: Mapping[str, object], codes: Mapping[str, np.ndarra
     programs[roster.label] = lambda: predict_label(ep[roster.label], parties[roster.label], codes[roster.label],
                                                    roster)
     return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+
+
+def woe(parties: Mapping[str, object], roster: Roster, key_bits: int = 2048, insecure: bool = False,
+        transcript: Transcript | None = None, engine=None, n_jobs=None, chunk_rows: int | None = None) -> object:
+    """The WOE/IV step in-process (no coordinator); returns the label party, its ``tables`` filled.
+
+    ``parties`` maps every data party's name to its
+    :class:`~vfl.parties.credit.feature_party.WOEFeatureParty` or, for ``roster.label``,
+    its :class:`~vfl.parties.credit.label_party.WOELabelParty`.
+    """
+    from vfl.protocols.credit import run_feature, run_label
+    from vfl.protocols.credit.woe import CHUNK_ROWS
+
+    roster = roster.without_coordinator()
+    plan = compute.capture(n_jobs)
+    transcript = transcript if transcript is not None else Transcript()
+    network, ep = _endpoints(roster, transcript)
+    programs = {name: (lambda name=name: run_feature(ep[name], parties[name], roster, engine=engine))
+                for name in roster.features}
+    programs[roster.label] = lambda: run_label(ep[roster.label], parties[roster.label], roster, key_bits, insecure,
+                                               engine, chunk_rows or CHUNK_ROWS)
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+
+
+def select(parties: Mapping[str, object], features: Mapping[str, np.ndarray], roster: Roster, rules,
+           share_woe: bool = False, transcript: Transcript | None = None, n_jobs=None) -> dict:
+    """Selection in-process, after :func:`woe` on the same parties: every party's plan, ``{party: bool per column}``.
+
+    ``features`` are every party's raw columns (for a correlation or VIF bound).
+    """
+    from vfl.protocols.credit import select_feature, select_label
+
+    roster = roster.without_coordinator()
+    plan = compute.capture(n_jobs)
+    transcript = transcript if transcript is not None else Transcript()
+    network, ep = _endpoints(roster, transcript)
+    programs = {name: (lambda name=name: select_feature(ep[name], parties[name], roster, rules, features[name],
+                                                        share_woe))
+                for name in roster.features}
+    programs[roster.label] = lambda: select_label(ep[roster.label], parties[roster.label], roster, rules,
+                                                  features[roster.label], share_woe)
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+
+
+def pearson(x_holder: np.ndarray, x_peer: np.ndarray, holder: str = "B", peer: str = "A", key_bits: int = 2048,
+            insecure: bool = False, transcript: Transcript | None = None, engine=None, n_jobs=None) -> dict:
+    """The encrypted Pearson correlations between two parties' columns in-process: each party's result, by name."""
+    from vfl.crypto import Context, FixedPoint, generate_keypair
+    from vfl.protocols.credit import pearson_holder, pearson_peer
+
+    roster = Roster((peer,), holder, None)
+    public, private = generate_keypair(key_bits, insecure=insecure)
+    context = Context(public, FixedPoint(), private_key=private, engine=engine)
+    plan = compute.capture(n_jobs)
+    transcript = transcript if transcript is not None else Transcript()
+    network, ep = _endpoints(roster, transcript)
+    programs = {holder: lambda: pearson_holder(ep[holder], peer, context, x_holder),
+                peer: lambda: pearson_peer(ep[peer], holder, x_peer, peer, engine)}
+    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})

@@ -59,7 +59,8 @@ def test_a_peer_that_restarts_is_linked_again(pair, restarted):
     gone, stays = (b, a) if restarted == "B" else (a, b)
     other = "A" if restarted == "B" else "B"
     gone.close()
-    wait_until(lambda: stays.linked(restarted) is None)
+    # the link fails first, then its failure is recorded: wait for both
+    wait_until(lambda: stays.linked(restarted) is None and restarted in stays.errors)
     assert "closed the connection" in stays.errors[restarted]
     with pytest.raises(PeerError):
         stays.send(restarted, b"lost")

@@ -25,6 +25,8 @@ unpacked and packed, interleaved runs, and counts the work and bytes per epoch
 interleaved, and prints both with their ratio, bytes, the load average before
 each run and the issue's goals; ``--predict ROWS`` times private prediction of
 ROWS rows unpacked against packed (:mod:`vfl.bench.predict`).
+``--woe`` times the credit-scoring WOE/IV step on 10^6 rows x 50 feature-party
+columns against its floor (:mod:`vfl.bench.woe`).
 """
 
 from __future__ import annotations
@@ -100,6 +102,9 @@ def parse_args(argv=None):
                         "(default 4, the first left out); the work and bytes per epoch by party")
     p.add_argument("--shared-batch-size", type=int, default=None, metavar="N",
                    help="with --shared: batches of N rows (default: full batch)")
+    p.add_argument("--woe", action="store_true",
+                   help="instead: WOE/IV of 10^6 rows x 50 feature-party columns against its floor (vfl.bench.woe; "
+                        "options: python -m vfl.bench.woe --help)")
     p.add_argument("--quality", action="store_true",
                    help="instead: model quality on default_credit (--data DIR), in original units, 80/20: scikit-learn, "
                         "the exact optimum of vfl's objective, vfl's training over --runs random starts, the "
@@ -240,6 +245,10 @@ def _fmt_s(s, approx=False) -> str:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.woe:
+        from vfl.bench.woe import main as main_woe
+
+        return main_woe([])
     if args.fate:
         from vfl.bench.fate_compare import main_fate
 

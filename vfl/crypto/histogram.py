@@ -36,7 +36,7 @@ def _task_bucket_products(n2: int, ciphertexts: list, flat: np.ndarray, size: in
     return out
 
 
-def bucket_products(public_key, ciphertexts: list, flat: np.ndarray, size: int) -> list:
+def bucket_products(public_key, ciphertexts: list, flat: np.ndarray, size: int, into: list | None = None) -> list:
     """For each of ``size`` buckets, the product of the ciphertexts of its rows.
 
     Parameters
@@ -48,6 +48,9 @@ def bucket_products(public_key, ciphertexts: list, flat: np.ndarray, size: int) 
     flat : int array (rows, features)
         Each row's bucket per feature, in ``[0, size)``.
     size : int
+    into : list, optional
+        Products of earlier rows (``size`` of them), multiplied into the result:
+        rows can come in chunks, each chunk's ciphertexts dropped once summed.
     """
     flat = np.ascontiguousarray(flat, dtype=np.int64)
     if flat.ndim != 2 or len(flat) != len(ciphertexts):
@@ -58,6 +61,10 @@ def bucket_products(public_key, ciphertexts: list, flat: np.ndarray, size: int) 
     ranges = task_ranges(len(ciphertexts), max(1, flat.shape[1]), MAX_ROWS_PER_TASK)
     parts = workers.run(_task_bucket_products, [(int(n2), ciphertexts[lo:hi], flat[lo:hi], size)
                                                  for lo, hi in ranges])
+    if into is not None:
+        if len(into) != size:
+            raise ValueError(f"bucket_products: {len(into)} earlier products for {size} buckets")
+        parts = [into, *parts]
     out = parts[0]
     for part in parts[1:]:
         out = [a * b % n2 for a, b in zip(out, part)]

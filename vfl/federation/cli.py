@@ -274,6 +274,8 @@ def _party(args) -> int:
         config = load_config(args.config)
         if config.boosting:
             return _boost(args, config)
+        if config.pipeline is not None:
+            return _pipeline(args, config)
         summary = train(config, args.role, args.data, _workdir(args), args.resume,
                         narrate=args.narrate, progress=args.progress)
         if summary["role"] == "coordinator" and summary["models"] == 1:
@@ -314,6 +316,31 @@ def _boost(args, config) -> None:
     _print_label_report(args.role, summary)
 
 
+def _pipeline(args, config) -> None:
+    """``vfl party`` of the credit-scoring pipeline: its selected columns; the label party's IV ranking and metrics."""
+    from vfl.federation.pipeline import train
+
+    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
+                    progress=args.progress)
+    if "alignment" in summary:
+        print(alignment_line(args.role, summary["alignment"]))
+    if summary["role"] == "coordinator":
+        print(f"party {args.role}: trained the pipeline's model, {summary['epochs']} steps, final loss "
+              f"{summary['loss_curve'][-1]:.6f}")
+        return
+    print(f"party {args.role}: its table statistics written to {summary['statistics']}")
+    print(f"party {args.role}: selected {len(summary['selected'])} of its columns: {', '.join(summary['selected'])}")
+    if summary["role"] == "label":
+        ranked = sorted(((iv, party, j) for party, ivs in summary["iv"].items() for j, iv in enumerate(ivs)),
+                        reverse=True)
+        shown = ", ".join(f"{party}[{j}] {iv:.3f}" + ("" if summary["plan"][party][j] else " (dropped)")
+                          for iv, party, j in ranked[:15])
+        print(f"party {args.role}: information value, highest first (party[column]): {shown}")
+        print(f"party {args.role}: scorecard base points {summary['base_points']:.2f}")
+    print(f"party {args.role}: pipeline shard (bins, coding, weights, points) written to {summary['model']}")
+    _print_label_report(args.role, summary)
+
+
 def _predict(args) -> int:
     from vfl.federation.config import load_config
     from vfl.federation.runner import predict
@@ -335,6 +362,21 @@ def _predict(args) -> int:
                   if summary["role"] == "label" else
                   f"party {args.role}: sent the leaves its splits allow for {summary['rows']} rows to "
                   f"{summary['label']}")
+            _print_label_report(args.role, summary, classes=False)
+            return
+        if config.pipeline is not None:
+            from vfl.federation.pipeline import predict as predict_pipeline
+
+            summary = predict_pipeline(config, args.role, args.data, args.model, _workdir(args), args.output,
+                                       narrate=args.narrate, progress=args.progress)
+            if "alignment" in summary:
+                print(alignment_line(args.role, summary["alignment"]))
+            if "psi" in summary:
+                print(f"party {args.role}: population stability of its columns (largest {summary['max_psi']:.4f}) "
+                      f"written to {summary['psi']}")
+            print(f"party {args.role}: scorecard scores of {summary['rows']} rows written to {summary['scores']}"
+                  if summary["role"] == "label" else f"party {args.role}: took part in scoring {summary['rows']} "
+                  "rows")
             _print_label_report(args.role, summary, classes=False)
             return
         summary = predict(config, args.role, args.data, args.model, _workdir(args),

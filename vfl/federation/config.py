@@ -76,6 +76,21 @@ entry may stay in the file: it takes no part)::
     label_party_trees = 1               # the first trees split on the label party's columns only
     key_bits = 2048
 
+The credit-scoring pipeline (docs/credit_scoring.md): a ``[pipeline]`` table
+beside logistic regression's ``[training]`` makes ``vfl party`` run PSI,
+binning, WOE/IV, selection, the model and the scorecard in one command (the
+coordinator takes part in the model only); every key is optional::
+
+    [pipeline]
+    max_bins = 10
+    strategy = "quantile"               # or "uniform": every party's columns
+    label_strategy = "monotone"         # the label party's own columns (or "quantile", "uniform")
+    share_woe = false                   # true: each feature party gets its bins' WOE values (their event rates)
+    iv_threshold = 0.02                 # selection; also top_k_per_party, top_k, max_correlation, max_vif
+    base_score = 600                    # the scorecard's anchors: base_score points at base_odds:1,
+    base_odds = 50                      # pdo points to double the odds
+    pdo = 20
+
     [data]
     id_column = "id"
     align = "psi"                       # rows aligned by private set intersection; "same-ids": each CSV
@@ -125,6 +140,7 @@ from vfl.errors import ConfigurationError
 from vfl.federation.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster, TrainingSettings
 from vfl.protocols.boosting import BoostingSettings
+from vfl.protocols.credit.settings import CreditSettings
 from vfl.serving.settings import ServingSettings, parse_serving
 from vfl.transport.network import NetworkSettings, parse_address
 from vfl.transport.tls import ROLE_PATTERN, TLSFiles
@@ -136,7 +152,7 @@ LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
 #: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
 _ALIASES = {"model": "objective", "iterations": "max_iter"}
 _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start", "report_metrics"}
-_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute", "serving"}
+_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute", "pipeline", "serving"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
 #: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
@@ -182,6 +198,8 @@ class FederationConfig:
     timeout: float = 300.0
     #: each party's ``[compute]`` settings (local: not part of the fingerprint)
     compute: dict[str, ComputeSettings] = field(default_factory=dict)
+    #: ``[pipeline]``: the credit-scoring steps around the logistic model, or None
+    pipeline: CreditSettings | None = None
     #: each party's ``[serving]`` settings (local: not part of the fingerprint; see :mod:`vfl.serving.settings`)
     serving: dict[str, ServingSettings] = field(default_factory=dict)
 
@@ -231,6 +249,8 @@ class FederationConfig:
             shared["warm_start"] = True
         if not self.report_metrics:
             shared["report_metrics"] = False
+        if self.pipeline is not None:
+            shared["pipeline"] = self.pipeline.to_dict()
         return shared
 
     def fingerprint(self, task: str) -> str:
@@ -315,11 +335,31 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [network]: {exc}") from None
     compute = parse_compute(where, _section(where, raw, "compute", required=False),
                             {name: entry.role for name, entry in parties.items()})
+    pipeline = None
+    if "pipeline" in raw:
+        pipeline = _pipeline(f"{where} [pipeline]", _section(where, raw, "pipeline"), training, weight)
+        if warm_start:
+            raise ConfigurationError(f"{where} [training]: warm_start continues a model's weights; the pipeline "
+                                     "bins, selects and trains afresh (leave warm_start out)")
     serving = parse_serving(where, _section(where, raw, "serving", required=False), list(parties), base)
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
-                            network=net, timeout=timeout, compute=compute, serving=serving)
+                            network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving)
+
+
+def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
+    """``[pipeline]``: the credit-scoring steps, around logistic regression (one event class)."""
+    if isinstance(training, BoostingSettings) or training.objective != "logistic":
+        raise ConfigurationError(f"{where}: the pipeline's model is logistic regression on the coded bins: set "
+                                 "[training] model = \"logistic\"")
+    if weight is not None:
+        raise ConfigurationError(f"{where}: the pipeline does not take row weights (leave [data] sample_weight out)")
+    _unknown(where, table, CreditSettings.keys())
+    try:
+        return CreditSettings.from_table(dict(table))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
 
 
 def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dict[str, PartyEntry]:
@@ -442,7 +482,8 @@ def _number(where: str, table: dict, key: str, default: float) -> float:
 
 def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
-                 align: str = "psi", sample_weight: str | None = None, serving: dict | None = None) -> Path:
+                 align: str = "psi", sample_weight: str | None = None, pipeline: dict | None = None,
+                 serving: dict | None = None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
@@ -456,7 +497,7 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
                          ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight}),
-                         ("network", network or {})):
+                         ("network", network or {})) + ((("pipeline", pipeline),) if pipeline is not None else ()):
         lines.append(f"[{title}]")
         lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
         lines.append("")

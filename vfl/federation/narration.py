@@ -73,6 +73,21 @@ DESCRIPTIONS = {
     "validation_masks": "per validation row, the leaves its own splits allow (a bit per leaf)",
     "predict": "rows to score, and the trees holding this party's splits",
     "leaf_masks": "per row, the leaves its own splits allow in each tree (a bit per leaf)",
+    # the credit-scoring pipeline: WOE/IV and selection (the label party holds the key), Pearson
+    "pipeline_resume": "whether it has the checkpoint of WOE/IV and selection (and whether all resume from it)",
+    "woe_start": "Paillier public key n of the label party, row and class counts, rows per chunk",
+    "bins": "how many bins each of its columns has (a missing-value bin included)",
+    "classes": "encrypted one-hot class [[1{y = c}]] per row, one packed ciphertext per row, a chunk of rows",
+    "counts": "encrypted class counts [[sum 1{y = c}]] of every bin of every column, bins shuffled per column",
+    "iv_kept": "which of its columns the IV rules keep (a bit per column)",
+    "pearson_start": "Paillier public key n, row and column counts and the bits of its rounded standardized values",
+    "pearson_columns": "its column count and the bits of its rounded standardized values",
+    "pearson_rows": "encrypted standardized values [[z]], its columns side by side in one ciphertext per row",
+    "pearson_products": "encrypted sums over rows [[sum z_a z_b]], one ciphertext per column of its own",
+    "pearson": "the Pearson correlation matrix both parties learn",
+    "own_correlation": "the correlations among its own IV-kept columns",
+    "plan": "which of its columns are selected (with share_woe: every bin's WOE, shuffled order, and each IV)",
+    "model_columns": "how many model columns its selected columns make (WOE values or bin indicators)",
 }
 
 

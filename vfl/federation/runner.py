@@ -134,7 +134,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                     party.warm_params = starts[index]
                 store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
                                         config.fingerprint("train"))
-                results.append(_train_model(session.endpoint, config, role, kind, party, store, resume,
+                results.append(train_model(session.endpoint, config, role, kind, party, store, resume,
                                             narrator, shown))
                 parties.append(party)
                 if kind == "coordinator" and kept_shared(settings):
@@ -180,7 +180,7 @@ def kept_shared(settings) -> bool:
     return getattr(settings, "shared", False) and settings.reveal == "never"
 
 
-def _train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
+def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
                  resume: bool, narrator, shown: Progress) -> dict:
     """One model's training (the whole run, or one one-vs-rest model), checkpointed after every epoch."""
     settings = config.training
@@ -286,14 +286,21 @@ def _save_transcript(session: Session, path, marks: list[int]) -> Path:
     return path
 
 
-def _training_data(config: FederationConfig, role: str, kind: str, data_path) -> PartyData | None:
-    """This party's CSV (none for the coordinator)."""
+def needs_data(role: str, kind: str, data_path) -> bool:
+    """Whether party ``role`` reads a CSV: a data party must be given one, the coordinator must not."""
     if kind == "coordinator":
         if data_path is not None:
             raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
-        return None
+        return False
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    return True
+
+
+def _training_data(config: FederationConfig, role: str, kind: str, data_path) -> PartyData | None:
+    """This party's CSV (none for the coordinator)."""
+    if not needs_data(role, kind, data_path):
+        return None
     label = kind == "label"
     return load_csv(data_path, role, config.id_column, label=config.label if label else None,
                     weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
@@ -367,6 +374,20 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
 
 # --------------------------------------------------------------------------- prediction
 
+def scoring_part(config: FederationConfig, role: str, data_path, model_path, workdir: Path,
+                 read=read_shard) -> tuple[str, Coordinator | None, dict | None]:
+    """Party ``role``'s kind and part in scoring: the coordinator's key holder, or a data party's shard.
+
+    ``read(path, role, kind)`` reads the shard (``model_path``, else ``workdir/model_ROLE.json``); a data
+    party must be given its data and the coordinator must not.
+    """
+    kind = config.role_of(role)
+    if not needs_data(role, kind, data_path):
+        settings = config.training
+        return kind, Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None
+    return kind, None, read(model_path or workdir / f"model_{role}.json", role, kind)
+
+
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
             output=None, narrate: bool = False, progress: bool | None = False) -> dict:
@@ -380,19 +401,12 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     ``progress`` as for :func:`train`.
     """
     settings, roster = config.training, config.roster
-    kind = config.role_of(role)
     workdir = Path(workdir)
-    shard = data = coordinator = None
-    if kind == "coordinator":
-        if data_path is not None:
-            raise ConfigurationError(f"party {role} holds no data (it is the coordinator): leave out --data")
-        coordinator = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
-        if kept_shared(settings):   # the model stayed shared: C's shares are part of it
-            shard = read_coordinator_shard(model_path or workdir / f"model_{role}.json", role)
-    else:
-        if data_path is None:
-            raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
-        shard = read_shard(model_path or workdir / f"model_{role}.json", role, kind)
+    kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir)
+    if coordinator is not None and kept_shared(settings):   # the model stayed shared: C's shares are part of it
+        shard = read_coordinator_shard(model_path or workdir / f"model_{role}.json", role)
+    data = None
+    if coordinator is None:
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
                         weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))

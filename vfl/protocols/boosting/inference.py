@@ -20,7 +20,7 @@ import numpy as np
 from vfl.errors import DataError
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty
-from vfl.protocols.boosting.training import bits, ints, unbits
+from vfl.protocols.fields import bits, ints, unbits
 from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 

@@ -41,62 +41,20 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from vfl.crypto import EncryptedVector
 from vfl.errors import DataError, ProtocolError
 from vfl.parties.boosting import TreeGrower, best, gains, layout, validation_score
 from vfl.parties.boosting.splits import sums_to_send
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty, ForeignSums
-from vfl.parties.wire import pack_vector, unpack_vector
 from vfl.protocols.boosting.settings import BoostingSettings, should_stop
+from vfl.protocols.fields import MAX_ROWS, bits, flag, ints, unbits
+from vfl.protocols.fields import ciphertexts as _ciphertexts, received as _received
 from vfl.protocols.roster import Roster
 from vfl.protocols.settings import validation_rows
 from vfl.transport import Endpoint
 
 Checkpoints = Mapping[int, dict]
 OnIteration = Callable[[int, dict], None]
-
-#: Most training iterations, trees per iteration, and nodes per tree a peer's message may announce.
-MAX_ROWS = 1 << 31
-
-
-# -- message helpers ------------------------------------------------------------------------
-def bits(values) -> dict:
-    """A bool vector as message fields (packed bytes and the count)."""
-    values = np.asarray(values, dtype=bool)
-    return {"bits": np.packbits(values).tobytes(), "count": int(values.size)}
-
-
-def unbits(message, count: int | None = None) -> np.ndarray:
-    data, n = message["bits"], message["count"]
-    if not isinstance(data, bytes) or not isinstance(n, int) or isinstance(n, bool) or not 0 <= n <= 8 * len(data) \
-            or len(data) != -(-n // 8) or (count is not None and n != count):
-        raise ProtocolError(f"message {message.name!r}: malformed bit vector"
-                            + (f" (expected {count} values)" if count is not None else ""))
-    return np.unpackbits(np.frombuffer(data, dtype=np.uint8), count=n).astype(bool)
-
-
-def ints(message, field: str, low: int = 0, high: int = MAX_ROWS) -> np.ndarray:
-    """An int64 array field whose values lie in ``[low, high)``."""
-    value = message[field]
-    if not isinstance(value, np.ndarray) or value.dtype != np.int64 or value.ndim != 1 or \
-            (value.size and (value.min() < low or value.max() >= high)):
-        raise ProtocolError(f"message {message.name!r}: field {field!r} is not a vector of integers in "
-                            f"[{low}, {high})")
-    return value
-
-
-def flag(message, field: str) -> bool:
-    value = message[field]
-    if not isinstance(value, bool):
-        raise ProtocolError(f"message {message.name!r}: field {field!r} is not true or false")
-    return value
-
-
-def _ciphertexts(party, values: list) -> dict:
-    """Fresh (or re-randomized) ciphertexts of integer plaintexts as message fields."""
-    return pack_vector(EncryptedVector(party.context, values, 0, fresh=True))
-
 
 #: Ciphertexts per message at most (16 MB at 2048 bits): far below the network's frame bound however many rows.
 PART = 1 << 15
@@ -122,10 +80,6 @@ def recv_ciphertexts(ep: Endpoint, frm: str, name: str, party, count: int) -> li
         out += _received(party, message, min(PART, count - len(out)))
         if part == parts - 1:
             return out
-
-
-def _received(party, message, count: int | None = None) -> list:
-    return unpack_vector(party.context, message, count).ciphertexts
 
 
 def split_rows(n_rows: int, settings: BoostingSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,36 @@
+"""Generated credit-like tables: a bank (label party) and a telco (feature party) with a planted column."""
+
+import numpy as np
+import pandas as pd
+
+from vfl import VerticalDataset
+
+
+def credit_frames(n=1500, seed=0, planted=1.0, classes=2):
+    """``telco`` holds ``calls`` (planted: the strongest signal), ``tenure`` (weak), ``noise``; gaps in ``calls``.
+
+    ``bank`` holds ``income``, ``utilization``, ``age`` and the label ``default`` ("yes"/"no").
+    """
+    rng = np.random.default_rng(seed)
+    income = rng.lognormal(10, 0.5, n)
+    utilization = rng.beta(2, 5, n)
+    age = rng.integers(20, 70, n).astype(float)
+    calls = rng.poisson(3, n).astype(float) + rng.normal(scale=0.3, size=n)
+    tenure = rng.exponential(3, n)
+    noise = rng.normal(size=n)
+    logit = (-1.5 - 0.6 * np.log(income / 20000) + 2.0 * utilization - 0.01 * (age - 40)
+             + planted * 0.6 * (calls - 3) - 0.15 * np.log1p(tenure))
+    calls[rng.random(n) < 0.08] = np.nan
+    if classes == 2:
+        y = np.where(rng.random(n) < 1 / (1 + np.exp(-logit)), "yes", "no")
+    else:
+        y = np.digitize(logit + rng.logistic(size=n), [-1.5, 0.0])
+    bank = pd.DataFrame({"id": np.arange(n), "income": income, "utilization": utilization, "age": age,
+                         "default": y})
+    telco = pd.DataFrame({"id": np.arange(n), "calls": calls, "tenure": tenure, "noise": noise})
+    return telco, bank
+
+
+def credit_data(**kwargs):
+    telco, bank = credit_frames(**kwargs)
+    return VerticalDataset({"telco": telco, "bank": bank}, label="default", id_column="id")

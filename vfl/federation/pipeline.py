@@ -1,0 +1,388 @@
+"""The credit-scoring pipeline as one process per party: PSI, binning, WOE/IV, selection, model, scorecard.
+
+``vfl party`` with a ``[pipeline]`` table runs, over the party's
+:class:`~vfl.federation.session.Session` (mutual TLS, the settings
+fingerprint):
+
+1. the private set intersection (``[data] align``);
+2. its own table statistics (``statistics_NAME.csv``; nothing crosses);
+3. its own binning (its thresholds stay with it; the label party may bin its
+   columns monotonically with its labels);
+4. WOE/IV (:mod:`vfl.protocols.credit.woe`, the label party's key) and
+   selection (:mod:`vfl.protocols.credit.selection`): every party learns which
+   of its own columns stay; a checkpoint after it, so ``--resume`` skips both
+   when every data party has one;
+5. the model: each party codes its selected columns (WOE values, or bin
+   indicators for a feature party not given its WOE values), standardizes them
+   and trains logistic regression with the coordinator
+   (:mod:`vfl.protocols.training`; checkpoints every epoch), then the label
+   party's training metrics by one private prediction;
+6. the scorecard: each party its own points per bin; the shard
+   (:mod:`vfl.parties.credit.shard`).
+
+``vfl predict`` bins and codes each party's new rows with its shard, runs the
+private prediction, and the label party writes each row's scorecard score,
+log-odds, probability and class; every party writes the population stability
+of its columns between its training and scoring rows (``psi_NAME.csv``).
+The coordinator takes part in the model only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from vfl.crypto import FixedPoint
+from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.federation.align import alignment_line
+from vfl.federation.checkpoint import CheckpointStore, read_json, write_json
+from vfl.federation.compute import uses_compute
+from vfl.federation.config import FederationConfig
+from vfl.federation.data import PartyData, load_csv
+from vfl.federation.narration import Narrator
+from vfl.federation.progress import Progress
+from vfl.federation.report import class_indices, classes_line, label_metrics, plain
+from vfl.federation.runner import (agree_on_models, needs_data, report_training, score_rows, scoring_part,
+                                  train_model)
+from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello
+from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
+from vfl.parties.binning import Binner
+from vfl.parties.credit import shard as shards
+from vfl.parties.credit.feature_party import WOEFeatureParty
+from vfl.parties.credit.label_party import WOELabelParty
+from vfl.parties.credit.scorecard import Coder, flat_codes
+from vfl.parties.credit.statistics import describe, population_stability
+from vfl.parties.scaling import Standardizer
+from vfl.protocols.checks import check_score_span
+from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
+from vfl.protocols.fields import count, flag
+
+#: The format of the checkpoint written after WOE/IV and selection.
+STEP_FORMAT = "vfl-pipeline-step/1"
+
+
+# --------------------------------------------------------------------------- training
+
+@uses_compute
+def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
+          narrate: bool = False, progress: bool | None = False) -> dict:
+    """Run party ``role``'s part of the whole pipeline; write its statistics, shard and transcript.
+
+    Returns a summary dict: ``party``, ``role``, the written paths, and at the label
+    party ``iv`` (every party's columns), ``selected`` and ``metrics``; at a data
+    party its own ``selected`` columns.
+    """
+    settings, credit, roster = config.training, config.pipeline, config.roster
+    kind = config.role_of(role)
+    workdir = Path(workdir)
+    data = _data(config, role, kind, data_path)
+    fingerprint = config.fingerprint("train")
+    step_path = workdir / "checkpoints" / f"pipeline_{role}.json"
+    store = CheckpointStore(workdir / "checkpoints", role, fingerprint)
+    if not resume:
+        store.clear()
+        step_path.unlink(missing_ok=True)
+    narrator = Narrator(role, settings.max_iter) if narrate else None
+    shown = Progress(role, progress)
+    coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
+                   if kind == "coordinator" else None)
+    summary = {"party": role, "role": kind}
+    try:
+        with Session(config, role, "train", narrator, shown) as session:
+            ep = session.endpoint
+            extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
+            theirs = session.hello(extra)
+            if data:
+                data, alignment = align_data(session, role, data, extra, theirs, narrator, 10)
+                if alignment:
+                    shown.line(alignment_line(role, alignment))
+                    summary["alignment"] = alignment
+                statistics = describe(data.features, data.columns)
+                summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
+                binner = _binner(credit, kind, data, role)
+                codes = binner.transform(data.features, f"party {role}", data.columns)
+                if narrator:
+                    narrator.say(f"binned its {len(data.columns)} columns: "
+                                 f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
+                step = _woe_and_selection(ep, config, role, kind, data, binner, codes, step_path, fingerprint,
+                                          resume, narrator)
+                coder = _coder(credit, role, kind, binner, codes, step, data.columns)
+                coded = coder.transform(flat_codes(codes, binner.n_bins_, binner.missing_code))
+                scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
+                model_x = scaler.transform(coded) if scaler is not None else coded
+                _model_columns(ep, config, role, kind, data.n_rows, len(coder.names))
+                summary["selected"] = [data.columns[j] for j in coder.selected]
+            n_models = agree_on_models(ep, role, kind, roster, 1 if kind == "label" else None)
+            if n_models != 1:
+                raise ProtocolError(f"{role}: the pipeline trains one model, {roster.label} announced {n_models}")
+            if kind == "feature":
+                check_score_span(role, len(coder.names), 1, config.party(role).allow_score_span, roster.label,
+                                 f"allow_score_span = true in its own [parties.{role}] table")
+            if kind == "label" and classes_line(role, step["classes"]):
+                shown.line(classes_line(role, step["classes"]))
+            party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
+                                                                             coder.names)
+            shown.model(settings.max_iter)
+            result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
+            shown.close()
+            metrics = report_training(session, config, role, kind, [party], coordinator, 1)
+            summary["transcript"] = str(session.save_transcript(workdir / "transcript_train.csv"))
+    finally:
+        shown.close()
+    if kind == "coordinator":
+        summary.update(loss_curve=result["loss_curve"], epochs=result["n_iter"], converged=result["converged"])
+        write_json(workdir / f"training_{role}.json", summary, private=False)
+    else:
+        shard = _shard(config, role, kind, data, binner, coder, party, scaler, step, fingerprint)
+        summary["model"] = str(write_json(workdir / f"model_{role}.json", shard, private=True))
+        if kind == "label":
+            summary.update(metrics=metrics, iv=step["iv"], plan=step["plan"], classes=step["classes"],
+                           base_points=shard["scorecard"]["base_points"])
+    store.clear()
+    step_path.unlink(missing_ok=True)
+    return summary
+
+
+def _data(config: FederationConfig, role: str, kind: str, data_path, columns=None,
+          label_required: bool = True) -> PartyData | None:
+    if not needs_data(role, kind, data_path):
+        return None
+    return load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
+                    columns=columns, label_required=label_required,
+                    foreign=(config.label,) if kind == "feature" else (), missing=True)
+
+
+def _binner(credit, kind: str, data: PartyData, role: str) -> Binner:
+    """This party's own binning: the label party's columns by ``label_strategy`` (monotone: with its labels)."""
+    strategy = credit.label_strategy if kind == "label" else credit.strategy
+    events = None
+    if kind == "label":
+        classes = np.unique(data.labels)
+        if len(classes) != 2:
+            raise DataError(f"party {role}: the pipeline's scorecard scores one event class, but the label column "
+                            f"holds {len(classes)} classes ({', '.join(map(repr, classes[:5]))})")
+        events = data.labels == classes[1]
+    return Binner(credit.max_bins, strategy, credit.min_bin_fraction).fit(data.features, f"party {role}",
+                                                                          data.columns, events)
+
+
+def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner, codes,
+                       path: Path, fingerprint: str, resume: bool, narrator) -> dict:
+    """Steps 4: WOE/IV and selection between the data parties, or their saved result when every one has it."""
+    credit, settings = config.pipeline, config.training
+    roster = config.roster.without_coordinator()
+    saved = _load_step(path, role, fingerprint) if resume else None
+    if kind == "feature":
+        ep.send(roster.label, "pipeline_resume", "public", saved=saved is not None)
+        go = flag(ep.recv(roster.label, "pipeline_resume"), "resume")
+    else:
+        have = [flag(ep.recv(k, "pipeline_resume"), "saved") for k in roster.features]
+        go = saved is not None and all(have)
+        for k in roster.features:
+            ep.send(k, "pipeline_resume", "public", resume=go)
+    if go:
+        if saved is None:
+            raise ProtocolError(f"{role}: {roster.label} resumes after selection, but {role} has no checkpoint of it")
+        if narrator:
+            narrator.say("resume: WOE/IV and selection from its checkpoint")
+        return saved
+    if kind == "feature":
+        party = WOEFeatureParty(codes, binner, role, data.columns)
+        run_feature(ep, party, roster)
+        select_feature(ep, party, roster, credit.rules, data.features, credit.share_woe)
+        step = {"selected": party.selected.tolist(), "woe": None if party.woe is None else
+                [w.tolist() for w in party.woe], "iv": None if party.iv is None else party.iv.tolist()}
+    else:
+        party = WOELabelParty(codes, binner, data.labels, role, data.columns)
+        run_label(ep, party, roster, settings.key_bits, settings.insecure)
+        plan = select_label(ep, party, roster, credit.rules, data.features, credit.share_woe)
+        empty = [k for k in roster.features if not plan[k].any()]
+        if empty:
+            raise DataError(f"party {role}: no column of {', '.join(empty)} was selected; every feature party must "
+                            "keep a column for the model (lower iv_threshold, or raise top_k)")
+        step = {"selected": plan[role].tolist(), "woe": [t["woe"][:, 0].tolist() for t in party.tables[role]],
+                "iv": {k: party.ivs(k).tolist() for k in roster.data_parties},
+                "plan": {k: plan[k].tolist() for k in roster.data_parties},
+                "classes": [plain(c) for c in party.classes]}
+    write_json(path, {"format": STEP_FORMAT, "party": role, "fingerprint": fingerprint, "step": step}, private=True)
+    return step
+
+
+def _load_step(path: Path, role: str, fingerprint: str) -> dict | None:
+    if not path.exists():
+        return None
+    saved = read_json(path, "checkpoint")
+    if saved.get("format") != STEP_FORMAT or saved.get("party") != role:
+        raise DataError(f"{path} is not party {role}'s pipeline checkpoint")
+    if saved.get("fingerprint") != fingerprint:
+        raise ConfigurationError(f"party {role}: the checkpoint {path} was made with other settings; run without "
+                                 "--resume to start afresh")
+    return saved["step"]
+
+
+def _coder(credit, role: str, kind: str, binner: Binner, codes, step: dict, columns) -> Coder:
+    """This party's model columns: WOE values (the label party; a feature party given them), else bin indicators."""
+    selected = [j for j, s in enumerate(step["selected"]) if s]
+    sizes = (binner.n_bins_ + 1).tolist()
+    local = flat_codes(codes, binner.n_bins_, binner.missing_code)
+    counts = [np.bincount(local[:, j], minlength=sizes[j]) for j in selected]
+    if kind == "label" or credit.share_woe:
+        if step["woe"] is None:
+            raise ProtocolError(f"{role}: the plan came without the WOE values share_woe promises")
+        coder = Coder("woe", sizes, selected, columns, woe=[step["woe"][j] for j in selected])
+    else:
+        coder = Coder("bins", sizes, selected, columns, counts=counts)
+    if not coder.names:
+        raise DataError(f"party {role}: none of its selected columns has two bins with training rows, so none "
+                        "enters the model")
+    return coder
+
+
+def _model_columns(ep, config: FederationConfig, role: str, kind: str, n_rows: int, n_columns: int) -> None:
+    """The label party learns every party's model column count and checks the gradient-equations rule."""
+    roster = config.roster
+    if kind == "feature":
+        ep.send(roster.label, "model_columns", "public", count=n_columns)
+        return
+    counts = {k: count(ep.recv(k, "model_columns"), "count", 1 << 20) for k in roster.features}
+    counts[role] = n_columns
+    check_equations(n_rows, counts, config.training, roster)
+
+
+def _model_party(config: FederationConfig, role: str, kind: str, data: PartyData, x, columns):
+    settings = config.training
+    if kind == "feature":
+        return PartyA(x, role=role, columns=columns)
+    model_targets, _ = targets(data.labels, "logistic", role)
+    party = PartyB(x, model_targets[0], fit_intercept=settings.fit_intercept, role=role, columns=columns)
+    weights = row_weights(data.labels, settings.class_weight, None, role)
+    if weights is not None:
+        party.set_weights(weights)
+    return party
+
+
+def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner, coder: Coder, party,
+           scaler, step: dict, fingerprint: str) -> dict:
+    """This party's shard: its bins, coding, weights and points (the label party: the base points too)."""
+    credit = config.pipeline
+    coef = np.asarray(party.coef, dtype=np.float64)
+    mean = scaler.mean if scaler is not None else np.zeros(len(coef))
+    scale = scaler.scale if scaler is not None else np.ones(len(coef))
+    unscaled, constant = (scaler.unscale(coef) if scaler is not None else (coef, 0.0))
+    points = coder.points(unscaled, float(constant), credit.scale)
+    model = {"columns": coder.names, "coef": coef.tolist(), "mean": np.asarray(mean).tolist(),
+             "scale": np.asarray(scale).tolist()}
+    local = flat_codes(binner.transform(data.features), binner.n_bins_, binner.missing_code)
+    bin_counts = [np.bincount(local[:, j], minlength=int(binner.n_bins_[j]) + 1) for j in range(local.shape[1])]
+    iv = step["iv"]
+    scorecard = None
+    if kind == "label":
+        intercept = float(party.intercept)
+        model.update(intercept=intercept, classes=step["classes"], label=config.label)
+        scorecard = dict(credit.scale.to_dict(), base_points=credit.scale.offset - credit.scale.factor * intercept)
+    return shards.build(role, kind, data.columns, binner, bin_counts, coder, model, points, fingerprint, iv=iv,
+                        scorecard=scorecard)
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path)
+    return path
+
+
+def read_shard(path, party: str, role: str) -> dict:
+    """Read and check party ``party``'s pipeline shard; a :class:`DataError` naming the file and the field."""
+    shard = read_json(path, "model shard")
+    try:
+        return shards.check(shard, party, role, str(path))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: not a valid pipeline shard: {exc}") from None
+
+
+# --------------------------------------------------------------------------- prediction
+
+@uses_compute
+def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
+            narrate: bool = False, progress: bool | None = False) -> dict:
+    """Run party ``role``'s part of scoring new rows with its shard.
+
+    Every data party writes the population stability of its columns
+    (``psi_NAME.csv``); the label party writes per id the scorecard ``score``, the
+    ``log_odds``, the ``probability`` of the event class and the ``prediction``.
+    """
+    roster = config.roster
+    workdir = Path(workdir)
+    kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir, read_shard)
+    data = None
+    if shard is not None:
+        data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
+    narrator = Narrator(role, phase="predict") if narrate else None
+    shown = Progress(role, progress)
+    summary = {"party": role, "role": kind, "label": roster.label}
+    with Session(config, role, "predict", narrator, shown) as session:
+        ep = session.endpoint
+        extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
+        theirs = session.hello(extra)
+        features = params = None
+        if data:
+            data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
+            if alignment:
+                shown.line(alignment_line(role, alignment))
+                summary["alignment"] = alignment
+            for peer in data_peers(role, roster):
+                if theirs[peer].get("trained_with") != shard["trained_with"]:
+                    raise DataError(f"party {role}: the pipeline shards of {role} and {peer} come from trainings "
+                                    "with different settings; use the shards of one training run")
+            binner = Binner.from_dict(shard["binning"])
+            local = flat_codes(binner.transform(data.features, f"party {role}", data.columns), binner.n_bins_,
+                               binner.missing_code)
+            psi = pd.Series([population_stability(shard["bin_counts"][j],
+                                                  np.bincount(local[:, j], minlength=len(shard["bin_counts"][j])))
+                             for j in range(len(data.columns))], index=data.columns, name="psi")
+            summary["psi"] = str(_write_csv(psi.to_frame(), workdir / f"psi_{role}.csv"))
+            summary["max_psi"] = float(psi.max()) if len(psi) else 0.0
+            coder = Coder.from_dict(shard["coding"])
+            model = shard["model"]
+            features = (coder.transform(local) - np.asarray(model["mean"])) / np.asarray(model["scale"])
+            params = np.asarray(model["coef"] + ([model["intercept"]] if kind == "label" else []), dtype=np.float64)
+        n_models = agree_on_models(ep, role, kind, roster, 1 if data else None)
+        if n_models != 1:
+            raise ProtocolError(f"{role}: the pipeline scores one model, {roster.label} announced {n_models}")
+        if kind == "feature":
+            check_score_span(role, features.shape[1], 1, config.party(role).allow_score_span, roster.label,
+                             f"allow_score_span = true in its own [parties.{role}] table")
+        scored = score_rows(ep, config, role, kind, features, shard and shard["model"]["columns"], params,
+                            True, coordinator)
+        if kind == "label":
+            summary.update(rows=len(scored), scores=str(write_scores(output or workdir / "scores.csv", data.ids,
+                                                                     scored, shard, config.id_column)))
+            if data.labels is not None:
+                y = class_indices(data.labels, shard["model"]["classes"])
+                summary["metrics"] = ({"rows": len(y), "metrics": label_metrics("logistic", scored, y)}
+                                      if y is not None else
+                                      {"rows": len(data.labels), "metrics": {},
+                                       "note": f"party {role}: no metrics: the label column holds values that are "
+                                               "not classes of the model"})
+        else:
+            summary["rows"] = scored
+        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
+    return summary
+
+
+def write_scores(path, ids, z, shard: dict, id_column: str = "id") -> Path:
+    """The label party's output: per id the scorecard score, the log-odds, the event's probability, the class."""
+    card = shard["scorecard"]
+    from vfl.parties.credit.scorecard import ScorecardScale
+
+    scale = ScorecardScale(card["base_score"], card["base_odds"], card["pdo"])
+    classes = shard["model"]["classes"]
+    z = np.asarray(z, dtype=np.float64)
+    probability = 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+    frame = pd.DataFrame({id_column: ids, "score": scale.score(z), "log_odds": z, "probability": probability,
+                          "prediction": np.where(probability >= 0.5, classes[1], classes[0])})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path

@@ -1,0 +1,83 @@
+"""One party's share of a fitted credit-scoring pipeline, as JSON: only its own bins, WOE values and points.
+
+Format ``vfl-pipeline-shard/1`` (written by the estimators' ``shards()`` and by
+``vfl party``, read by ``vfl predict``)::
+
+    format, party, role ("feature" or "label"), columns (every input column), trained_with
+    binning       its thresholds per column (:meth:`Binner.to_dict`)
+    bin_counts    its training rows per bin of every column (missing last): the baseline of the PSI
+    selected      indices of its selected columns
+    iv            what it knows of IVs: the label party every party's ({party: [IV per column]}),
+                  a feature party its own only with share_woe (else absent)
+    coding        its model columns from its bins (:class:`~vfl.parties.credit.scorecard.Coder`)
+    model         its model columns' names, weights (for standardized columns) and standardization;
+                  the label party also the intercept, label, classes
+    points        per selected column, the points of every bin (missing last)
+    scorecard     the label party only: the anchors and the base points
+
+No shard holds another party's thresholds, WOE values, weights or points.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfl.parties.binning import Binner
+from vfl.parties.credit.scorecard import Coder, ScorecardScale
+
+FORMAT = "vfl-pipeline-shard/1"
+
+
+def build(party: str, role: str, columns, binner: Binner, bin_counts, coder: Coder, model: dict, points,
+          fingerprint: str = "", iv=None, scorecard: dict | None = None) -> dict:
+    """The JSON-ready shard (see the module docstring)."""
+    shard = {"format": FORMAT, "party": party, "role": role, "columns": [str(c) for c in columns],
+             "trained_with": fingerprint, "binning": binner.to_dict(),
+             "bin_counts": [[int(v) for v in c] for c in bin_counts], "selected": list(coder.selected),
+             "coding": coder.to_dict(), "model": model, "points": [[float(v) for v in p] for p in points]}
+    if iv is not None:
+        shard["iv"] = iv
+    if scorecard is not None:
+        shard["scorecard"] = scorecard
+    return shard
+
+
+def check(shard: dict, party: str, role: str, where: str = "the shard") -> dict:
+    """Raise ``ValueError`` naming the first field that does not hold together; return the shard."""
+    if shard.get("format") != FORMAT or shard.get("party") != party:
+        raise ValueError(f"{where} is not party {party}'s pipeline shard (format {shard.get('format')!r}, party "
+                         f"{shard.get('party')!r})")
+    if shard.get("role") != role:
+        raise ValueError(f"{where} is a {shard.get('role')!r} party's shard; party {party} is the {role} party")
+    columns = shard["columns"]
+    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+        raise ValueError("'columns' must be a list of names")
+    binner = Binner.from_dict(shard["binning"])
+    if len(binner.thresholds_) != len(columns) or any(not np.all(np.isfinite(t)) or np.any(np.diff(t) <= 0)
+                                                      for t in binner.thresholds_):
+        raise ValueError("'binning' must hold ascending finite thresholds, one list per column")
+    sizes = (binner.n_bins_ + 1).tolist()
+    counts = shard["bin_counts"]
+    if len(counts) != len(columns) or any(len(c) != s for c, s in zip(counts, sizes)):
+        raise ValueError("'bin_counts' must hold the rows of every bin of every column")
+    coder = Coder.from_dict(shard["coding"])
+    if coder.sizes != sizes or coder.selected != shard["selected"]:
+        raise ValueError("'coding' does not fit the binning and the selected columns")
+    model = shard["model"]
+    names = coder.names
+    coef, mean, scale = (np.asarray(model.get(k, []), dtype=np.float64) for k in ("coef", "mean", "scale"))
+    if model.get("columns") != names or not (len(coef) == len(mean) == len(scale) == len(names)) \
+            or not np.all(np.isfinite(coef)) or not np.all(np.isfinite(mean)) or not np.all(scale > 0):
+        raise ValueError("'model' must hold a finite weight, mean and positive scale per model column")
+    points = shard["points"]
+    if len(points) != len(coder.selected) or any(len(p) != sizes[j] or not np.all(np.isfinite(p))
+                                                  for p, j in zip(points, coder.selected)):
+        raise ValueError("'points' must hold finite points for every bin of every selected column")
+    if role == "label":
+        card = shard["scorecard"]
+        ScorecardScale(card["base_score"], card["base_odds"], card["pdo"])
+        if not np.isfinite(card["base_points"]) or not np.isfinite(model["intercept"]):
+            raise ValueError("the base points and the intercept must be finite")
+        if len(model.get("classes", [])) != 2:
+            raise ValueError("'model' must name the label's two classes")
+    return shard
