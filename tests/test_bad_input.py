@@ -384,6 +384,11 @@ def test_init_zeros_needs_the_insecure_acknowledgement():
         VerticalLogisticRegression(init="zeros", max_iter=1).fit(data)
     with pytest.raises(ConfigurationError, match="insecure must be True or False"):
         VerticalLogisticRegression(init="zeros", key_bits=1024, insecure="yes", max_iter=1).fit(data)
+    # the shared protocol hands no party a gradient, the first one included: a zero start needs no acknowledgement
+    from vfl.protocols import TrainingSettings
+    assert TrainingSettings(init="zeros", protocol="shared", solver="gd").init == "zeros"
+    with pytest.raises(ConfigurationError, match="init='zeros'"):
+        TrainingSettings(init="zeros", protocol="yang", solver="gd")
 
 
 def inprocess_run(labels=None, names=("A", "B"), key_bits=1024, settings=None):

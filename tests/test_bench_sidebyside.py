@@ -184,11 +184,38 @@ def test_the_tables_put_another_system_beside_fate():
     assert "5.50" in text and "5.50" in text and "8/7" in text and "2000 / 900" in text
 
     epochs = [_run(s, "breast", r, None, epochs=5, epoch_s=[9.0, 4.0, 4.0, 4.0, 4.0] if s == "FATE" else
-                   [2.0, 1.0, 1.0, 1.0, 1.0]) for r in range(2) for s in ("FATE", "vfl packed")]
+                   [2.0, 1.0, 1.0, 1.0, 1.0], cpu_s=100.0 if s == "FATE" else 10.0 + r)
+              for r in range(2) for s in ("FATE", "vfl packed")]
     assert steady(epochs[0]) == 4.0
-    assert "4.00" in sshe_table(epochs)
+    sshe = sshe_table(epochs)
+    assert " 20.00 |" in sshe and " 2.10 |" in sshe          # CPU seconds per epoch: FATE's, vfl's median
+    assert sshe.splitlines()[-1] == ("breast: vfl packed 4.00x FATE's SSHE-LR per epoch (paired 4.00, 4.00; goal >= 3x: "
+                                     "met), 9.52x in CPU seconds per epoch of the whole run; median train AUC 0.9900 "
+                                     "against 0.9900")
     text, lines = lr_table(epochs)
     assert "vfl packed" in text and lines == [
         "breast: vfl packed trains 4.00x faster per epoch than FATE (medians 1.00 s against 4.00 s; paired ratios "
         "by repeat 4.00, 4.00)"]
     json.dumps(records)    # the records are what --json writes
+
+
+def test_the_shared_benchmark_sets_cpu_seconds_beside_the_clock():
+    from vfl.bench.shared import tables
+    from vfl.bench.sidebyside import table
+
+    def run(epoch_s, cpu_s):
+        counts = {key: 1 for key in ("encryptions", "rerandomizations", "multiexp_terms", "long_exponent_terms",
+                                     "scalar_products", "decryptions")}
+        return {"epochs": [9.0, epoch_s, epoch_s], "cpu_s": cpu_s, "load_before": "1.00 1.00 1.00",
+                "bytes": {"all": 2048, "A": 1024, "B": 1024}, "counts": {"A": counts, "B": counts},
+                "seconds": {"A scores": epoch_s / 2}}
+
+    runs = {"yang": [run(1.0, 10.0), run(1.2, 12.0)], "yang-packed": [run(0.5, 5.0), run(0.5, 6.0)],
+            "shared": [run(2.0, 30.0), run(3.0, 33.0)]}
+    result = {"rows": 569, "features": 30, "epochs": 3, "runs": runs,
+              "median_seconds": {"yang": 1.1, "yang-packed": 0.5, "shared": 2.5},
+              "shared_over_yang": [2.0, 2.5], "shared_over_yang_packed": [4.0, 6.0],
+              "max_weight_difference_shared_yang": 1e-10}
+    text = tables([result], table)
+    assert " 30.0, 33.0 |" in text
+    assert "CPU seconds of the whole run, shared / Yang unpacked 2.86x, / Yang packed 5.73x" in text

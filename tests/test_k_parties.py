@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vertical_data import every_message
 from vfl import DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
 from vfl.transport import BigInts
@@ -57,20 +58,7 @@ def three():
     frames, x, y = k_party_data(3, n_rows=60, seed=9)
     data = VerticalDataset(frames, label="y", id_column="id")
     model = VerticalLogisticRegression(max_iter=2, tol=None, batch_size=20, random_state=1, packing=False, **FAST)
-    from vfl.transport import Transcript
-
-    kept = []
-    original = Transcript.__init__
-
-    def keep_payloads(self, keep_payloads=False):
-        original(self, keep_payloads=True)
-        kept.append(self)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Transcript, "__init__", keep_payloads)
-        model.fit(data)
-        scores = model.decision_function(data)
-    messages = [m for t in kept for m in t.messages()]
+    scores, messages = every_message(lambda: model.fit(data).decision_function(data))
     return {"model": model, "data": data, "x": x, "messages": messages, "scores": scores}
 
 

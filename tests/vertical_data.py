@@ -19,3 +19,22 @@ def make_vertical(n_rows=80, n_a=3, n_b=2, task="logistic", seed=0, ids=True):
         frame_a.insert(0, "id", np.arange(n_rows) + 1000)
         frame_b.insert(0, "id", np.arange(n_rows) + 1000)
     return frame_a, frame_b, x, y
+
+
+def every_message(run):
+    """Call ``run()`` with every transcript keeping its payloads; ``(run's result, [(sender, to, message), ...])``."""
+    import pytest
+
+    from vfl.transport import Transcript
+
+    kept = []
+    original = Transcript.__init__
+
+    def keep_payloads(self, keep_payloads=False):
+        original(self, keep_payloads=True)
+        kept.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Transcript, "__init__", keep_payloads)
+        result = run()
+    return result, [m for t in kept for m in t.messages()]

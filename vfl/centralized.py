@@ -20,7 +20,7 @@ from vfl.parties.optim import Optimizer, penalised_step
 from vfl.parties.scoring import validation_score
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, validation_rows
 from vfl.protocols.validation import Tracker
-from vfl.protocols.training import diverged
+from vfl.protocols.checks import diverged
 
 
 def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
@@ -65,7 +65,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     ------
     DivergenceError
         When the epoch losses diverge, by the coordinator's rule
-        (:func:`vfl.protocols.training.diverged`).
+        (:func:`vfl.protocols.checks.diverged`).
     """
     objective = get_objective(settings.objective)
     x = np.asarray(x, dtype=np.float64)

@@ -22,6 +22,7 @@ from vfl.parties import Coordinator, FeatureParty
 from vfl.parties.packed import DEFAULT_SCORE_BOUND
 from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
                            run_c)
+from vfl.protocols import shared as shared_protocol
 from vfl.protocols.checks import check_run
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
@@ -68,23 +69,33 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
 def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, features: Mapping[str, np.ndarray],
             mode: str = "private", frac_bits: int = 32, transcript: Transcript | None = None, engine=None,
             roster: Roster = TWO_PARTY, packing: bool = False, score_bound: float | None = None,
-            n_jobs=None) -> np.ndarray:
+            n_jobs=None, shared: bool = False) -> np.ndarray:
     """Scores ``z`` of new rows (``features`` by party name), as the label party learns them.
 
     ``packing`` runs the packed private prediction, its slots sized from the
     declared ``score_bound`` (default :data:`vfl.parties.packed.DEFAULT_SCORE_BOUND`).
+    ``shared`` scores a model that stayed shared (``reveal="never"``): each party
+    holds its share (``party.share``) and the coordinator its own (``coordinator.shares``).
     ``n_jobs`` as for :func:`train`.
     """
     plan = compute.capture(n_jobs)
     packed = {"packing": packing, "score_bound": DEFAULT_SCORE_BOUND if score_bound is None else score_bound}
     transcript = transcript if transcript is not None else Transcript()
     network, ep = _endpoints(roster, transcript)
-    programs = {name: (lambda name=name: predict_a(ep[name], parties[name], features[name], mode, frac_bits, engine,
-                                                   roster, **packed))
-                for name in roster.features}
-    programs[roster.label] = lambda: predict_b(ep[roster.label], parties[roster.label], features[roster.label], mode,
-                                               frac_bits, engine, roster, **packed)
-    programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster, **packed)
+    if shared:
+        programs = {name: (lambda name=name: shared_protocol.predict_a(ep[name], parties[name], features[name],
+                                                                       frac_bits, engine, roster))
+                    for name in roster.features}
+        programs[roster.label] = lambda: shared_protocol.predict_b(ep[roster.label], parties[roster.label],
+                                                                   features[roster.label], frac_bits, engine, roster)
+        programs[roster.coordinator] = lambda: shared_protocol.predict_c(ep[roster.coordinator], coordinator, roster)
+    else:
+        programs = {name: (lambda name=name: predict_a(ep[name], parties[name], features[name], mode, frac_bits,
+                                                       engine, roster, **packed))
+                    for name in roster.features}
+        programs[roster.label] = lambda: predict_b(ep[roster.label], parties[roster.label], features[roster.label],
+                                                   mode, frac_bits, engine, roster, **packed)
+        programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster, **packed)
     return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
 
 

@@ -23,6 +23,8 @@ from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
+from vfl.parties.shareholders import CoordinatorShares, whole
+from vfl.parties.shares import WeightShare
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.checks import check_score_span, check_validation_split, warn_mini_batch_labels
 from vfl.protocols.inference import MODES
@@ -32,7 +34,8 @@ from vfl.transport import Transcript
 #: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
                   "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "rho", "early_stopping",
-                  "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound")
+                  "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound",
+                  "protocol", "reveal")
 
 
 class _VerticalLinearModel(BaseEstimator):
@@ -47,7 +50,8 @@ class _VerticalLinearModel(BaseEstimator):
                  epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  scoring="loss",
                  warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
-                 score_bound=2.0 ** 12, n_jobs=None, allow_score_span=None):
+                 score_bound=2.0 ** 12, n_jobs=None, allow_score_span=None, protocol="yang",
+                 reveal="respectively"):
         self.solver = solver
         self.standardize = standardize
         self.learning_rate = learning_rate
@@ -90,6 +94,8 @@ class _VerticalLinearModel(BaseEstimator):
         self.score_bound = score_bound
         self.n_jobs = n_jobs
         self.allow_score_span = allow_score_span
+        self.protocol = protocol
+        self.reveal = reveal
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
@@ -187,6 +193,7 @@ class _VerticalLinearModel(BaseEstimator):
                                    else [m["validation_scores"] for m in models])
         self.best_iteration_ = None if not self.early_stopping else stack("best_iteration")
         self.transcript_ = transcripts[0] if one else pd.concat(transcripts, ignore_index=True)
+        self.model_shares_ = [m["shares"] for m in models] if settings.reveal == "never" else None
         # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
         # coordinator, in memory (never pickled, see __getstate__).
         self._coordinator = coordinator
@@ -217,7 +224,7 @@ class _VerticalLinearModel(BaseEstimator):
                 party.warm_params = start[name]
         if validation is not None:
             self._give_validation(validation, data, parties, roster, index, n_models, scalers)
-        if index == 0:
+        if index == 0 and not settings.shared:     # the shared protocol hands no party a gradient to solve
             for party in parties.values():
                 check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
             if not settings.dp:
@@ -233,19 +240,31 @@ class _VerticalLinearModel(BaseEstimator):
         finally:
             if progress:
                 progress.close()
+        shares = None
+        if settings.shared and settings.reveal == "never":     # no party learnt its weights; in-process, we hold all
+            shares = {"parties": {name: party.share.state() for name, party in parties.items()},
+                      "coordinator": coordinator.shares.state()}
+            for name, party in parties.items():
+                party.params = whole(shares["parties"][name], shares["coordinator"][name], self.frac_bits)
         return {"coef": {name: party.coef for name, party in parties.items()}, "intercept": party_b.intercept,
+                "shares": shares,
                 "initial_coef": {name: party.initial_params[:party.n_features].copy()
                                  for name, party in parties.items()},
                 "initial_intercept": float(party_b.initial_params[-1]) if self.fit_intercept else 0.0,
                 "n_iter": result["n_iter"], "loss_curve": np.asarray(result["loss_curve"]),
                 "converged": result["converged"], "noise_multiplier": party_b.noise_multiplier,
-                "noise_std": party_b.noise_std, "validation_scores": np.asarray(party_b.validation_scores),
+                "noise_std": party_b.noise_std,
+                "validation_scores": np.asarray(result["validation_scores"] if settings.shared
+                                                else party_b.validation_scores),
                 "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
 
     def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
         """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
         if not self.warm_start or not hasattr(self, "coef_"):
             return [None] * n_models
+        if self.reveal == "never":
+            raise ConfigurationError("warm_start continues from each party's weights, and with reveal='never' no "
+                                     "party holds its weights: set warm_start=False, or reveal='respectively'")
         _check_warm_start(self.feature_names_, self.label_party_, {n: data.columns(n) for n in data.parties},
                          roster.label)
         intercepts = np.atleast_1d(self.intercept_)
@@ -372,10 +391,17 @@ class _VerticalLinearModel(BaseEstimator):
         for index, intercept in enumerate(intercepts):     # one private prediction per one-vs-rest model
             coef = {name: np.atleast_2d(self.coef_[name])[index] for name in roster.data_parties}
             transcript = Transcript()
-            columns.append(inprocess.predict(self._prediction_parties(features, roster, coef, intercept),
-                                             coordinator, features, self.inference, self.frac_bits, transcript,
-                                             self.engine, roster, packing=self.packing is not False,
-                                             score_bound=self.score_bound, n_jobs=self.n_jobs))
+            parties = self._prediction_parties(features, roster, coef, intercept)
+            shares = (getattr(self, "model_shares_", None) or [None] * len(intercepts))[index]
+            if shares is not None:      # reveal="never": each party scores with its share, C with its own
+                for name, party in parties.items():
+                    party.share = WeightShare.from_state(shares["parties"][name])
+                coordinator.shares = CoordinatorShares(None)
+                coordinator.shares.load_state(shares["coordinator"])
+            columns.append(inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits,
+                                             transcript, self.engine, roster, packing=self.packing is not False,
+                                             score_bound=self.score_bound, n_jobs=self.n_jobs,
+                                             shared=shares is not None))
             frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
         self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
         return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)
@@ -455,7 +481,8 @@ class VerticalLinearRegression(_VerticalLinearModel):
         the operating system's CSPRNG, so the first gradient does not reveal the labels
         to the feature party.  ``"zeros"``: today's textbook start, for teaching and
         reproducible comparisons — the first gradient hands party A ``X_A^T y``, so it
-        needs ``insecure=True`` as an explicit acknowledgement.
+        needs ``insecure=True`` as an explicit acknowledgement (not with
+        ``protocol="shared"``, where no party learns a gradient).
     dp_epsilon, dp_delta : float or None, default=None
         Differential privacy for the labels in what party A learns: party B adds
         calibrated Gaussian noise to the residual so that the whole run is

@@ -121,6 +121,24 @@ def test_lincomb_is_the_same_group_element(keys, fast, shape):
     assert fast.lincomb(pk, cts, matrix) == SIMPLE.lincomb(pk, cts, matrix.tolist())
 
 
+def test_many_columns_over_few_bases_share_one_offset(keys, fast, low_thresholds):
+    """``X [[c]]`` (one column per data row, a few weights as bases): columns of similar range finish with one
+    ``D^-O``; a column of a much wider range keeps its own offset; the same group elements as term by term,
+    whichever schedule the workers get (thresholds lowered: the columns are split among them)."""
+    pk, _ = keys
+    rng = np.random.default_rng(3)
+    cts = SIMPLE.encrypt(pk, [int(v) for v in rng.integers(-2 ** 60, 2 ** 60, 12)])
+    matrix = np.rint(rng.normal(scale=2.0, size=(300, 12)) * 2 ** 32).astype(np.int64)
+    matrix[5] = -np.abs(matrix[5]) * 2 ** 20          # a column of a much wider range
+    matrix[6] = np.abs(matrix[6])                    # no negatives
+    matrix[7] = 3                                    # constant
+    plan = multiexp.Plan(matrix)
+    assert sum(plan.shared) >= 290 and not plan.shared[plan.varying.index(5)]
+    expected = SIMPLE.lincomb(pk, cts, matrix.tolist())
+    assert multiexp.lincomb(cts, matrix, pk.nsquare) == expected
+    assert fast.lincomb(pk, cts, matrix) == expected
+
+
 def test_both_multiexp_methods_and_chunking_agree(keys):
     pk, _ = keys
     n2 = pk.nsquare

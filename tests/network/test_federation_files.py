@@ -10,7 +10,8 @@ import pandas as pd
 import pytest
 
 from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError, ProtocolError
-from vfl.federation.checkpoint import KEEP, CheckpointStore, read_shard, shard_models, write_shard
+from vfl.federation.checkpoint import (KEEP, CheckpointStore, read_coordinator_shard, read_shard, shard_models,
+                                      shard_shares, write_coordinator_shard, write_shard)
 from vfl.federation.config import load_config, write_config
 from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
@@ -538,3 +539,38 @@ def test_warm_start_key(tmp_path):
     path = write_config(tmp_path / "h.toml", "ca.pem", PARTIES, dict(TRAINING, warm_start="yes"))
     with pytest.raises(ConfigurationError, match=r"\[training\]: warm_start must be true or false, got 'yes'"):
         load_config(path)
+
+
+def test_the_shared_protocol_in_the_file(tmp_path):
+    """[training] protocol and reveal: named values, checked with the rest of the settings, fingerprinted."""
+    yang = load_config(write_config(tmp_path / "f.toml", "ca.pem", PARTIES, TRAINING))
+    shared = load_config(write_config(tmp_path / "g.toml", "ca.pem", PARTIES,
+                                      dict(TRAINING, protocol="shared", reveal="never")))
+    assert shared.training.shared and shared.training.reveal == "never" and not yang.training.shared
+    assert shared.fingerprint("train") != yang.fingerprint("train")
+    for edit, message in [({"protocol": "sshe"}, r"\[training\]: protocol must be one of \('yang', 'shared'\)"),
+                          ({"protocol": "shared", "reveal": True}, "reveal must be one of"),
+                          ({"reveal": "never"}, "only protocol='shared' does"),
+                          ({"protocol": "shared", "optimizer": "adam"}, "linear rules only"),
+                          ({"protocol": "shared", "reveal": "never", "warm_start": True}, "warm_start .* reveal")]:
+        with pytest.raises(ConfigurationError, match=message):
+            load_config(write_config(tmp_path / "h.toml", "ca.pem", PARTIES, dict(TRAINING, **edit)))
+
+
+def test_shards_of_a_model_that_stays_shared(tmp_path):
+    """A data party's shard holds its share (whole numbers as text) instead of weights; the coordinator's, its own."""
+    share = {"values": [str(2 ** 130 + 7), "-12", "5"]}
+    path = write_shard(tmp_path / "b.json", "B", "label", "logistic", ["x", "y"], None, True, "fp",
+                       classes=["no", "yes"], label="label", shares=[share])
+    shard = read_shard(path, "B", "label")
+    assert "coef" not in shard and "intercept" not in shard and shard_shares(shard) == [[2 ** 130 + 7, -12, 5]]
+    broken = dict(shard, share={"values": ["1", "2.5", "3"]})
+    path.write_text(json.dumps(broken))
+    with pytest.raises(DataError, match="share 0 must hold 3 whole numbers, written as text"):
+        read_shard(path, "B", "label")
+    mine = write_coordinator_shard(tmp_path / "c.json", "C", "fp", [{"A": share, "B": share}])
+    assert stat.S_IMODE(mine.stat().st_mode) == 0o600
+    assert read_coordinator_shard(mine, "C")["shares"][0]["A"]["values"] == share["values"]
+    with pytest.raises(DataError, match="not coordinator D's shard"):
+        read_coordinator_shard(mine, "D")
+

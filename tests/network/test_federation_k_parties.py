@@ -6,14 +6,13 @@ Small data and 1024-bit keys (insecure, for speed).
 
 import json
 import re
-import signal
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from vfl.transport.tls import write_federation_certs
-from vfl_net_helpers import _free_ports, start_parties, write_federation_file, write_k_party_data
+from vfl_net_helpers import _free_ports, kill_one_midway, start_parties, write_federation_file, write_k_party_data
 
 FEATURES = ("shop", "telco", "web-2")  # the roster's order: by name
 LABEL, COORDINATOR = "bank", "hub"
@@ -91,14 +90,7 @@ def test_training_then_prediction_with_three_feature_parties(k_parties):
 def test_a_feature_party_killed_then_resume_gives_the_uninterrupted_model(k_parties):
     data, folder, whole = k_parties["data"], k_parties["folder"], k_parties["folder"] / "run"
     config, cut = k_parties["config"]("cut.toml"), folder / "cut"
-    parties = start_parties("party", config, data, cut, roles=NAMES, extra=["--narrate"], coordinator=COORDINATOR)
-    try:
-        parties[COORDINATOR].wait_for_line("epoch 4/8 done")
-        parties["telco"].signal(signal.SIGKILL)
-        stopped = {name: p.finish(30) for name, p in parties.items() if name != "telco"}
-    finally:
-        for p in parties.values():
-            p.kill()
+    stopped = kill_one_midway(config, data, cut, "telco", "epoch 4/8 done", roles=NAMES, coordinator=COORDINATOR)
     for name, (code, out, err) in stopped.items():
         assert code == 1, f"{name}: {err}"
         # The label party and the coordinator lose their link to telco; the other feature parties

@@ -281,6 +281,18 @@ def run_parties(command, config, data, workdir, timeout=60, **kwargs):
         kill_all(parties)
 
 
+def kill_one_midway(config, data, workdir, victim, after_line, *, roles, coordinator):
+    """Start ``vfl party`` for ``roles``, SIGKILL ``victim`` once the coordinator prints ``after_line``;
+    ``{role: (code, stdout, stderr)}`` of the others, every process gone."""
+    parties = start_parties("party", config, data, workdir, roles=roles, extra=["--narrate"], coordinator=coordinator)
+    try:
+        parties[coordinator].wait_for_line(after_line)
+        parties[victim].signal(signal.SIGKILL)
+        return {name: p.finish(30) for name, p in parties.items() if name != victim}
+    finally:
+        kill_all(parties)
+
+
 def assert_succeeded(results):
     """Every party exited 0 (else the assertion quotes its standard error); returns ``results``."""
     for role, (code, out, err) in results.items():

@@ -18,6 +18,9 @@ worker processes, joblib's loky backend, a Dask ``LocalCluster`` (through
 joblib), and one core per party (``n_jobs=1``), from which it derives the CPU cost
 per row and the cores a party needs for 10^6 and 10^7 rows per epoch
 (:mod:`vfl.bench.compute`).
+``--shared`` trains with the shared protocol (no party learns a gradient) beside Yang's,
+unpacked and packed, interleaved runs, and counts the work and bytes per epoch
+(:mod:`vfl.bench.shared`).
 ``--packing`` also trains with packed ciphertexts, unpacked and packed runs
 interleaved, and prints both with their ratio, bytes, the load average before
 each run and the issue's goals; ``--predict ROWS`` times private prediction of
@@ -93,6 +96,12 @@ def parse_args(argv=None):
                         "(--repeats each), on the same cores: local (vfl's worker processes), loky and dask "
                         "(through joblib; dask: a LocalCluster of one worker process per core), inline (n_jobs=1, "
                         "one core per party: gives the CPU cost per row); default sizes 569,10000")
+    p.add_argument("--shared", action="store_true",
+                   help="instead: the shared protocol beside Yang's (unpacked and packed), --repeats interleaved "
+                        "rounds per size (default sizes 569,10000; --quick: 569), epochs per run --iterations "
+                        "(default 4, the first left out); the work and bytes per epoch by party")
+    p.add_argument("--shared-batch-size", type=int, default=None, metavar="N",
+                   help="with --shared: batches of N rows (default: full batch)")
     p.add_argument("--woe", action="store_true",
                    help="instead: WOE/IV of 10^6 rows x 50 feature-party columns against its floor (vfl.bench.woe; "
                         "options: python -m vfl.bench.woe --help)")
@@ -134,7 +143,12 @@ def parse_args(argv=None):
     fate.add_argument("--datasets", default="breast,default_credit", help="with --fate: which of FATE's data sets")
     fate.add_argument("--breast-epochs", type=_positive, default=None, help="with --fate lr / sshe-lr: default 5")
     fate.add_argument("--credit-epochs", type=_positive, default=None,
-                      help="with --fate lr / sshe-lr: default 16, FATE's config (each FATE epoch takes over a minute here)")
+                      help="with --fate lr / sshe-lr: default 16, FATE's config (a FATE LR epoch takes over a "
+                           "minute here, an SSHE-LR epoch 20 minutes and more under load)")
+    fate.add_argument("--sshe-init", choices=["default", "zeros"], default="default",
+                      help="with --fate sshe-lr: zeros starts FATE and vfl's shared protocol from zero weights on every "
+                           "data set (the same gradient descent, so the same AUC to expect); default: each data set's "
+                           "setting (breast: FATE's uniform random start, seed 42, and vfl's secret random start)")
     fate.add_argument("--breast-trees", type=_positive, default=None, help="with --fate secureboost: default 5")
     fate.add_argument("--credit-trees", type=_positive, default=None, help="with --fate secureboost: default 3")
     args = p.parse_args(argv)
@@ -146,6 +160,8 @@ def parse_args(argv=None):
         args.compute = [b.strip() for b in args.compute.split(",") if b.strip()]
         if args.sizes is None:
             args.sizes = [569] if args.quick else [569, 10_000]
+    if args.shared and args.sizes is None:
+        args.sizes = [569] if args.quick else [569, 10_000]
     if args.sizes is None:
         args.sizes = [10_000] if args.feature_parties else [569] if args.quick else [569, 10_000, 100_000]
     return args
@@ -241,6 +257,11 @@ def main(argv=None) -> int:
         from vfl.bench.psi import main_psi
 
         return main_psi(args.psi_sizes, args.json)
+    if args.shared:
+        from vfl.bench.shared import main_shared
+
+        _write_json(args, main_shared(args, machine, load, table))
+        return 0
     if args.serve:
         from vfl.bench.serve import main_serve
 

@@ -30,3 +30,21 @@ def make_data(rows: int, features: int = 30, seed: int = 0) -> tuple[np.ndarray,
     x = (x - x.mean(axis=0)) / x.std(axis=0)
     n_a = min(N_A, features - 1) if features > 1 else features
     return x[:, :n_a], x[:, n_a:], np.where(y > 0, 1.0, -1.0), name
+
+
+def feature_party_blocks(rows: int, features: int, k: int):
+    """The benchmark's data for ``k`` feature parties: ``(roster, blocks, x_b, y, name)``.
+
+    One feature party is "A" with :func:`make_data`'s split; ``k`` of them ("A1", ...) each get
+    ``features // (k + 1)`` columns and B the rest.
+    """
+    from vfl.protocols import Roster
+
+    x_a, x_b, y, name = make_data(rows, features)
+    if k == 1:
+        return Roster(), {"A": x_a}, x_b, y, name
+    x = np.hstack([x_a, x_b])
+    width = features // (k + 1)
+    roster = Roster(tuple(f"A{j + 1}" for j in range(k)))
+    blocks = {name: x[:, j * width:(j + 1) * width] for j, name in enumerate(roster.features)}
+    return roster, blocks, x[:, k * width:], y, name

@@ -60,7 +60,10 @@ batch, learning rate 0.15, 5 epochs, uniform random start (seed 42); default_cre
 10,000, 16 epochs, zero start, learning rate 0.084 (the LR comparison's effective rate). SSHE-LR has
 no optimizer choice and no penalty: plain gradient descent at a constant rate, without L2.
 
-The vfl columns of the SecureBoost and SSHE-LR comparisons come from other runs plugged in as
+The SSHE-LR comparison runs vfl's shared protocol (``protocol="shared"``: the weights stay additively
+shared, no party learns a gradient; :func:`run_vfl_shared_here`) beside FATE with the same settings:
+plain gradient descent on the same Taylor loss, no penalty, the same rate, batches, epochs and kind of
+start. The vfl column of the SecureBoost comparison comes from another run plugged in as
 :class:`vfl.bench.sidebyside.System` (``compare_secureboost(args, [System("vfl", run)])``).
 """
 
@@ -241,13 +244,13 @@ def load(data_dir: Path, name: str, id_column: str = "id", label: str = "y"):
     return VerticalDataset({"host": host, "guest": guest}, label=label, id_column=id_column)
 
 
-def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, epochs: int) -> dict:
-    """Train and predict with vfl once, in this process; the LR comparison's figures."""
+def _timed_fit(model, data, key_bits: int) -> dict:
+    """Fit ``model`` on ``data`` and predict every row, in this process: the seconds of the fit, of each
+    epoch (as the estimator ends it) and of the prediction, and the train AUC."""
     from sklearn.metrics import roc_auc_score
 
     import vfl
     import vfl.linear_model as linear_model
-    from vfl import VerticalLogisticRegression
 
     marks = []
 
@@ -259,17 +262,11 @@ def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, 
             pass
 
     linear_model._progress = lambda verbose, total: EpochClock()
-    data = load(data_dir, dataset)
-    model = VerticalLogisticRegression(optimizer="rmsprop", max_iter=epochs, tol=None, key_bits=key_bits,
-                                       # FATE's run starts at zero: init="zeros" is acknowledged by insecure=True
-                                       insecure=key_bits < 2048 or LR[dataset]["vfl"]["init"] == "zeros",
-                                       random_state=0, packing=packing, **LR[dataset]["vfl"])
     start = time.perf_counter()
     model.fit(data)
     end = time.perf_counter()
-    start_predict = time.perf_counter()
     proba = model.predict_proba(data)
-    predict_s = time.perf_counter() - start_predict
+    predict_s = time.perf_counter() - end
     bounds = [start] + marks
     return {"rows": data.n_rows, "auc": float(roc_auc_score(data.labels, proba)), "fit_s": end - start,
             "epoch_s": [b - a for a, b in zip(bounds, bounds[1:])], "predict_s": predict_s,
@@ -277,13 +274,48 @@ def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, 
             "key_bits": key_bits}
 
 
-def run_vfl_lr(data_dir, dataset: str, *, packing: bool, epochs: int | None = None, key_bits: int = 2048) -> dict:
-    """vfl's LR once in a fresh process (``python -m vfl.bench.fate_compare``), measured as FATE's runs are."""
-    epochs = epochs or LR[dataset]["epochs"]
+def run_vfl_lr_here(data_dir: Path, dataset: str, packing: bool, key_bits: int, epochs: int) -> dict:
+    """Train and predict with vfl once, in this process; the LR comparison's figures."""
+    from vfl import VerticalLogisticRegression
+
+    model = VerticalLogisticRegression(optimizer="rmsprop", max_iter=epochs, tol=None, key_bits=key_bits,
+                                       # FATE's run starts at zero: init="zeros" is acknowledged by insecure=True
+                                       insecure=key_bits < 2048 or LR[dataset]["vfl"]["init"] == "zeros",
+                                       random_state=0, packing=packing, **LR[dataset]["vfl"])
+    return _timed_fit(model, load(data_dir, dataset), key_bits)
+
+
+def run_vfl_shared_here(data_dir: Path, dataset: str, key_bits: int, epochs: int, init: str | None = None) -> dict:
+    """vfl's shared protocol (``protocol="shared"``) once, in this process, with SSHE-LR's settings: the
+    SSHE-LR comparison's figures."""
+    from vfl import VerticalLogisticRegression
+
+    chosen = SSHE[dataset]
+    # SSHE-LR's model: plain gradient descent on the Taylor loss, no penalty, a constant rate; FATE's columns
+    # are standardized already (and SSHE-LR does not scale them)
+    model = VerticalLogisticRegression(protocol="shared", solver="gd", optimizer="sgd", penalty="none", alpha=0.0,
+                                       learning_rate=chosen["learning_rate"], batch_size=chosen["batch_size"] or None,
+                                       max_iter=epochs, tol=None, standardize=False, key_bits=key_bits,
+                                       init=init or ("zeros" if chosen["init"] == "zeros" else "random"),
+                                       insecure=key_bits < 2048, random_state=0)
+    record = _timed_fit(model, load(data_dir, dataset), key_bits)
+    record["loss"] = [float(v) for v in model.loss_curve_]
+    return record
+
+
+def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | None = None, key_bits: int = 2048,
+               init: str | None = None) -> dict:
+    """vfl's LR once in a fresh process (``python -m vfl.bench.fate_compare``), measured as FATE's runs are.
+
+    ``packing="shared"`` runs the shared protocol with SSHE-LR's settings instead (:func:`run_vfl_shared_here`;
+    ``init="zeros"`` starts it from zero weights whatever the data set's setting).
+    """
+    epochs = epochs or (SSHE if packing == "shared" else LR)[dataset]["epochs"]
+    mode = "shared" if packing == "shared" else "packed" if packing else "unpacked"
     with tempfile.TemporaryDirectory(prefix="vfl-run-") as tmp:
         log = Path(tmp) / "log.txt"
         command = [sys.executable, "-m", "vfl.bench.fate_compare", str(Path(data_dir)), dataset,
-                   "packed" if packing else "unpacked", str(epochs), str(key_bits)]
+                   mode, str(epochs), str(key_bits), *(["--init", init] if init else [])]
         measured = run_measured(command, log_path=log)
         lines = log.read_text(errors="replace").splitlines()
     found = [line for line in lines if line.startswith('{"rows"')]   # stderr shares the log: warnings may follow
@@ -400,16 +432,31 @@ def secureboost_phases(records: list) -> str:
 
 
 def sshe_table(records: list) -> str:
-    """SSHE-LR: per data set and system, seconds per epoch and the rest (medians over repeats)."""
-    rows = []
+    """SSHE-LR: per data set and system, seconds per epoch, CPU seconds and the rest (medians over repeats),
+    then a line per data set with the paired ratios and the issue's goal (>= 3x FATE per epoch, the same AUC)."""
+    rows, lines = [], []
+    cpu = {(row["dataset"], row["system"]): row for row in summarise(records, lambda r: r["cpu_s"] / r["epochs"])}
     for row in summarise(records, steady):
         runs = _runs_of(records, row["dataset"], row["system"])
+        per_cpu = cpu[(row["dataset"], row["system"])]
         rows.append([row["dataset"], row["system"], ", ".join(str(r["epochs"]) for r in runs),
                      ", ".join(f"{v:.2f}" for v in row["runs"]), _fmt(row["median"]), _fmt(row["ratio"]),
-                     _fmt(_median(runs, lambda r: r["fit_s"] / r["epochs"])), ", ".join(f"{r['auc']:.4f}" for r in runs),
+                     ", ".join(f"{p:.2f}" for p in row["paired"]) or "-",
+                     _fmt(_median(runs, lambda r: r["fit_s"] / r["epochs"])),
+                     ", ".join(f"{r['cpu_s']:.1f}" for r in runs), _fmt(per_cpu["median"]), _fmt(per_cpu["ratio"]),
+                     ", ".join(f"{r['auc']:.4f}" for r in runs),
                      _fmt(_median(runs, lambda r: r["predict_s"])), _memory(runs), _loads(runs)])
-    return table(rows, ["data", "system", "epochs", "s/epoch (runs)", "s/epoch median", "FATE / this",
-                        "fit/epochs median", "train AUC", "predict s median", "peak MB median: RSS / PSS", "load before/after"])
+        if row["system"] != "FATE" and row["ratio"] is not None:
+            fate_auc = _median(_runs_of(records, row["dataset"], "FATE"), lambda r: r["auc"])
+            auc = _median(runs, lambda r: r["auc"])
+            lines.append(f"{row['dataset']}: {row['system']} {row['ratio']:.2f}x FATE's SSHE-LR per epoch (paired "
+                         f"{', '.join(f'{p:.2f}' for p in row['paired'])}; goal >= 3x: "
+                         f"{'met' if row['ratio'] >= 3 else 'missed'}), {_fmt(per_cpu['ratio'])}x in CPU seconds per "
+                         f"epoch of the whole run; median train AUC {auc:.4f} against {fate_auc:.4f}")
+    header = ["data", "system", "epochs", "s/epoch (runs)", "s/epoch median", "FATE / this", "paired FATE / this",
+              "fit/epochs median", "CPU s of each run", "CPU s/epoch median", "CPU: FATE / this", "train AUC",
+              "predict s median", "peak MB median: RSS / PSS", "load before/after"]
+    return "\n".join([table(rows, header), "", *lines])
 
 
 def sshe_phases(records: list) -> str:
@@ -493,11 +540,16 @@ def compare_secureboost(args, fate_python: str, extra_systems=()) -> list:
 
 
 def compare_sshe_lr(args, fate_python: str, extra_systems=()) -> list:
-    """FATE's SSHE-LR (and ``extra_systems``, e.g. a vfl SSHE-style run), interleaved."""
+    """FATE's SSHE-LR and vfl's shared protocol with the same settings (and ``extra_systems``), interleaved."""
     epochs = {"breast": args.breast_epochs or SSHE["breast"]["epochs"],
               "default_credit": args.credit_epochs or SSHE["default_credit"]["epochs"]}
+    zeros = getattr(args, "sshe_init", None) == "zeros"        # both from zero weights: the same trajectory
     systems = [System("FATE", lambda d: run_fate_sshe_lr(args.data_dir, d, epochs=epochs[d], key_bits=args.key_bits,
-                                                         fate_python=fate_python)), *extra_systems]
+                                                         fate_python=fate_python,
+                                                         **({"init": "zeros"} if zeros else {}))),
+               System("vfl shared", lambda d: run_vfl_lr(args.data_dir, d, packing="shared", epochs=epochs[d],
+                                                         key_bits=args.key_bits, init="zeros" if zeros else None)),
+               *extra_systems]
     records = side_by_side(systems, args.datasets, args.repeats, on_record=_saving(args, _progress(steady, "s/epoch")))
     print(sshe_table(records))
     print()
@@ -597,15 +649,19 @@ def main_fate(args) -> int:
 
 
 def _single(argv: list) -> None:
-    """``python -m vfl.bench.fate_compare DATA_DIR DATASET packed|unpacked EPOCHS KEY_BITS``: one vfl LR run,
-    its figures as one line of JSON."""
+    """``python -m vfl.bench.fate_compare DATA_DIR DATASET packed|unpacked|shared EPOCHS KEY_BITS``: one vfl LR
+    run (``shared``: the shared protocol with SSHE-LR's settings), its figures as one line of JSON."""
     parser = argparse.ArgumentParser(prog="python -m vfl.bench.fate_compare", description=_single.__doc__)
     parser.add_argument("data_dir", type=Path)
     parser.add_argument("dataset", choices=sorted(LR))
-    parser.add_argument("packing", choices=["packed", "unpacked"])
+    parser.add_argument("packing", choices=["packed", "unpacked", "shared"])
     parser.add_argument("epochs", type=int)
     parser.add_argument("key_bits", type=int)
+    parser.add_argument("--init", choices=["zeros"], default=None, help="shared: start from zero weights")
     a = parser.parse_args(argv)
+    if a.packing == "shared":
+        print(json.dumps(run_vfl_shared_here(a.data_dir.resolve(), a.dataset, a.key_bits, a.epochs, a.init)))
+        return
     print(json.dumps(run_vfl_lr_here(a.data_dir.resolve(), a.dataset, a.packing == "packed", a.key_bits, a.epochs)))
 
 

@@ -37,7 +37,6 @@ import sys
 import threading
 import time
 
-import numpy as np
 
 
 def main(argv=None) -> None:
@@ -51,21 +50,13 @@ def main(argv=None) -> None:
     from tqdm import tqdm
 
     from vfl import inprocess
-    from vfl.bench.data import make_data
+    from vfl.bench.data import feature_party_blocks
     from vfl.crypto import workers
     from vfl.parties import Coordinator, PartyA, PartyB
-    from vfl.protocols import Roster, TrainingSettings
+    from vfl.protocols import TrainingSettings
     from vfl.transport import Endpoint, Transcript
 
-    x_a, x_b, y, _ = make_data(rows, features)
-    if k == 1:
-        roster, blocks = Roster(), {"A": x_a}
-    else:
-        x = np.hstack([x_a, x_b])
-        width = features // (k + 1)
-        roster = Roster(tuple(f"A{j + 1}" for j in range(k)))
-        blocks = {name: x[:, j * width:(j + 1) * width] for j, name in enumerate(roster.features)}
-        x_b = x[:, k * width:]
+    roster, blocks, x_b, y, _ = feature_party_blocks(rows, features, k)
     parties = {name: PartyA(block, role=name) for name, block in blocks.items()}
     party_a = parties[roster.features[0]]
     party_b = parties["B"] = PartyB(x_b, y, fit_intercept=True)

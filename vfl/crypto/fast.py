@@ -293,6 +293,13 @@ class FastEngine:
             chunks = _split(rows, max(1, -(-rows // MAX_BUCKET_ROWS))) if rows else [(0, 0)]
             tasks = [(lo, hi, cols) for lo, hi in chunks for cols in groups]
             options.append((estimate(tasks, bucket), "buckets", 0, tasks))
+            # few rows and many columns (X [[c]]: a row's few weights, one column per data row): one table
+            # of every row, the columns split among the workers, each squaring only its own columns
+            whole, _ = multiexp.best_subset(rows, bits)
+            if rows <= multiexp.subset_chunk_rows(whole):
+                tasks = [(0, rows, cols) for cols in groups]
+                options.append((estimate(tasks, lambda lo, hi, cols: 1.12 * multiexp.subset_cost(
+                    hi - lo, [bits[c] for c in cols], whole)), "subset", whole, tasks))
         _, method, t, tasks = min(options, key=lambda o: o[0])
         # one task per row range computes prod c_i (for the offsets and constant columns)
         seen, out = set(), []

@@ -35,6 +35,8 @@ results.
 
 from __future__ import annotations
 
+import functools
+
 import gmpy2
 import numpy as np
 
@@ -75,7 +77,15 @@ class Plan:
         self.constant = {j: int(lo[j]) for j in range(m) if lo[j] == hi[j]}
         #: The other columns, in order; their offsets ``o_j`` (>= 0) and bit lengths.
         self.varying = [j for j in range(m) if j not in self.constant]
-        self.offsets = [max(0, -int(lo[j])) for j in self.varying]
+        own = [max(0, -int(lo[j])) for j in self.varying]
+        #: One offset ``O`` shared by the columns it lifts by at most one more bit than their own offsets
+        #: would: those columns all finish with the same ``D^-O`` (one ``powmod`` for all of them, which
+        #: matters when there are many columns: ``X [[c]]``, one per row).
+        self.common = _common_offset(np.array(own, dtype=np.int64), hi[self.varying].astype(np.int64))
+        self.shared = [o <= self.common and int(hi[j]) + self.common < 1 << 62 and
+                       (int(hi[j]) + self.common).bit_length() <= (int(hi[j]) + o).bit_length() + 1
+                       for j, o in zip(self.varying, own)]
+        self.offsets = [self.common if shared else o for shared, o in zip(self.shared, own)]
         lifted = matrix[self.varying] + np.array(self.offsets, dtype=np.int64)[:, None]
         self.lifted = lifted.astype(np.uint64)
         self.bits = [int(int(hi[j]) + o).bit_length() for j, o in zip(self.varying, self.offsets)]
@@ -94,9 +104,32 @@ class Plan:
             inverse = gmpy2.invert(total, modulus)
         for j, k in self.constant.items():
             out[j] = gmpy2.powmod(total if k >= 0 else inverse, abs(k), modulus)
-        for j, o, p in zip(self.varying, self.offsets, partials):
-            out[j] = p * gmpy2.powmod(inverse, o, modulus) % modulus if o else p
+        common = None
+        for j, o, p, shared in zip(self.varying, self.offsets, partials, self.shared):
+            if not o:
+                out[j] = p
+            elif shared:
+                if common is None:
+                    common = gmpy2.powmod(inverse, self.common, modulus)
+                out[j] = p * common % modulus
+            else:
+                out[j] = p * gmpy2.powmod(inverse, o, modulus) % modulus
         return out
+
+
+def _common_offset(own: np.ndarray, hi: np.ndarray) -> int:
+    """The offset that the most columns can share (see :class:`Plan`), among a few quantiles of their own."""
+    if own.size == 0:
+        return 0
+    top = lambda v: np.floor(np.log2(np.maximum(v, 1).astype(np.float64))) + 1
+    best, chosen = -1, 0
+    for candidate in np.unique(np.quantile(own, [0.5, 0.75, 0.9, 0.99, 1.0], method="higher")):
+        o = int(candidate)
+        fits = (own <= o) & (hi < (1 << 62) - o)
+        count = int(np.count_nonzero(fits & (top(hi + np.where(fits, o, 0)) <= top(hi + own) + 1)))
+        if count > best:
+            best, chosen = count, o
+    return chosen
 
 
 # -- cost model ----------------------------------------------------------------
@@ -120,6 +153,7 @@ def window_widths(bits: int, windows: int) -> list:
     return [q + 1] * r + [q] * (windows - r)
 
 
+@functools.lru_cache(maxsize=4096)
 def bucket_windows(rows: int, bits: int) -> tuple[list, float]:
     """The cheapest window split for one column of ``rows`` terms, and its cost."""
     best = None
@@ -182,23 +216,24 @@ def subset_products(bases: list, lifted: np.ndarray, bits: list, modulus, t: int
     padded = padded.reshape(m, groups, t)
     weights = (np.uint64(1) << np.arange(t, dtype=np.uint64))
     group_at = (np.arange(groups, dtype=np.int64) * size)
+    top = max(bits, default=0)
+    shifts = np.arange(top - 1, -1, -1, dtype=np.uint64)
+    # the table index of every (column, bit level, group), top bit first; columns in blocks of about 2^21 cells
+    block = max(1, (1 << 21) // max(1, top * groups * t))
     out = []
-    for j in range(m):
-        b = bits[j]
-        if b == 0:
-            out.append(gmpy2.mpz(1))
-            continue
-        shifts = np.arange(b - 1, -1, -1, dtype=np.uint64)
-        masks = ((padded[j][None, :, :] >> shifts[:, None, None]) & np.uint64(1)) * weights
-        masks = masks.sum(axis=2, dtype=np.uint64).astype(np.int64)        # (b, groups), top bit first
-        acc = None
-        for level in masks:
-            if acc is not None:
-                acc = acc * acc % modulus
-            nonzero = np.flatnonzero(level)
-            for p in (level[nonzero] + group_at[nonzero]).tolist():
-                acc = table[p] if acc is None else acc * table[p] % modulus
-        out.append(gmpy2.mpz(1) if acc is None else acc)
+    for lo in range(0, m, block):
+        masks = ((padded[lo:lo + block, None, :, :] >> shifts[None, :, None, None]) & np.uint64(1)) * weights
+        masks = masks.sum(axis=3, dtype=np.uint64).astype(np.int64)         # (columns, levels, groups)
+        indices = np.where(masks > 0, masks + group_at, -1).tolist()
+        for column in indices:
+            acc = None
+            for level in column:
+                if acc is not None:
+                    acc = acc * acc % modulus
+                for p in level:
+                    if p >= 0:
+                        acc = table[p] if acc is None else acc * table[p] % modulus
+            out.append(gmpy2.mpz(1) if acc is None else acc)
     return out
 
 

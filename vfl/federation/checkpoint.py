@@ -117,7 +117,7 @@ _SHARD_ROLES = ("feature", "label")
 
 def write_shard(path, party: str, role: str, objective: str, columns, params, fit_intercept: bool,
                 fingerprint: str, classes=None, label: str | None = None, initial=None,
-                scaler: Standardizer | None = None) -> Path:
+                scaler: Standardizer | None = None, shares=None) -> Path:
     """Write party ``party``'s model shard: its columns and weights (the label party: intercept and classes too).
 
     ``role`` is ``"feature"`` or ``"label"``.  ``params`` is the parameter vector
@@ -129,9 +129,15 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
     for its columns in their own units and ``unscaled_offset`` the constant they add
     to the score (the model in the original units is the sum of every party's
     ``unscaled_coef . x + unscaled_offset``, plus the intercept).
+
+    A model that stays shared (``reveal = "never"``) has no weights to write:
+    ``shares`` (one :meth:`~vfl.parties.shares.WeightShare.state` per model) replaces
+    ``coef``, ``intercept`` and ``unscaled_coef``, and ``params`` is ignored.
     """
     if role not in _SHARD_ROLES:
         raise ValueError(f"a model shard's role is 'feature' or 'label', got {role!r}")
+    if shares is not None:
+        params = [[0.0] * len(share["values"]) for share in shares]
     rows = [[float(v) for v in row] for row in (params if np.ndim(params) == 2 else [params])]
     starts = ([[float(v) for v in row] for row in (initial if np.ndim(initial) == 2 else [initial])]
               if initial is not None else [[0.0] * len(row) for row in rows])
@@ -144,13 +150,17 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
     shard = {"format": FORMAT, "party": party, "role": role, "objective": objective, "columns": list(columns),
              "coef": layout([row[:n] for row in rows]), "initial_coef": layout([row[:n] for row in starts]),
              "trained_with": fingerprint}
-    if scaler is not None:
+    if shares is not None:
+        del shard["coef"]
+        shard["share"] = layout([{"values": list(share["values"])} for share in shares])
+    elif scaler is not None:
         unscaled, offset = scaler.unscale(np.array([row[:n] for row in rows]))
         shard.update(standardize=scaler.to_dict(), unscaled_coef=layout(unscaled.tolist()),
                      unscaled_offset=layout(offset.tolist()))
     if role == "label":
         shard["fit_intercept"] = bool(fit_intercept)
-        shard["intercept"] = layout([row[n] if fit_intercept else 0.0 for row in rows])
+        if shares is None:
+            shard["intercept"] = layout([row[n] if fit_intercept else 0.0 for row in rows])
         shard["initial_intercept"] = layout([row[n] if fit_intercept else 0.0 for row in starts])
         shard["label"] = label
         shard["classes"] = list(classes or [])
@@ -183,7 +193,10 @@ def read_shard(path, party: str, role: str) -> dict:
     columns, coef = shard.get("columns"), shard.get("coef")
     if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
         raise DataError(f"{path}: 'columns' must be a list of column names, got {_short(columns)}")
-    rows = _coef_rows(path, coef, len(columns))
+    if "share" in shard:
+        rows = _share_rows(path, shard, len(columns) + (role == "label" and shard.get("fit_intercept") is True))
+    else:
+        rows = _coef_rows(path, coef, len(columns))
     if not isinstance(shard.get("trained_with"), str):
         raise DataError(f"{path}: 'trained_with' (the training settings' fingerprint) is missing")
     if shard.get("objective") not in ("linear", "logistic"):
@@ -194,7 +207,9 @@ def read_shard(path, party: str, role: str) -> dict:
         if not isinstance(shard.get("fit_intercept"), bool):
             raise DataError(f"{path}: 'fit_intercept' must be true or false, got {_short(shard.get('fit_intercept'))}")
         intercept = shard.get("intercept")
-        if rows == 1:
+        if "share" in shard:
+            pass                # a shared model: the intercept is in the share
+        elif rows == 1:
             _finite(path, "intercept", intercept)
         elif not isinstance(intercept, list) or len(intercept) != rows:
             raise DataError(f"{path}: 'intercept' must be a list of {rows} numbers, one per class")
@@ -234,6 +249,56 @@ def _coef_rows(path, coef, n_columns: int) -> int:
         if len(row) != n_columns:
             raise DataError(f"{path}: {len(row)} weights for {n_columns} columns")
     return len(rows)
+
+
+def _share_rows(path, shard: dict, size: int) -> int:
+    """How many models a shared model's ``share`` holds; each share must be ``size`` whole numbers (as text)."""
+    share = shard["share"]
+    rows = share if isinstance(share, list) else [share]
+    if not rows or isinstance(share, list) and len(rows) < 3:
+        raise DataError(f"{path}: 'share' must be one share, or one per class for three classes or more")
+    for k, row in enumerate(rows):
+        values = row.get("values") if isinstance(row, dict) else None
+        if not isinstance(values, list) or len(values) != size or not all(
+                isinstance(v, str) and len(v) <= 1000 and v.lstrip("-").isdigit() for v in values):
+            raise DataError(f"{path}: share {k} must hold {size} whole numbers, written as text")
+    return len(rows)
+
+
+def shard_shares(shard: dict) -> list[list[int]]:
+    """The party's share of each model (one, or one per class) of a model that stays shared."""
+    share = shard["share"]
+    return [[int(v) for v in row["values"]] for row in (share if isinstance(share, list) else [share])]
+
+
+#: The coordinator's shard of a model that stays shared (``reveal = "never"``): its share of every party's.
+COORDINATOR_FORMAT = "vfl-coordinator-shares/1"
+
+
+def write_coordinator_shard(path, party: str, fingerprint: str, shares: list[dict]) -> Path:
+    """The coordinator's shares of every data party's parameters, one ``{party: share}`` per model (mode 0600)."""
+    return write_json(path, {"format": COORDINATOR_FORMAT, "party": party, "role": "coordinator",
+                             "trained_with": fingerprint,
+                             "shares": [{name: {"values": list(state["values"])} for name, state in model.items()}
+                                        for model in shares]}, private=True)
+
+
+def read_coordinator_shard(path, party: str) -> dict:
+    """Read and check the coordinator's shard: one ``{party: list of int}`` per model, in ``shares``."""
+    shard = read_json(path, "coordinator's shard")
+    if shard.get("format") != COORDINATOR_FORMAT or shard.get("party") != party:
+        raise DataError(f"{path} is not coordinator {party}'s shard of a shared model (party "
+                        f"{_short(shard.get('party'))}, format {_short(shard.get('format'))})")
+    models = shard.get("shares")
+    if not isinstance(shard.get("trained_with"), str) or not isinstance(models, list) or not models:
+        raise DataError(f"{path}: 'trained_with' and 'shares' (one table per model) are needed")
+    for k, model in enumerate(models):
+        if not isinstance(model, dict) or not all(
+                isinstance(row, dict) and isinstance(row.get("values"), list) and all(
+                    isinstance(v, str) and len(v) <= 1000 and v.lstrip("-").isdigit() for v in row["values"])
+                for row in model.values()):
+            raise DataError(f"{path}: shares[{k}] must map each party to its share, whole numbers written as text")
+    return shard
 
 
 def _finite(path, field: str, value) -> None:

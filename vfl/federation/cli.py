@@ -131,8 +131,8 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     Parameters
     ----------
     parser : argparse.ArgumentParser
-        Gains ``--feature-parties``, ``--iterations``, ``--batch-size``, ``--key-bits``, ``--quiet``
-        and ``--keep``; :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
+        Gains ``--feature-parties``, ``--iterations``, ``--batch-size``, ``--key-bits``, ``--quiet``,
+        ``--keep`` and ``--protocol``; :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
     """
     parser.add_argument("--feature-parties", type=int, default=1, choices=range(1, 6), metavar="K",
                         help="feature parties besides the label party B and the coordinator C, 1 to 5 "
@@ -144,6 +144,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no per-step lines; only losses and the summary")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="work in DIR and keep it (certificates, CSVs, shards, transcripts)")
+    parser.add_argument("--protocol", choices=["yang", "shared"], default="yang",
+                        help="yang (default: each party learns its own gradient) or shared (no party learns a "
+                             "gradient; docs/protocol.md)")
 
 
 def demo_options(args: argparse.Namespace) -> dict:
@@ -157,10 +160,10 @@ def demo_options(args: argparse.Namespace) -> dict:
     Returns
     -------
     dict
-        ``feature_parties``, ``iterations``, ``batch_size``, ``key_bits``, ``quiet`` and ``keep``.
+        ``feature_parties``, ``iterations``, ``batch_size``, ``key_bits``, ``quiet``, ``keep`` and ``protocol``.
     """
     return {"feature_parties": args.feature_parties, "iterations": args.iterations, "batch_size": args.batch_size,
-            "key_bits": args.key_bits, "quiet": args.quiet, "keep": args.keep}
+            "key_bits": args.key_bits, "quiet": args.quiet, "keep": args.keep, "protocol": args.protocol}
 
 
 def _common(p) -> None:

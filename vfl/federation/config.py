@@ -289,6 +289,9 @@ def load_config(path) -> FederationConfig:
                                  "boosting trains its trees afresh (leave warm_start out)")
     training = _boosting(f"{where} [training]", training_table) if boosting else \
         _training(f"{where} [training]", training_table)
+    if warm_start and getattr(training, "reveal", None) == "never":
+        raise ConfigurationError(f"{where} [training]: warm_start continues from each party's weights, and with "
+                                 "reveal = \"never\" no party holds its weights: leave one of them out")
     prediction = _section(where, raw, "prediction", required=False)
     _unknown(f"{where} [prediction]", prediction, {"mode"})
     mode = prediction.get("mode", "private")

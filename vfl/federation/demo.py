@@ -67,7 +67,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
 
 
 def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size: int = 64, seed: int = 0,
-            feature_parties: int = 1) -> dict:
+            feature_parties: int = 1, protocol: str = "yang") -> dict:
     """Certificates, the parties' CSVs and federation.toml in ``folder``; returns paths and the held-out labels."""
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
@@ -104,7 +104,7 @@ def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size:
                for name, port in zip(roster.everyone, ports)}
     training = {"model": "logistic", "learning_rate": 0.15, "iterations": iterations, "batch_size": batch_size,
                 "alpha": 0.01, "tol": 0, "fit_intercept": True, "key_bits": key_bits,
-                "insecure": key_bits < 2048, "frac_bits": 32, "random_state": seed}
+                "insecure": key_bits < 2048, "frac_bits": 32, "random_state": seed, "protocol": protocol}
     config = write_config(folder / "federation.toml", "certs/ca.pem", parties, training,
                           network={"connect_timeout": 60, "timeout": 120}, label="diagnosis")
     return {"config": config, "files": files, "frame": frame, "target": bunch.target, "train": train_idx,
@@ -239,11 +239,12 @@ def run_parties(command: str, prep: dict, folder: Path, quiet: bool, progress: E
 
 
 def run_demo(iterations: int | None = None, batch_size: int | None = None, key_bits: int = 2048,
-             quiet: bool = False, keep: Path | None = None, feature_parties: int = 1) -> dict:
+             quiet: bool = False, keep: Path | None = None, feature_parties: int = 1, protocol: str = "yang") -> dict:
     """The whole demo; returns the AUCs, the per-link bytes and the time taken.
 
     ``feature_parties`` (1 to 5): with 1, parties A, B and C; with ``K >= 2``,
     feature parties A1 ... AK beside B and C, ``K + 2`` processes in all.
+    ``protocol``: ``"yang"`` or ``"shared"`` (no party learns a gradient; docs/protocol.md).
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -255,7 +256,7 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
     tmp = None if keep else tempfile.TemporaryDirectory(prefix="vfl-demo-")
     folder = Path(keep) if keep else Path(tmp.name)
     try:
-        prep = prepare(folder, key_bits, iterations, batch_size, feature_parties=feature_parties)
+        prep = prepare(folder, key_bits, iterations, batch_size, feature_parties=feature_parties, protocol=protocol)
         config = load_config(prep["config"])
         s = config.training
         count = _NUMBERS.get(len(roster.everyone), str(len(roster.everyone)))
@@ -266,7 +267,9 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
               f"\n  {holds}, B holds "
               f"{len(prep['columns']['B'])} columns and the diagnosis, C holds the Paillier private key "
               f"({s.key_bits} bits).\n  Logistic regression, {s.max_iter} epochs of batches of {s.batch_size} "
-              f"rows, learning rate {s.learning_rate}.\n  Kinds: ciphertext = Paillier-encrypted; masked = "
+              f"rows, learning rate {s.learning_rate}"
+              + (", the shared protocol: no party learns a gradient" if s.shared else "")
+              + ".\n  Kinds: ciphertext = Paillier-encrypted; masked = "
               f"decrypted by C but hidden by a random mask; public = harmless in clear.", flush=True)
         print("\n== training ==", flush=True)
         progress = EpochProgress(iterations)

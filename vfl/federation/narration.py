@@ -48,6 +48,19 @@ DESCRIPTIONS = {
     "packed_loss_part": "encrypted loss part [[a u_k.d + penalty]] in slot s-1",
     "packed_loss": "encrypted batch loss [[L]] in slot s-1, every other slot masked",
     "masked_packed_scores": "encrypted scores plus per-slot masks [[z + 2^v + R]], packed",
+    # the shared protocol (vfl.protocols.shared): no party learns a gradient
+    "parameters": "how many parameters it holds a share of (its weights, and the label party's intercept)",
+    "weight_share": "the coordinator's share of the party's weights, encrypted [[c_k]]",
+    "gradient_share": "encrypted gradient plus the party's mask [[X_k^T d + 2^V + rho_k]]: the coordinator keeps "
+                      "X_k^T d + rho_k as its share, the party -rho_k",
+    "loss_share": "encrypted share of the loss [[a_k.G_k - rho_k.c_k + penalty]] (a_k: the party's share)",
+    "model_share": "the coordinator's share of the party's weights: with its own, its weights",
+    "validation_weight_share": "validation rows: the coordinator's share of the party's weights, encrypted [[c_k]]",
+    "validation_scores": "validation rows: encrypted partial scores [[u_k]]",
+    "validation_residual": "validation rows: encrypted residuals [[d]]",
+    "validation_gradient_share": "validation rows: encrypted gradient plus the party's mask",
+    "validation_loss_share": "validation rows: encrypted share of the loss",
+    "validation_loss": "validation rows: encrypted loss less the coordinator's part: it learns the validation loss",
     # gradient boosting (SecureBoost): the label party holds the key
     "iteration": "a new boosting iteration; whether the feature parties take part in its trees",
     "gradients": "encrypted gradients and hessians [[g, h]], one packed ciphertext per row",

@@ -45,8 +45,8 @@ import pandas as pd
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.federation.align import alignment_line, min_rows, private_intersection, write_aligned
-from vfl.federation.checkpoint import (CheckpointStore, read_shard, shard_models, shard_scaler, write_json,
-                                      write_shard)
+from vfl.federation.checkpoint import (CheckpointStore, read_coordinator_shard, read_shard, shard_models,
+                                      shard_scaler, shard_shares, write_coordinator_shard, write_json, write_shard)
 from vfl.federation.compute import uses_compute
 from vfl.federation.config import FederationConfig
 from vfl.federation.data import PartyData, load_csv
@@ -57,7 +57,10 @@ from vfl.federation.session import (Session, align_data, check_equations, check_
                                     share_columns)
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
+from vfl.parties.shareholders import CoordinatorShares
+from vfl.parties.shares import WeightShare
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.protocols import shared as shared_protocol
 from vfl.protocols.checks import check_score_span, warn_clipped_labels, warn_mini_batch_labels
 from vfl.transport import Endpoint
 
@@ -91,6 +94,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     shown = Progress(role, progress)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)          # one key pair for every model of the run
+    coordinator_shares = []     # reveal = "never": C's share of every party's parameters, per model
 
     try:
         with Session(config, role, "train", narrator, shown) as session:
@@ -133,8 +137,11 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 results.append(train_model(session.endpoint, config, role, kind, party, store, resume,
                                             narrator, shown))
                 parties.append(party)
+                if kind == "coordinator" and kept_shared(settings):
+                    coordinator_shares.append(coordinator.shares.state())
             shown.close()
-            metrics = report_training(session, config, role, kind, parties, coordinator, n_models)
+            metrics = report_training(session, config, role, kind, parties, coordinator, n_models,
+                                      coordinator_shares)
             summary = {"party": role, "role": kind, "models": n_models,
                        "transcript": str(_save_transcript(session, workdir / "transcript_train.csv", marks))}
             if data and alignment:
@@ -148,6 +155,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary.update(loss_curve=results[0]["loss_curve"] if one else [r["loss_curve"] for r in results],
                        epochs=results[0]["n_iter"] if one else [r["n_iter"] for r in results],
                        converged=all(r["converged"] for r in results))
+        if kept_shared(settings):   # C's shares: prediction needs them, and only C may read them
+            summary["model"] = str(write_coordinator_shard(workdir / f"model_{role}.json", role,
+                                                           config.fingerprint("train"), coordinator_shares))
         write_json(workdir / f"training_{role}.json", summary, private=False)
     else:
         if kind == "label" and settings.dp:
@@ -160,9 +170,14 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             config.fingerprint("train"), None if classes is None else [plain(c) for c in classes],
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
-            scaler=scaler))
+            scaler=scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None))
     _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))  # finished: the shard is the result
     return summary
+
+
+def kept_shared(settings) -> bool:
+    """Whether the model stays shared after training (``protocol = "shared"``, ``reveal = "never"``)."""
+    return getattr(settings, "shared", False) and settings.reveal == "never"
 
 
 def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
@@ -388,8 +403,10 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     settings, roster = config.training, config.roster
     workdir = Path(workdir)
     kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir)
+    if coordinator is not None and kept_shared(settings):   # the model stayed shared: C's shares are part of it
+        shard = read_coordinator_shard(model_path or workdir / f"model_{role}.json", role)
     data = None
-    if shard is not None:
+    if coordinator is None:
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
                         weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
@@ -405,7 +422,14 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             if alignment:
                 shown.line(alignment_line(role, alignment))
             check_same_training(role, roster, theirs, shard["trained_with"])
-        models = shard_models(shard) if shard else None
+        if kind == "coordinator":
+            models = shard["shares"] if shard else None
+        else:
+            models = shard_shares(shard) if "share" in shard else shard_models(shard)
+        if kind != "coordinator" and ("share" in shard) != kept_shared(settings):
+            held = "a share of a model that stays shared" if "share" in shard else "weights"
+            raise DataError(f"party {role}: its model shard holds {held}, but the settings say protocol = "
+                            f"{settings.protocol!r}, reveal = {settings.reveal!r}; use the settings it was trained with")
         n_models = agree_on_models(session.endpoint, role, kind, roster, len(models) if models else None)
         _check_score_span(config, role, kind, data, n_models)
         mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
@@ -418,7 +442,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             marks.append(len(session.transcript.records))
             scored = score_rows(ep, config, role, kind, data.features if data else None, data and data.columns,
                                 models[index] if models else None, shard.get("fit_intercept") if shard else None,
-                                coordinator, mode)
+                                coordinator, mode, share=models[index] if kept_shared(settings) else None)
             if kind == "label":
                 columns.append(scored)
             summary["rows"] = len(scored) if kind == "label" else scored
@@ -434,14 +458,19 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
 
 
 def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,
-               fit_intercept, coordinator, mode: str = "private"):
+               fit_intercept, coordinator, mode: str = "private", share=None):
     """One private prediction of ``features`` with the weights ``params``: the label party gets the scores.
 
     The coordinator passes ``coordinator`` (and no features); the others their own
-    rows and weights.  Returns the scores at the label party, the number of rows scored
-    elsewhere.
+    rows and weights.  A model that stays shared passes ``share`` instead of the
+    weights (a data party: its share, a list of integers; the coordinator: its share
+    of every party's, by name) and runs the shared scoring round
+    (:func:`vfl.protocols.shared.predict_a`...).  Returns the scores at the label
+    party, the number of rows scored elsewhere.
     """
     settings, roster = config.training, config.roster
+    if share is not None:
+        return _score_shared(ep, config, role, kind, features, columns, fit_intercept, coordinator, share)
     packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
     if kind == "coordinator":
         return predict_c(ep, coordinator, mode, roster=roster, **packed)
@@ -455,8 +484,30 @@ def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, fea
     return predict_b(ep, party, features, mode, settings.frac_bits, roster=roster, **packed)
 
 
+def _score_shared(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, fit_intercept,
+                  coordinator, share):
+    """:func:`score_rows` for a model that stays shared: every party scores with its share."""
+    settings, roster = config.training, config.roster
+    if kind == "coordinator":
+        coordinator.shares = CoordinatorShares(None)
+        coordinator.shares.load_state(share)
+        return shared_protocol.predict_c(ep, coordinator, roster)
+    values = [int(v) for v in (share["values"] if isinstance(share, dict) else share)]
+    if kind == "feature":
+        party = PartyA(features, role=role, columns=columns)
+    else:
+        party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
+    if len(values) != party.params.size:
+        raise DataError(f"party {role}: its share holds {len(values)} values for {party.params.size} parameters")
+    party.share = WeightShare.from_state({"values": values})
+    if kind == "feature":
+        shared_protocol.predict_a(ep, party, features, settings.frac_bits, roster=roster)
+        return len(features)
+    return shared_protocol.predict_b(ep, party, features, settings.frac_bits, roster=roster)
+
+
 def report_training(session: Session, config: FederationConfig, role: str, kind: str, parties: list, coordinator,
-                    n_models: int) -> dict | None:
+                    n_models: int, coordinator_shares: list | None = None) -> dict | None:
     """After training: the label party's metrics on its training (and validation) rows, by private prediction.
 
     Every party takes part, once per model: the data parties score their training
@@ -477,8 +528,11 @@ def report_training(session: Session, config: FederationConfig, role: str, kind:
         party = parties[index] if kind != "coordinator" else None
         rows = None if party is None else (party.features if party.validation is None
                                            else np.vstack([party.features, party.validation]))
+        share = None
+        if kept_shared(config.training):        # the model stays shared: each scores with its share
+            share = coordinator_shares[index] if kind == "coordinator" else parties[index].share.state()
         columns.append(score_rows(ep, config, role, kind, rows, party and party.columns, party and party.params,
-                                  party and party.fit_intercept, coordinator))
+                                  party and party.fit_intercept, coordinator, share=share))
     if kind != "label":
         return None
     scores = columns[0] if n_models == 1 else np.column_stack(columns)

@@ -264,8 +264,9 @@ def check_equations(n_rows: int, columns: dict[str, int], settings, roster: Rost
     """The accumulated-equations rule (:func:`~vfl.protocols.check_gradient_equations`) for every data party.
 
     Every data party runs it on the same column counts, so each refuses with the same message.
+    Not with DP (the gradients are not exact) nor the shared protocol (no party learns one).
     """
-    if settings.dp:
+    if settings.dp or settings.shared:
         return
     check_gradient_equations(n_rows, settings.batch_size, settings.max_iter, columns, roster.label,
                              settings.fit_intercept)

@@ -36,6 +36,9 @@ class Coordinator:
         self.loss_curve: list[float] = []
         #: conjugate gradient's scalars after the last step (:mod:`vfl.protocols.conjugate`; empty before)
         self.cg_state: dict = {}
+        #: its share of every data party's parameters (``protocol="shared"``: a
+        #: :class:`~vfl.parties.shareholders.CoordinatorShares`), or None
+        self.shares = None
 
     def generate_keys(self) -> bytes:
         """Table 2, step 1: make the key pair; return the public key's wire form."""

@@ -15,6 +15,7 @@ from vfl.parties import packed
 from vfl.parties.cg import Directions
 from vfl.parties.objectives import Objective
 from vfl.parties.optim import Optimizer, Penalty, penalised_step
+from vfl.parties.shares import WeightShare
 
 
 class FeatureParty:
@@ -66,6 +67,8 @@ class FeatureParty:
         self.snapshots: dict[int, list] = {}
         #: this party's blocks of the gradient and search direction (``solver="cg"``)
         self.directions = Directions()
+        #: its additive share of its own parameters (``protocol="shared"``: :mod:`vfl.parties.shares`), or None
+        self.share: WeightShare | None = None
         self._pending_mask = None
 
     # -- where training starts -------------------------------------------------------
@@ -307,6 +310,8 @@ class FeatureParty:
             state["cg"] = self.directions.state()
         if self.snapshots:
             state["snapshots"] = {str(e): p for e, p in self.snapshots.items()}
+        if self.share is not None:
+            state["share"] = self.share.state()
         return state
 
     def load_state(self, state: dict) -> None:
@@ -318,6 +323,9 @@ class FeatureParty:
             self.initial_params = np.asarray(state["initial"], dtype=np.float64).reshape(params.shape)
         self.snapshots = {int(e): list(p) for e, p in state.get("snapshots", {}).items()}
         self.directions = Directions.from_state(state.get("cg"))
+        self.share = WeightShare.from_state(state["share"]) if "share" in state else None
+        if self.share is not None and len(self.share) != self.params.size:
+            raise DataError(f"party {self.role}: saved share has {len(self.share)} values, data has {self.params.size}")
         if "optimizer" in state:
             try:
                 self.optimizer.load_state(state["optimizer"])

@@ -14,11 +14,13 @@ command (:mod:`vfl.federation.runner`), so that both refuse, or warn, alike:
   prediction gives the label party ``K >= m`` scores per row hands it its rows
   up to a linear map, unless that party opted in;
 * :func:`check_run`: the parties handed to a run are the roster's, the label
-  party's targets fit the objective, and the coordinator's key the settings'.
+  party's targets fit the objective, and the coordinator's key the settings';
+* :func:`diverged`: the coordinator's rule for a run whose loss runs away.
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from typing import Mapping
 
@@ -35,7 +37,8 @@ MINI_BATCH_LEAK = ("in vfl's own attack test a feature party, taking the minimum
 
 def check_settings_safety(settings) -> None:
     """Refuse settings that hand a party the labels, or that cannot train; called by ``TrainingSettings``."""
-    if settings.init == "zeros" and not settings.insecure:
+    # with protocol="shared" no party learns the first gradient (nor any): a zero start tells no one anything
+    if settings.init == "zeros" and not settings.insecure and settings.protocol != "shared":
         raise ConfigurationError(
             "init='zeros' starts every weight at 0, so the first gradient hands every feature party X^T y "
             "(its columns against the labels): pass insecure=True (insecure = true in [training]) to acknowledge "
@@ -55,12 +58,13 @@ def check_settings_safety(settings) -> None:
 
 def warn_mini_batch_labels(settings, n_rows: int, stacklevel: int = 3) -> None:
     """Warn that mini-batch training without DP lets a feature party infer the labels (:data:`MINI_BATCH_LEAK`)."""
-    if settings.dp or settings.batch_size is None or n_rows // settings.batch_size < 2:
-        return          # one batch an epoch (vfl.protocols.batch_sizes folds a remainder into the last batch)
+    if settings.dp or settings.shared or settings.batch_size is None or n_rows // settings.batch_size < 2:
+        return          # no gradient (the shared protocol), or one batch an epoch (the remainder joins the last)
     warnings.warn(
         f"mini-batch training (batch_size={settings.batch_size}) without differential privacy lets a feature "
         f"party infer the label party's labels from its own gradients: {MINI_BATCH_LEAK}. Train with full "
-        "batches (batch_size=None), or with differential privacy (dp_epsilon, dp_delta)",
+        "batches (batch_size=None), or with differential privacy (dp_epsilon, dp_delta), or with "
+        "protocol='shared', in which no party learns any gradient",
         LabelLeakWarning, stacklevel=stacklevel)
 
 
@@ -129,7 +133,7 @@ def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int]) -
     Said in terms of ``validation_fraction``, before the batch-size rule would
     report the same shortage as a batch problem.
     """
-    if not settings.early_stopping:
+    if not settings.early_stopping or settings.shared:      # shared: no party learns a gradient value
         return
     held = min(max(1, int(np.ceil(settings.validation_fraction * n_rows))), n_rows - 1)
     left = n_rows - held
@@ -140,3 +144,29 @@ def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int]) -
             f"stopping and leaves {left} to train on, not more than the {most} gradient values party {party} learns "
             f"per step; lower validation_fraction (at most {(n_rows - most - 1) / n_rows:.3g} here) or pass "
             "fit(..., validation=...)")
+
+
+#: Epochs in a row the loss may grow before C calls the run diverging.
+DIVERGING_EPOCHS = 5
+
+
+def diverged(loss_curve, noisy: bool = False) -> str | None:
+    """Why the epoch losses say the run diverges, or ``None``.
+
+    A loss that is no longer finite, or that grew for :data:`DIVERGING_EPOCHS`
+    epochs in a row to more than twice its smallest value (noisy mini-batches
+    may raise it for an epoch or two; that is not divergence).  With DP noise
+    (``noisy``) the loss may climb for as long as the noise outweighs the
+    gradient, so only a blow-up past 1000 times its smallest value counts.
+    """
+    if not loss_curve:
+        return None
+    last = loss_curve[-1]
+    if not math.isfinite(last):
+        return f"the loss is {last} at epoch {len(loss_curve)}"
+    tail = loss_curve[-DIVERGING_EPOCHS - 1:]
+    rising = len(tail) == DIVERGING_EPOCHS + 1 and all(b > a for a, b in zip(tail, tail[1:]))
+    if rising and last > (1000 if noisy else 2) * min(loss_curve):
+        return (f"the loss grew for {DIVERGING_EPOCHS} epochs in a row, from {tail[0]:.4g} to {last:.4g} "
+                f"(epoch {len(loss_curve)})")
+    return None

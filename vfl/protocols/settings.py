@@ -15,9 +15,14 @@ from vfl.crypto import check_key_bits
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import get_objective
 from vfl.parties.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
+from vfl.parties.shares import SHARED_OPTIMIZERS, SHARED_PENALTIES
 from vfl.protocols.checks import check_settings_safety
 
 INITS = ("random", "zeros")
+#: Who learns what: Yang et al.'s protocol (each party its own gradient) or the shared one (no party any gradient).
+PROTOCOLS = ("yang", "shared")
+#: With the shared protocol, who gets the weights at the end: each party its own (FATE's "respectively"), or no one.
+REVEALS = ("respectively", "never")
 #: How the parties move their weights: conjugate gradient with exact line search, or first-order steps.
 SOLVERS = ("auto", "cg", "gd")
 #: Validation scores each objective can be stopped on.
@@ -69,7 +74,8 @@ class TrainingSettings:
         from the operating system's CSPRNG, so that the first residual does not hand
         the feature parties ``-kappa y`` (see docs/protocol.md).  ``"zeros"``: every
         weight starts at 0 (teaching, reproducible comparisons): **the first gradient
-        then reveals** ``X^T y`` to every feature party.
+        then reveals** ``X^T y`` to every feature party, so it needs ``insecure=True``;
+        not with ``protocol="shared"``, where no party learns a gradient.
     dp_epsilon, dp_delta : float or None
         Differential privacy of the labels in what the feature parties learn: party B
         adds calibrated Gaussian noise to the residual so that all epochs together
@@ -120,6 +126,17 @@ class TrainingSettings:
         weights stay with B; that weighting is on is public (the range bounds need it).
     sample_weighted : bool
         The label party also weighs rows by its own per-row weights (``sample_weight``).
+    protocol : {"yang", "shared"}
+        ``"yang"``: Yang et al.'s Table 2, every data party learns its own gradient
+        each step.  ``"shared"``: the weights, scores, residuals and gradients stay
+        additively shared between each data party and the coordinator for the whole
+        run, and no party learns any gradient (:mod:`vfl.protocols.shared`); it runs
+        ``solver="gd"`` with ``optimizer`` sgd, momentum or nesterov, an L2 penalty or
+        none, no DP, unpacked, and early stopping on the validation loss.
+    reveal : {"respectively", "never"}
+        With ``protocol="shared"``: at the end each data party learns its own weights
+        (FATE's "respectively"), or none does and the model stays shared (prediction
+        then needs the coordinator's shares).
     """
 
     objective: str = "logistic"
@@ -160,6 +177,8 @@ class TrainingSettings:
     scoring: str = "loss"
     class_weight: str | dict | None = None
     sample_weighted: bool = False
+    protocol: str = "yang"
+    reveal: str = "respectively"
 
     def __post_init__(self):
         get_objective(self.objective)
@@ -189,6 +208,7 @@ class TrainingSettings:
                    value)
         self._check_update()
         self._check_solver()
+        self._check_protocol()
         check_settings_safety(self)
 
     def _check_update(self) -> None:
@@ -240,16 +260,46 @@ class TrainingSettings:
         _check(not self.dp, "solver='cg' needs the exact residual; differential privacy adds noise to it: use "
                "solver='gd' with dp_epsilon", self.solver)
 
+    def _check_protocol(self) -> None:
+        _check(self.protocol in PROTOCOLS, f"protocol must be one of {PROTOCOLS}", self.protocol)
+        _check(self.reveal in REVEALS, f"reveal must be one of {REVEALS}", self.reveal)
+        if not self.shared:
+            _check(self.reveal == "respectively", "reveal='never' keeps the weights shared, which only "
+                   "protocol='shared' does", self.reveal)
+            return
+        why = "the shared protocol keeps the weights additively shared, and "
+        _check(self.optimizer in SHARED_OPTIMIZERS, why + "updates the shares with linear rules only: use optimizer "
+               f"in {SHARED_OPTIMIZERS} (adagrad, rmsprop and adam need the gradient's square)", self.optimizer)
+        _check(self.penalty in SHARED_PENALTIES, why + "L1 needs the weights' signs: use penalty 'l2' or 'none' "
+               "with protocol='shared'", self.penalty)
+        _check(self.solver != "cg", why + "runs gradient steps: use solver='gd' (or 'auto') with "
+               "protocol='shared'", self.solver)
+        _check(not self.dp, "differential privacy protects the labels in the gradients the feature parties learn; "
+               "with protocol='shared' they learn none: leave dp_epsilon out, or use protocol='yang'",
+               self.dp_epsilon)
+        _check(self.packing is not True, "the shared protocol does not pack its ciphertexts: use packing='auto' "
+               "(prediction still packs) or False", self.packing)
+        _check(not self.early_stopping or self.scoring == "loss", "with protocol='shared' no party sees a "
+               "validation score, only the coordinator the validation loss, computed under encryption: use "
+               "scoring='loss'", self.scoring)
+
+    @property
+    def shared(self) -> bool:
+        """Whether the weights stay shared (``protocol="shared"``): no party learns a gradient."""
+        return self.protocol == "shared"
+
     @property
     def conjugate(self) -> bool:
         """Whether the parties run conjugate gradient (``solver``, with ``"auto"`` resolved)."""
         if self.solver == "auto":
-            return self.batch_size is None and self.penalty in ("l2", "none") and not self.dp
+            return self.batch_size is None and self.penalty in ("l2", "none") and not self.dp and not self.shared
         return self.solver == "cg"
 
     @property
     def packed(self) -> bool:
         """Whether training packs its ciphertexts (``packing``, with ``"auto"`` resolved)."""
+        if self.shared:
+            return False
         return self.packing is True or (self.packing == "auto" and not self.weighted)
 
     @property

@@ -41,7 +41,8 @@ from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, get_objective
 from vfl.parties.feature_party import weight_extra_bits
-from vfl.protocols import conjugate, validation
+from vfl.protocols import conjugate, shared, validation
+from vfl.protocols.checks import DIVERGING_EPOCHS, diverged
 from vfl.protocols.passes import pass_a, pass_b, pass_c, receive_gradient
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, check_batch_size
@@ -57,7 +58,7 @@ def _receive_key(ep: Endpoint, party, settings: TrainingSettings, engine, roster
     precision = FixedPoint(settings.frac_bits)
     extra = weight_extra_bits(precision.frac_bits) if settings.weighted else 0     # head-room for row weights
     party.receive_public_key(message["key"], precision, engine, len(roster.data_parties), extra)
-    if settings.packed:
+    if settings.packed or settings.shared:     # their slots and masks are sized for the declared bound
         party.check_declared_features(settings.feature_bound)
 
 
@@ -100,6 +101,8 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
     start, finished = _agree_on_start(ep, checkpoints, roster)
     if finished:                # every party had completed the run: its final state is the result
         party.load_state(checkpoints[start])
+        if settings.shared:     # the final shares: C reveals its own again
+            shared.finish_data(ep, party, settings, roster)
         return party
     if start < 0:
         party.start(settings.init)
@@ -109,6 +112,9 @@ def run_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: 
         raise DataError(f"party {party.role} has {party.n_rows} rows but party {b} has {schedule['n_rows']}; "
                         "the parties' rows must be aligned")
     validation.hold_out(party, settings, schedule["seed"])
+    if settings.shared:         # the weights stay shared: A learns no gradient (vfl.protocols.shared)
+        shared.steps_a(ep, party, settings, start, on_epoch, roster, schedule["seed"])
+        return party
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
 
     if settings.conjugate:
@@ -144,6 +150,8 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
     if finished:                # every party had completed the run: its final state is the result
         party.load_state(checkpoints[start])
         party.validation_scores = validation.Tracker(settings, checkpoints[start].get("validation")).scores
+        if settings.shared:
+            shared.finish_data(ep, party, settings, roster)
         return party
     if start >= 0:
         seed = checkpoints[start]["seed"]
@@ -155,6 +163,11 @@ def run_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: 
         ep.send(a, "schedule", "public", seed=seed, n_rows=party.n_rows)
     validation.hold_out(party, settings, seed)
     tracker = validation.Tracker(settings, checkpoints[start].get("validation") if start >= 0 else None)
+    if settings.shared:         # no party learns a gradient: C scores the validation rows (vfl.protocols.shared)
+        ep.send(c, "schedule", "public", n_rows=party.n_rows,
+                n_validation=0 if party.validation is None else len(party.validation))
+        shared.steps_b(ep, party, settings, start, on_epoch, roster, seed)
+        return party
     check_batch_size(party.role, party.n_rows, settings.batch_size, party.n_gradient_values)
     ep.send(c, "schedule", "public", n_rows=party.n_rows)
 
@@ -222,9 +235,15 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
     coordinator.load_state(checkpoints[start] if start >= 0 else {"loss_curve": []})
     if finished:                # every party had completed the run: nothing more to train
         saved = checkpoints[start]
+        if settings.shared:
+            shared.resume_finished_c(ep, coordinator, settings, saved, roster)
         return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
                 "converged": bool(saved.get("converged")), "best_epoch": int(saved.get("best_epoch", -1))}
-    n_rows = ep.recv(roster.label, "schedule")["n_rows"]
+    schedule = ep.recv(roster.label, "schedule")
+    n_rows = schedule["n_rows"]
+    if settings.shared:
+        return shared.steps_c(ep, coordinator, settings, start, checkpoints, n_rows,
+                              schedule.fields.get("n_validation"), on_epoch, on_batch_loss, roster)
 
     if settings.conjugate:
         return conjugate.steps_c(ep, coordinator, settings, start, n_rows, on_epoch, roster)
@@ -259,29 +278,3 @@ def run_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings,
             break
     return {"loss_curve": list(coordinator.loss_curve), "n_iter": len(coordinator.loss_curve),
             "converged": converged, "best_epoch": best_epoch}
-
-
-#: Epochs in a row the loss may grow before C calls the run diverging.
-DIVERGING_EPOCHS = 5
-
-
-def diverged(loss_curve, noisy: bool = False) -> str | None:
-    """Why the epoch losses say the run diverges, or ``None``.
-
-    A loss that is no longer finite, or that grew for :data:`DIVERGING_EPOCHS`
-    epochs in a row to more than twice its smallest value (noisy mini-batches
-    may raise it for an epoch or two; that is not divergence).  With DP noise
-    (``noisy``) the loss may climb for as long as the noise outweighs the
-    gradient, so only a blow-up past 1000 times its smallest value counts.
-    """
-    if not loss_curve:
-        return None
-    last = loss_curve[-1]
-    if not math.isfinite(last):
-        return f"the loss is {last} at epoch {len(loss_curve)}"
-    tail = loss_curve[-DIVERGING_EPOCHS - 1:]
-    rising = len(tail) == DIVERGING_EPOCHS + 1 and all(b > a for a, b in zip(tail, tail[1:]))
-    if rising and last > (1000 if noisy else 2) * min(loss_curve):
-        return (f"the loss grew for {DIVERGING_EPOCHS} epochs in a row, from {tail[0]:.4g} to {last:.4g} "
-                f"(epoch {len(loss_curve)})")
-    return None
