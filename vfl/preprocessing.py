@@ -40,6 +40,7 @@ from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
 from vfl.parties.credit.selection import SelectionRules
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
+from vfl.protocols.credit.settings import check_scorecard_model
 from vfl.transport import Transcript
 
 
@@ -385,6 +386,7 @@ class VerticalScorecard(BaseEstimator):
         model = clone(self.model) if self.model is not None else VerticalLogisticRegression()
         if not isinstance(model, VerticalLogisticRegression):
             raise ConfigurationError(f"model must be a VerticalLogisticRegression, got {type(model).__name__}")
+        check_scorecard_model(model.protocol, model.reveal, "VerticalScorecard")
         self.model_ = model.fit(coded)
         self.parties_ = coded.parties
         self.dropped_parties_ = dropped

@@ -51,6 +51,17 @@ def test_the_pipeline_needs_logistic_regression(tmp_path):
         config(tmp_path, {}, {"model": "linear"})
 
 
+def test_a_model_that_stays_shared_cannot_make_a_scorecard(tmp_path):
+    # the scorecard turns each party's weights into its points: reveal = "never" leaves no party any
+    with pytest.raises(ConfigurationError, match="reveal = 'respectively'"):
+        config(tmp_path, {}, {"model": "logistic", "protocol": "shared", "reveal": "never"})
+    assert config(tmp_path, {}, {"model": "logistic", "protocol": "shared"}).pipeline is not None
+    with pytest.raises(ConfigurationError, match="VerticalScorecard: .*reveal = 'respectively'"):
+        VerticalPipeline([("woe", VerticalWOE(**KEYS)), ("selection", VerticalSelection()),
+                          ("scorecard", VerticalScorecard(VerticalLogisticRegression(protocol="shared", reveal="never",
+                                                                                     **KEYS)))]).fit(credit_data(n=300))
+
+
 def test_api_refuses_what_the_file_refuses():
     data = credit_data(n=300)
     with pytest.raises(ConfigurationError, match="share_woe must be True or False"):

@@ -140,7 +140,7 @@ from vfl.errors import ConfigurationError
 from vfl.federation.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster, TrainingSettings
 from vfl.protocols.boosting import BoostingSettings
-from vfl.protocols.credit.settings import CreditSettings
+from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.serving.settings import ServingSettings, parse_serving
 from vfl.transport.network import NetworkSettings, parse_address
 from vfl.transport.tls import ROLE_PATTERN, TLSFiles
@@ -355,6 +355,7 @@ def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
                                  "[training] model = \"logistic\"")
     if weight is not None:
         raise ConfigurationError(f"{where}: the pipeline does not take row weights (leave [data] sample_weight out)")
+    check_scorecard_model(training.protocol, training.reveal, where)
     _unknown(where, table, CreditSettings.keys())
     try:
         return CreditSettings.from_table(dict(table))

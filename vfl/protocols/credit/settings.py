@@ -18,6 +18,14 @@ from vfl.parties.credit.scorecard import ScorecardScale
 from vfl.parties.credit.selection import SelectionRules
 
 
+def check_scorecard_model(protocol: str, reveal: str, where: str) -> None:
+    """The scorecard turns each party's weights into its points: refuse a model no party will hold weights of."""
+    if protocol == "shared" and reveal == "never":
+        raise ConfigurationError(f"{where}: the scorecard turns each party's weights into its own points, and with "
+                                 "protocol = 'shared' and reveal = 'never' no party holds its weights: use "
+                                 "reveal = 'respectively' (or leave it out)")
+
+
 @dataclass(frozen=True)
 class CreditSettings:
     """Shared settings of the pipeline's steps before and after the model."""
