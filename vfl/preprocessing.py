@@ -360,6 +360,9 @@ class VerticalScorecard(BaseEstimator):
 
     def fit(self, data: VerticalDataset, y=None, upstream=None):
         _labelled(data, y, "VerticalScorecard")
+        if self.model is not None:
+            check_scorecard_model(getattr(self.model, "protocol", "yang"), getattr(self.model, "reveal", "respectively"),
+                                  "VerticalScorecard")
         woe = _upstream(upstream, VerticalWOE, "VerticalScorecard")
         if len(woe.classes_) != 2:
             raise ConfigurationError(f"a scorecard scores one event class; the label has {len(woe.classes_)} classes "
@@ -386,7 +389,6 @@ class VerticalScorecard(BaseEstimator):
         model = clone(self.model) if self.model is not None else VerticalLogisticRegression()
         if not isinstance(model, VerticalLogisticRegression):
             raise ConfigurationError(f"model must be a VerticalLogisticRegression, got {type(model).__name__}")
-        check_scorecard_model(model.protocol, model.reveal, "VerticalScorecard")
         self.model_ = model.fit(coded)
         self.parties_ = coded.parties
         self.dropped_parties_ = dropped
@@ -490,6 +492,11 @@ class VerticalPipeline:
         return dict(self.steps)
 
     def fit(self, data: VerticalDataset, y=None):
+        for name, step in self.steps:       # settings no step could finish with: refused before any work
+            model = getattr(step, "model", None) if isinstance(step, VerticalScorecard) else None
+            if model is not None:
+                check_scorecard_model(getattr(model, "protocol", "yang"), getattr(model, "reveal", "respectively"),
+                                      f"VerticalScorecard ({name!r})")
         fitted, current = {}, data
         for i, (name, step) in enumerate(self.steps):
             step.fit(current, upstream=dict(fitted))

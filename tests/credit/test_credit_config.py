@@ -56,10 +56,15 @@ def test_a_model_that_stays_shared_cannot_make_a_scorecard(tmp_path):
     with pytest.raises(ConfigurationError, match="reveal = 'respectively'"):
         config(tmp_path, {}, {"model": "logistic", "protocol": "shared", "reveal": "never"})
     assert config(tmp_path, {}, {"model": "logistic", "protocol": "shared"}).pipeline is not None
-    with pytest.raises(ConfigurationError, match="VerticalScorecard: .*reveal = 'respectively'"):
-        VerticalPipeline([("woe", VerticalWOE(**KEYS)), ("selection", VerticalSelection()),
+    woe = VerticalWOE(**KEYS)
+    with pytest.raises(ConfigurationError, match=r"VerticalScorecard \('scorecard'\): .*reveal = 'respectively'"):
+        VerticalPipeline([("woe", woe), ("selection", VerticalSelection()),
                           ("scorecard", VerticalScorecard(VerticalLogisticRegression(protocol="shared", reveal="never",
                                                                                      **KEYS)))]).fit(credit_data(n=300))
+    assert not hasattr(woe, "iv_")          # refused before the WOE step ran
+    with pytest.raises(ConfigurationError, match="VerticalScorecard: .*reveal = 'respectively'"):
+        VerticalScorecard(VerticalLogisticRegression(protocol="shared", reveal="never", **KEYS)).fit(
+            credit_data(n=300))
 
 
 def test_api_refuses_what_the_file_refuses():
