@@ -33,14 +33,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import subprocess
 import sys
 import time
 
 import numpy as np
 
+from vfl.bench.machine import _fmt_bytes, _fmt_s, load, machine  # noqa: F401  (also passed to the sub-benchmarks)
 from vfl.bench.sidebyside import table  # noqa: F401  (also passed to the sub-benchmarks)
 
 
@@ -167,35 +166,6 @@ def parse_args(argv=None):
     return args
 
 
-def machine() -> dict:
-    import gmpy2
-
-    model = platform.processor() or "?"
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    try:
-        with open("/proc/meminfo") as f:
-            mem = int(next(line.split()[1] for line in f if line.startswith("MemTotal"))) / 2 ** 20
-    except (OSError, StopIteration):
-        mem = float("nan")
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:
-        cores = os.cpu_count()
-    return {"cpu": model, "cores": cores, "memory_gb": round(mem, 1), "python": platform.python_version(),
-            "gmpy2": gmpy2.version(), "gmp": gmpy2.mp_version(), "platform": platform.platform()}
-
-
-def load() -> str:
-    try:
-        return "%.2f %.2f %.2f" % os.getloadavg()
-    except OSError:
-        return "?"
-
-
 def run_vfl(rows: int, features: int, key_bits: int, iterations: int, engine: str, feature_parties: int = 1,
             packing: bool = False, compute: str = "local") -> dict:
     """vfl's protocol in a fresh process (so its memory figures are its own)."""
@@ -225,22 +195,6 @@ def run_textbook(rows: int, features: int, key_bits: int, start=None, keys=None)
                                     progress=bar.update)
     return {"seconds": result.seconds, "bytes": result.bytes_sent, "loss": result.loss,
             "params": {"A": result.params_a.tolist(), "B": result.params_b.tolist()}, "phases": result.phases}
-
-
-def _fmt_bytes(b) -> str:
-    if b is None:
-        return "-"
-    for unit, size in (("GB", 2 ** 30), ("MB", 2 ** 20), ("kB", 2 ** 10)):
-        if b >= size:
-            return f"{b / size:.1f} {unit}"
-    return f"{b} B"
-
-
-def _fmt_s(s, approx=False) -> str:
-    if s is None:
-        return "-"
-    text = f"{s:.3f}" if s < 10 else f"{s:.1f}"
-    return ("~" + text) if approx else text
 
 
 def main(argv=None) -> int:

@@ -172,7 +172,8 @@ def run_size(n: int, progress: bool = True) -> dict:
 
 def main_psi(sizes, json_path=None) -> int:
     """Run the PSI bench for ``sizes`` (ids per party) and print the table."""
-    from vfl.bench.__main__ import _fmt_s, load, machine, table
+    from vfl.bench.machine import _fmt_s, load, machine
+    from vfl.bench.sidebyside import table
 
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")

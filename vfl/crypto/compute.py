@@ -40,6 +40,11 @@ import numpy as np
 from vfl.crypto import _codec
 from vfl.errors import ComputeError, ConfigurationError
 
+
+class WorkerError(RuntimeError):
+    """A task raised an exception inside a worker (a local process or a joblib backend's)."""
+
+
 #: Local worker processes: below this many modular multiplications (~8 ms at 2048 bits) a call
 #: stays in the calling thread; the pipes' round trip is well under a millisecond.
 LOCAL_THRESHOLD = 1_500
@@ -319,8 +324,6 @@ def run_joblib(fn, tasks: list, plan: ComputePlan) -> list:
         if not isinstance(answer, tuple) or not answer:
             raise ComputeError(f"{plan.label} returned something other than a vfl task's answer")
         if not answer[0]:
-            from vfl.crypto.workers import WorkerError
-
             raise WorkerError(f"{answer[1]} in a vfl task on {plan.label}: {answer[2]}")
         results.append(answer[1])
     return results

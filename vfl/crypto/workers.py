@@ -42,6 +42,7 @@ import sys
 import threading
 
 from vfl.crypto import _codec, compute
+from vfl.crypto.compute import WorkerError
 
 _HEADER = struct.Struct("!Q")
 
@@ -66,10 +67,6 @@ _BOOTSTRAP = (
 
 class WorkerDied(RuntimeError):
     """A worker process exited or broke the pipe protocol."""
-
-
-class WorkerError(RuntimeError):
-    """A task raised an exception inside a worker."""
 
 
 def _write_frame(stream, payload) -> None:
