@@ -345,3 +345,48 @@ def test_a_chunked_body_over_the_bound_is_a_413(served):
     ok = httpx.post(f"http://127.0.0.1:{served}/score", content=iter([b'{"ids": ', b'["10023"]}']),
                     headers={"content-type": "application/json"}, timeout=10)
     assert ok.status_code == 200 and "score" in ok.json()["results"][0]
+
+
+def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold():
+    from types import SimpleNamespace
+
+    from vfl.serving.label import LabelService, RoundError
+    from vfl.serving.messages import unpack_ids
+    from vfl.transport.message import Message
+
+    class Store:
+        def lookup(self, ids, columns):
+            found = np.array([key == "held" for key in ids])
+            return np.where(found[:, None], 1.0, np.nan) * np.ones((len(ids), len(columns))), found
+
+    service = object.__new__(LabelService)          # no links: the requests a round would send are recorded
+    service.shares, service.current, service.store, service.metrics = {"1": SimpleNamespace(
+        kind="trees", version="1", columns=["x"], owners={"telco": [0]}, feature_parties=["telco"],
+        widths={"telco": 2})}, "1", Store(), None
+    service.role, service.features, service._rounds = "bank", ["telco"], iter(range(1, 100))
+    asked = []
+
+    def ask(round_id, requests, deadline):
+        asked.extend(unpack_ids(Message("leaves", "public", round_id, {"ids": fields["ids"]}), "bank", 100)
+                     for _, _, fields in requests.values())
+        raise RoundError("recorded", "telco")
+
+    service._ask = ask
+    version, answers = service.score(["nobody", "also-nobody"], [None, None], time.monotonic() + 5)
+    assert not asked and {a["error"]["party"] for a in answers} == {"bank"}
+    with pytest.raises(RoundError):
+        service.score(["nobody", "held"], [None, None], time.monotonic() + 5)
+    assert asked == [["held"]]
+
+
+@pytest.mark.parametrize("table, words", [
+    ({"allow_inline_features": "yes"}, "allow_inline_features must be true or false, got 'yes'"),
+    ({"request_timeout_ms": 0}, "request_timeout_ms must be a whole number from 100"),
+    ({"idle_timeout_ms": True}, "idle_timeout_ms must be a whole number"),
+    ({"token_file": ""}, "token_file must be a non-empty string"),
+    ({"token": "abc"}, "unknown key(s) ['token']"),
+])
+def test_the_new_serving_keys_are_checked_by_name(tmp_path, table, words):
+    with pytest.raises(ConfigurationError) as caught:
+        parse_serving("f.toml", table, ["bank"], tmp_path)
+    assert words in str(caught.value)
