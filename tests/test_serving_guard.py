@@ -102,6 +102,8 @@ def test_tokens_guard_each_endpoint_and_the_admin_token_is_separate():
         refused = http.post("/score", json={"ids": ["10023"]}, headers=bearer(ADMIN_TOKEN))
         assert refused.status_code == 403 and "needs the scoring token" in refused.json()["error"]["message"]
         assert http.post("/admin/reload", json={"version": "2"}, headers=bearer(ADMIN_TOKEN)).status_code == 200
+        counted = http.get("/metrics", headers=bearer(ADMIN_TOKEN)).text
+        assert 'vfl_serve_requests_total{status="401"} 3.0' in counted      # the refusals of /score, counted
         for token in (SCORE_TOKEN, ADMIN_TOKEN):
             assert http.get("/metrics", headers=bearer(token)).status_code == 200
             assert "/score" in http.get("/openapi.json", headers=bearer(token)).json()["paths"]

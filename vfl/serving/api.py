@@ -190,40 +190,50 @@ class _Guard:
     ``limit`` bytes it is refused with 413 as soon as the bound is passed
     (declared or chunked), and a body that does not arrive within ``timeout``
     seconds with 408.  These refusals, and 401, 403 and 415, close the
-    connection.
+    connection; those of ``/score`` are counted in ``metrics`` by status.
     """
 
-    def __init__(self, app, limit: int, timeout: float, credentials: Credentials):
+    def __init__(self, app, limit: int, timeout: float, credentials: Credentials, metrics=None):
         self.app, self.limit, self.timeout, self.credentials = app, limit, timeout, credentials
+        self.metrics = metrics
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        refusal, body = await self._check(scope, receive)
+        if refusal is not None:
+            status = refusal[0]
+            await _refuse(send, *refusal, **({"www-authenticate": "Bearer"} if status == 401 else {}))
+            if scope["path"] == "/score" and self.metrics is not None:
+                self.metrics.answered(status, 0.0)
+        elif body is not None:
+            await self.app(scope, _replay(body, receive), send)
+
+    async def _check(self, scope, receive) -> tuple[tuple[int, str, str] | None, bytes | None]:
+        """``(refusal, None)``, or ``(None, body)``; ``(None, None)`` if the client left."""
         headers = dict(scope.get("headers") or [])
         method, path = scope["method"], scope["path"]
         refusal = self.credentials.refusal(method, path, headers.get(b"authorization"))
         if refusal is not None:
-            extra = {"www-authenticate": "Bearer"} if refusal[0] == 401 else {}
-            return await _refuse(send, *refusal, **extra)
+            return refusal, None
         if path in _JSON_PATHS and method == "POST":
             kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
             if kind != b"application/json":
                 shown = kind.decode("latin-1") or "none"
-                return await _refuse(send, 415, "unsupported_media_type", f"{method} {path} takes a JSON body: send "
-                                     f"'content-type: application/json' (the request's content type: {shown})")
+                return (415, "unsupported_media_type", f"{method} {path} takes a JSON body: send 'content-type: "
+                        f"application/json' (the request's content type: {shown})"), None
         declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await _refuse(send, *self._too_large())
+            return self._too_large(), None
         try:
-            body = await asyncio.wait_for(self._body(receive), self.timeout)
+            return None, await asyncio.wait_for(self._body(receive), self.timeout)
         except _TooLarge:
-            return await _refuse(send, *self._too_large())
+            return self._too_large(), None
         except asyncio.TimeoutError:
-            return await _refuse(send, 408, "request_timeout", f"the request's body did not arrive within "
-                                 f"{self.timeout * 1000:.0f} ms ([serving] request_timeout_ms)")
+            return (408, "request_timeout", f"the request's body did not arrive within {self.timeout * 1000:.0f} ms "
+                    "([serving] request_timeout_ms)"), None
         except _Disconnected:
-            return None
-        return await self.app(scope, _replay(body, receive), send)
+            return None, None
 
     def _too_large(self) -> tuple[int, str, str]:
         return 413, "request_too_large", f"the request body is above {self.limit} bytes"
@@ -342,7 +352,7 @@ def create_app(service, metrics, credentials: Credentials | None = None) -> Fast
                               "rows up, and only this party (the label party) learns the scores. See "
                               "docs/serving.md.", lifespan=lifespan, docs_url=None, redoc_url=None)
     app.add_middleware(_Guard, limit=max(_BODY_MIN, _BODY_PER_ID * settings.max_ids),
-                       timeout=settings.request_timeout_ms / 1000.0, credentials=credentials)
+                       timeout=settings.request_timeout_ms / 1000.0, credentials=credentials, metrics=metrics)
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
