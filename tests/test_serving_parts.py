@@ -216,6 +216,6 @@ def test_inline_features_beyond_a_float_are_refused_by_name():
     for value in ("1" + "0" * 400, "-1e999", "NaN"):
         body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": %s}]}' % value)
         with pytest.raises(Invalid, match=r"features\[0\]\.income: .* is not a finite number"):
-            check_request(body, ServingSettings(), share)
+            check_request(body, ServingSettings(allow_inline_features=True), share)
     body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": 52000}]}')
-    assert check_request(body, ServingSettings(), share)[1] == [{"income": 52000.0}]
+    assert check_request(body, ServingSettings(allow_inline_features=True), share)[1] == [{"income": 52000.0}]

@@ -1,12 +1,16 @@
-"""docs/serving.md's commands and examples, run as written: the three ``vfl serve`` lines, ``curl``, Python.
+"""docs/serving.md's commands and examples, run as written: the tokens, the three ``vfl serve`` lines, ``curl``, Python.
 
 A bank (the label party: ``income``, ``age`` and the label), telco (a feature
 party that holds no row for applicant 10024) and the coordinator C train a
-logistic model with ``vfl party``, each put its shard in ``models/1``, then start
-the documented ``vfl serve`` commands from their own folder (version 2 is put in
-place before the documented reloads).  The documented ``curl`` requests and the Python client block run
-against the label party's API (its port is the test's, not 8080), and the
-answers have the documented shape; SIGTERM stops each service with exit code 0.
+logistic model with ``vfl party``, each put its shard in ``models/1``; the
+documented ``[serving.bank]`` table is added to the federation file and the
+documented token commands make the two tokens; then the documented ``vfl serve``
+commands start from their folder (version 2 is put in place before the
+documented reloads).  The documented ``curl`` requests and the Python client
+block run against the label party's API (its port is the test's, not 8080), and
+the answers have the documented shape; without the token, with the wrong one,
+or with inline features (off by default) the API refuses; SIGTERM stops each
+service with exit code 0.
 """
 
 import json
@@ -77,7 +81,20 @@ def write_federation(folder, http):
         'key_bits = 1024\ninsecure = true\nrandom_state = 0\nstandardize = true\n'
         '[data]\nid_column = "id"\nlabel = "default"\n'
         '[network]\nconnect_timeout = 120\n'
-        f'[serving.bank]\nhttp = "127.0.0.1:{http}"\n')
+        + serving_table().replace("127.0.0.1:8080", f"127.0.0.1:{http}"))
+
+
+def serving_table():
+    """The documented ``[serving.bank]`` table."""
+    table = next(block for block in blocks("toml") if block.startswith("[serving.bank]"))
+    assert "token_file" in table and "admin_token_file" in table
+    return table
+
+
+def shell(line, folder, **run):
+    """A documented shell line, run by bash in ``folder``."""
+    return subprocess.run(["bash", "-c", line], cwd=folder, capture_output=True, text=True, timeout=60,
+                          check=True, **run)
 
 
 @pytest.fixture(scope="module")
@@ -91,6 +108,10 @@ def services(tmp_path_factory):
     for process in training:
         assert process.wait(300) == 0, (folder / "train-bank.err").read_text()[-2000:]
     put_version(folder, "1")
+    tokens = documented("(umask 077;")
+    assert len(tokens) == 2, tokens
+    for line in tokens:
+        shell(line, folder)
     commands = documented("vfl serve")
     roles = [shlex.split(c)[shlex.split(c).index("--role") + 1] for c in commands]
     assert roles == ["C", "telco", "bank"], commands
@@ -120,20 +141,20 @@ def put_version(folder, version):
         shutil.copy(folder / f"vfl-{name}" / f"model_{name}.json", folder / "models" / version)
 
 
-def curl(line, port):
-    """A documented ``curl`` line against this test's port: its JSON answer (by curl if installed)."""
+def curl(line, port, folder):
+    """A documented ``curl`` line against this test's port, in ``folder`` (its token files): its JSON answer."""
     line = line.replace("localhost:8080", f"127.0.0.1:{port}")
     if shutil.which("curl"):
-        done = subprocess.run(shlex.split(line), capture_output=True, text=True, timeout=60, check=True)
-        return json.loads(done.stdout)
-    args = shlex.split(line)
-    return httpx.post("http://" + args[2], content=args[args.index("-d") + 1],
-                      headers={"content-type": "application/json"}, timeout=60).json()
+        return json.loads(shell(line, folder).stdout)
+    args = shlex.split(line)                    # without curl: the same request by httpx
+    token = (folder / re.search(r"\$\(cat ([^)]+)\)", line).group(1)).read_text().strip()
+    return httpx.post("http://" + args[2], content=args[args.index("-d") + 1], timeout=60,
+                      headers={"content-type": "application/json", "authorization": f"Bearer {token}"}).json()
 
 
 def test_the_documented_curl_requests_answer_as_documented(services):
     folder, _, port, _ = services
-    score = curl(documented("curl -s localhost:8080/score")[0], port)
+    score = curl(documented("curl -s localhost:8080/score")[0], port, folder)
     shown = json.loads(blocks("json")[0])
     assert score["model_version"] == "1" and len(score["results"]) == len(shown["results"]) == 2
     got, expected = score["results"], shown["results"]
@@ -142,19 +163,37 @@ def test_the_documented_curl_requests_answer_as_documented(services):
     assert got[0]["prediction"] == ("yes" if got[0]["probability"] >= 0.5 else "no")
     assert got[1] == expected[1]                # 10024: telco holds no row, named, in the documented words
     put_version(folder, "2")
-    reload = curl(documented("curl -s localhost:8080/admin/reload")[0], port)
+    reload = curl(documented("curl -s localhost:8080/admin/reload")[0], port, folder)
     assert reload == {"model_version": "2", "previous": "1"}
 
 
-def test_the_documented_python_client_runs_as_written(services):
+def test_the_documented_python_client_runs_as_written(services, monkeypatch):
     folder, url, _, _ = services
     put_version(folder, "2")
     code = blocks("python")[0].replace("http://127.0.0.1:8080", url)
     namespace = {}
+    monkeypatch.chdir(folder)                   # where the token files are
     exec(compile(code, "docs/serving.md", "exec"), namespace)
-    result = namespace["result"]                # the last: 10099 with the bank's features inline
-    assert result["results"][0]["id"] == "10099" and 0 < result["results"][0]["probability"] < 1
-    assert httpx.get(f"{url}/health", timeout=10).json()["model_version"] == "2"
+    result = namespace["result"]
+    assert result["results"][0]["id"] == "10023" and 0 < result["results"][0]["probability"] < 1
+    token = (folder / "score.token").read_text().strip()
+    health = httpx.get(f"{url}/health", headers={"authorization": f"Bearer {token}"}, timeout=10).json()
+    assert health["model_version"] == "2"
+
+
+def test_the_documented_service_refuses_without_its_tokens_and_takes_no_inline_features(services):
+    from vfl.serving.client import ScoringClient, ScoringError
+
+    folder, url, _, _ = services
+    score, admin = ((folder / name).read_text() for name in ("score.token", "admin.token"))
+    calls = [(None, lambda c: c.score(["10023"]), 401), ("x" * 32, lambda c: c.score(["10023"]), 401),
+             (admin, lambda c: c.score(["10023"]), 403), (score, lambda c: c.reload("1"), 403),
+             (score, lambda c: c.score(["10099"], features=[{"income": 52000.0, "age": 31}]), 403)]
+    for token, call, status in calls:
+        with ScoringClient(url, token=token) as client, pytest.raises(ScoringError) as caught:
+            call(client)
+        assert caught.value.status == status, caught.value
+    assert httpx.get(f"{url}/health", timeout=10).json() == {"status": "ok"}
 
 
 def test_sigterm_stops_every_service_with_exit_code_0(services):

@@ -7,7 +7,9 @@ precision); unknown ids are per-id answers naming the party; bad requests get a
 4xx naming the problem; the Python client; a feature party killed (503 naming it,
 /health degraded, recovered once restarted) and stopped (the deadline: 504 naming
 it); the coordinator restarted with a new key; a model version switched while a
-client keeps scoring, no request without an answer.
+client keeps scoring, no request without an answer.  This service takes inline
+features (``allow_inline_features``): a client then reads B's weights exactly,
+as docs/serving.md says.
 """
 
 import json
@@ -48,7 +50,8 @@ def served(tmp_path_factory):
                                    training={"standardize": True, "packing": "auto"},
                                    network={"connect_timeout": 60},
                                    data={"serving": {"deadline_ms": 5000, "max_ids": 50, "batch_wait_ms": 2,
-                                                     "B": {"http": f"127.0.0.1:{http}"}}})
+                                                     "B": {"http": f"127.0.0.1:{http}",
+                                                           "allow_inline_features": True}}})
     results = run_parties("party", config, data, folder / "train", timeout=300)
     assert all(code == 0 for code, _, _ in results.values()), results
     shards = {}
@@ -87,7 +90,8 @@ def test_scores_over_http_equal_the_model_and_unknown_ids_are_per_id(served):
     results = {r["id"]: r for r in body["results"]}
     for key in ids[:3]:                           # A holds no row: named
         assert results[key]["error"]["code"] == "unknown_id" and results[key]["error"]["party"] == "A"
-    for key in (ids[4], ids[5], "nobody"):        # B holds no row (and none came inline)
+    for key in (ids[4], ids[5], "nobody"):        # B holds no row (and none came inline): A held or not,
+        assert results[key]["error"] == results["nobody"]["error"]     # the same answer, naming B only
         assert results[key]["error"]["code"] == "unknown_id" and results[key]["error"]["party"] == "B"
     for key in (ids[3], ids[6], ids[7]):
         z = results[key]["score"]
@@ -98,6 +102,20 @@ def test_scores_over_http_equal_the_model_and_unknown_ids_are_per_id(served):
     row = served["b"].iloc[4]
     response = s.score([ids[4]], features=[{"b0": float(row["b0"]), "b1": float(row["b1"])}])
     assert response.json()["results"][0]["score"] == pytest.approx(expected[ids[4]], abs=1e-6)
+
+
+def test_with_inline_features_on_a_client_reads_the_label_partys_weights(served):
+    """The documented cost of ``allow_inline_features``: k + 1 queries give B's k weights (and A's part + a constant)."""
+    s, ids, expected = served["services"], served["ids"], served["expected"][0]
+    shard = served["shards"]["B"][0]
+    rows = [{"b0": 0.0, "b1": 0.0}, {"b0": 1.0, "b1": 0.0}, {"b0": 0.0, "b1": 1.0}]
+    key = ids[6]
+    scores = [s.score([key], features=[row]).json()["results"][0]["score"] for row in rows]
+    weights = np.array([scores[1] - scores[0], scores[2] - scores[0]])
+    assert np.max(np.abs(weights - np.array(shard["unscaled_coef"]))) < 1e-5       # measured: about 1e-7
+    b_own = float(np.dot(shard["unscaled_coef"], served["b"].set_index("id").loc[key, ["b0", "b1"]].astype(float)))
+    assert scores[0] == pytest.approx(expected[key] - b_own, abs=1e-5)     # A's partial score + B's constant
+    print(f"inline-features attack: B's weights within {np.max(np.abs(weights - shard['unscaled_coef'])):.1e}")
 
 
 def test_python_client_and_integer_ids(served):

@@ -61,7 +61,8 @@ def served(tmp_path_factory):
                       "key": tls[name].key} for (name, role), port in zip(ROLES.items(), ports)}
     config = write_config(folder / "federation.toml", tls["bank"].ca, parties, TRAINING,
                           {"connect_timeout": 60, "timeout": 60}, align="same-ids",
-                          serving={"bank": {"http": f"127.0.0.1:{http}"}})
+                          serving={"bank": {"http": f"127.0.0.1:{http}",
+                                                     "allow_inline_features": True}})
     data = write_data(folder)
     run("party", config, data, folder / "train")
     run("predict", config, data, folder / "train")

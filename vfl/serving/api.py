@@ -5,8 +5,18 @@
 ``GET /health``           every party's state; 200 when all can score, 503 (degraded) otherwise
 ``GET /metrics``          Prometheus text format (:mod:`vfl.serving.metrics`)
 ``POST /admin/reload``    ``{"version": "4"}``: every party switches to that model version
-``GET /openapi.json``     this API's OpenAPI description; ``/docs`` shows it
+``GET /openapi.json``     this API's OpenAPI description (no ``/docs`` page: it would load scripts
+                          from a CDN)
 ========================  =====================================================================
+
+Who may call what is :mod:`vfl.serving.auth`'s (a scoring and an admin bearer
+token).  Before a request reaches the application, :class:`_Guard` checks its
+token, its content type (415 unless ``application/json``) and reads its body
+within ``request_timeout_ms`` (else 408) and its size bound (else 413, also for a
+chunked body); the connection is closed after each of these refusals.
+:func:`http_protocol` closes connections that stay silent or never finish a
+request's head.  Every error, FastAPI's own included (404, 405, 422), is
+``{"error": {"code", "message", "party"?}}``.
 
 A request is checked before anything of it goes anywhere: at most ``max_ids``
 ids, each an id as training reads them (text or an integer; no duplicates, at
@@ -28,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import math
 import time
 from typing import Any
@@ -35,18 +46,23 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from starlette.exceptions import HTTPException
 
 from vfl.datachecks import canonical_id
 from vfl.errors import ConfigurationError, DataError
+from vfl.serving.auth import Credentials
 from vfl.serving.batching import MicroBatcher
 from vfl.serving.label import RoundError
 from vfl.serving.messages import MAX_ID_BYTES
 from vfl.serving.metrics import CONTENT_TYPE
 from vfl.serving.models import MissingVersion
 
+log = logging.getLogger("vfl.serving")
 #: Bytes of request body per id allowed (features included), and at least.
 _BODY_PER_ID, _BODY_MIN = 8192, 65536
+#: The endpoints that take a JSON body.
+_JSON_PATHS = {"/score", "/admin/reload"}
 
 
 class ScoreRequest(BaseModel):
@@ -58,8 +74,8 @@ class ScoreRequest(BaseModel):
     features: list[dict[str, Any] | None] | None = Field(
         None, description="One object per id (or null: look it up in the label party's store) with the label "
                           "party's own columns of the model.")
-    deadline_ms: int | None = Field(None, description="Answer within this many milliseconds (default: "
-                                                      "[serving] deadline_ms).")
+    deadline_ms: StrictInt | None = Field(None, description="Answer within this many milliseconds, a whole "
+                                                            "number (default: [serving] deadline_ms).")
 
 
 class ScoreResult(BaseModel):
@@ -87,16 +103,16 @@ class ReloadRequest(BaseModel):
 class Invalid(Exception):
     """A request that is refused before anything of it is used: 400 (or ``status``) with this message."""
 
-    def __init__(self, message: str, status: int = 400):
+    def __init__(self, message: str, status: int = 400, code: str = "invalid_request"):
         super().__init__(message)
-        self.status = status
+        self.status, self.code = status, code
 
 
-def _error(status: int, code: str, message: str, party: str | None = None, **more) -> JSONResponse:
+def _error(status: int, code: str, message: str, party: str | None = None, headers=None, **more) -> JSONResponse:
     error = {"code": code, "message": message}
     if party is not None:
         error["party"] = party
-    return JSONResponse({"error": error, **more}, status_code=status)
+    return JSONResponse({"error": error, **more}, status_code=status, headers=headers)
 
 
 def check_request(body: ScoreRequest, settings, share) -> tuple[list[str], list, float]:
@@ -126,6 +142,10 @@ def check_request(body: ScoreRequest, settings, share) -> tuple[list[str], list,
                       "and 7.0 are one id)")
     inline = [None] * len(keys)
     if body.features is not None:
+        if not settings.allow_inline_features and any(row is not None for row in body.features):
+            raise Invalid("features: this service takes no features inline ([serving] allow_inline_features is "
+                          "false, the default): a client that sends the label party's features and reads the scores "
+                          "can solve for its weights (docs/serving.md); send ids only", 403, "inline_features_off")
         if len(body.features) != len(keys):
             raise Invalid(f"features: {len(body.features)} entries for {len(keys)} ids; give one per id (null to "
                           "look the id up in the label party's store)")
@@ -163,48 +183,160 @@ def _features(i: int, row: dict, share) -> dict:
     return {c: None if row[c] is None else float(row[c]) for c in columns}
 
 
-class _BodyLimit:
-    """ASGI middleware: a request body above ``limit`` bytes is refused with 413 before it is read whole."""
+class _Guard:
+    """ASGI middleware: a request's token, content type and body, checked before the application sees it.
 
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
+    The body is read here whole (the application gets it from memory): above
+    ``limit`` bytes it is refused with 413 as soon as the bound is passed
+    (declared or chunked), and a body that does not arrive within ``timeout``
+    seconds with 408.  These refusals, and 401, 403 and 415, close the
+    connection; those of ``/score`` are counted in ``metrics`` by status.
+    """
+
+    def __init__(self, app, limit: int, timeout: float, credentials: Credentials, metrics=None):
+        self.app, self.limit, self.timeout, self.credentials = app, limit, timeout, credentials
+        self.metrics = metrics
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        declared = dict(scope.get("headers") or []).get(b"content-length")
+        refusal, body = await self._check(scope, receive)
+        if refusal is not None:
+            status = refusal[0]
+            await _refuse(send, *refusal, **({"www-authenticate": "Bearer"} if status == 401 else {}))
+            if scope["path"] == "/score" and self.metrics is not None:
+                self.metrics.answered(status, 0.0)
+        elif body is not None:
+            await self.app(scope, _replay(body, receive), send)
+
+    async def _check(self, scope, receive) -> tuple[tuple[int, str, str] | None, bytes | None]:
+        """``(refusal, None)``, or ``(None, body)``; ``(None, None)`` if the client left."""
+        headers = dict(scope.get("headers") or [])
+        method, path = scope["method"], scope["path"]
+        refusal = self.credentials.refusal(method, path, headers.get(b"authorization"))
+        if refusal is not None:
+            return refusal, None
+        if path in _JSON_PATHS and method == "POST":
+            kind = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
+            if kind != b"application/json":
+                shown = kind.decode("latin-1") or "none"
+                return (415, "unsupported_media_type", f"{method} {path} takes a JSON body: send 'content-type: "
+                        f"application/json' (the request's content type: {shown})"), None
+        declared = headers.get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            return await _refuse(send, self.limit)
-        seen = 0
-
-        async def limited():
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge()
-            return message
-
+            return self._too_large(), None
         try:
-            await self.app(scope, limited, send)
+            return None, await asyncio.wait_for(self._body(receive), self.timeout)
         except _TooLarge:
-            await _refuse(send, self.limit)
+            return self._too_large(), None
+        except asyncio.TimeoutError:
+            return (408, "request_timeout", f"the request's body did not arrive within {self.timeout * 1000:.0f} ms "
+                    "([serving] request_timeout_ms)"), None
+        except _Disconnected:
+            return None, None
+
+    def _too_large(self) -> tuple[int, str, str]:
+        return 413, "request_too_large", f"the request body is above {self.limit} bytes"
+
+    async def _body(self, receive) -> bytes:
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise _Disconnected()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.limit:
+                raise _TooLarge()
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        return b"".join(chunks)
+
+
+def _replay(body: bytes, receive):
+    """An ASGI ``receive`` that gives ``body`` first, then whatever the connection says (a disconnect)."""
+    given = False
+
+    async def replayed():
+        nonlocal given
+        if not given:
+            given = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replayed
 
 
 class _TooLarge(Exception):
     pass
 
 
-async def _refuse(send, limit: int) -> None:
-    response = _error(413, "request_too_large", f"the request body is above {limit} bytes")
-    await send({"type": "http.response.start", "status": 413, "headers": response.raw_headers})
+class _Disconnected(Exception):
+    pass
+
+
+async def _refuse(send, status: int, code: str, message: str, **headers) -> None:
+    """An error answer from the middleware, closing the connection (the rest of the request is never read)."""
+    response = _error(status, code, message, headers={"connection": "close", **headers})
+    await send({"type": "http.response.start", "status": status, "headers": response.raw_headers})
     await send({"type": "http.response.body", "body": response.body})
 
 
-def create_app(service, metrics) -> FastAPI:
-    """The API of a started :class:`~vfl.serving.label.LabelService`, reporting to ``metrics``."""
+def http_protocol(request_timeout: float):
+    """uvicorn's HTTP protocol, closing a connection that sends nothing, or not a whole request head, in time.
+
+    uvicorn closes a connection idle after a response (``timeout_keep_alive``),
+    but neither one that never sends a byte nor one that stops halfway through a
+    request's head.  This protocol closes the first after the keep-alive timeout
+    too, and the second ``request_timeout`` seconds after the head's first byte.
+    """
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    class Protocol(AutoHTTPProtocol):
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._done, self._head = None, None
+            self.timeout_keep_alive_task = self.loop.call_later(self.timeout_keep_alive,
+                                                                self.timeout_keep_alive_handler)
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            if self._waiting() and self._head is None:
+                self._head = self.loop.call_later(request_timeout, self._head_late)
+
+        def on_response_complete(self) -> None:
+            self._done = self.cycle
+            self._cancel_head()
+            super().on_response_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._cancel_head()
+            super().connection_lost(exc)
+
+        def _waiting(self) -> bool:
+            """No request under way: what has come since the last one is the start of the next head."""
+            return self.cycle is None or (self.cycle is self._done and self.cycle.response_complete)
+
+        def _cancel_head(self) -> None:
+            if self._head is not None:
+                self._head.cancel()
+                self._head = None
+
+        def _head_late(self) -> None:
+            self._head = None
+            if self._waiting() and not self.transport.is_closing():
+                self.transport.close()
+
+    return Protocol
+
+
+def create_app(service, metrics, credentials: Credentials | None = None) -> FastAPI:
+    """The API of a started :class:`~vfl.serving.label.LabelService`, reporting to ``metrics``.
+
+    ``credentials``: the tokens it asks for (:mod:`vfl.serving.auth`; None: none, a loopback service).
+    """
     settings = service.settings
+    credentials = credentials or Credentials()
     state: dict = {}
 
     @contextlib.asynccontextmanager
@@ -218,8 +350,23 @@ def create_app(service, metrics) -> FastAPI:
     app = FastAPI(title="vfl scoring service", version="1",
                   description="Scores applications with a vertical federated model: every party looks its own "
                               "rows up, and only this party (the label party) learns the scores. See "
-                              "docs/serving.md.", lifespan=lifespan)
-    app.add_middleware(_BodyLimit, limit=max(_BODY_MIN, _BODY_PER_ID * settings.max_ids))
+                              "docs/serving.md.", lifespan=lifespan, docs_url=None, redoc_url=None)
+    app.add_middleware(_Guard, limit=max(_BODY_MIN, _BODY_PER_ID * settings.max_ids),
+                       timeout=settings.request_timeout_ms / 1000.0, credentials=credentials, metrics=metrics)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):
+        where = f"{request.method} {request.url.path}"
+        code, message = {404: ("not_found", f"{where}: no such endpoint (POST /score, GET /health, GET /metrics, "
+                                            "POST /admin/reload)"),
+                         405: ("method_not_allowed", f"{where}: the endpoint does not take {request.method}")
+                         }.get(exc.status_code, ("http_error", f"{where}: {exc.detail}"))
+        return _error(exc.status_code, code, message, headers=exc.headers)
+
+    @app.exception_handler(Exception)
+    async def failed(request: Request, exc: Exception):
+        log.error("party %s: %s %s failed: %r", service.role, request.method, request.url.path, exc)
+        return _error(500, "internal_error", "the service failed on this request; the label party's log says why")
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError):
@@ -243,7 +390,7 @@ def create_app(service, metrics) -> FastAPI:
             version, answers = await state["batcher"].submit(ids, inline, time.monotonic() + seconds)
         except Invalid as exc:
             metrics.answered(exc.status, time.perf_counter() - started)
-            return _error(exc.status, "invalid_request", str(exc))
+            return _error(exc.status, exc.code, str(exc))
         except RoundError as exc:
             metrics.answered(exc.status, time.perf_counter() - started)
             return _error(exc.status, exc.code, str(exc), exc.party, model_version=service.current)
@@ -251,8 +398,10 @@ def create_app(service, metrics) -> FastAPI:
         return JSONResponse({"model_version": version, "results": answers})
 
     @app.get("/health", responses={503: {"description": "Degraded: a party cannot take part in a round"}})
-    async def health():
+    async def health(request: Request):
         report = service.health()
+        if credentials.required and not credentials.rights(request.headers.get("authorization")):
+            report = {"status": report["status"]}       # without a token: the status only
         return JSONResponse(report, status_code=200 if report["status"] == "ok" else 503)
 
     @app.get("/metrics")

@@ -29,6 +29,8 @@ one command per machine, each with its own models and data (see docs/serving.md)
   vfl serve --config federation.toml --role telco --load-csv telco.csv        # a feature party
   vfl serve --config federation.toml --role bank --http 127.0.0.1:8080        # the label party: the HTTP API
 then: curl -s localhost:8080/score -H 'content-type: application/json' -d '{"ids": ["10023"]}'
+beyond localhost the API needs its bearer tokens: --token-file, --admin-token-file (or [serving], or the
+environment variables VFL_SERVE_TOKEN, VFL_SERVE_ADMIN_TOKEN)
 model versions: MODELS/VERSION/model_NAME.json (default MODELS: models/ beside federation.toml)
 """
 
@@ -55,6 +57,13 @@ def register(subparsers) -> None:
                    help="first load this CSV (checked as in training) into the store's table, replacing it")
     p.add_argument("--http", default=None, metavar="HOST:PORT",
                    help="the label party: where the HTTP API listens (default: [serving] http, 127.0.0.1:8080)")
+    p.add_argument("--token-file", type=Path, default=None, metavar="FILE",
+                   help="the label party: a file (mode 0600) holding the bearer token of /score and /metrics "
+                        "(default: [serving] token_file, or VFL_SERVE_TOKEN); required unless --http is loopback")
+    p.add_argument("--admin-token-file", type=Path, default=None, metavar="FILE",
+                   help="the label party: a file (mode 0600) holding the bearer token of /admin/reload (default: "
+                        "[serving] admin_token_file, or VFL_SERVE_ADMIN_TOKEN); without it, reload is off once "
+                        "there is a scoring token")
     p.add_argument("--workdir", type=Path, default=None, help="where the default store lives (default: ./vfl-NAME)")
     p.add_argument("--access-log", action="store_true", help="the label party: log every HTTP request")
     p.set_defaults(func=_serve)
@@ -73,7 +82,9 @@ def serve(args) -> None:
     role = args.role
     kind = config.role_of(role)
     http = parse_address(args.http) if args.http else None
-    settings = config.serving_of(role).with_options(models=args.models, version=args.version, http=http)
+    settings = config.serving_of(role).with_options(models=args.models, version=args.version, http=http,
+                                                    token_file=args.token_file,
+                                                    admin_token_file=args.admin_token_file)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="vfl serve: %(message)s")
     if kind == "coordinator":
         if args.store or args.load_csv:
@@ -88,6 +99,7 @@ def serve(args) -> None:
         service = CoordinatorService(config, role).start()
         print(f"party {role}: serving decryptions with a fresh {config.training.key_bits}-bit key pair", flush=True)
         return _until_stopped(service, role)
+    credentials = _credentials(role, settings) if kind == "label" else None     # before any rows are loaded
     store = _store(args, config, role, kind, settings)
     if kind == "feature":
         from vfl.serving.feature import FeatureService
@@ -95,7 +107,16 @@ def serve(args) -> None:
         service = FeatureService(config, role, store, settings).start()
         print(f"party {role}: serving model versions from {settings.models} with {store.description}", flush=True)
         return _until_stopped(service, role)
-    _serve_http(config, role, store, settings, args.access_log)
+    _serve_http(config, role, store, settings, credentials, args.access_log)
+
+
+def _credentials(role: str, settings):
+    """The HTTP API's tokens, after refusing an address beyond this machine without them."""
+    from vfl.serving.auth import check_bind, load_credentials
+
+    credentials = load_credentials(settings, role)
+    check_bind(*settings.http, credentials, role)
+    return credentials
 
 
 def _check_installed() -> None:
@@ -165,10 +186,10 @@ class _Server:
         return Server(config)
 
 
-def _serve_http(config, role: str, store, settings, access_log: bool) -> None:
+def _serve_http(config, role: str, store, settings, credentials, access_log: bool) -> None:
     import uvicorn
 
-    from vfl.serving.api import create_app
+    from vfl.serving.api import create_app, http_protocol
     from vfl.serving.label import LabelService
     from vfl.serving.metrics import Metrics
 
@@ -182,12 +203,15 @@ def _serve_http(config, role: str, store, settings, access_log: bool) -> None:
                                  "give --http another address") from None
     metrics = Metrics()
     service = LabelService(config, role, store, metrics, settings).start()
-    server = _Server(uvicorn.Config(create_app(service, metrics), log_level="warning", access_log=access_log,
-                                    timeout_graceful_shutdown=5))
+    server = _Server(uvicorn.Config(create_app(service, metrics, credentials), log_level="warning",
+                                    access_log=access_log, timeout_graceful_shutdown=5,
+                                    http=http_protocol(settings.request_timeout_ms / 1000.0),
+                                    timeout_keep_alive=settings.idle_timeout_ms / 1000.0))
     for sig in (signal.SIGINT, signal.SIGTERM):         # a stop finishes the requests under way, then exits 0
         signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
+    guard = "bearer tokens required" if credentials.required else "no token: this machine only"
     print(f"party {role}: serving model version {service.current} on http://{host}:{port} (POST /score, GET "
-          f"/health, GET /metrics, /docs)" + ("" if store is None else f" with {store.description}"), flush=True)
+          f"/health, GET /metrics; {guard})" + ("" if store is None else f" with {store.description}"), flush=True)
     try:
         server.run(sockets=[sock])
     finally:

@@ -4,11 +4,11 @@
 
     from vfl.serving.client import ScoringClient
 
-    with ScoringClient("http://127.0.0.1:8080") as client:
+    with ScoringClient("http://127.0.0.1:8080", token=scoring_token) as client:
         result = client.score(["10023", "10024"])             # {"model_version": ..., "results": [...]}
-        result = client.score(["10025"], features=[{"income": 52000, "age": 31}])
         client.health()                                       # every party's state
-        client.reload("4")                                    # every party switches to model version 4
+    with ScoringClient("http://127.0.0.1:8080", token=admin_token) as admin:
+        admin.reload("4")                                     # every party switches to model version 4
 
 A request the service refuses, or a round that failed as a whole, raises
 :class:`ScoringError` with the HTTP status and the service's error (its ``code``,
@@ -41,12 +41,19 @@ class ScoringClient:
     timeout : float
         Seconds for each HTTP call.
     headers : dict, optional
-        Sent with every call (an ``Authorization`` header for the reverse proxy, say).
+        Sent with every call (a reverse proxy's own header, say).
+    token : str, optional
+        The bearer token the service asks for (:mod:`vfl.serving.auth`): the scoring token to score, the
+        admin token to reload.
     verify : bool or str
         TLS verification of an ``https`` URL (``True``, or a CA bundle's path).
     """
 
-    def __init__(self, url: str, timeout: float = 30.0, headers: dict | None = None, verify=True):
+    def __init__(self, url: str, timeout: float = 30.0, headers: dict | None = None, verify=True,
+                 token: str | None = None):
+        headers = dict(headers or {})
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token.strip()}"
         self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout, headers=headers, verify=verify)
 
     def score(self, ids, features=None, deadline_ms: int | None = None) -> dict:

@@ -13,6 +13,9 @@ Keys in ``[serving]`` apply to every party that reads the file; a
 
     [serving.bank]                # the label party
     http = "127.0.0.1:8080"       # its HTTP API (localhost by default: put a reverse proxy in front)
+    token_file = "score.token"    # the bearer token of /score and /metrics (required off localhost)
+    admin_token_file = "admin.token"  # the bearer token of /admin/reload (another one)
+    allow_inline_features = false # requests may carry the label party's features (a client then learns its weights)
     models = "models"             # a folder with one sub-folder per model version: models/3/model_bank.json
     version = "3"                 # the version to start with (default: the last by name)
     store = "sqlite:///bank.db"   # optional for the label party: requests may carry its features inline
@@ -41,8 +44,10 @@ from vfl.transport.network import parse_address
 VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 _INTS = {"deadline_ms": (1, 600_000), "max_deadline_ms": (1, 600_000), "max_batch": (1, 100_000),
-         "max_rounds": (1, 64), "max_ids": (1, 100_000), "keep_versions": (1, 16), "max_queue": (1, 1_000_000)}
-KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", *_INTS}
+         "max_rounds": (1, 64), "max_ids": (1, 100_000), "keep_versions": (1, 16), "max_queue": (1, 1_000_000),
+         "request_timeout_ms": (100, 600_000), "idle_timeout_ms": (100, 3_600_000)}
+_PATHS = ("token_file", "admin_token_file")
+KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", "allow_inline_features", *_PATHS, *_INTS}
 
 
 def check_version(name, where: str = "model version") -> str:
@@ -71,6 +76,15 @@ class ServingSettings:
     keep_versions: int = 2
     #: ids waiting for a round at most; beyond, requests are refused at once (503) rather than queued
     max_queue: int = 20_000
+    #: files holding the bearer tokens of the HTTP API (see :mod:`vfl.serving.auth`); None: none (or the environment)
+    token_file: Path | None = None
+    admin_token_file: Path | None = None
+    #: whether a request may carry the label party's own features (off: a client could solve for its weights)
+    allow_inline_features: bool = False
+    #: milliseconds a client has to send a whole request, head and body, once it starts (else 408, closed)
+    request_timeout_ms: int = 5000
+    #: milliseconds an HTTP connection may stay idle between requests before it is closed
+    idle_timeout_ms: int = 5000
 
     def with_options(self, **options) -> "ServingSettings":
         """These settings with the command line's options (those not ``None``)."""
@@ -127,12 +141,20 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
             out["http"] = parse_address(values["http"])
         except ConfigurationError as exc:
             raise ConfigurationError(f"{where}: http: {exc}") from None
-    for key in ("models", "store", "table", "version"):
+    if "allow_inline_features" in values:
+        if not isinstance(values["allow_inline_features"], bool):
+            raise ConfigurationError(f"{where}: allow_inline_features must be true or false, got "
+                                     f"{values['allow_inline_features']!r}")
+        out["allow_inline_features"] = values["allow_inline_features"]
+    for key in ("models", "store", "table", "version", *_PATHS):
         if key in values and (not isinstance(values[key], str) or not values[key]):
             raise ConfigurationError(f"{where}: {key} must be a non-empty string, got {values[key]!r}")
     out["models"] = resolve_path(values.get("models", "models"), base)
     if "store" in values:
         out["store"] = resolve_store(values["store"], base)
+    for key in _PATHS:
+        if key in values:
+            out[key] = resolve_path(values[key], base)
     if "table" in values:
         if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$", values["table"]):
             raise ConfigurationError(f"{where}: table must be a table name (letters, digits, '_', a schema's '.'), "
