@@ -8,11 +8,13 @@ party), ``W_A`` has full column rank: knowing ``m + 1`` of A's rows, B solves fo
 vfl refuses such a model unless the feature party opts in (``allow_score_span``).
 """
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from vfl import ConfigurationError, VerticalDataset, VerticalLogisticRegression
+from vfl import ConfigurationError, DataError, VerticalDataset, VerticalLogisticRegression
 
 FAST = dict(key_bits=1024, insecure=True, max_iter=3, tol=None, learning_rate=0.3)
 
@@ -168,8 +170,8 @@ def test_the_third_model_with_the_same_label_party_is_refused():
         model = VerticalLogisticRegression(**FAST).fit(one_label(frame_a, frame_b, label))
         model.predict(one_label(frame_a, frame_b, label))
     third = VerticalLogisticRegression(**FAST)
-    with pytest.raises(ConfigurationError, match=r"party A: .* one score per predicted row; with the 2 dimension\(s\) "
-                                                 r"A's earlier models with B revealed .* that is 3, not fewer than "
+    with pytest.raises(ConfigurationError, match=r"party A: .* one score per predicted row and A's earlier "
+                                                 r"models with B 2 more \(its score-span ledger\), not fewer than "
                                                  r"the rank 3 .*allow_score_span=\['A'\]"):
         third.fit(one_label(frame_a, frame_b, "churn"))
     # another party data set (other rows of A) starts a ledger of its own
@@ -184,5 +186,44 @@ def test_prediction_checks_the_ledger_too():
     models = [VerticalLogisticRegression(allow_score_span=["A"], **FAST).fit(one_label(frame_a, frame_b, label))
               for label in ("default30", "default90", "churn")]
     models[0].set_params(allow_score_span=None)
-    with pytest.raises(ConfigurationError, match="earlier models with B revealed"):
+    with pytest.raises(ConfigurationError, match="and A's earlier models with B 2 more"):
         models[0].predict(one_label(frame_a, frame_b, "default30"))
+
+
+def test_a_party_s_ledger_on_disk_is_readable_json_that_counts_every_model_once(tmp_path):
+    from vfl.protocols.span import LEDGER_FILE, SpanLedger, check_release, check_training, model_name
+
+    ledger, how = SpanLedger.at(tmp_path, "A"), "allow_score_span = true"
+    columns = ["a0", "a1", "a2"]
+    check_training(ledger, "B", columns, 3, 1, "run1", False, how)
+    first = np.array([[1.0, 2.0, 0.5]])
+    for _ in range(2):                        # the same version served twice, and the same direction rescaled
+        check_release(ledger, "B", columns, first, 1, model_name(first, "v1"), False, how)
+    check_release(ledger, "B", columns, 3 * first, 1, model_name(3 * first, "v2"), False, how)
+    second = np.array([[0.0, 1.0, -1.0]])
+    check_release(ledger, "B", columns, second, 1, model_name(second, "v3"), False, how)
+    saved = json.loads((tmp_path / LEDGER_FILE).read_text())
+    assert saved["format"] == "vfl-score-span-ledger/1" and saved["ranks"] == [{"columns": columns, "rank": 3}]
+    assert len(saved["models"]) == 3 and all(m["label_party"] == "B" for m in saved["models"])
+    third = np.array([[1.0, 0.0, 0.0]])
+    with pytest.raises(ConfigurationError, match=r"party A: .* and A's earlier models with B 2 more "
+                                                 r"\(its score-span ledger\), not fewer than the rank 3"):
+        check_release(SpanLedger.at(tmp_path, "A"), "B", columns, third, 1, model_name(third, "v4"), False, how)
+    with pytest.raises(ConfigurationError, match="rank 3"):            # before training: one more score is one too many
+        check_training(SpanLedger.at(tmp_path, "A"), "B", columns, 3, 1, "run2", False, how)
+    check_release(ledger, "C", columns, third, 1, "v4", False, how)     # another label party: a ledger of its own
+    check_release(ledger, "B", columns, third, 1, "v4", True, how)      # the opt-in: accepted, and recorded
+    assert len(json.loads((tmp_path / LEDGER_FILE).read_text())["models"]) == 5
+    (tmp_path / LEDGER_FILE).write_text("{not json")
+    with pytest.raises(DataError, match="score-span ledger .* cannot be read"):
+        check_release(ledger, "B", columns, first, 1, "v1", False, how)
+
+
+def test_a_party_with_no_varying_column_has_nothing_to_reveal():
+    from vfl.protocols.span import column_rank
+
+    assert column_rank(np.ones((10, 2))) == 0 and column_rank(np.zeros((10, 0))) == 0
+    x = np.random.default_rng(0).normal(size=(50, 3))
+    assert column_rank(x) == 3 and column_rank(np.column_stack([x, x[:, 0] - 2 * x[:, 1]])) == 3
+    assert column_rank(np.column_stack([x[:, 0], x[:, 0] + 1e-9 * x[:, 1]])) == 1       # below the tolerance
+    assert column_rank(np.column_stack([x[:, 0], x[:, 0] + 1e-3 * x[:, 1]])) == 2

@@ -170,7 +170,7 @@ class PartyEntry:
     certificate: Path
     key: Path
     #: this party (a feature party) accepts that the label party recovers its rows from the scores
-    #: (its ``allow_score_span = true``: read by this party only, see :func:`vfl.protocols.checks.check_score_span`)
+    #: (its ``allow_score_span = true``: read by this party only, see :mod:`vfl.protocols.span`)
     allow_score_span: bool = False
 
 

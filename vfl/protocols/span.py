@@ -146,12 +146,12 @@ class SpanLedger:
         self.party, self.path, self.scope = party, Path(path) if path is not None else None, scope
 
     @classmethod
-    def at(cls, workdir, party: str) -> "SpanLedger":
+    def at(cls, workdir, party: str) -> SpanLedger:
         """The ledger in ``workdir`` (the party's own work directory)."""
         return cls(party, path=Path(workdir) / LEDGER_FILE)
 
     @classmethod
-    def in_memory(cls, party: str, scope: str) -> "SpanLedger":
+    def in_memory(cls, party: str, scope: str) -> SpanLedger:
         """This process's record for ``scope`` (in-process runs: one per feature party data set)."""
         return cls(party, scope=f"{party}|{scope}")
 
@@ -287,10 +287,8 @@ def _refuse(party: str, label_party: str, columns, union, rank: int, n_scores: i
         return
     what = f"{n_scores} one-vs-rest scores" if n_scores > 1 else "one score"
     earlier = total - min(total, n_scores)
-    history = (f"; with the {earlier} dimension(s) {party}'s earlier models with {label_party} revealed (its "
-               f"score-span ledger) that is {total}" if earlier else "")
+    history = f" and {party}'s earlier models with {label_party} {earlier} more (its score-span ledger)" if earlier else ""
     raise ConfigurationError(
         f"party {party}: the model gives the label party {label_party} {what} per predicted row{history}, not "
         f"fewer than the rank {bound} of {party}'s {len(union)} column(s), so {label_party} could recover "
-        f"{party}'s rows from the scores (exactly, knowing {bound + 1} of them; their span otherwise). Give "
-        f"{party} columns of a higher rank than the scores it reveals, or let {party} accept this: {how}")
+        f"{party}'s rows from the scores (knowing {bound + 1} of them). Let {party} accept this: {how}")
