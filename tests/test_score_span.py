@@ -180,11 +180,13 @@ def test_the_third_model_with_the_same_label_party_is_refused():
 
 
 def test_prediction_checks_the_ledger_too():
-    """Two models fitted with A's opt-in and then withdrawn: the second one's prediction completes no span (2 < 3)
-    but a third model's prediction would; A refuses at that prediction."""
+    """Three models fitted and used with A's opt-in (the ledger records each at its prediction), then the opt-in
+    withdrawn from the first: with the two others it spans A's rows, and A refuses its next prediction."""
     frame_a, frame_b, _, _ = three_label_frames(120, seed=24)
-    models = [VerticalLogisticRegression(allow_score_span=["A"], **FAST).fit(one_label(frame_a, frame_b, label))
-              for label in ("default30", "default90", "churn")]
+    models = []
+    for label in ("default30", "default90", "churn"):
+        models.append(VerticalLogisticRegression(allow_score_span=["A"], **FAST).fit(one_label(frame_a, frame_b, label)))
+        models[-1].predict(one_label(frame_a, frame_b, label))
     models[0].set_params(allow_score_span=None)
     with pytest.raises(ConfigurationError, match="and A's earlier models with B 2 more"):
         models[0].predict(one_label(frame_a, frame_b, "default30"))

@@ -170,8 +170,6 @@ class _VerticalLinearModel(BaseEstimator):
             models.append(model)
             transcripts.append(transcript.assign(model=index) if len(model_targets) > 1 else transcript)
 
-        self._score_span_release(roster, span, {name: data.columns(name) for name in roster.features},
-                                 [m["coef"] for m in models], scalers)
         self._score_span = span
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
@@ -336,7 +334,8 @@ class _VerticalLinearModel(BaseEstimator):
         return span
 
     def _score_span_release(self, roster: Roster, span: dict, columns: dict, coefs: list, scalers) -> None:
-        """Before any score of this model leaves a feature party: the span of every model it revealed, checked.
+        """Before any score of this model leaves a feature party (every prediction): the span of every model it
+        revealed, this one's exact weights included, checked; then this model is recorded.
 
         ``coefs`` holds each model's weights by party (standardized units); ``span``
         what :meth:`_score_span_before_training` returned.
@@ -577,11 +576,14 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
     allow_score_span : list of str or None, default=None
         Feature parties that accept that the label party recovers their rows from the
-        scores.  A feature party of ``m`` columns in a model that gives the label party
-        ``K >= m`` scores per row (``K`` one-vs-rest classes, or one score) hands it its
-        rows up to a linear map: knowing ``m`` of them, the label party solves for all.
-        Such a model is refused (at ``fit`` and at prediction) unless the party is named
-        here; ``vfl party`` reads ``allow_score_span = true`` from the party's own
+        scores.  Once the weights of every model a feature party's scores were released
+        with, to this label party, span as many directions as the rank of its columns
+        (``K`` scores per row: ``K`` one-vs-rest classes, or one), the label party knowing
+        a few of its rows solves for all.  In-process each feature party keeps that record
+        per process, for each data set of its own (see :mod:`vfl.protocols.span`): such a
+        model is refused before ``fit`` trains it (counting its ``K`` scores) and at each
+        prediction (its exact weights; the prediction records it) unless the party is
+        named here; ``vfl party`` reads ``allow_score_span = true`` from the party's own
         ``[parties.NAME]`` table.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``

@@ -275,7 +275,7 @@ def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_relo
     response = httpx.post(f"{s.url}/admin/reload", json={"version": "3"}, timeout=60)
     assert response.status_code == 200, response.text
     training = json.loads((folder / "train" / "A" / "score_span_ledger.json").read_text())
-    assert training["ranks"] == [{"columns": ["a0", "a1", "a2"], "rank": 3}] and len(training["models"]) == 1
+    assert training["ranks"] == [{"columns": ["a0", "a1", "a2"], "rank": 3}] and training["models"] == []
     served_ledger = json.loads((folder / "serve" / "A" / "score_span_ledger.json").read_text())
     assert len(served_ledger["models"]) == 3                       # versions 1, 2 (one direction) and 3
     for restarted in (False, True):
@@ -284,7 +284,7 @@ def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_relo
             s.start("A", "--load-csv", folder / "A_store.csv")
             s.wait_healthy()
         refused = httpx.post(f"{s.url}/admin/reload", json={"version": "4"}, timeout=60)
-        assert refused.status_code in (409, 503), refused.text
+        assert refused.status_code == 409, refused.text
         message = refused.json()["error"]["message"]
         assert "party A" in message and "could recover A's rows" in message, message
         assert "A's earlier models with B 2 more" in message and "allow_score_span = true" in message, message

@@ -44,8 +44,8 @@ from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain
-from vfl.federation.runner import (agree_on_models, needs_data, report_training, score_rows, scoring_part,
-                                  train_model)
+from vfl.federation.runner import (agree_on_models, needs_data, release_scores, report_training, score_rows,
+                                  scoring_part, span_opt_in, train_model)
 from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
@@ -55,8 +55,7 @@ from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, flat_codes
 from vfl.parties.credit.statistics import describe, population_stability
 from vfl.parties.scaling import Standardizer
-from vfl.protocols.span import (SpanLedger, check_release, check_scorecard_part, check_training, column_rank,
-                                model_name, raw_directions)
+from vfl.protocols.span import SpanLedger, check_scorecard_part, check_training, column_rank
 from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
 from vfl.protocols.fields import count, flag
 
@@ -121,7 +120,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             if kind == "feature":
                 _check_part(config, role, [data.columns[j] for j in coder.selected])
                 check_training(SpanLedger.at(workdir, role), roster.label, coder.names, column_rank(coded), 1,
-                               fingerprint, *_span_opt_in(config, role))
+                               fingerprint, *span_opt_in(config, role))
             if kind == "label" and classes_line(role, step["classes"]):
                 shown.line(classes_line(role, step["classes"]))
             party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
@@ -129,9 +128,6 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             shown.model(settings.max_iter)
             result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
             shown.close()
-            if kind == "feature":       # its weights are known: recorded before any score can leave
-                _release(config, role, workdir, coder.names, party.params, None if scaler is None else scaler.scale,
-                         fingerprint)
             metrics = report_training(session, config, role, kind, [party], coordinator, 1)
             summary["transcript"] = str(session.save_transcript(workdir / "transcript_train.csv"))
     finally:
@@ -150,21 +146,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     return summary
 
 
-def _span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
-    """Whether feature party ``role`` accepts what its scores reveal, and how it would say so."""
-    return config.party(role).allow_score_span, f"allow_score_span = true in its own [parties.{role}] table"
-
-
 def _check_part(config: FederationConfig, role: str, selected: list) -> None:
     """The scorecard's floor on what feature party ``role``'s part of a score reveals (two selected columns)."""
-    check_scorecard_part(role, config.roster.label, selected, *_span_opt_in(config, role))
-
-
-def _release(config: FederationConfig, role: str, workdir: Path, columns, coef, scale, fingerprint: str) -> None:
-    """Feature party ``role``'s score-span check (:func:`vfl.protocols.span.check_release`) of its model columns."""
-    directions = raw_directions(np.ravel(coef)[:len(columns)], scale)
-    check_release(SpanLedger.at(workdir, role), config.roster.label, list(columns), directions, 1,
-                  model_name(directions, fingerprint), *_span_opt_in(config, role))
+    check_scorecard_part(role, config.roster.label, selected, *span_opt_in(config, role))
 
 
 def _data(config: FederationConfig, role: str, kind: str, data_path, columns=None,
@@ -374,7 +358,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             raise ProtocolError(f"{role}: the pipeline scores one model, {roster.label} announced {n_models}")
         if kind == "feature":
             _check_part(config, role, [coder.columns[j] for j in coder.selected])
-            _release(config, role, workdir, model["columns"], model["coef"], model["scale"], shard["trained_with"])
+            release_scores(config, role, workdir, model["columns"], [model["coef"]], model["scale"], False,
+                           shard["trained_with"])
         scored = score_rows(ep, config, role, kind, features, shard and shard["model"]["columns"], params,
                             True, coordinator)
         if kind == "label":

@@ -117,7 +117,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                                        len(model_targets) if model_targets else None)
             if kind == "feature":
                 check_training(SpanLedger.at(workdir, role), roster.label, data.columns, column_rank(data.features),
-                               n_models, config.fingerprint("train"), *_span_opt_in(config, role))
+                               n_models, config.fingerprint("train"), *span_opt_in(config, role))
             if kind == "label":
                 warn_clipped_labels(model_targets[0], settings, role)
                 warn_mini_batch_labels(settings, data.n_rows)
@@ -143,9 +143,6 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 if kind == "coordinator" and kept_shared(settings):
                     coordinator_shares.append(coordinator.shares.state())
             shown.close()
-            if kind == "feature":       # the weights are known: record them before any score can leave
-                _release_scores(config, role, workdir, data.columns, [p.params for p in parties], scaler,
-                                kept_shared(settings), config.fingerprint("train"))
             metrics = report_training(session, config, role, kind, parties, coordinator, n_models,
                                       coordinator_shares)
             summary = {"party": role, "role": kind, "models": n_models,
@@ -312,23 +309,23 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
                     weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
 
 
-def _span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
-    """Whether feature party ``role`` accepts any score span, and how it would say so."""
+def span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
+    """Whether feature party ``role`` accepts what its scores reveal, and how it would say so."""
     return config.party(role).allow_score_span, f"allow_score_span = true in its own [parties.{role}] table"
 
 
-def _release_scores(config: FederationConfig, role: str, workdir: Path, columns, params, scaler, shared: bool,
-                    fingerprint: str) -> None:
+def release_scores(config: FederationConfig, role: str, workdir: Path, columns, params, scale, shared: bool,
+                   fingerprint: str) -> None:
     """Feature party ``role``'s score-span check before its scores leave it (:func:`vfl.protocols.span.check_release`).
 
-    ``params`` are its weights per model (standardized by ``scaler``); with ``shared``
-    it does not know them, and each model counts as new dimensions.
+    ``params`` are its weights per model (for columns standardized by ``scale``, if
+    given); with ``shared`` it does not know them, and each model counts as new
+    dimensions.  ``fingerprint`` names the model when its weights are unknown.
     """
     n_models = len(params)
-    directions = None if shared else raw_directions([np.ravel(p)[:len(columns)] for p in params],
-                                                    None if scaler is None else scaler.scale)
+    directions = None if shared else raw_directions([np.ravel(p)[:len(columns)] for p in params], scale)
     check_release(SpanLedger.at(workdir, role), config.roster.label, list(columns), directions, n_models,
-                  model_name(directions, fingerprint), *_span_opt_in(config, role))
+                  model_name(directions, fingerprint), *span_opt_in(config, role))
 
 
 def _foreign(config: FederationConfig, kind: str) -> tuple:
@@ -450,8 +447,9 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                             f"{settings.protocol!r}, reveal = {settings.reveal!r}; use the settings it was trained with")
         n_models = agree_on_models(session.endpoint, role, kind, roster, len(models) if models else None)
         if kind == "feature":
-            _release_scores(config, role, workdir, data.columns, models, shard_scaler(shard), "share" in shard,
-                            shard["trained_with"])
+            scaler = shard_scaler(shard)
+            release_scores(config, role, workdir, data.columns, models, None if scaler is None else scaler.scale,
+                           "share" in shard, shard["trained_with"])
         mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
         summary = {"party": role, "role": kind, "mode": mode, "models": n_models, "label": roster.label,
                    "coordinator": roster.coordinator}

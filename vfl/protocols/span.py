@@ -19,10 +19,10 @@ adds its directions to what that label party holds, so the rule counts them all:
 * :func:`check_training`, before training: the model's ``K`` scores plus what the
   ledger already holds must stay below the rank (a new model's directions are
   generically new ones);
-* :func:`check_release`, once the weights are known and before any score leaves the
-  party (at the end of training, at every prediction, at every ``load`` of a served
-  version): the span of the ledger's directions and this model's must stay below the
-  rank; the model is then recorded.
+* :func:`check_release`, before any score leaves the party (at every prediction, at
+  every ``load`` of a served version), on the exact weights: the span of the
+  ledger's directions and this model's must stay below the rank; the model is then
+  recorded (a model trained and never used reveals nothing, and is not counted).
 
 A party opts out of all of it (``allow_score_span``), as before.  The dimension of
 a span of weight directions is an upper bound on what the scores reveal (a
