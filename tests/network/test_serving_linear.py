@@ -16,6 +16,7 @@ import shutil
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -290,3 +291,35 @@ def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_relo
         assert "A's earlier models with B 2 more" in message and "allow_score_span = true" in message, message
         assert s.health()["model_version"] == "3"
         assert s.score([served["ids"][8]]).status_code == 200
+
+
+def test_with_the_opt_in_three_versions_give_the_label_party_every_row(served):
+    """The attack the ledger stops: A opted in, B scores the same ids under versions 1, 3 and 4 (one score each,
+    against A's 3 columns) and, knowing 4 of A's rows, recovers every other row; from two versions, none."""
+    s, folder, shards, b = served["services"], served["folder"], served["shards"], served["b"]
+    opted_in = folder / "federation-A-opts-in.toml"
+    opted_in.write_text(Path(s.config).read_text().replace("[parties.A]\n", "[parties.A]\nallow_score_span = true\n"))
+    s.kill("A")
+    config, s.config = s.config, opted_in
+    try:
+        s.start("A", "--load-csv", folder / "A_store.csv")
+    finally:
+        s.config = config
+    s.wait_healthy()
+    a = pd.read_csv(folder / "A_store.csv", dtype={"id": str}).set_index("id")
+    ids = [i for i in a.index if i in set(pd.read_csv(folder / "B_store.csv", dtype={"id": str})["id"])]
+    own = partial(shards["B"][0], b.set_index("id").loc[ids].reset_index())    # B's own part, the same in 1, 3, 4
+    seen = []
+    for version in ("1", "3", "4"):
+        assert httpx.post(f"{s.url}/admin/reload", json={"version": version}, timeout=60).status_code == 200
+        results = s.score(ids).json()["results"]
+        seen.append(np.array([r["score"] for r in results]) - own)
+    x = a.loc[ids, ["a0", "a1", "a2"]].to_numpy()
+
+    def recover(scores):
+        steps, targets = x[1:4] - x[0], scores[1:4] - scores[0]
+        weights = np.linalg.lstsq(targets.T, (scores - scores[0]).T, rcond=None)[0]
+        return x[0] + weights.T @ steps
+
+    assert np.abs(recover(np.column_stack(seen)) - x).max() < 1e-6        # every row of A (measured 1.5e-9)
+    assert np.abs(recover(np.column_stack(seen[:2])) - x).max() > 0.1      # two versions: a projection (3.8)
