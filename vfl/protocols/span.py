@@ -13,7 +13,7 @@ adds its directions to what that label party holds, so the rule counts them all:
 * :func:`column_rank`: the numerical rank of a party's columns (tolerance
   :data:`RANK_TOLERANCE`, in standard deviations);
 * :class:`SpanLedger`: each feature party's own record, per label party, of the
-  weight directions of every model it trained or served with it (a small JSON file
+  weight directions of every model whose scores it released to it (a small JSON file
   in its work directory, :data:`LEDGER_FILE`; in-process, a per-process record per
   party data set);
 * :func:`check_training`, before training: the model's ``K`` scores plus what the
