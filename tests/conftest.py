@@ -7,6 +7,16 @@ from vfl import VerticalDataset
 from vfl.crypto import generate_keypair
 
 
+@pytest.fixture(autouse=True)
+def _fresh_score_span_ledgers():
+    """Each test is a session of its own: the in-process score-span ledgers start empty."""
+    from vfl.protocols.span import clear_process_ledgers
+
+    clear_process_ledgers()
+    yield
+    clear_process_ledgers()
+
+
 @pytest.fixture(scope="session")
 def keypair_1024():
     return generate_keypair(1024, insecure=True)

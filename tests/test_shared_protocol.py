@@ -107,8 +107,9 @@ def test_a_model_that_stays_shared_predicts_the_same_scores_and_no_party_gets_it
                                atol=1e-8)
     # pickled, it keeps the shares (not C's key): a fresh key pair scores the same
     np.testing.assert_allclose(pickle.loads(pickle.dumps(kept)).decision_function(data), scores, atol=1e-12)
-    with pytest.raises(ConfigurationError, match="warm_start .* reveal='never'"):
-        VerticalLogisticRegression(reveal="never", warm_start=True, **options).fit(data).fit(data)
+    with pytest.raises(ConfigurationError, match="warm_start .* reveal='never'"):   # (p0's 2 columns: a second
+        VerticalLogisticRegression(reveal="never", warm_start=True, allow_score_span=["p0", "p1"],  # model spans them)
+                                   **options).fit(data).fit(data)
 
 
 @pytest.mark.parametrize("options,message", [

@@ -9,6 +9,8 @@ the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import secrets
 import warnings
 
 import numpy as np
@@ -26,8 +28,9 @@ from vfl.parties.scaling import Standardizer
 from vfl.parties.shareholders import CoordinatorShares, whole
 from vfl.parties.shares import WeightShare
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
-from vfl.protocols.checks import check_score_span, check_validation_split, warn_mini_batch_labels
+from vfl.protocols.checks import check_validation_split, warn_mini_batch_labels
 from vfl.protocols.inference import MODES
+from vfl.protocols.span import SpanLedger, check_release, check_training, column_rank, raw_directions
 from vfl.transport import Transcript
 
 
@@ -149,8 +152,7 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError(f"the label column {data.label!r} is in no party's frame")
         roster = _roster(data.feature_parties, data.label_party)
         model_targets = self._targets(data.labels, roster.label)
-        self._check_score_span(roster, {name: len(data.columns(name)) for name in roster.features},
-                               len(model_targets))
+        span = self._score_span_before_training(data, roster, len(model_targets))
         if validation is None:
             check_validation_split(data.n_rows, settings, {name: len(data.columns(name)) + (name == roster.label)
                                                            for name in roster.data_parties})
@@ -168,6 +170,7 @@ class _VerticalLinearModel(BaseEstimator):
             models.append(model)
             transcripts.append(transcript.assign(model=index) if len(model_targets) > 1 else transcript)
 
+        self._score_span = span
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
         self.solver_ = "cg" if settings.conjugate else "gd"
@@ -301,8 +304,8 @@ class _VerticalLinearModel(BaseEstimator):
             intercept = intercept + offset
         return coef, intercept if intercept.ndim else float(intercept)
 
-    def _check_score_span(self, roster: Roster, columns: dict, n_scores: int) -> None:
-        """Refuse a model whose per-row scores would hand the label party a feature party's rows, unless it opted in."""
+    def _check_span_opt_in(self, roster: Roster) -> tuple:
+        """The feature parties named by ``allow_score_span`` (checked)."""
         allowed = self.allow_score_span
         if allowed is not None and (isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed)):
             raise ConfigurationError(f"allow_score_span must be None or a list of feature party names, got "
@@ -311,9 +314,39 @@ class _VerticalLinearModel(BaseEstimator):
         if unknown:
             raise ConfigurationError(f"allow_score_span names {unknown}, which are not feature parties "
                                      f"{list(roster.features)}")
-        for name, n_columns in columns.items():
-            check_score_span(name, n_columns, n_scores, name in (allowed or ()), roster.label,
-                             f"allow_score_span=[{name!r}]")
+        return tuple(allowed or ())
+
+    def _score_span_before_training(self, data: VerticalDataset, roster: Roster, n_scores: int) -> dict:
+        """Each feature party's score-span record (:mod:`vfl.protocols.span`), checked before training.
+
+        In-process, a feature party's ledger lives in this process, one per data set of
+        that party (its columns and values) and label party: every model trained on the
+        same rows of that party, in this session, counts.  Returns, per feature party,
+        its ledger scope, the rank of its columns and this model's name in the ledger.
+        """
+        allowed, span, model = self._check_span_opt_in(roster), {}, secrets.token_hex(8)
+        for name in roster.features:
+            x = np.ascontiguousarray(data.features(name), dtype=np.float64)
+            digest = hashlib.sha256(repr((roster.label, data.columns(name), x.shape)).encode() + x.tobytes())
+            span[name] = {"scope": digest.hexdigest()[:32], "rank": column_rank(x), "model": model}
+            check_training(SpanLedger.in_memory(name, span[name]["scope"]), roster.label, data.columns(name),
+                           span[name]["rank"], n_scores, model, name in allowed, f"allow_score_span=[{name!r}]")
+        return span
+
+    def _score_span_release(self, roster: Roster, span: dict, columns: dict, coefs: list, scalers) -> None:
+        """Before any score of this model leaves a feature party (every prediction): the span of every model it
+        revealed, this one's exact weights included, checked; then this model is recorded.
+
+        ``coefs`` holds each model's weights by party (standardized units); ``span``
+        what :meth:`_score_span_before_training` returned.
+        """
+        allowed = self._check_span_opt_in(roster)
+        for name in roster.features:
+            scale = scalers[name].scale if scalers else None
+            directions = raw_directions(np.array([np.ravel(c[name]) for c in coefs]), scale)
+            check_release(SpanLedger.in_memory(name, span[name]["scope"]), roster.label, columns[name], directions,
+                          len(coefs), span[name]["model"], name in allowed, f"allow_score_span=[{name!r}]",
+                          rank=span[name]["rank"])
 
     def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster, index: int = 0,
                          n_models: int = 1, scalers: dict | None = None) -> None:
@@ -380,8 +413,12 @@ class _VerticalLinearModel(BaseEstimator):
                                 f"(missing {missing}, unexpected {extra}, or another order)")
             features[name] = _scaled(self._fitted_scalers(), name, data.features(name))
         roster = _roster(self.feature_parties_, self.label_party_)
-        self._check_score_span(roster, {name: len(self.feature_names_[name]) for name in roster.features},
-                               len(np.atleast_1d(self.intercept_)))
+        n_scores = len(np.atleast_1d(self.intercept_))
+        span = getattr(self, "_score_span", None) or {
+            name: {"scope": f"model-{id(self)}", "rank": None, "model": f"model-{id(self)}"} for name in roster.features}
+        self._score_span_release(roster, span, self.feature_names_,
+                                 [{n: np.atleast_2d(self.coef_[n])[k] for n in roster.features} for k in range(n_scores)],
+                                 self._fitted_scalers())
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
@@ -539,11 +576,14 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
     allow_score_span : list of str or None, default=None
         Feature parties that accept that the label party recovers their rows from the
-        scores.  A feature party of ``m`` columns in a model that gives the label party
-        ``K >= m`` scores per row (``K`` one-vs-rest classes, or one score) hands it its
-        rows up to a linear map: knowing ``m`` of them, the label party solves for all.
-        Such a model is refused (at ``fit`` and at prediction) unless the party is named
-        here; ``vfl party`` reads ``allow_score_span = true`` from the party's own
+        scores.  Once the weights of every model a feature party's scores were released
+        with, to this label party, span as many directions as the rank of its columns
+        (``K`` scores per row: ``K`` one-vs-rest classes, or one), the label party knowing
+        a few of its rows solves for all.  In-process each feature party keeps that record
+        per process, for each data set of its own (see :mod:`vfl.protocols.span`): such a
+        model is refused before ``fit`` trains it (counting its ``K`` scores) and at each
+        prediction (its exact weights; the prediction records it) unless the party is
+        named here; ``vfl party`` reads ``allow_score_span = true`` from the party's own
         ``[parties.NAME]`` table.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``

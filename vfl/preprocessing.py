@@ -41,6 +41,7 @@ from vfl.parties.credit.selection import SelectionRules
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
 from vfl.protocols.credit.settings import check_scorecard_model
+from vfl.protocols.span import check_scorecard_part
 from vfl.transport import Transcript
 
 
@@ -389,6 +390,7 @@ class VerticalScorecard(BaseEstimator):
         model = clone(self.model) if self.model is not None else VerticalLogisticRegression()
         if not isinstance(model, VerticalLogisticRegression):
             raise ConfigurationError(f"model must be a VerticalLogisticRegression, got {type(model).__name__}")
+        self._check_parts(model, coded.feature_parties, data.label_party)
         self.model_ = model.fit(coded)
         self.parties_ = coded.parties
         self.dropped_parties_ = dropped
@@ -401,6 +403,15 @@ class VerticalScorecard(BaseEstimator):
         self.base_points_ = float(self.scale_.offset - self.scale_.factor * float(self.model_.intercept_))
         self.classes_ = self.model_.classes_
         return self
+
+    def _check_parts(self, model, parties, label_party: str) -> None:
+        """The floor on what a feature party's part of a score reveals: two selected columns, or its opt-in
+        (``allow_score_span`` of the scorecard's model), see :func:`vfl.protocols.span.check_scorecard_part`."""
+        allowed = model.allow_score_span if isinstance(model.allow_score_span, (list, tuple)) else ()
+        for party in parties:
+            coder = self.coders_[party]
+            check_scorecard_part(party, label_party, [coder.columns[j] for j in coder.selected], party in allowed,
+                                 f"allow_score_span=[{party!r}] in the scorecard's model")
 
     def _unscaled(self, party: str) -> tuple[np.ndarray, float]:
         coef = np.asarray(self.model_.coef_[party], dtype=np.float64)
@@ -429,10 +440,12 @@ class VerticalScorecard(BaseEstimator):
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
         """The model's log-odds of the event, by private prediction (only the label party learns them)."""
         self._check()
+        self._check_parts(self.model_, self.model_.feature_parties_, self.model_.label_party_)
         return self.model_.decision_function(self._coded(data))
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         self._check()
+        self._check_parts(self.model_, self.model_.feature_parties_, self.model_.label_party_)
         return self.model_.predict_proba(self._coded(data))
 
     def predict_score(self, data: VerticalDataset) -> np.ndarray:

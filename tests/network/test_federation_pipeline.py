@@ -161,3 +161,24 @@ def test_a_killed_feature_party_resumes_after_selection(federation):
     again = shard(work, "bank")
     assert again["iv"] == first["iv"] and again["selected"] == first["selected"]
     assert shard(work, "telco")["selected"] == shard(folder / "run", "telco")["selected"]
+
+
+def test_a_feature_party_with_one_selected_column_refuses_the_scorecard_unless_it_opts_in(federation):
+    """The scorecard's floor in ``vfl party``: telco's part of every score would name each row's bin of ``calls``."""
+    folder, tls = federation["folder"], write_federation_certs(federation["folder"] / "certs1", tuple(ROLES))
+    for allow in (False, True):
+        parties = {n: {"role": role, "address": f"127.0.0.1:{port}", "certificate": tls[n].certificate,
+                       "key": tls[n].key} for (n, role), port in zip(ROLES.items(), _free_ports(len(ROLES)))}
+        parties["telco"]["allow_score_span"] = allow
+        config = write_config(folder / f"one-{allow}.toml", tls["bank"].ca, parties, TRAINING,
+                              {"connect_timeout": 30, "timeout": 60}, pipeline=dict(PIPELINE, top_k_per_party=1))
+        results = run("party", config, federation["data"], folder / f"one-{allow}")
+        code, _, err = results["telco"]
+        if allow:
+            assert all(c == 0 for c, _, _ in results.values()), results
+            assert shard(folder / f"one-{allow}", "telco")["coding"]["selected"] == [0]
+        else:
+            assert code != 0 and "party telco: its only selected column 'calls' makes its part of every scorecard " \
+                "score one value per bin" in err, err
+            assert "allow_score_span = true in its own [parties.telco] table" in err
+            assert all(c != 0 for c, _, _ in results.values())

@@ -18,6 +18,7 @@ import shutil
 import signal
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import numpy as np
@@ -275,3 +276,68 @@ def test_model_reload_without_dropping_requests(served):
     assert missing.status_code == 404 and "no shard of model version 9" in missing.json()["error"]["message"]
     bad = httpx.post(f"{s.url}/admin/reload", json={"version": "../1"}, timeout=60)
     assert bad.status_code == 400
+
+
+def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_reload(served):
+    """Issue 30: each version alone gives 1 score against A's 3 columns, but three directions give B every row.
+
+    A keeps a ledger in its work directory of every version it served to B (versions 1 and 2 share a direction);
+    a third direction is refused at ``/admin/reload``, also after A restarts, and B keeps serving the version
+    before it.
+    """
+    s, folder, shards = served["services"], served["folder"], served["shards"]
+    a1, b1 = shards["A"][0], shards["B"][0]
+    for version, coef in (("3", [a1["coef"][1], -a1["coef"][0], a1["coef"][2]]), ("4", [0.0, 0.0, 1.0])):
+        (folder / "models" / version).mkdir(parents=True, exist_ok=True)
+        (folder / "models" / version / "model_A.json").write_text(json.dumps(dict(a1, coef=coef)))
+        (folder / "models" / version / "model_B.json").write_text(json.dumps(b1))
+    response = httpx.post(f"{s.url}/admin/reload", json={"version": "3"}, timeout=60)
+    assert response.status_code == 200, response.text
+    training = json.loads((folder / "train" / "A" / "score_span_ledger.json").read_text())
+    assert training["ranks"] == [{"columns": ["a0", "a1", "a2"], "rank": 3}] and training["models"] == []
+    served_ledger = json.loads((folder / "serve" / "A" / "score_span_ledger.json").read_text())
+    assert len(served_ledger["models"]) == 3                       # versions 1, 2 (one direction) and 3
+    for restarted in (False, True):
+        if restarted:
+            s.kill("A")
+            s.start("A", "--load-csv", folder / "A_store.csv")
+            s.wait_healthy()
+        refused = httpx.post(f"{s.url}/admin/reload", json={"version": "4"}, timeout=60)
+        assert refused.status_code == 409, refused.text
+        message = refused.json()["error"]["message"]
+        assert "party A" in message and "could recover A's rows" in message, message
+        assert "A's earlier models with B 2 more" in message and "allow_score_span = true" in message, message
+        assert s.health()["model_version"] == "3"
+        assert s.score([served["ids"][8]]).status_code == 200
+
+
+def test_with_the_opt_in_three_versions_give_the_label_party_every_row(served):
+    """The attack the ledger stops: A opted in, B scores the same ids under versions 1, 3 and 4 (one score each,
+    against A's 3 columns) and, knowing 4 of A's rows, recovers every other row; from two versions, none."""
+    s, folder, shards, b = served["services"], served["folder"], served["shards"], served["b"]
+    opted_in = folder / "federation-A-opts-in.toml"
+    opted_in.write_text(Path(s.config).read_text().replace("[parties.A]\n", "[parties.A]\nallow_score_span = true\n"))
+    s.kill("A")
+    config, s.config = s.config, opted_in
+    try:
+        s.start("A", "--load-csv", folder / "A_store.csv")
+    finally:
+        s.config = config
+    s.wait_healthy()
+    a = pd.read_csv(folder / "A_store.csv", dtype={"id": str}).set_index("id")
+    ids = [i for i in a.index if i in set(pd.read_csv(folder / "B_store.csv", dtype={"id": str})["id"])]
+    own = partial(shards["B"][0], b.set_index("id").loc[ids].reset_index())    # B's own part, the same in 1, 3, 4
+    seen = []
+    for version in ("1", "3", "4"):
+        assert httpx.post(f"{s.url}/admin/reload", json={"version": version}, timeout=60).status_code == 200
+        results = s.score(ids).json()["results"]
+        seen.append(np.array([r["score"] for r in results]) - own)
+    x = a.loc[ids, ["a0", "a1", "a2"]].to_numpy()
+
+    def recover(scores):
+        steps, targets = x[1:4] - x[0], scores[1:4] - scores[0]
+        weights = np.linalg.lstsq(targets.T, (scores - scores[0]).T, rcond=None)[0]
+        return x[0] + weights.T @ steps
+
+    assert np.abs(recover(np.column_stack(seen)) - x).max() < 1e-6        # every row of A (measured 1.5e-9)
+    assert np.abs(recover(np.column_stack(seen[:2])) - x).max() > 0.1      # two versions: a projection (3.8)

@@ -19,8 +19,8 @@ federation has one *label party* (feature columns and the labels), one
     address = "10.0.0.2:7002"
     certificate = "certs/telco.pem"
     key = "certs/telco.key"
-    allow_score_span = false            # true: telco accepts a model with as many scores per row as it has
-                                        # columns (one-vs-rest), from which bank could recover its rows
+    allow_score_span = false            # true: telco accepts models whose scores (over every model and version
+                                        # with bank) span the rank of its columns: bank could recover its rows
     [parties.shop]
     role = "feature"
     address = "10.0.0.3:7003"
@@ -170,7 +170,7 @@ class PartyEntry:
     certificate: Path
     key: Path
     #: this party (a feature party) accepts that the label party recovers its rows from the scores
-    #: (its ``allow_score_span = true``: read by this party only, see :func:`vfl.protocols.checks.check_score_span`)
+    #: (its ``allow_score_span = true``: read by this party only, see :mod:`vfl.protocols.span`)
     allow_score_span: bool = False
 
 

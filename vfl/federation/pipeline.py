@@ -44,8 +44,8 @@ from vfl.federation.data import PartyData, load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain
-from vfl.federation.runner import (agree_on_models, needs_data, report_training, score_rows, scoring_part,
-                                  train_model)
+from vfl.federation.runner import (agree_on_models, needs_data, release_scores, report_training, score_rows,
+                                  scoring_part, span_opt_in, train_model)
 from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
@@ -55,7 +55,7 @@ from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, flat_codes
 from vfl.parties.credit.statistics import describe, population_stability
 from vfl.parties.scaling import Standardizer
-from vfl.protocols.checks import check_score_span
+from vfl.protocols.span import SpanLedger, check_scorecard_part, check_training, column_rank
 from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
 from vfl.protocols.fields import count, flag
 
@@ -118,8 +118,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             if n_models != 1:
                 raise ProtocolError(f"{role}: the pipeline trains one model, {roster.label} announced {n_models}")
             if kind == "feature":
-                check_score_span(role, len(coder.names), 1, config.party(role).allow_score_span, roster.label,
-                                 f"allow_score_span = true in its own [parties.{role}] table")
+                _check_part(config, role, [data.columns[j] for j in coder.selected])
+                check_training(SpanLedger.at(workdir, role), roster.label, coder.names, column_rank(coded), 1,
+                               fingerprint, *span_opt_in(config, role))
             if kind == "label" and classes_line(role, step["classes"]):
                 shown.line(classes_line(role, step["classes"]))
             party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
@@ -143,6 +144,11 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     store.clear()
     step_path.unlink(missing_ok=True)
     return summary
+
+
+def _check_part(config: FederationConfig, role: str, selected: list) -> None:
+    """The scorecard's floor on what feature party ``role``'s part of a score reveals (two selected columns)."""
+    check_scorecard_part(role, config.roster.label, selected, *span_opt_in(config, role))
 
 
 def _data(config: FederationConfig, role: str, kind: str, data_path, columns=None,
@@ -351,8 +357,9 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         if n_models != 1:
             raise ProtocolError(f"{role}: the pipeline scores one model, {roster.label} announced {n_models}")
         if kind == "feature":
-            check_score_span(role, features.shape[1], 1, config.party(role).allow_score_span, roster.label,
-                             f"allow_score_span = true in its own [parties.{role}] table")
+            _check_part(config, role, [coder.columns[j] for j in coder.selected])
+            release_scores(config, role, workdir, model["columns"], [model["coef"]], model["scale"], False,
+                           shard["trained_with"])
         scored = score_rows(ep, config, role, kind, features, shard and shard["model"]["columns"], params,
                             True, coordinator)
         if kind == "label":

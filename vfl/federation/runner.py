@@ -61,7 +61,8 @@ from vfl.parties.shareholders import CoordinatorShares
 from vfl.parties.shares import WeightShare
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.protocols import shared as shared_protocol
-from vfl.protocols.checks import check_score_span, warn_clipped_labels, warn_mini_batch_labels
+from vfl.protocols.checks import warn_clipped_labels, warn_mini_batch_labels
+from vfl.protocols.span import SpanLedger, check_release, check_training, column_rank, model_name, raw_directions
 from vfl.transport import Endpoint
 
 #: The most one-vs-rest models (classes) a run trains: a bound on a peer's ``models`` message.
@@ -114,7 +115,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                                       else (None, None))
             n_models = agree_on_models(session.endpoint, role, kind, roster,
                                        len(model_targets) if model_targets else None)
-            _check_score_span(config, role, kind, data, n_models)
+            if kind == "feature":
+                check_training(SpanLedger.at(workdir, role), roster.label, data.columns, column_rank(data.features),
+                               n_models, config.fingerprint("train"), *span_opt_in(config, role))
             if kind == "label":
                 warn_clipped_labels(model_targets[0], settings, role)
                 warn_mini_batch_labels(settings, data.n_rows)
@@ -306,11 +309,23 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
                     weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
 
 
-def _check_score_span(config: FederationConfig, role: str, kind: str, data: PartyData, n_models: int) -> None:
-    """A feature party refuses a model whose scores per row would let the label party recover its rows."""
-    if kind == "feature":
-        check_score_span(role, len(data.columns), n_models, config.party(role).allow_score_span,
-                         config.roster.label, f"allow_score_span = true in its own [parties.{role}] table")
+def span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
+    """Whether feature party ``role`` accepts what its scores reveal, and how it would say so."""
+    return config.party(role).allow_score_span, f"allow_score_span = true in its own [parties.{role}] table"
+
+
+def release_scores(config: FederationConfig, role: str, workdir: Path, columns, params, scale, shared: bool,
+                   fingerprint: str) -> None:
+    """Feature party ``role``'s score-span check before its scores leave it (:func:`vfl.protocols.span.check_release`).
+
+    ``params`` are its weights per model (for columns standardized by ``scale``, if
+    given); with ``shared`` it does not know them, and each model counts as new
+    dimensions.  ``fingerprint`` names the model when its weights are unknown.
+    """
+    n_models = len(params)
+    directions = None if shared else raw_directions([np.ravel(p)[:len(columns)] for p in params], scale)
+    check_release(SpanLedger.at(workdir, role), config.roster.label, list(columns), directions, n_models,
+                  model_name(directions, fingerprint), *span_opt_in(config, role))
 
 
 def _foreign(config: FederationConfig, kind: str) -> tuple:
@@ -431,7 +446,10 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             raise DataError(f"party {role}: its model shard holds {held}, but the settings say protocol = "
                             f"{settings.protocol!r}, reveal = {settings.reveal!r}; use the settings it was trained with")
         n_models = agree_on_models(session.endpoint, role, kind, roster, len(models) if models else None)
-        _check_score_span(config, role, kind, data, n_models)
+        if kind == "feature":
+            scaler = shard_scaler(shard)
+            release_scores(config, role, workdir, data.columns, models, None if scaler is None else scaler.scale,
+                           "share" in shard, shard["trained_with"])
         mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
         summary = {"party": role, "role": kind, "mode": mode, "models": n_models, "label": roster.label,
                    "coordinator": roster.coordinator}

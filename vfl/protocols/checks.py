@@ -10,9 +10,6 @@ command (:mod:`vfl.federation.runner`), so that both refuse, or warn, alike:
 * :func:`warn_mini_batch_labels`: mini-batch training without differential
   privacy lets a feature party infer most labels from its own gradients (the
   measured figures are in README.md's threat model and docs/protocol.md);
-* :func:`check_score_span`: a feature party of ``m`` columns in a model whose
-  prediction gives the label party ``K >= m`` scores per row hands it its rows
-  up to a linear map, unless that party opted in;
 * :func:`check_run`: the parties handed to a run are the roster's, the label
   party's targets fit the objective, and the coordinator's key the settings';
 * :func:`diverged`: the coordinator's rule for a run whose loss runs away.
@@ -66,27 +63,6 @@ def warn_mini_batch_labels(settings, n_rows: int, stacklevel: int = 3) -> None:
         "batches (batch_size=None), or with differential privacy (dp_epsilon, dp_delta), or with "
         "protocol='shared', in which no party learns any gradient",
         LabelLeakWarning, stacklevel=stacklevel)
-
-
-def check_score_span(party: str, n_columns: int, n_scores: int, allowed: bool, label_party: str,
-                     how: str) -> None:
-    """Refuse a model whose ``n_scores`` scores per row let ``label_party`` recover ``party``'s rows.
-
-    The label party learns, per predicted row, ``s = x W^T + c`` (after removing its
-    own part of each score; ``c`` the constant of ``party``'s standardization), ``W``
-    being the ``n_scores x n_columns`` weights of ``party``.  With ``n_scores >=
-    n_columns`` ``W`` has full column rank: knowing ``n_columns + 1`` rows of ``party``
-    it solves for ``W`` and ``c``, and then for every row ``x``; knowing none, it
-    learns their span.  ``how`` says how ``party`` opts in.
-    """
-    if allowed or n_scores < n_columns:
-        return
-    what = f"{n_scores} one-vs-rest scores" if n_scores > 1 else "one score"
-    raise ConfigurationError(
-        f"party {party}: the model gives the label party {label_party} {what} per predicted row, not fewer than "
-        f"{party}'s {n_columns} column(s), so {label_party} could recover {party}'s rows from the scores (exactly, "
-        f"knowing {n_columns + 1} of them; their span otherwise). Give {party} more columns than the model has "
-        f"scores, or let {party} accept this: {how}")
 
 
 def check_run(parties: Mapping, roster, settings, coordinator) -> None:

@@ -104,7 +104,7 @@ def serve(args) -> None:
     if kind == "feature":
         from vfl.serving.feature import FeatureService
 
-        service = FeatureService(config, role, store, settings).start()
+        service = FeatureService(config, role, store, settings, _workdir(args, role)).start()
         print(f"party {role}: serving model versions from {settings.models} with {store.description}", flush=True)
         return _until_stopped(service, role)
     _serve_http(config, role, store, settings, credentials, args.access_log)
@@ -130,11 +130,16 @@ def _check_installed() -> None:
                                  "extra has them too)")
 
 
+def _workdir(args, role: str) -> Path:
+    """This party's work directory: its default store and its score-span ledger."""
+    return args.workdir if args.workdir is not None else Path(f"vfl-{role}")
+
+
 def _store(args, config, role: str, kind: str, settings):
     """This party's store, after ``--load-csv``; None for a label party without one (features come inline)."""
     from vfl.serving.store import load_csv_into, open_store
 
-    workdir = args.workdir if args.workdir is not None else Path(f"vfl-{role}")
+    workdir = _workdir(args, role)
     default = workdir / f"store_{role}.db"
     spec = args.store or settings.store
     label = config.label if kind == "label" else None

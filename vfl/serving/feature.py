@@ -29,7 +29,7 @@ import numpy as np
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.protocols.boosting.training import bits, ints
-from vfl.protocols.checks import check_score_span
+from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
 from vfl.serving import messages
 from vfl.serving.links import Runtime
 from vfl.serving.messages import OK, UNKNOWN
@@ -54,10 +54,14 @@ class FeatureService:
     store : vfl.serving.store.Store
     settings : ServingSettings, optional
         Its ``[serving]`` settings (default: the federation file's).
+    workdir : path-like, optional
+        Its work directory, which keeps its score-span ledger (:mod:`vfl.protocols.span`;
+        ``vfl serve`` passes ``--workdir``); without one, a ledger of this process.
     """
 
-    def __init__(self, config, role: str, store, settings=None):
+    def __init__(self, config, role: str, store, settings=None, workdir=None):
         self.config, self.role, self.store = config, role, store
+        self.ledger = SpanLedger.at(workdir, role) if workdir is not None else SpanLedger.in_memory(role, "serve")
         self.settings = settings or config.serving_of(role)
         roster = config.roster
         self.label, self.coordinator = roster.label, roster.coordinator
@@ -147,8 +151,10 @@ class FeatureService:
         share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting)
         self.store.check_columns(share.columns)
         if share.kind == "linear":
-            check_score_span(self.role, len(share.columns), share.width, self.config.party(self.role).allow_score_span,
-                             self.label, f"allow_score_span = true in its own [parties.{self.role}] table")
+            directions = raw_directions(share.coef, None if share.scaler is None else share.scaler.scale)
+            check_release(self.ledger, self.label, share.columns, directions, share.width,
+                          model_name(directions, share.trained_with), self.config.party(self.role).allow_score_span,
+                          f"allow_score_span = true in its own [parties.{self.role}] table")
         with self._lock:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
