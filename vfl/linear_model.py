@@ -442,7 +442,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
         about as many steps as there are weights, with no learning rate to tune
         (see :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with
         ``optimizer`` and ``learning_rate`` (mini-batches, L1, DP).  ``"auto"``: ``"cg"``
-        where it applies, else ``"gd"``; the choice is ``solver_``.
+        where it applies, else ``"gd"``; the choice is ``solver_``.  An ``optimizer``,
+        ``learning_rate`` or ``learning_rate_schedule`` other than its default is a
+        request for gradient steps: ``"auto"`` then runs ``"gd"``, and ``"cg"`` refuses it.
     standardize : bool, default=True
         Each party scales its own columns to mean 0 and standard deviation 1 on its
         training rows (no message: the means and scales stay with the party) and
