@@ -80,3 +80,19 @@ def test_the_opt_in_names_feature_parties(value):
     train, _, _ = classes_data(60, n_a=3, n_classes=3, seed=6)
     with pytest.raises(ConfigurationError, match="allow_score_span"):
         VerticalLogisticRegression(allow_score_span=value, **FAST).fit(train)
+
+
+def test_a_party_with_no_column_is_told_so_not_offered_the_opt_in():
+    from vfl import DataError
+    from vfl.protocols.checks import check_score_span
+
+    rng = np.random.default_rng(0)
+    b = pd.DataFrame({"id": range(40), "x": rng.normal(size=40), "y": rng.integers(0, 2, 40)})
+    data = VerticalDataset({"A": b[["id"]], "B": b}, label="y", id_column="id")
+    for allowed in (None, ["A"]):
+        with pytest.raises(DataError, match=r"party A holds no column for this model, so it has nothing to add") \
+                as caught:
+            VerticalLogisticRegression(allow_score_span=allowed, **FAST).fit(data)
+        assert "allow_score_span" not in str(caught.value)
+    with pytest.raises(DataError, match="holds no column"):        # vfl party and vfl serve call it too
+        check_score_span("A", 0, 1, True, "B", "allow_score_span = true in [parties.A]")

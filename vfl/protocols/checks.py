@@ -77,8 +77,13 @@ def check_score_span(party: str, n_columns: int, n_scores: int, allowed: bool, l
     being the ``n_scores x n_columns`` weights of ``party``.  With ``n_scores >=
     n_columns`` ``W`` has full column rank: knowing ``n_columns + 1`` rows of ``party``
     it solves for ``W`` and ``c``, and then for every row ``x``; knowing none, it
-    learns their span.  ``how`` says how ``party`` opts in.
+    learns their span.  ``how`` says how ``party`` opts in.  A party with no
+    column has no rows to reveal and nothing to add to the model: it is told so.
     """
+    if n_columns == 0:
+        raise DataError(f"party {party} holds no column for this model, so it has nothing to add to it: give it "
+                        "columns, or leave it out of the federation (in the credit pipeline, if the selection "
+                        "dropped all of its columns, lower iv_threshold)")
     if allowed or n_scores < n_columns:
         return
     what = f"{n_scores} one-vs-rest scores" if n_scores > 1 else "one score"
