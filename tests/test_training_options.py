@@ -327,3 +327,17 @@ def test_a_validation_split_leaving_too_few_rows_is_refused(kwargs, message):
     train, _, _ = data("logistic", n_rows=65)
     with pytest.raises(ConfigurationError, match=message):
         VerticalLogisticRegression(early_stopping=True, max_iter=2, **FAST, **kwargs).fit(train)
+
+
+def test_vfl_party_holds_out_rows_under_the_same_rule():
+    """Each party of a federation checks the split before holding rows out (vfl party has no fit(validation=))."""
+    from vfl.parties import PartyA
+    from vfl.protocols.validation import hold_out
+
+    party = PartyA(np.random.default_rng(0).normal(size=(65, 3)), role="A")
+    settings = TrainingSettings(early_stopping=True, validation_fraction=0.99, solver="gd")
+    with pytest.raises(ConfigurationError, match=r"leaves 1 to train on, not more than the 3 gradient values party A "
+                                                 r"learns per step; .* or turn early_stopping off"):
+        hold_out(party, settings, seed=1)
+    hold_out(party, TrainingSettings(early_stopping=True, validation_fraction=0.2, solver="gd"), seed=1)
+    assert party.n_rows == 52

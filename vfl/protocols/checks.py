@@ -135,23 +135,24 @@ def warn_clipped_labels(labels, settings, role: str) -> None:
 MIN_VALIDATION_ROWS = 2
 
 
-def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int]) -> None:
+def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int],
+                           advice: str = "or pass fit(..., validation=...)") -> None:
     """With early stopping on held-out rows: the rows left to train on must outnumber each party's gradient values.
 
     ``n_values`` gives each data party's gradient values per step (its weights).
     Said in terms of ``validation_fraction``, before the batch-size rule would
     report the same shortage as a batch problem.  With ``protocol="shared"`` no
     party learns a gradient value: two rows to train on at least.  The rule of
-    :func:`check_split`, which every model family applies.
+    :func:`check_split`, which every model family applies; ``advice`` as there.
     """
     if not settings.early_stopping:
         return
     if settings.shared:
-        check_split(n_rows, settings.validation_fraction, 2, "the two a model needs at least")
+        check_split(n_rows, settings.validation_fraction, 2, "the two a model needs at least", advice)
         return
     party, most = max(n_values.items(), key=lambda item: item[1])
     check_split(n_rows, settings.validation_fraction, most + 1,
-                f"more than the {most} gradient values party {party} learns per step")
+                f"more than the {most} gradient values party {party} learns per step", advice)
 
 
 def check_split(n_rows: int, fraction: float, least: int, why: str,
@@ -168,12 +169,12 @@ def check_split(n_rows: int, fraction: float, least: int, why: str,
         raise ConfigurationError(
             f"validation_fraction={fraction:g} holds out {held} of the {n_rows} rows for early "
             f"stopping and leaves {left} to train on, not {why}; lower validation_fraction (at most "
-            f"{max(n_rows - least, 0) / n_rows:.3g} here) {advice}")
+            f"{math.floor(max(n_rows - least, 0) / n_rows * 1000) / 1000:g} here) {advice}")
     if held < MIN_VALIDATION_ROWS:
         raise ConfigurationError(
             f"validation_fraction={fraction:g} holds out {held} of the {n_rows} rows for early stopping, too few "
             f"to score (at least {MIN_VALIDATION_ROWS}); raise validation_fraction (at least "
-            f"{MIN_VALIDATION_ROWS / n_rows:.3g} here) {advice}")
+            f"{math.ceil(MIN_VALIDATION_ROWS / n_rows * 1000) / 1000:g} here) {advice}")
 
 
 #: Epochs in a row the loss may grow before C calls the run diverging.

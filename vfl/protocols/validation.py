@@ -31,7 +31,8 @@ def hold_out(party, settings: TrainingSettings, seed: int) -> None:
     party learns) or to validate on is refused first (:func:`~vfl.protocols.checks.check_validation_split`).
     """
     if settings.early_stopping and party.validation is None:
-        check_validation_split(party.n_rows, settings, {party.role: party.n_gradient_values})
+        check_validation_split(party.n_rows, settings, {party.role: party.n_gradient_values},
+                               "or turn early_stopping off")
         party.hold_out(validation_rows(party.n_rows, settings.validation_fraction, seed))
 
 
