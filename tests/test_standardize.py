@@ -81,3 +81,33 @@ def test_standardizer_round_trip_and_checks():
     for bad in ({"mean": [0.0], "scale": [1.0]}, {"mean": [0.0, 1.0], "scale": [1.0, 0.0]}, {"mean": 3}):
         with pytest.raises(DataError, match="shard"):
             Standardizer.from_dict(bad, 2, "shard")
+
+
+@pytest.mark.parametrize("huge", [1e200, 1e300, -1.5e308])
+def test_a_column_whose_scaling_overflows_is_refused_not_zeroed(huge):
+    """One huge finite value makes the standard deviation infinite: the column would be scaled to zeros."""
+    bank, telco = raw_tables()
+    telco.loc[5, "age"] = huge
+    data = VerticalDataset({"bank": bank, "telco": telco}, label="default", id_column="id")
+    with pytest.raises(DataError, match=r"party telco, column 'age': cannot be standardized, its values are too "
+                                        r"large .* at row 5"):
+        VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_scaled_values_that_overflow_are_refused_at_training_and_prediction():
+    x = np.array([[1e308, 1.0], [-1e308, 2.0], [0.0, 3.0]])      # mean and std finite, x - mean overflows
+    with pytest.raises(DataError, match=r"party A, column 'a': cannot be standardized"):
+        Standardizer.fit(x, "A", ["a", "b"])
+    scaler = Standardizer(np.array([-1e308, 0.0]), np.array([0.5, 1.0]))
+    with pytest.raises(DataError, match=r"party A, column 'a': .*value 1e\+308 at row 1"):
+        scaler.transform(np.array([[0.0, 1.0], [1e308, 1.0]]), "party A", ["a", "b"])
+    assert np.isinf(scaler.apply(np.array([[1e308, 1.0]]))[0, 0])    # a service rates such a row on its own
+
+
+def test_one_row_is_refused_as_one_row_not_as_a_constant_column():
+    bank, telco = raw_tables()
+    data = VerticalDataset({"bank": bank.iloc[:1].assign(default=0.5), "telco": telco.iloc[:1]}, label="default",
+                           id_column="id")
+    with pytest.raises(DataError, match=r"only one row to train on") as caught:
+        VerticalLinearRegression(**FAST).fit(data)
+    assert "every row" not in str(caught.value)

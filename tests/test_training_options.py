@@ -299,3 +299,45 @@ def test_packed_ciphertexts_with_training_options_give_the_unpacked_model():
 def test_packed_ciphertexts_do_not_take_row_weights_yet():
     with pytest.raises(ConfigurationError, match="packed ciphertexts do not take row weights"):
         TrainingSettings(packing=True, class_weight="balanced")
+
+
+@pytest.mark.parametrize("kwargs,named", [
+    (dict(optimizer="adam"), "optimizer='adam'"),
+    (dict(learning_rate=0.5), "learning_rate=0.5"),
+    (dict(learning_rate_schedule="invscaling", optimizer="momentum"),
+     "optimizer='momentum' and learning_rate_schedule='invscaling'"),
+])
+def test_a_step_setting_asked_for_is_used_or_refused(kwargs, named):
+    """solver='auto' runs gradient steps when one is asked for; solver='cg' would ignore it, so it refuses."""
+    with pytest.raises(ConfigurationError, match=rf"solver='cg' .* so {named} would go unused"):
+        TrainingSettings(solver="cg", **kwargs)
+    assert not TrainingSettings(**kwargs).conjugate and TrainingSettings().conjugate
+    train, _, _ = data("logistic")
+    model = VerticalLogisticRegression(max_iter=2, tol=None, key_bits=1024, insecure=True, **kwargs).fit(train)
+    assert model.solver_ == "gd"
+    assert VerticalLogisticRegression(max_iter=2, key_bits=1024, insecure=True).fit(train).solver_ == "cg"
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(validation_fraction=0.99), r"holds out 64 of the 65 rows .* leaves 1 to train on, not more than the 3"),
+    (dict(validation_fraction=0.99, protocol="shared"), r"leaves 1 to train on, not the two a model needs"),
+    (dict(validation_fraction=0.01), r"holds out 1 of the 65 rows for early stopping, too few to score"),
+])
+def test_a_validation_split_leaving_too_few_rows_is_refused(kwargs, message):
+    train, _, _ = data("logistic", n_rows=65)
+    with pytest.raises(ConfigurationError, match=message):
+        VerticalLogisticRegression(early_stopping=True, max_iter=2, **FAST, **kwargs).fit(train)
+
+
+def test_vfl_party_holds_out_rows_under_the_same_rule():
+    """Each party of a federation checks the split before holding rows out (vfl party has no fit(validation=))."""
+    from vfl.parties import PartyA
+    from vfl.protocols.validation import hold_out
+
+    party = PartyA(np.random.default_rng(0).normal(size=(65, 3)), role="A")
+    settings = TrainingSettings(early_stopping=True, validation_fraction=0.99, solver="gd")
+    with pytest.raises(ConfigurationError, match=r"leaves 1 to train on, not more than the 3 gradient values party A "
+                                                 r"learns per step; .* or turn early_stopping off"):
+        hold_out(party, settings, seed=1)
+    hold_out(party, TrainingSettings(early_stopping=True, validation_fraction=0.2, solver="gd"), seed=1)
+    assert party.n_rows == 52

@@ -160,7 +160,8 @@ class _VerticalLinearModel(BaseEstimator):
         weights = row_weights(data.labels, self.class_weight, sample_weight, roster.label)
         starts = self._warm_starts(data, roster, len(model_targets))
         scalers = self._scalers(data, roster, continuing=starts[0] is not None)
-        features = {name: _scaled(scalers, name, data.features(name)) for name in roster.data_parties}
+        features = {name: _scaled(scalers, name, data.features(name), data.columns(name))
+                    for name in roster.data_parties}
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         models, transcripts = [], []
         for index, (target, start) in enumerate(zip(model_targets, starts)):
@@ -362,7 +363,7 @@ class _VerticalLinearModel(BaseEstimator):
         for name, party in parties.items():
             if validation.columns(name) != data.columns(name):
                 raise DataError(f"party {name}: validation columns differ from the training columns")
-            party.validation = _scaled(scalers, name, validation.features(name))
+            party.validation = _scaled(scalers, name, validation.features(name), validation.columns(name))
         labels = validation.labels
         if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1 for this model's class
             unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()), key=str)
@@ -411,7 +412,7 @@ class _VerticalLinearModel(BaseEstimator):
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
-            features[name] = _scaled(self._fitted_scalers(), name, data.features(name))
+            features[name] = _scaled(self._fitted_scalers(), name, data.features(name), data.columns(name))
         roster = _roster(self.feature_parties_, self.label_party_)
         n_scores = len(np.atleast_1d(self.intercept_))
         span = getattr(self, "_score_span", None) or {
@@ -478,7 +479,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
         about as many steps as there are weights, with no learning rate to tune
         (see :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with
         ``optimizer`` and ``learning_rate`` (mini-batches, L1, DP).  ``"auto"``: ``"cg"``
-        where it applies, else ``"gd"``; the choice is ``solver_``.
+        where it applies, else ``"gd"``; the choice is ``solver_``.  An ``optimizer``,
+        ``learning_rate`` or ``learning_rate_schedule`` other than its default is a
+        request for gradient steps: ``"auto"`` then runs ``"gd"``, and ``"cg"`` refuses it.
     standardize : bool, default=True
         Each party scales its own columns to mean 0 and standard deviation 1 on its
         training rows (no message: the means and scales stay with the party) and
@@ -711,9 +714,11 @@ class VerticalLogisticRegression(_VerticalLinearModel):
         return float(accuracy_score(_labels(data, y), predicted))
 
 
-def _scaled(scalers: dict | None, name: str, features) -> np.ndarray:
+def _scaled(scalers: dict | None, name: str, features, columns) -> np.ndarray:
     """Party ``name``'s columns as its model sees them: standardized by its own scaler, if it has one."""
-    return scalers[name].transform(features) if scalers else np.asarray(features, dtype=np.float64)
+    if not scalers:
+        return np.asarray(features, dtype=np.float64)
+    return scalers[name].transform(features, f"party {name}", columns)
 
 
 def _check_warm_start(trained: dict, label_party: str, given: dict, label: str) -> None:

@@ -38,6 +38,7 @@ from vfl.parties.credit.feature_party import WOEFeatureParty
 from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
 from vfl.parties.credit.selection import SelectionRules
+from vfl.parties.labels import event_classes
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
 from vfl.protocols.credit.settings import check_scorecard_model
@@ -126,7 +127,7 @@ class VerticalBinning(BaseEstimator):
             strategy = label_strategy if party == data.label_party else self.strategy
             events = None
             if strategy == "monotone":
-                classes = np.unique(data.labels)
+                classes = event_classes(data.labels, party)
                 if len(classes) != 2:
                     raise ConfigurationError(f"party {party}: monotone binning follows one event class; the label "
                                              f"has {len(classes)} classes (use label_strategy='quantile')")

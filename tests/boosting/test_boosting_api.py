@@ -105,3 +105,15 @@ def test_a_feature_party_with_nothing_to_split_on_takes_part_all_the_same(hide):
                                                **FAST).fit(data)
     assert all(set(t.owner[t.owner >= 0].tolist()) == {1} for t in model.trees_)     # every split is B's
     assert model.score(data) > 0.95
+
+
+@pytest.mark.parametrize("fraction,message", [
+    (0.99, r"holds out 59 of the 60 rows for early stopping and leaves 1 to train on, not the 40 a tree needs"),
+    (0.01, r"holds out 1 of the 60 rows for early stopping, too few to score"),
+])
+def test_a_validation_split_leaving_too_few_rows_is_refused_as_the_linear_models_do(fraction, message):
+    data, _ = make_tree_data(60, seed=11)
+    model = VerticalGradientBoostingClassifier(max_iter=2, key_bits=1024, insecure=True, early_stopping=True,
+                                               validation_fraction=fraction)
+    with pytest.raises(ConfigurationError, match=message):
+        model.fit(data)

@@ -167,3 +167,13 @@ def test_leaf_masks_of_two_parties_leave_exactly_one_leaf():
     for bad in ([1, -1], [1, 1, -1]):
         with pytest.raises(ProtocolError, match="malformed shape"):
             check_shape(bad, [2, -1, -1][:len(bad)])
+
+
+def test_a_column_whose_bin_thresholds_overflow_is_refused():
+    """Two neighbours near 1e308 average to infinity: a threshold that would bin rows wrongly without a word."""
+    x = np.array([[1e308], [1.5e308], [1.0], [2.0]])
+    with pytest.raises(DataError, match=r"party A, column 'a': cannot be binned, .*value 1\.5e\+308 at row 1"):
+        Binner().fit(x, "party A", ["a"])
+    spread = np.concatenate([np.linspace(-1.7e307, 1.7e307, 50) * 10, np.linspace(-1, 1, 60)])[:, None]
+    with pytest.raises(DataError, match=r"cannot be binned"):
+        Binner(strategy="uniform").fit(spread, "party A", ["a"])

@@ -109,6 +109,13 @@ def test_scoring_rows_without_the_label_and_a_tampered_shard(tmp_path):
         read_shard(path, "telco", "feature")
     with pytest.raises(DataError, match="is not party bank's pipeline shard"):
         read_shard(path, "bank", "label")
+    shard = pipe.shards()["telco"]
+    for field, value in (("coef", 1e300), ("scale", float("inf"))):
+        edited = json.loads(json.dumps(shard))
+        edited["model"][field][0] = value
+        path.write_text(json.dumps(edited))
+        with pytest.raises(DataError, match="not a valid pipeline shard: 'model' must hold a finite weight"):
+            read_shard(path, "telco", "feature")
 
 
 def test_the_pipeline_trains_afresh(tmp_path):

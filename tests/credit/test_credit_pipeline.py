@@ -17,9 +17,9 @@ from scipy.stats import spearmanr
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
-from credit_data import credit_data
-from vfl import VerticalLogisticRegression
-from vfl.errors import ConfigurationError
+from credit_data import credit_data, credit_frames
+from vfl import VerticalDataset, VerticalLogisticRegression
+from vfl.errors import ConfigurationError, DataError
 from vfl.parties.binning import Binner
 from vfl.parties.credit.shard import check
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
@@ -228,3 +228,20 @@ def test_two_selected_columns_are_allowed_and_their_part_still_groups_rows_by_bi
     groups = np.unique(telco_part_seen_by_bank(pipe, test), return_inverse=True)[1]
     assert adjusted_rand_score(codes[:, 0] * 100 + codes[:, 1], groups) > 0.999     # measured 1.0: by pair
     assert adjusted_rand_score(codes[:, 0], groups) < 0.5                          # measured 0.17: not by calls
+def test_a_selection_that_keeps_no_column_is_refused_naming_its_threshold():
+    with pytest.raises(ConfigurationError, match=r"the selection keeps no column of any party under "
+                                                 r"iv_threshold=100.0; the highest IV is .*lower iv_threshold"):
+        pipeline(iv_threshold=100.0).fit(credit_data(n=300))
+
+
+@pytest.mark.parametrize("rows,message", [
+    (slice(None), r"party bank: the label column holds one class only \('no' in every row\)"),
+    (slice(0, 1), r"party bank: only 1 row to learn event rates from"),
+])
+def test_one_class_or_one_row_says_so_instead_of_blaming_the_binning(rows, message):
+    telco, bank = credit_frames(n=200)
+    data = VerticalDataset({"telco": telco.iloc[rows], "bank": bank.assign(default="no").iloc[rows]},
+                           label="default", id_column="id")
+    with pytest.raises(DataError, match=message) as caught:
+        pipeline().fit(data)
+    assert "label_strategy" not in str(caught.value)

@@ -20,8 +20,9 @@ from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs,  #
                              write_party_data)
 
 # full batches: solver "auto" is conjugate gradient; every one of 5 steps runs (tol = 0; 6 weights, so the
-# directions are not exhausted)
-TRAINING = {"batch_size": 0, "iterations": 5, "tol": 0, "frac_bits": 48, "standardize": True, "packing": "auto"}
+# directions are not exhausted).  The learning rate is the default one: FAST_TRAINING's would ask for gradient steps.
+TRAINING = {"batch_size": 0, "iterations": 5, "tol": 0, "frac_bits": 48, "standardize": True, "packing": "auto",
+            "learning_rate": 0.15}
 UNITS = {"a0": 250_000.0, "a1": 0.01, "a2": 7.0, "b0": 1_000.0, "b1": 3.0}
 
 

@@ -188,6 +188,8 @@ def test_shards(tmp_path):
     ("A", lambda s: s.pop("trained_with"), "'trained_with'"),
     ("A", lambda s: s.update(objective="poisson"), "'objective' must be 'linear' or 'logistic'"),
     ("B", lambda s: s.update(intercept=float("inf")), "intercept must be a finite number, got inf"),
+    ("A", lambda s: s.update(coef=[0.5, 1e300]), r"coef\[1\] = 1e\+300 is beyond the range of a model parameter"),
+    ("B", lambda s: s.update(intercept=-1e80), r"intercept = -1e\+80 is beyond the range of a model parameter"),
     ("B", lambda s: s.update(fit_intercept="false"), "'fit_intercept' must be true or false, got 'false'"),
     ("B", lambda s: s.update(classes=["yes"]), "'classes' must be a list of the two label values"),
 ])
@@ -574,3 +576,58 @@ def test_shards_of_a_model_that_stays_shared(tmp_path):
     with pytest.raises(DataError, match="not coordinator D's shard"):
         read_coordinator_shard(mine, "D")
 
+
+
+def test_a_step_setting_under_conjugate_gradient_in_the_file_is_refused(tmp_path):
+    """[training] goes through the same check as the estimators: solver 'cg' takes no optimizer."""
+    parties = {name: {"address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "k.pem"}
+               for i, name in enumerate("ABC")}
+    with pytest.raises(ConfigurationError, match=r"\[training\]: solver='cg' .* optimizer='adam' would go unused"):
+        load_config(write_config(tmp_path / "f.toml", "ca.pem", parties, {"solver": "cg", "optimizer": "adam"}))
+    auto = load_config(write_config(tmp_path / "g.toml", "ca.pem", parties, {"optimizer": "adam"}))
+    assert not auto.training.conjugate
+
+
+def _deep(path, levels=100_000):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("[" * levels + "]" * levels)
+    return path
+
+
+def test_every_shard_and_checkpoint_reader_refuses_deep_nesting_naming_the_file(tmp_path):
+    """A 100,000-level JSON file is a DataError naming it, at every reader: never a RecursionError."""
+    from vfl.federation import pipeline
+    from vfl.federation.checkpoint import read_boosting_shard
+    from vfl.serving.models import load_share
+
+    path = _deep(tmp_path / "model_A.json")
+    readers = [lambda: read_shard(path, "A", "feature"), lambda: read_boosting_shard(path, "A", "feature"),
+               lambda: read_coordinator_shard(path, "C"), lambda: pipeline.read_shard(path, "A", "feature")]
+    for read in readers:
+        with pytest.raises(DataError, match=re.escape(str(path)) + ": its JSON nests too deeply"):
+            read()
+    _deep(tmp_path / "models" / "1" / "model_A.json")
+    for boosting in (False, True):      # what the feature party's serving link loads
+        with pytest.raises(DataError, match="its JSON nests too deeply"):
+            load_share(tmp_path / "models", "1", "A", "feature", boosting)
+    store = CheckpointStore(tmp_path / "checkpoints", "A", "fp")
+    store.save(0, {"weights": [1.0]})
+    _deep(tmp_path / "checkpoints" / "epoch-000000.json")
+    with pytest.raises(DataError, match="its JSON nests too deeply"):
+        store.load()
+
+
+def test_a_boosting_shard_with_a_huge_leaf_value_is_refused_when_read(tmp_path):
+    from vfl.federation.checkpoint import BOOSTING_FORMAT, read_boosting_shard
+
+    tree = {"left": [-1], "right": [-1], "owner": [-1], "value": [0.5], "gain": [0.0]}
+    shard = {"format": BOOSTING_FORMAT, "party": "B", "role": "label", "columns": ["x"], "trained_with": "fp",
+             "binning": {"max_bins": 32, "thresholds": [[0.5]], "has_missing": [False]},
+             "loss": {"name": "binary_log_loss"}, "data_parties": ["A", "B"], "trees": [{"tree": tree, "splits": []}]}
+    path = tmp_path / "model_B.json"
+    path.write_text(json.dumps(shard))
+    assert read_boosting_shard(path, "B", "label")["trees"]
+    tree["value"] = [1e300]
+    path.write_text(json.dumps(shard))
+    with pytest.raises(DataError, match=re.escape(str(path)) + r": .*tree 0: leaf values must be finite numbers"):
+        read_boosting_shard(path, "B", "label")

@@ -308,3 +308,61 @@ def test_federation_certs_with_hosts(tmp_path):
     san = load_certificate(files["A"].certificate).extensions.get_extension_for_class(x509.SubjectAlternativeName)
     assert "a.example" in san.value.get_values_for_type(x509.DNSName)
     assert isinstance(files["B"], TLSFiles)
+
+
+def _reissued(tmp_path, files, role, start, end):
+    """``role``'s certificate again, signed by the same CA, valid from ``start`` to ``end`` only."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+
+    from vfl.transport.tls import load_private_key, make_party_cert, write_certificate, write_private_key
+
+    ca_key, ca = load_private_key(files.ca.parent / "ca.key"), load_certificate(files.ca)
+    key, cert = make_party_cert(ca_key, ca, role)
+    builder = (x509.CertificateBuilder().subject_name(cert.subject).issuer_name(cert.issuer)
+               .public_key(key.public_key()).serial_number(x509.random_serial_number())
+               .not_valid_before(start).not_valid_after(end))
+    for extension in cert.extensions:
+        builder = builder.add_extension(extension.value, extension.critical)
+    folder = tmp_path / f"{role}-{start:%Y%m%d}"
+    folder.mkdir()
+    return TLSFiles(files.ca, write_certificate(folder / f"{role}.pem", builder.sign(ca_key, hashes.SHA256())),
+                    write_private_key(folder / f"{role}.key", key))
+
+
+@pytest.mark.parametrize("who", ["A", "B"])
+@pytest.mark.parametrize("when", ["expired", "not yet valid"])
+def test_a_certificate_outside_its_dates_is_diagnosed_from_the_certificate(tmp_path, federation_certs, connect_all,
+                                                                        who, when):
+    """Expired or not yet valid: said with the dates by the party that holds it, and by its peer; never the CA."""
+    import datetime as dt
+
+    ours, _ = federation_certs
+    now = dt.datetime.now(dt.timezone.utc)
+    start, end = ((now - dt.timedelta(days=30), now - dt.timedelta(days=1)) if when == "expired" else
+                  (now + dt.timedelta(days=1), now + dt.timedelta(days=30)))
+    files = {"A": ours["A"], "B": ours["B"]}
+    files[who] = _reissued(tmp_path, ours[who], who, start, end)
+    transports, errors = connect_all(files, roles=("A", "B"), settings=NetworkSettings(connect_timeout=1.0))
+    close_all(transports)
+    holder, peer = str(errors[who]), str(errors["B" if who == "A" else "A"])
+    dates = (f"expired on {end:%Y-%m-%d %H:%M} UTC" if when == "expired" else
+             f"is not yet valid: it is valid from {start:%Y-%m-%d %H:%M} UTC")
+    assert f"this party's certificate {files[who].certificate} {dates}" in holder
+    seen = f"its certificate {dates}" if who == "B" else \
+        f"its certificate {'has expired' if when == 'expired' else 'is not yet valid'} on this machine's clock"
+    assert seen in peer
+    for text in (holder, peer):
+        for wrong in ("another CA", "does not trust the CA", "not signed by this party's CA",
+                      "not for this party's certificate"):
+            assert wrong not in text
+
+
+def test_a_listener_holding_another_role_s_certificate_says_so_itself(federation_certs, connect_all):
+    ours, _ = federation_certs
+    transports, errors = connect_all({"A": ours["A"], "B": ours["C"]}, roles=("A", "B"),
+                                     settings=NetworkSettings(connect_timeout=1.0))
+    close_all(transports)
+    assert "holds a certificate for 'C', not 'B'" in str(errors["A"])
+    assert f"this party's certificate {ours['C'].certificate} names the wrong role: expected 'B', found 'C'" \
+        in str(errors["B"])

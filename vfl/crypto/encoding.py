@@ -21,6 +21,11 @@ from vfl.errors import FixedPointOverflowError
 
 #: Default number of fractional bits: a resolution of 2**-32, about 2.3e-10.
 DEFAULT_FRAC_BITS = 32
+#: The largest magnitude a model parameter may have (a weight, an intercept, a leaf value, a point): as large
+#: as the largest ``feature_bound`` and ``score_bound`` a federation may declare, so that a parameter times a
+#: declared value, at twice the largest precision, stays far within ``n/3`` of a 2048-bit key.  A larger one
+#: is no model vfl trains; a shard holding one is refused when it is read.
+MAX_PARAMETER = 2.0 ** 256
 
 
 class FixedPoint:

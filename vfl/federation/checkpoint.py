@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vfl.crypto.encoding import MAX_PARAMETER
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties.scaling import Standardizer
 
@@ -50,11 +51,20 @@ def write_json(path, obj, private: bool = True) -> Path:
 
 
 def read_json(path, what: str) -> dict:
+    """The JSON object in ``path`` (a model shard, a checkpoint): every shard and checkpoint is read here.
+
+    A missing file is a :class:`ConfigurationError`; a file that is not JSON, or
+    whose nesting is too deep for the parser (no file vfl writes nests more than
+    a few levels), a :class:`DataError` naming it.
+    """
     try:
         with open(path) as f:
             obj = json.load(f)
     except FileNotFoundError:
         raise ConfigurationError(f"the {what} {path} does not exist") from None
+    except RecursionError:
+        raise DataError(f"cannot read the {what} {path}: its JSON nests too deeply to be read (no file vfl writes "
+                        "nests more than a few levels; the file is corrupt, or not one of vfl's)") from None
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read the {what} {path}: {exc}") from None
     if not isinstance(obj, dict):
@@ -302,8 +312,13 @@ def read_coordinator_shard(path, party: str) -> dict:
 
 
 def _finite(path, field: str, value) -> None:
+    """A model parameter: a finite number within :data:`~vfl.crypto.encoding.MAX_PARAMETER`, else a DataError."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise DataError(f"{path}: {field} must be a finite number, got {_short(value)}")
+    if abs(value) > MAX_PARAMETER:
+        raise DataError(f"{path}: {field} = {value:.6g} is beyond the range of a model parameter (|value| <= 2**256 "
+                        "= 1.16e77): no training gives it, and every row's score would leave the range the protocol "
+                        "can encode; the shard is corrupt")
 
 
 def _short(value) -> str:
@@ -397,9 +412,11 @@ def read_boosting_shard(path, party: str, role: str) -> dict:
                 if not (isinstance(missing_left, bool) and 0 <= node < len(left) and left[node] >= 0
                         and 0 <= column < len(columns) and 0 <= bin_ < binner.n_bins_[column]):
                     raise ValueError(f"tree {i}: split {_short(split)} does not fit its tree and columns")
-            if role == "label" and (not np.all(np.isfinite(shape.value)) or len(shape.owner) != len(left)
+            if role == "label" and (not np.all(np.abs(shape.value) <= MAX_PARAMETER)
+                                    or len(shape.owner) != len(left)
                                     or shape.owner.max() >= len(parties) or shape.owner.min() < -1):
-                raise ValueError(f"tree {i}: leaf values must be finite and owners data parties")
+                raise ValueError(f"tree {i}: leaf values must be finite numbers within 2**256 and owners data "
+                                 "parties")
     except (KeyError, TypeError, ValueError, ProtocolError) as exc:
         raise DataError(f"{path}: not a valid gradient-boosting shard: {exc}") from None
     return shard

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import json
 import queue
 import re
 import socket
@@ -30,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from vfl.errors import ConfigurationError, PeerError
+from vfl.federation.checkpoint import read_json
 from vfl.federation.config import load_config, write_config
 from vfl.protocols import Roster
 from vfl.transport.tls import write_federation_certs
@@ -314,7 +314,7 @@ def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression)
     y_train = malignant[train]
     # From the same start: each party's shard records the secret start it drew (the demo holds every shard),
     # feature parties in the roster's order, then B (whose shard also holds the intercept).
-    shards = [json.loads((folder / r / f"model_{r}.json").read_text()) for r in roster.data_parties]
+    shards = [read_json(folder / r / f"model_{r}.json", "model shard") for r in roster.data_parties]
     label = shards[-1]
     start = (np.array([w for shard in shards for w in shard["initial_coef"]]), label["initial_intercept"])
     gd = fit_gradient_descent(x_train, np.where(y_train == 1, 1.0, -1.0), config.training, start=start)

@@ -54,6 +54,7 @@ from vfl.parties.credit.feature_party import WOEFeatureParty
 from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, flat_codes
 from vfl.parties.credit.statistics import describe, population_stability
+from vfl.parties.labels import event_classes
 from vfl.parties.scaling import Standardizer
 from vfl.protocols.span import SpanLedger, check_scorecard_part, check_training, column_rank
 from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
@@ -165,7 +166,7 @@ def _binner(credit, kind: str, data: PartyData, role: str) -> Binner:
     strategy = credit.label_strategy if kind == "label" else credit.strategy
     events = None
     if kind == "label":
-        classes = np.unique(data.labels)
+        classes = event_classes(data.labels, role)
         if len(classes) != 2:
             raise DataError(f"party {role}: the pipeline's scorecard scores one event class, but the label column "
                             f"holds {len(classes)} classes ({', '.join(map(repr, classes[:5]))})")

@@ -108,7 +108,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 if alignment:
                     shown.line(alignment_line(role, alignment))
                 scaler = _fit_scaler(settings, previous, data, role)
-                data = standardized(data, scaler)
+                data = standardized(data, scaler, role)
                 columns = share_columns(session.endpoint, role, data, theirs, roster)
                 check_equations(data.n_rows, columns, settings, roster)
             model_targets, classes = (targets(data.labels, settings.objective, role) if kind == "label"
@@ -344,9 +344,11 @@ def _fit_scaler(settings, previous: dict | None, data: PartyData, role: str) -> 
     return kept or Standardizer.fit(data.features, role, data.columns)
 
 
-def standardized(data: PartyData, scaler: Standardizer | None) -> PartyData:
+def standardized(data: PartyData, scaler: Standardizer | None, role: str) -> PartyData:
     """The party's rows as its model sees them: scaled by its own scaler, if it has one."""
-    return data if scaler is None else replace(data, features=scaler.transform(data.features))
+    if scaler is None:
+        return data
+    return replace(data, features=scaler.transform(data.features, f"party {role}", data.columns))
 
 
 def _training_party(config: FederationConfig, role: str, kind: str, data: PartyData, target, n_models: int):
@@ -425,7 +427,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
                         weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
-        data = standardized(data, shard_scaler(shard))
+        data = standardized(data, shard_scaler(shard), role)
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
     with Session(config, role, "predict", narrator, shown) as session:

@@ -200,10 +200,14 @@ class Binner:
             if events is None or len(events) != len(x):
                 raise ConfigurationError(f"{where}: monotone binning uses the labels; only the label party can bin "
                                          "its own columns so (the others: 'quantile' or 'uniform')")
-            self.thresholds_ = [monotone_thresholds(x[:, j], events, self.max_bins, self.min_bin_fraction)
-                                for j in range(x.shape[1])]
+            with np.errstate(over="ignore", invalid="ignore"):
+                self.thresholds_ = [monotone_thresholds(x[:, j], events, self.max_bins, self.min_bin_fraction)
+                                    for j in range(x.shape[1])]
         else:
-            self.thresholds_ = [column_thresholds(x[:, j], self.max_bins, self.strategy) for j in range(x.shape[1])]
+            with np.errstate(over="ignore", invalid="ignore"):
+                self.thresholds_ = [column_thresholds(x[:, j], self.max_bins, self.strategy)
+                                    for j in range(x.shape[1])]
+        _check_thresholds(self.thresholds_, x, where, columns)
         self.n_bins_ = np.array([len(t) + 1 for t in self.thresholds_], dtype=np.int64)
         self.has_missing_ = np.isnan(x).any(axis=0)
         return self
@@ -259,3 +263,19 @@ def _matrix(x, where: str, columns) -> np.ndarray:
         name = repr(list(columns)[col]) if columns is not None else str(col)
         raise DataError(f"{where}, column {name}: infinity at row {row}")
     return x
+
+
+def _check_thresholds(thresholds: list, x: np.ndarray, where: str, columns) -> None:
+    """Refuse a column whose thresholds overflow float64 (two values near 1e308 average to infinity).
+
+    Such a threshold would put rows in the wrong bin without a word.
+    """
+    for j, column in enumerate(thresholds):
+        if np.isfinite(column).all():
+            continue
+        name = repr(list(columns)[j]) if columns is not None else str(j)
+        values = np.where(np.isnan(x[:, j]), 0.0, np.abs(x[:, j]))
+        row = int(np.argmax(values))
+        raise DataError(f"{where}, column {name}: cannot be binned, its values are too large for float64 "
+                        f"arithmetic (value {x[row, j]:.6g} at row {row}: the bin thresholds between them "
+                        "overflow); rescale the column (divide it by a power of ten) or remove the outlying value")

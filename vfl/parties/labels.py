@@ -62,6 +62,28 @@ def targets(labels, objective: str, role: str = "B") -> tuple[list[np.ndarray], 
     return [np.where(labels == positive, 1.0, -1.0) for positive in positives], classes
 
 
+def event_classes(labels, role: str) -> np.ndarray:
+    """The sorted classes of a label that event rates (WOE, IV, monotone bins) are computed from.
+
+    One row, or one class, is refused as such: no binning strategy or other
+    setting helps, the step needs rows of two classes at least.
+    """
+    labels = np.asarray(labels)
+    if len(labels) < 2:
+        raise DataError(f"party {role}: only {len(labels)} row to learn event rates from; WOE, IV and the "
+                        "scorecard need rows of two classes at least (events and non-events)")
+    classes = np.unique(labels)
+    if classes.size < 2:
+        raise DataError(f"party {role}: the label column holds one class only ({plain_class(classes[0])!r} in every "
+                        "row); WOE, IV and the scorecard need events and non-events")
+    return classes
+
+
+def plain_class(value):
+    """A class value as Python (``'no'``, not ``np.str_('no')``), for a message."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
 def class_weights(labels, class_weight, role: str = "B") -> np.ndarray:
     """Each row's weight from its class: ``"balanced"`` (``n / (n_classes * count)``) or a dict by class.
 

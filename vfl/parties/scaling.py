@@ -35,19 +35,39 @@ class Standardizer:
 
         A constant column (one value in every row) has no spread to scale to 1 and
         says nothing to a linear model: the error names the party and the column.
+        So does a column whose mean, standard deviation or scaled values overflow
+        float64 (one value of 1e200 squares to infinity): dividing by an infinite
+        scale would silently zero it.  A single row is refused as such.
         """
         x = np.asarray(features, dtype=np.float64)
-        mean = x.mean(axis=0) if x.shape[0] else np.zeros(x.shape[1])
-        scale = x.std(axis=0) if x.shape[0] else np.zeros(x.shape[1])
+        if x.shape[0] == 1:
+            raise DataError(f"party {role}: only one row to train on; standardizing its columns (and training a "
+                            "model) needs at least two rows")
+        with np.errstate(over="ignore", invalid="ignore"):
+            mean = x.mean(axis=0) if x.shape[0] else np.zeros(x.shape[1])
+            scale = x.std(axis=0) if x.shape[0] else np.zeros(x.shape[1])
+            scaled = (x - mean) / np.where(scale > 0, scale, 1.0)
+        check_scaled(x, mean, scale, scaled, f"party {role}", columns)
         for j in np.flatnonzero(~(scale > 0)):
             value = f"{x[0, j]:.6g} in every row" if x.shape[0] else "no rows"
             raise DataError(f"party {role}, column {list(columns)[j]!r}: cannot be standardized, it holds {value}; "
                             "drop the column (it carries no information), or set standardize=False")
         return cls(mean, scale)
 
-    def transform(self, features) -> np.ndarray:
-        """``(x - mean) / scale``, column by column."""
-        return (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
+    def transform(self, features, where: str = "the data", columns=None) -> np.ndarray:
+        """``(x - mean) / scale``, column by column; a value that overflows is a :class:`~vfl.errors.DataError`.
+
+        ``where`` (``"party A"``) and ``columns`` name the cell in the error.
+        """
+        x = np.asarray(features, dtype=np.float64)
+        scaled = self.apply(x)
+        check_scaled(x, self.mean, self.scale, scaled, where, columns)
+        return scaled
+
+    def apply(self, features) -> np.ndarray:
+        """``(x - mean) / scale`` unchecked: a value that overflows is infinite (a service rates rows one by one)."""
+        with np.errstate(over="ignore", invalid="ignore"):
+            return (np.asarray(features, dtype=np.float64) - self.mean) / self.scale
 
     def unscale(self, coef) -> tuple[np.ndarray, np.ndarray]:
         """Weights for the unscaled columns, and the constant they add to the score.
@@ -75,3 +95,25 @@ class Standardizer:
         if not (np.isfinite(mean).all() and np.isfinite(scale).all() and (scale > 0).all()):
             raise DataError(f"{where}: 'standardize' needs finite means and positive finite scales")
         return cls(mean, scale)
+
+
+def check_scaled(x: np.ndarray, mean: np.ndarray, scale: np.ndarray, scaled: np.ndarray, where: str,
+                 columns=None) -> None:
+    """Refuse a column whose mean, scale or scaled values overflow float64 (where its values were finite).
+
+    The one check of standardization at training (:meth:`Standardizer.fit`) and
+    at prediction (:meth:`Standardizer.transform`), for the API and ``vfl party``
+    alike.  NaN and infinity in the input are left to the data checks that name them.
+    """
+    finite = np.isfinite(x)
+    bad = (~np.isfinite(mean)) | (~np.isfinite(scale)) | ((~np.isfinite(scaled)) & finite).any(axis=0)
+    if x.ndim != 2 or not bad.any():
+        return
+    j = int(np.flatnonzero(bad)[0])
+    name = repr(list(columns)[j]) if columns is not None else str(j)
+    magnitude = np.where(finite[:, j], np.abs(x[:, j]), 0.0)
+    row = int(np.argmax(magnitude))
+    raise DataError(
+        f"{where}, column {name}: cannot be standardized, its values are too large for float64 arithmetic "
+        f"(value {x[row, j]:.6g} at row {row}: the column's mean, standard deviation or scaled values overflow); "
+        "rescale the column (divide it by a power of ten) or remove the outlying value")

@@ -102,24 +102,50 @@ def warn_clipped_labels(labels, settings, role: str) -> None:
                       UserWarning, stacklevel=4)
 
 
-def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int]) -> None:
+#: Fewest validation rows early stopping scores: one row's score is noise, and ranks nothing (roc_auc, ks).
+MIN_VALIDATION_ROWS = 2
+
+
+def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int],
+                           advice: str = "or pass fit(..., validation=...)") -> None:
     """With early stopping on held-out rows: the rows left to train on must outnumber each party's gradient values.
 
     ``n_values`` gives each data party's gradient values per step (its weights).
     Said in terms of ``validation_fraction``, before the batch-size rule would
-    report the same shortage as a batch problem.
+    report the same shortage as a batch problem.  With ``protocol="shared"`` no
+    party learns a gradient value: two rows to train on at least.  The rule of
+    :func:`check_split`, which every model family applies; ``advice`` as there.
     """
-    if not settings.early_stopping or settings.shared:      # shared: no party learns a gradient value
+    if not settings.early_stopping:
         return
-    held = min(max(1, int(np.ceil(settings.validation_fraction * n_rows))), n_rows - 1)
-    left = n_rows - held
+    if settings.shared:
+        check_split(n_rows, settings.validation_fraction, 2, "the two a model needs at least", advice)
+        return
     party, most = max(n_values.items(), key=lambda item: item[1])
-    if left <= most:
+    check_split(n_rows, settings.validation_fraction, most + 1,
+                f"more than the {most} gradient values party {party} learns per step", advice)
+
+
+def check_split(n_rows: int, fraction: float, least: int, why: str,
+                advice: str = "or pass fit(..., validation=...)") -> None:
+    """Refuse a validation split that leaves fewer than ``least`` rows to train on, or too few to validate on.
+
+    The rows held out are :func:`vfl.protocols.settings.validation_rows`'s
+    (``ceil(fraction * n_rows)``, at least one, all rows but one at most).
+    ``why`` says where ``least`` comes from; ``advice`` the other way out.
+    """
+    held = min(max(1, math.ceil(fraction * n_rows)), n_rows - 1)
+    left = n_rows - held
+    if left < least:
         raise ConfigurationError(
-            f"validation_fraction={settings.validation_fraction:g} holds out {held} of the {n_rows} rows for early "
-            f"stopping and leaves {left} to train on, not more than the {most} gradient values party {party} learns "
-            f"per step; lower validation_fraction (at most {(n_rows - most - 1) / n_rows:.3g} here) or pass "
-            "fit(..., validation=...)")
+            f"validation_fraction={fraction:g} holds out {held} of the {n_rows} rows for early "
+            f"stopping and leaves {left} to train on, not {why}; lower validation_fraction (at most "
+            f"{math.floor(max(n_rows - least, 0) / n_rows * 1000) / 1000:g} here) {advice}")
+    if held < MIN_VALIDATION_ROWS:
+        raise ConfigurationError(
+            f"validation_fraction={fraction:g} holds out {held} of the {n_rows} rows for early stopping, too few "
+            f"to score (at least {MIN_VALIDATION_ROWS}); raise validation_fraction (at least "
+            f"{math.ceil(MIN_VALIDATION_ROWS / n_rows * 1000) / 1000:g} here) {advice}")
 
 
 #: Epochs in a row the loss may grow before C calls the run diverging.

@@ -362,7 +362,7 @@ def _parse_sizes(ep: Endpoint, hub: str, text) -> dict[str, int]:
         if not isinstance(sizes, dict) or not all(isinstance(k, str) and type(v) is int and v >= 0
                                                   for k, v in sizes.items()):
             raise ValueError
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, RecursionError):
         raise ProtocolError(f"{ep.role}: {hub} sent malformed row counts in 'psi_setup'") from None
     return sizes
 

@@ -25,6 +25,8 @@ PROTOCOLS = ("yang", "shared")
 REVEALS = ("respectively", "never")
 #: How the parties move their weights: conjugate gradient with exact line search, or first-order steps.
 SOLVERS = ("auto", "cg", "gd")
+#: The settings of first-order steps, at their defaults: conjugate gradient (an exact line search) uses none.
+STEP_DEFAULTS = {"optimizer": "sgd", "learning_rate": 0.15, "learning_rate_schedule": "constant"}
 #: Validation scores each objective can be stopped on.
 SCORINGS = {"logistic": ("loss", "roc_auc", "ks", "accuracy"), "linear": ("loss", "r2")}
 
@@ -42,13 +44,16 @@ class TrainingSettings:
         optimum in about as many steps as there are weights (see
         :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with ``optimizer``
         (any batch size, penalty, DP).  ``"auto"``: ``"cg"`` where it applies (full
-        batch, L2 or no penalty, no DP), else ``"gd"``.
+        batch, L2 or no penalty, no DP, and ``optimizer``, ``learning_rate`` and
+        ``learning_rate_schedule`` at their defaults: a step setting asked for is
+        honoured), else ``"gd"``.  ``"cg"`` with a step setting other than its
+        default is refused: it would go unused.
     standardize : bool
         Each data party scales its own columns to mean 0 and standard deviation 1
         on its training rows (kept in its model shard and applied again at
         prediction); no message is needed.
     learning_rate : float
-        Constant step size of gradient descent (``solver="gd"``).
+        Constant step size of gradient descent (``solver="gd"``); 0.15 by default, as the estimators.
     max_iter : int
         Maximum number of epochs (passes over the data; with ``"cg"``, steps).
     alpha : float
@@ -142,7 +147,7 @@ class TrainingSettings:
     objective: str = "logistic"
     solver: str = "auto"
     standardize: bool = True
-    learning_rate: float = 0.1
+    learning_rate: float = 0.15
     max_iter: int = 100
     alpha: float = 0.0
     batch_size: int | None = None
@@ -253,6 +258,11 @@ class TrainingSettings:
     def _check_solver(self) -> None:
         if self.solver != "cg":
             return
+        asked = self.step_settings
+        _check(not asked, f"solver='cg' moves the weights by an exact line search, so {' and '.join(asked)} would "
+               "go unused: use solver='gd' (or 'auto', which then runs gradient steps) to train with "
+               f"{'them' if len(asked) > 1 else 'it'}, or leave {'them' if len(asked) > 1 else 'it'} out for "
+               "conjugate gradient", self.solver)
         _check(self.batch_size is None, "solver='cg' steps on the whole data set: set batch_size=None, or use "
                "solver='gd' for mini-batches", self.batch_size)
         _check(self.penalty in ("l2", "none"), "solver='cg' minimises a quadratic: use penalty='l2' or 'none', or "
@@ -292,8 +302,15 @@ class TrainingSettings:
     def conjugate(self) -> bool:
         """Whether the parties run conjugate gradient (``solver``, with ``"auto"`` resolved)."""
         if self.solver == "auto":
-            return self.batch_size is None and self.penalty in ("l2", "none") and not self.dp and not self.shared
+            return (self.batch_size is None and self.penalty in ("l2", "none") and not self.dp and not self.shared
+                    and not self.step_settings)
         return self.solver == "cg"
+
+    @property
+    def step_settings(self) -> list[str]:
+        """The first-order step settings given other than their defaults (:data:`STEP_DEFAULTS`), as ``name=value``."""
+        return [f"{name}={getattr(self, name)!r}" for name, default in STEP_DEFAULTS.items()
+                if getattr(self, name) != default]
 
     @property
     def packed(self) -> bool:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.parties.objectives import Objective
 from vfl.parties.scoring import improved, validation_score
+from vfl.protocols.checks import check_validation_split
 from vfl.protocols.inference import decrypt_masked_total, masked_total, send_scores
 from vfl.protocols.roster import Roster
 from vfl.protocols.settings import TrainingSettings, validation_rows
@@ -24,8 +25,14 @@ from vfl.transport import Endpoint
 
 
 def hold_out(party, settings: TrainingSettings, seed: int) -> None:
-    """Move this party's validation rows out of training (unless validation data was given)."""
+    """Move this party's validation rows out of training (unless validation data was given).
+
+    A split that leaves too few rows to train on (for the gradient values this
+    party learns) or to validate on is refused first (:func:`~vfl.protocols.checks.check_validation_split`).
+    """
     if settings.early_stopping and party.validation is None:
+        check_validation_split(party.n_rows, settings, {party.role: party.n_gradient_values},
+                               "or turn early_stopping off")
         party.hold_out(validation_rows(party.n_rows, settings.validation_fraction, seed))
 
 

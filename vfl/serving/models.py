@@ -86,7 +86,7 @@ class LinearShare:
         self.width = len(params)
 
     def scores(self, x: np.ndarray) -> np.ndarray:
-        x = x if self.scaler is None else self.scaler.transform(x)
+        x = x if self.scaler is None else self.scaler.apply(x)
         with np.errstate(all="ignore"):
             return x @ self.coef.T + self.intercept
 

@@ -66,8 +66,9 @@ from dataclasses import dataclass
 
 from vfl.errors import ConfigurationError, HandshakeError, PeerError, ProtocolError
 from vfl.transport.message import quote, parse_json
-from vfl.transport.tls import (TLSFiles, ca_name, check_role, client_context, der_issuer_name, foreign_ca_advice,
-                               issuer_name, load_certificate, peer_role, probe_context, server_context)
+from vfl.transport.tls import (TLSFiles, ca_name, certificate_problem, check_role, client_context, der_certificate,
+                               foreign_ca_advice, issuer_name, load_certificate, peer_role, probe_context,
+                               server_context, signed_by)
 
 #: Default largest frame accepted: ample for a batch of 2048-bit ciphertexts.
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -431,9 +432,12 @@ class NetworkTransport:
                                  f"did not complete within {self.settings.connect_timeout:g} s") from None
         except (ssl.SSLError, OSError, ValueError) as exc:
             sock.close()
+            own = None if _not_tls(exc) else self._own_problem()
             if _not_tls(exc):
                 reason = (f"what listens there does not speak TLS ({_not_tls(exc)}): another program has "
                           f"{peer}'s port, or the address of {peer} is wrong")
+            elif own:
+                reason = own
             elif _unknown_ca(exc):
                 reason = f"{self._distrusted(peer)}; give every party the same ca.pem and certificates signed by it"
             else:
@@ -442,7 +446,9 @@ class NetworkTransport:
                                  f"handshake: {reason}") from None
         if answer["ok"] is not True:
             sock.close()
-            raise HandshakeError(f"{self.role}: {peer} refused the connection: {answer['reason']}")
+            own = self._own_problem()
+            raise HandshakeError(f"{self.role}: {peer} refused the connection: {answer['reason']}"
+                                 + (f"; {own}" if own else ""))
         with self._lock:
             if self._closed:
                 sock.close()
@@ -451,17 +457,47 @@ class NetworkTransport:
 
     def _foreign_peer(self, peer: str, host: str, port: int, deadline: float,
                       exc: ssl.SSLCertVerificationError) -> str:
-        """Why ``peer``'s certificate failed verification, naming the CA it names (read on a second connection)."""
-        issuer = None
+        """Why ``peer``'s certificate failed verification, read from it (on a second connection).
+
+        Its dates (expired, not yet valid), or the CA it names; OpenSSL's reason if neither.
+        """
+        cert = None
         try:
             with socket.create_connection((host, port), timeout=max(0.1, min(5.0, deadline - time.monotonic()))) \
                     as raw, probe_context(self.tls).wrap_socket(raw) as probe:
-                issuer = der_issuer_name(probe.getpeercert(binary_form=True) or b"")
+                cert = der_certificate(probe.getpeercert(binary_form=True) or b"")
         except (OSError, ValueError):
             pass
-        what = (f"its certificate is signed by another CA, {issuer}" if issuer else
-                f"its certificate does not verify ({_ssl_reason(exc)})")
-        return f"{what}; {foreign_ca_advice(self.tls)}"
+        if cert is not None and not signed_by(cert, load_certificate(self.tls.ca)):
+            return f"its certificate is signed by another CA, {issuer_name(cert)}; {foreign_ca_advice(self.tls)}"
+        problem = certificate_problem(cert) if cert is not None else None
+        if problem:
+            return (f"its certificate {problem}; {peer} needs a certificate valid now, signed by the federation's "
+                    "CA (vfl certs), or a machine's clock is wrong")
+        return f"its certificate does not verify ({_ssl_reason(exc)}); {foreign_ca_advice(self.tls)}"
+
+    def _own_problem(self) -> str | None:
+        """What is wrong with this party's own certificate (dates, role, CA), read from it; ``None`` if nothing.
+
+        Checked when a handshake fails on the peer's side, before guessing at the peer's CA.
+        """
+        try:
+            problem = certificate_problem(load_certificate(self.tls.certificate), load_certificate(self.tls.ca),
+                                          self.role)
+        except ConfigurationError:
+            return None
+        return (f"this party's certificate {self.tls.certificate} {problem}, so peers refuse it: make "
+                f"{self.role} a certificate valid now for role {self.role!r}, signed by the federation's CA "
+                "(vfl certs)") if problem else None
+
+    def _unverified(self, exc: ssl.SSLCertVerificationError) -> str:
+        """Why an incoming certificate failed verification: its dates, by OpenSSL's code, or its CA."""
+        if exc.verify_code in _DATE_CODES:
+            return (f"its certificate {_DATE_CODES[exc.verify_code]} on this machine's clock, now "
+                    f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}: the peer needs a certificate valid "
+                    "now, or a machine's clock is wrong")
+        return (f"its certificate is not signed by this party's CA, {ca_name(load_certificate(self.tls.ca))}: "
+                f"{_ssl_reason(exc)}")
 
     def _distrusted(self, who: str) -> str:
         """``who`` refused this party's certificate as signed by a CA it does not know: name that CA."""
@@ -585,12 +621,12 @@ class NetworkTransport:
                 self._refuse(f"{origin} did not complete the TLS handshake within {limit:g} s")
                 return
             except ssl.SSLCertVerificationError as exc:
-                self._refuse(f"{origin} at the TLS handshake (its certificate is not signed by this party's CA, "
-                             f"{ca_name(load_certificate(self.tls.ca))}: {_ssl_reason(exc)})")
+                self._refuse(f"{origin} at the TLS handshake ({self._unverified(exc)})")
                 return
             except (ssl.SSLError, OSError, ValueError) as exc:
-                self._refuse(f"{origin} at the TLS handshake ("
-                             f"{self._distrusted('it') if _unknown_ca(exc) else _incoming_reason(exc)})")
+                own = None if _not_tls(exc) else self._own_problem()
+                why = own or (self._distrusted("it") if _unknown_ca(exc) else _incoming_reason(exc))
+                self._refuse(f"{origin} at the TLS handshake ({why})")
                 return
             try:
                 role = self._check_hello(sock, origin, until)
@@ -610,7 +646,8 @@ class NetworkTransport:
                 self._refuse(f"{origin} completed the TLS handshake but sent no hello within {limit:g} s")
             except (HandshakeError, ssl.SSLError, OSError, ValueError) as exc:
                 sock.close()
-                self._refuse(f"{origin}: {_incoming_reason(exc)}")
+                own = None if isinstance(exc, HandshakeError) else self._own_problem()
+                self._refuse(f"{origin}: {own or _incoming_reason(exc)}")
         except BaseException as exc:  # noqa: BLE001 - one bad connection must not end the listener
             (sock or raw).close()
             self._refuse(f"{origin}: unexpected {type(exc).__name__} during the handshake")
@@ -794,6 +831,10 @@ _NOT_TLS = {"HTTP_REQUEST": "it sent a plain HTTP request: a web browser, a heal
             "RECORD_LAYER_FAILURE": "its bytes are not TLS records",
             "PACKET_LENGTH_TOO_LONG": "its first bytes are not a TLS record",
             "UNSUPPORTED_PROTOCOL": "it speaks an older TLS version; the federation needs TLS 1.3"}
+
+
+#: OpenSSL's verification codes of a certificate outside its dates (X509_V_ERR_CERT_NOT_YET_VALID, _HAS_EXPIRED).
+_DATE_CODES = {9: "is not yet valid", 10: "has expired"}
 
 
 def _not_tls(exc: BaseException) -> str | None:

@@ -247,6 +247,14 @@ def der_issuer_name(der: bytes) -> str | None:
         return None
 
 
+def der_certificate(der: bytes) -> x509.Certificate | None:
+    """A DER certificate (as a peer sent it), or ``None`` if it does not parse."""
+    try:
+        return x509.load_der_x509_certificate(der)
+    except ValueError:
+        return None
+
+
 def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
     """Whether ``ca`` signed ``cert`` (names and signature; dates and extensions are TLS's business)."""
     try:
@@ -254,6 +262,40 @@ def signed_by(cert: x509.Certificate, ca: x509.Certificate) -> bool:
         return True
     except (ValueError, TypeError, InvalidSignature):
         return False
+
+
+def validity(cert: x509.Certificate) -> tuple[_dt.datetime, _dt.datetime]:
+    """When a certificate starts and stops being valid (UTC)."""
+    start = getattr(cert, "not_valid_before_utc", None) or cert.not_valid_before.replace(tzinfo=_dt.timezone.utc)
+    end = getattr(cert, "not_valid_after_utc", None) or cert.not_valid_after.replace(tzinfo=_dt.timezone.utc)
+    return start, end
+
+
+def _when(moment: _dt.datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def certificate_problem(cert: x509.Certificate, ca: x509.Certificate | None = None, role: str | None = None,
+                        now: _dt.datetime | None = None) -> str | None:
+    """What is wrong with a certificate, read from it, or ``None``: the words follow "the certificate ...".
+
+    In order: not yet valid or expired (with its dates and this machine's time),
+    naming another role than ``role`` (expected and found), signed by another CA
+    than ``ca``.  Used to say why a TLS handshake failed, instead of guessing.
+    """
+    now = now or _now()
+    start, end = validity(cert)
+    if now < start:
+        return (f"is not yet valid: it is valid from {_when(start)} to {_when(end)}, and it is {_when(now)} on "
+                "this machine's clock")
+    if now > end:
+        return f"expired on {_when(end)} (valid from {_when(start)}; it is {_when(now)} on this machine's clock)"
+    found = certificate_role(cert)
+    if role is not None and found != role:
+        return f"names the wrong role: expected {role!r}, found {found!r}"
+    if ca is not None and not signed_by(cert, ca):
+        return f"is signed by another CA, {issuer_name(cert)}, not by {ca_name(ca)}"
+    return None
 
 
 def foreign_ca_advice(files: "TLSFiles") -> str:

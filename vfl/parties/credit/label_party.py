@@ -16,10 +16,11 @@ import gmpy2
 import numpy as np
 
 from vfl.crypto import Context, FixedPoint, generate_keypair
-from vfl.errors import DataError, ProtocolError
+from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
 from vfl.parties.boosting.splits import flat_bins, offsets
 from vfl.parties.credit.woe import class_group, class_tables
+from vfl.parties.labels import event_classes
 
 
 class WOELabelParty:
@@ -52,10 +53,8 @@ class WOELabelParty:
         self.codes = np.asarray(codes)
         self.n_rows = len(self.codes)
         self.columns = list(columns) if columns is not None else [f"x{j}" for j in range(self.codes.shape[1])]
+        event_classes(labels, role)
         self.classes, self.y = np.unique(np.asarray(labels), return_inverse=True)
-        if len(self.classes) < 2:
-            raise DataError(f"party {role}: the label column holds one class only ({self.classes[0]!r}); WOE and "
-                            "IV need events and non-events")
         self.group = class_group(len(self.classes), self.n_rows)
         self.context: Context | None = None
         #: after a selection with a correlation bound: what this party learnt of the correlations

@@ -93,6 +93,21 @@ def select_by_iv(ivs: dict, rules: SelectionRules) -> dict:
     return {p: np.isin(np.arange(len(ivs[p])), [j for q, j in kept if q == p]) for p in order}
 
 
+def check_selected(kept: dict, ivs: dict, rules: SelectionRules) -> None:
+    """Refuse a selection that keeps no column of any party: the model would have nothing to train on.
+
+    Names the rules to relax and the highest IV there was (``kept``: party -> bool per column).
+    """
+    if any(np.any(k) for k in kept.values()):
+        return
+    given = [f"{name}={value!r}" for name, value in rules.to_dict().items() if value is not None]
+    found = [(float(iv), p, j) for p, values in ivs.items() for j, iv in enumerate(values)]
+    best = f"; the highest IV is {max(found)[0]:.4g} (party {max(found)[1]}'s column #{max(found)[2]})" if found else ""
+    lower = f" to at most {max(found)[0]:.4g}" if found else ""
+    raise ConfigurationError(f"the selection keeps no column of any party under {', '.join(given) or 'its rules'}"
+                             f"{best}: lower iv_threshold{lower} so that the model has a column to train on")
+
+
 def select_by_correlation(columns: list, ivs: dict, correlation: np.ndarray, rules: SelectionRules,
                           groups: list | None = None) -> np.ndarray:
     """Which of ``columns`` (``(party, column)`` pairs) stay under ``max_correlation`` and ``max_vif``.

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vfl.crypto.encoding import MAX_PARAMETER
 from vfl.parties.binning import Binner
 from vfl.parties.credit.scorecard import Coder, ScorecardScale
 
@@ -67,17 +68,25 @@ def check(shard: dict, party: str, role: str, where: str = "the shard") -> dict:
     names = coder.names
     coef, mean, scale = (np.asarray(model.get(k, []), dtype=np.float64) for k in ("coef", "mean", "scale"))
     if model.get("columns") != names or not (len(coef) == len(mean) == len(scale) == len(names)) \
-            or not np.all(np.isfinite(coef)) or not np.all(np.isfinite(mean)) or not np.all(scale > 0):
-        raise ValueError("'model' must hold a finite weight, mean and positive scale per model column")
+            or not _parameters(coef) or not np.all(np.isfinite(mean)) or not np.all(np.isfinite(scale)) \
+            or not np.all(scale > 0):
+        raise ValueError("'model' must hold a finite weight (within 2**256), mean and positive finite scale per "
+                         "model column")
     points = shard["points"]
-    if len(points) != len(coder.selected) or any(len(p) != sizes[j] or not np.all(np.isfinite(p))
+    if len(points) != len(coder.selected) or any(len(p) != sizes[j] or not _parameters(p)
                                                   for p, j in zip(points, coder.selected)):
-        raise ValueError("'points' must hold finite points for every bin of every selected column")
+        raise ValueError("'points' must hold finite points (within 2**256) for every bin of every selected column")
     if role == "label":
         card = shard["scorecard"]
         ScorecardScale(card["base_score"], card["base_odds"], card["pdo"])
-        if not np.isfinite(card["base_points"]) or not np.isfinite(model["intercept"]):
-            raise ValueError("the base points and the intercept must be finite")
+        if not _parameters(card["base_points"]) or not _parameters(model["intercept"]):
+            raise ValueError("the base points and the intercept must be finite (within 2**256)")
         if len(model.get("classes", [])) != 2:
             raise ValueError("'model' must name the label's two classes")
     return shard
+
+
+def _parameters(values) -> bool:
+    """Whether ``values`` are finite numbers within :data:`~vfl.crypto.encoding.MAX_PARAMETER`."""
+    values = np.asarray(values, dtype=np.float64)
+    return bool(np.all(np.abs(values) <= MAX_PARAMETER))

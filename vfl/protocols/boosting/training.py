@@ -47,6 +47,7 @@ from vfl.parties.boosting.splits import sums_to_send
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty, ForeignSums
 from vfl.protocols.boosting.settings import BoostingSettings, should_stop
+from vfl.protocols.checks import check_split
 from vfl.protocols.fields import MAX_ROWS, bits, flag, ints, unbits
 from vfl.protocols.fields import ciphertexts as _ciphertexts, received as _received
 from vfl.protocols.roster import Roster
@@ -83,7 +84,17 @@ def recv_ciphertexts(ep: Endpoint, frm: str, name: str, party, count: int) -> li
 
 
 def split_rows(n_rows: int, settings: BoostingSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The training rows and the validation rows (from the shared seed only, never from labels)."""
+    """The training rows and the validation rows (from the shared seed only, never from labels).
+
+    Every party refuses alike a split that leaves fewer rows to train on than one
+    split needs (``2 * min_samples_leaf``), or too few to validate on: the rule of
+    the linear models (:func:`~vfl.protocols.checks.check_split`).
+    """
+    if settings.early_stops(n_rows):
+        least = 2 * settings.min_samples_leaf
+        check_split(n_rows, settings.validation_fraction, least,
+                    f"the {least} a tree needs for one split (2 x min_samples_leaf)",
+                    "or lower min_samples_leaf, or turn early_stopping off")
     held = validation_rows(n_rows, settings.validation_fraction, seed) if settings.early_stops(n_rows) \
         else np.empty(0, dtype=np.int64)
     return np.setdiff1d(np.arange(n_rows), held), held

@@ -26,7 +26,7 @@ import numpy as np
 from vfl.errors import ProtocolError
 from vfl.parties.credit.feature_party import WOEFeatureParty
 from vfl.parties.credit.label_party import WOELabelParty
-from vfl.parties.credit.selection import SelectionRules, select_by_correlation, select_by_iv
+from vfl.parties.credit.selection import SelectionRules, check_selected, select_by_correlation, select_by_iv
 from vfl.parties.credit.statistics import standardized
 from vfl.protocols.credit.pearson import pearson_holder, pearson_peer
 from vfl.protocols.credit.woe import receive_plan, send_plan
@@ -44,6 +44,7 @@ def select_label(ep: Endpoint, party: WOELabelParty, roster: Roster, rules: Sele
     """
     ivs = {k: party.ivs(k) for k in (*roster.features, roster.label)}
     kept = select_by_iv(ivs, rules)
+    check_selected(kept, ivs, rules)
     party.correlation = None
     if rules.needs_correlation:
         for k in roster.features:
