@@ -96,9 +96,7 @@ class _VerticalGradientBoosting(BaseEstimator):
         check_fit_arguments(data, y)
         settings = self._settings()
         self._check_run_params()
-        if data.label is None or data.label_party is None:
-            raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column'), "
-                            "in one party's frame")
+        data.require_label()
         roster = Roster(data.feature_parties, data.label_party, None)
         parties = {k: BoostingFeatureParty(data.features(k), k, data.columns(k), max_bins=settings.max_bins)
                    for k in roster.features}

@@ -145,8 +145,7 @@ class _VerticalLinearModel(BaseEstimator):
         self._check_run_params()
         if data.label is None:
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
-        if data.label_party is None:
-            raise DataError(f"the label column {data.label!r} is in no party's frame")
+        data.require_label()
         roster = _roster(data.feature_parties, data.label_party)
         model_targets = self._targets(data.labels, roster.label)
         self._check_score_span(roster, {name: len(data.columns(name)) for name in roster.features},

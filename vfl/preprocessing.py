@@ -53,6 +53,8 @@ def _flag(value, name: str) -> bool:
 
 def _labelled(data, y, what: str) -> None:
     check_fit_arguments(data, y)
+    if data.label is not None:
+        data.require_label()
     if data.label is None or data.label_party is None:
         raise DataError(f"{what} needs labels: name the label column with VerticalDataset(..., label='column'), in "
                         "one party's frame")

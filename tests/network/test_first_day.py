@@ -284,3 +284,24 @@ def test_demo_keeps_the_folder_it_names(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"certificates in {tmp_path / 'kept' / 'certs'}" in out and "removed" not in out
     assert (tmp_path / "kept" / "certs" / "ca.pem").exists() and (tmp_path / "kept" / "B" / "scores.csv").exists()
+
+
+def test_the_demo_defaults_train_without_the_label_leak(tmp_path):
+    """vfl demo with no options: full batches (the README's safe default), so no LabelLeakWarning; mini-batches,
+    which the README says leak the labels, only when asked for with --batch-size (and then warned about)."""
+    import warnings
+
+    from vfl.errors import LabelLeakWarning
+    from vfl.federation.demo import DEFAULTS, prepare
+    from vfl.protocols.checks import warn_mini_batch_labels
+
+    prep = prepare(tmp_path / "default", key_bits=1024, iterations=DEFAULTS["iterations"],
+                   batch_size=DEFAULTS["batch_size"])
+    settings = load_config(prep["config"]).training
+    assert settings.batch_size is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LabelLeakWarning)
+        warn_mini_batch_labels(settings, len(prep["train"]))
+    asked = load_config(prepare(tmp_path / "asked", key_bits=1024, batch_size=64)["config"]).training
+    with pytest.warns(LabelLeakWarning):
+        warn_mini_batch_labels(asked, len(prep["train"]))
