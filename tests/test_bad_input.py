@@ -301,7 +301,7 @@ def test_fit_takes_a_dataset():
 
 
 @pytest.mark.parametrize("param,value", [("insecure", "false"), ("insecure", 0), ("fit_intercept", "no"),
-                                         ("fit_intercept", 1), ("verbose", "yes")])
+                                         ("fit_intercept", 1)])
 def test_booleans_take_only_booleans(vertical_data, param, value):
     """``insecure="false"`` is a truthy string: it used to allow a 512-bit key."""
     with pytest.raises(ConfigurationError, match=rf"{param} must be True or False, got {value!r}"):
