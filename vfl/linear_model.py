@@ -445,7 +445,8 @@ class VerticalLinearRegression(_VerticalLinearModel):
         training rows (no message: the means and scales stay with the party) and
         again at prediction, as a scikit-learn ``StandardScaler`` would before the
         model.  ``coef_`` is in standardized units; ``unscaled_coef_`` in the columns'
-        own.  A constant column cannot be scaled and is refused, naming it.
+        own.  A constant column is left out with a ``ConstantColumnWarning`` naming it
+        (its ``unscaled_coef_`` is 0).
     learning_rate : float, default=0.15
         Step size of ``solver="gd"``.
     max_iter : int, default=100
