@@ -124,8 +124,24 @@ def test_no_frames_and_label_placement():
     with pytest.raises(DataError, match="in the frames of A and B"):
         VerticalDataset({"A": a.assign(y=1), "B": b}, label="y")
     data = VerticalDataset({"A": a, "B": b}, label="target", id_column="id")
-    with pytest.raises(DataError, match="'target' is in no party's frame"):
+    with pytest.raises(DataError, match="no party holds the label column 'target'"):
         VerticalLogisticRegression(**FAST).fit(data)
+
+
+def test_a_misspelt_label_is_named_as_missing_not_as_a_feature():
+    """label='diagnosys' when B holds 'diagnosis' (text): not "'diagnosis' is not numeric", but that no party
+    holds 'diagnosys', with the close match and every party's columns; a numeric label misspelt is refused at fit."""
+    from vfl.ensemble import VerticalGradientBoostingClassifier
+
+    a, b = frames()
+    text = b.assign(diagnosis=np.where(b["y"] == 1, "benign", "malignant")).drop(columns="y")
+    with pytest.raises(DataError, match=r"no party holds the label column 'diagnosys' \(did you mean 'diagnosis'\?\); "
+                                        r"the columns are party A: a0, .*; party B: b0, .*diagnosis"):
+        VerticalDataset({"A": a, "B": text}, label="diagnosys", id_column="id")
+    data = VerticalDataset({"A": a, "B": b}, label="Y", id_column="id")
+    for model in (VerticalLogisticRegression(**FAST), VerticalGradientBoostingClassifier(max_iter=1)):
+        with pytest.raises(DataError, match=r"no party holds the label column 'Y' \(did you mean 'y'\?\)"):
+            model.fit(data)
 
 
 def test_empty_frame():
@@ -285,7 +301,7 @@ def test_fit_takes_a_dataset():
 
 
 @pytest.mark.parametrize("param,value", [("insecure", "false"), ("insecure", 0), ("fit_intercept", "no"),
-                                         ("fit_intercept", 1), ("verbose", "yes")])
+                                         ("fit_intercept", 1)])
 def test_booleans_take_only_booleans(vertical_data, param, value):
     """``insecure="false"`` is a truthy string: it used to allow a 512-bit key."""
     with pytest.raises(ConfigurationError, match=rf"{param} must be True or False, got {value!r}"):

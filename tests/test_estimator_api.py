@@ -104,8 +104,52 @@ def test_linear_regression_score_is_r2():
 
 
 def test_verbose_shows_progress(capsys, vertical_data):
-    VerticalLogisticRegression(max_iter=2, verbose=True, **FAST).fit(vertical_data)
-    assert "vfl training" in capsys.readouterr().err
+    """verbose=True: a bar over the epochs with the loss and the time left (tqdm's elapsed<remaining)."""
+    VerticalLogisticRegression(max_iter=2, tol=None, verbose=True, **FAST).fit(vertical_data)
+    err = capsys.readouterr().err
+    assert "vfl training" in err and "2/2" in err and "loss=" in err and "<" in err
+
+
+def test_the_bar_shows_by_default_on_a_terminal_or_in_a_notebook_only(capsys, monkeypatch, vertical_data):
+    """verbose="auto" (the default of every estimator): a bar on a terminal or in a notebook, none in captured
+    output, pipes and CI; True and False force it; anything else is refused."""
+    import io
+
+    import vfl.progressbar as progressbar
+    from vfl import ConfigurationError
+    from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    for model in (VerticalLogisticRegression(), VerticalLinearRegression(), VerticalGradientBoostingClassifier(),
+                  VerticalGradientBoostingRegressor()):       # the scorecard's model is a VerticalLogisticRegression
+        assert model.get_params()["verbose"] == "auto"
+    assert progressbar.progress_enabled("auto", Terminal()) is True
+    assert progressbar.progress_enabled("auto", io.StringIO()) is False
+    assert progressbar.progress_enabled(True, io.StringIO()) is True
+    assert progressbar.progress_enabled(False, Terminal()) is False
+    monkeypatch.setattr(progressbar, "in_notebook", lambda: True)
+    assert progressbar.progress_enabled("auto", io.StringIO()) is True
+    monkeypatch.undo()
+    with pytest.raises(ConfigurationError, match="verbose must be True, False or 'auto', got 'yes'"):
+        progressbar.progress_enabled("yes")
+    VerticalLogisticRegression(max_iter=2, tol=None, **FAST).fit(vertical_data)        # pytest captures stderr
+    assert "vfl training" not in capsys.readouterr().err
+    terminal = Terminal()
+    bar = progressbar.ProgressBar("auto", 3, "vfl training", "epoch", stream=terminal)
+    bar.step(0.5)
+    bar.close()
+    assert "vfl training" in terminal.getvalue() and "loss=0.50000" in terminal.getvalue()
+
+
+def test_the_trees_bar_shows_the_training_loss(capsys, vertical_data):
+    from vfl.ensemble import VerticalGradientBoostingClassifier
+
+    VerticalGradientBoostingClassifier(max_iter=2, max_depth=2, verbose=True, **FAST).fit(vertical_data)
+    err = capsys.readouterr().err
+    assert "vfl boosting" in err and "2/2" in err and "loss=0." in err
 
 
 

@@ -20,3 +20,20 @@ def test_readme_quickstart_runs_as_written(capsys):
     auc, accuracy = map(float, capsys.readouterr().out.split())
     assert auc > 0.98 and accuracy > 0.9
     assert namespace["proba"].shape == y.shape and np.all((namespace["proba"] > 0) & (namespace["proba"] < 1))
+
+
+def test_readme_federation_toml_loads_as_written(tmp_path):
+    """The README's federation.toml is a whole file: vfl party reads it as written, and the [training] it
+    leaves out means the defaults (logistic regression, full batches, 2048-bit keys)."""
+    from vfl.federation.config import load_config
+    from vfl.protocols.settings import TrainingSettings
+
+    blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
+    snippet = next(b for b in blocks if "[parties." in b)
+    (tmp_path / "federation.toml").write_text(snippet)
+    config = load_config(tmp_path / "federation.toml")
+    roles = {name: entry.role for name, entry in config.parties.items()}
+    assert roles == {"bank": "label", "telco": "feature", "shop": "feature", "C": "coordinator"}
+    assert config.training == TrainingSettings() and config.training.batch_size is None
+    assert config.training.key_bits == 2048 and config.label == "default"
+    assert config.ca == tmp_path / "certs" / "ca.pem"

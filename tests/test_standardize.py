@@ -6,6 +6,7 @@ import pytest
 
 from vfl import DataError, FixedPointOverflowError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
+from vfl.errors import ConstantColumnWarning
 from vfl.parties.scaling import Standardizer
 
 FAST = dict(key_bits=1024, insecure=True)
@@ -57,12 +58,27 @@ def test_prediction_reuses_the_training_scaling():
     np.testing.assert_allclose(model.predict(few), model.predict(data)[:7], atol=1e-6)
 
 
-def test_a_constant_column_is_refused_naming_party_and_column():
+def test_a_constant_column_is_dropped_with_a_warning_naming_party_and_column():
+    """A blank border pixel: scikit-learn accepts it, and so does vfl, leaving it out of the model with a warning.
+    The model equals centralized training with the same standardization (the column is 0 in every row), the
+    column's weight in its own units is 0, and new rows with another value in it score the same."""
     bank, telco = raw_tables()
-    telco["country"] = 44.0
+    telco.insert(1, "country", 44.0)
     data = VerticalDataset({"bank": bank, "telco": telco}, label="default", id_column="id")
-    with pytest.raises(DataError, match=r"party telco, column 'country': cannot be standardized, it holds 44"):
-        VerticalLogisticRegression(**FAST).fit(data)
+    with pytest.warns(ConstantColumnWarning, match=r"party telco, column 'country': holds 44 in every training row"):
+        model = VerticalLogisticRegression(tol=None, max_iter=4, alpha=0.01, **FAST).fit(data)
+    assert model.coef_["telco"].shape == (3,) and model.unscaled_coef_["telco"][0] == 0.0
+    x = np.column_stack([telco[["country", "code", "age"]], bank[["amount", "bill"]]])
+    scaled = np.column_stack([np.zeros(len(x)), (x[:, 1:] - x[:, 1:].mean(axis=0)) / x[:, 1:].std(axis=0)])
+    start = np.concatenate([model.initial_coef_["telco"], model.initial_coef_["bank"]]), model.initial_intercept_
+    ref = fit_gradient_descent(scaled, np.where(bank["default"] == 1, 1.0, -1.0), model._settings(), start=start)
+    np.testing.assert_allclose(np.concatenate([model.coef_["telco"], model.coef_["bank"]]), ref["coef"], atol=1e-7)
+    other = VerticalDataset({"bank": bank.iloc[:5].drop(columns="default"), "telco": telco.iloc[:5].assign(country=7.0)},
+                            id_column="id")
+    np.testing.assert_allclose(model.decision_function(other), model.decision_function(data)[:5], atol=1e-6)
+    # what cannot be scaled is still refused (one row: no spread to measure)
+    with pytest.raises(DataError, match=r"party bank, column 'a': cannot be standardized, it holds 3 in every row"):
+        Standardizer.fit(np.array([[3.0]]), "bank", ["a"])
     # without standardizing, amounts in the hundreds of thousands are refused before anything is encrypted
     with pytest.raises(FixedPointOverflowError, match=r"party bank, column 'amount': value .* feature_bound 256"):
         VerticalLogisticRegression(standardize=False, **FAST).fit(data.__class__(
@@ -76,6 +92,15 @@ def test_standardizer_round_trip_and_checks():
     np.testing.assert_allclose(scaler.transform(x).std(axis=0), 1.0)
     again = Standardizer.from_dict(scaler.to_dict(), 2, "shard")
     np.testing.assert_array_equal(again.transform(x), scaler.transform(x))
+    with pytest.warns(ConstantColumnWarning):
+        constant = Standardizer.fit(np.column_stack([x, np.full(3, 9.0)]), "bank", ["a", "b", "c"])
+    table = constant.to_dict()
+    assert table["dropped"] == [2] and table["scale"][2] == 1.0      # a JSON number; the index says it is dropped
+    restored = Standardizer.from_dict(table, 3, "shard")
+    np.testing.assert_array_equal(restored.scale, constant.scale)
+    np.testing.assert_array_equal(restored.transform([[1.0, 10.0, 5.0]])[:, 2], [0.0])
+    with pytest.raises(DataError, match="'dropped' must list column indices below 3"):
+        Standardizer.from_dict(dict(table, dropped=[3]), 3, "shard")
     coef, offset = scaler.unscale(np.array([2.0, -1.0]))
     np.testing.assert_allclose(x @ coef + offset, scaler.transform(x) @ [2.0, -1.0])
     for bad in ({"mean": [0.0], "scale": [1.0]}, {"mean": [0.0, 1.0], "scale": [1.0, 0.0]}, {"mean": 3}):

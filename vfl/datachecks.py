@@ -17,6 +17,7 @@ party, the column and the row (and its id where there is one):
 
 from __future__ import annotations
 
+import difflib
 import math
 import re
 import unicodedata
@@ -27,6 +28,40 @@ import pandas as pd
 from vfl.errors import DataError
 
 _INTEGRAL = re.compile(r"^([+-]?\d+)\.0*$")
+
+
+def check_label_held(label: str, columns: dict) -> None:
+    """Refuse a label column that no party holds: list each party's columns and the closest name.
+
+    Parameters
+    ----------
+    label : str
+        The label column asked for (``label=`` or ``[data] label``).
+    columns : dict of str to list of str
+        Each party's columns (a party name, or ``"party NAME (FILE)"``, to its column names).
+
+    Raises
+    ------
+    DataError
+        When no party's columns include ``label``: a misspelt label would otherwise leave the real label
+        column among the features (and be reported as a feature that is not numeric).
+    """
+    if any(label in cols for cols in columns.values()):
+        return
+    names = {str(c).lower(): str(c) for cols in columns.values() for c in cols}     # 'Y' is close to 'y'
+    close = difflib.get_close_matches(str(label).lower(), list(names), n=1)
+    hint = f" (did you mean {names[close[0]]!r}?)" if close else ""
+    if len(columns) == 1:       # one party's own table (vfl party reads only its own CSV)
+        (where, cols), = columns.items()
+        raise DataError(f"{where}: there is no label column {label!r}{hint}; its columns are {_listing(cols)}")
+    listed = "; ".join(f"{party}: {_listing(cols)}" for party, cols in columns.items())
+    raise DataError(f"no party holds the label column {label!r}{hint}; the columns are {listed}")
+
+
+def _listing(columns, limit: int = 20) -> str:
+    shown = [str(c) for c in list(columns)[:limit]]
+    more = len(columns) - len(shown)
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "") if shown else "(none)"
 
 
 def canonical_id(value) -> str:

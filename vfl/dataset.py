@@ -11,8 +11,8 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from vfl.datachecks import (canonical_ids, check_columns, check_complete, check_shared_id_columns, feature_values,
-                             label_values, show as _show)
+from vfl.datachecks import (canonical_ids, check_columns, check_complete, check_label_held, check_shared_id_columns,
+                             feature_values, label_values, show as _show)
 from vfl.errors import DataError
 
 
@@ -91,7 +91,12 @@ class VerticalDataset:
             drop = [c for c in (id_column, label) if c is not None and c in frame.columns]
             self._frames[party] = frame.drop(columns=drop)
         for party, frame in self._frames.items():
-            feature_values(f"party {party}", frame, frame.columns, self.ids, missing=True)
+            try:
+                feature_values(f"party {party}", frame, frame.columns, self.ids, missing=True)
+            except DataError:
+                if label is not None and self.label_party is None:
+                    self.require_label()    # a misspelt label leaves the real one among the features
+                raise
 
     def _check_ids(self, tables: dict[str, pd.DataFrame]) -> np.ndarray:
         """Each party's ids present, not blank, distinct, and the same row by row (compared as canonical ids)."""
@@ -117,6 +122,14 @@ class VerticalDataset:
         return a
 
     # -- accessors ---------------------------------------------------------------
+    def require_label(self) -> None:
+        """Raise :class:`DataError` unless some party holds the label column (listing every party's columns)."""
+        if self.label is None:
+            raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column'), "
+                            "in one party's frame")
+        if self.label_party is None:
+            check_label_held(self.label, {f"party {p}": list(f.columns) for p, f in self._frames.items()})
+
     @property
     def feature_parties(self) -> tuple[str, ...]:
         """The parties without the label (Yang et al.'s A), when the label is present."""

@@ -21,6 +21,7 @@ from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty
 from vfl.protocols import Roster
+from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.boosting import BoostingSettings
 from vfl.transport import Transcript
 
@@ -31,7 +32,7 @@ class _VerticalGradientBoosting(BaseEstimator):
     def __init__(self, *, learning_rate=0.1, max_iter=100, max_leaf_nodes=None, max_depth=3, min_samples_leaf=20,
                  l2_regularization=0.0, min_child_weight=1e-3, max_bins=32, early_stopping="auto", scoring="loss",
                  validation_fraction=0.1, n_iter_no_change=10, tol=1e-7, random_state=None, hide_membership=False,
-                 label_party_trees=1, key_bits=2048, insecure=False, frac_bits=16, engine=None, verbose=False,
+                 label_party_trees=1, key_bits=2048, insecure=False, frac_bits=16, engine=None, verbose="auto",
                  n_jobs=None):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
@@ -73,8 +74,7 @@ class _VerticalGradientBoosting(BaseEstimator):
                 get_engine(self.engine) if isinstance(self.engine, str) else None
             except ValueError as exc:
                 raise ConfigurationError(str(exc)) from None
-        if not isinstance(self.verbose, (bool, np.bool_)):
-            raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
+        check_verbose(self.verbose)
         compute.check_n_jobs(self.n_jobs)
 
     # -- fitting -------------------------------------------------------------------------------
@@ -96,9 +96,7 @@ class _VerticalGradientBoosting(BaseEstimator):
         check_fit_arguments(data, y)
         settings = self._settings()
         self._check_run_params()
-        if data.label is None or data.label_party is None:
-            raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column'), "
-                            "in one party's frame")
+        data.require_label()
         roster = Roster(data.feature_parties, data.label_party, None)
         parties = {k: BoostingFeatureParty(data.features(k), k, data.columns(k), max_bins=settings.max_bins)
                    for k in roster.features}
@@ -106,11 +104,12 @@ class _VerticalGradientBoosting(BaseEstimator):
                                    data.columns(roster.label), max_bins=settings.max_bins)
         parties[roster.label] = label
         self.transcript_ = Transcript()
-        bar = _Progress(settings.max_iter) if self.verbose else None
-        result = inprocess.boost(parties, settings, roster, self.transcript_, engine=self.engine, n_jobs=self.n_jobs,
-                                 on_iteration=bar and bar.update)
-        if bar:
-            bar.close()
+        with ProgressBar(self.verbose, settings.max_iter, "vfl boosting", "iteration") as bar:
+            def on_iteration(iteration: int, state: dict) -> None:
+                bar.step(_training_loss(label) if bar.shown else None)
+
+            result = inprocess.boost(parties, settings, roster, self.transcript_, engine=self.engine,
+                                     n_jobs=self.n_jobs, on_iteration=on_iteration)
         self._parties = parties
         self._roster = roster
         self.label_party_ = roster.label
@@ -231,8 +230,9 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
         Fixed point of the gradients and hessians.
     engine : str, optional
         The crypto engine ("fast", "simple").
-    verbose : bool, default=False
-        A progress bar over the iterations.
+    verbose : bool or "auto", default="auto"
+        A progress bar over the iterations, with the training loss and the time left:
+        ``"auto"`` shows it on a terminal or in a notebook only (not in logs, pipes or CI).
     n_jobs : int or None, default=None
         Workers for the encrypted work, scikit-learn's meaning.
 
@@ -304,16 +304,7 @@ class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
         return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))
 
 
-class _Progress:
-    """A progress bar over the boosting iterations (``verbose=True``)."""
-
-    def __init__(self, total: int):
-        from tqdm.auto import tqdm
-
-        self.bar = tqdm(total=total, desc="vfl boosting", unit="iteration")
-
-    def update(self, iteration: int, state: dict) -> None:
-        self.bar.update(1)
-
-    def close(self) -> None:
-        self.bar.close()
+def _training_loss(label: BoostingLabelParty) -> float:
+    """The label party's loss on its training rows (what the progress bar shows after each iteration)."""
+    rows = label.train_rows
+    return float(label.loss.loss(label.raw[rows], label.y[rows]))

@@ -71,3 +71,7 @@ class ComputeError(VFLError, RuntimeError):
 
 class LabelLeakWarning(VFLError, UserWarning):
     """Settings under which a party can infer what the protocol does not hand it (mini-batch labels...)."""
+
+
+class ConstantColumnWarning(VFLError, UserWarning):
+    """A column with one value in every training row was dropped from the model (its weight is 0)."""

@@ -27,6 +27,7 @@ from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.parties.shareholders import CoordinatorShares, whole
 from vfl.parties.shares import WeightShare
+from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.checks import check_validation_split, warn_mini_batch_labels
 from vfl.protocols.inference import MODES
@@ -47,7 +48,7 @@ class _VerticalLinearModel(BaseEstimator):
     def __init__(self, solver="auto", standardize=True, learning_rate=0.15, max_iter=100, alpha=0.01, batch_size=None,
                  tol=1e-5,
                  fit_intercept=True, key_bits=2048, insecure=False, frac_bits=32, random_state=None,
-                 inference="private", engine=None, verbose=False, init="random", dp_epsilon=None, dp_delta=None,
+                 inference="private", engine=None, verbose="auto", init="random", dp_epsilon=None, dp_delta=None,
                  dp_label_bound=None, optimizer="sgd", penalty="l2", l1_ratio=0.15, learning_rate_schedule="constant",
                  power_t=0.5, decay_rate=0.5, decay_steps=10, momentum=0.9, beta_1=0.9, beta_2=0.999,
                  epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
@@ -118,8 +119,7 @@ class _VerticalLinearModel(BaseEstimator):
         if self.engine is not None and not _is_engine(self.engine):
             raise ConfigurationError(f"engine must be None or the name of a registered crypto engine "
                                      f"(such as 'fast' or 'simple'), got {self.engine!r}")
-        if not isinstance(self.verbose, (bool, np.bool_)):
-            raise ConfigurationError(f"verbose must be True or False, got {self.verbose!r}")
+        check_verbose(self.verbose)
         compute.check_n_jobs(self.n_jobs)
 
     def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None, sample_weight=None):
@@ -148,8 +148,7 @@ class _VerticalLinearModel(BaseEstimator):
         self._check_run_params()
         if data.label is None:
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
-        if data.label_party is None:
-            raise DataError(f"the label column {data.label!r} is in no party's frame")
+        data.require_label()
         roster = _roster(data.feature_parties, data.label_party)
         model_targets = self._targets(data.labels, roster.label)
         span = self._score_span_before_training(data, roster, len(model_targets))
@@ -239,11 +238,10 @@ class _VerticalLinearModel(BaseEstimator):
         progress = _progress(self.verbose, self.max_iter)
         try:
             result = inprocess.train(parties, coordinator, settings, transcript, self.engine,
-                                     on_epoch=progress.epoch if progress else None, roster=roster,
+                                     on_epoch=lambda epoch, loss: progress.step(loss), roster=roster,
                                      n_jobs=self.n_jobs)
         finally:
-            if progress:
-                progress.close()
+            progress.close()
         shares = None
         if settings.shared and settings.reveal == "never":     # no party learnt its weights; in-process, we hold all
             shares = {"parties": {name: party.share.state() for name, party in parties.items()},
@@ -487,7 +485,8 @@ class VerticalLinearRegression(_VerticalLinearModel):
         training rows (no message: the means and scales stay with the party) and
         again at prediction, as a scikit-learn ``StandardScaler`` would before the
         model.  ``coef_`` is in standardized units; ``unscaled_coef_`` in the columns'
-        own.  A constant column cannot be scaled and is refused, naming it.
+        own.  A constant column is left out with a ``ConstantColumnWarning`` naming it
+        (its ``unscaled_coef_`` is 0).
     learning_rate : float, default=0.15
         Step size of ``solver="gd"``.
     max_iter : int, default=100
@@ -514,8 +513,9 @@ class VerticalLinearRegression(_VerticalLinearModel):
         How prediction runs (see :mod:`vfl.protocols.inference`; ``table3`` leaks).
     engine : str or None, default=None
         The crypto engine (default: the fastest registered).
-    verbose : bool, default=False
-        Show a progress bar over epochs.
+    verbose : bool or "auto", default="auto"
+        A progress bar over the epochs, with the loss and the time left: ``"auto"``
+        shows it on a terminal or in a notebook only (not in logs, pipes or CI).
     init : {"random", "zeros"}, default="random"
         Where the weights start.  ``"random"``: each party draws a secret start from
         the operating system's CSPRNG, so the first gradient does not reveal the labels
@@ -772,19 +772,7 @@ def _labels(data: VerticalDataset, y) -> np.ndarray:
     return data.labels
 
 
-class _Progress:
-    def __init__(self, total: int):
-        from tqdm.auto import tqdm
+def _progress(verbose, total: int) -> ProgressBar:
+    """The fit's bar over its epochs (a seam: the FATE comparison times each epoch through it)."""
+    return ProgressBar(verbose, total, "vfl training", "epoch")
 
-        self.bar = tqdm(total=total, desc="vfl training", unit="epoch")
-
-    def epoch(self, epoch: int, loss: float) -> None:
-        self.bar.update(1)
-        self.bar.set_postfix(loss=f"{loss:.5f}")
-
-    def close(self) -> None:
-        self.bar.close()
-
-
-def _progress(verbose: bool, total: int):
-    return _Progress(total) if verbose else None

@@ -55,6 +55,8 @@ def _flag(value, name: str) -> bool:
 
 def _labelled(data, y, what: str) -> None:
     check_fit_arguments(data, y)
+    if data.label is not None:
+        data.require_label()
     if data.label is None or data.label_party is None:
         raise DataError(f"{what} needs labels: name the label column with VerticalDataset(..., label='column'), in "
                         "one party's frame")
@@ -560,9 +562,9 @@ class VerticalPipeline:
             if in_model:
                 coef = np.asarray(card.model_.coef_[party], dtype=np.float64)
                 standardized = card.model_.mean_ is not None
-                model.update(coef=coef.tolist(),
-                             mean=(card.model_.mean_[party] if standardized else np.zeros(len(coef))).tolist(),
-                             scale=(card.model_.scale_[party] if standardized else np.ones(len(coef))).tolist())
+                scaler = Standardizer(card.model_.mean_[party], card.model_.scale_[party]) if standardized else \
+                    Standardizer(np.zeros(len(coef)), np.ones(len(coef)))
+                model.update(coef=coef.tolist(), **scaler.to_dict())       # JSON numbers only
             points = [card.points_[party][columns[j]] for j in coder.selected]
             iv = None
             if role == "label":

@@ -223,6 +223,18 @@ def test_table_statistics_and_population_stability():
     assert np.isclose(population_stability([50, 50], [25, 75]), 0.25 * np.log(0.5) * -1 + 0.25 * np.log(1.5))
 
 
+
+def test_population_stability_s_floor_is_the_one_docs_credit_scoring_quotes():
+    """An empty bin: the 1e-4 share floor sets most of the figure (docs/credit_scoring.md's example)."""
+    from vfl.parties.credit.statistics import PSI_FLOOR
+
+    assert PSI_FLOOR == 1e-4
+    emptied = population_stability([10] * 10, [10] * 9 + [0])
+    assert round(emptied, 2) == 0.70 and round(0.1 * np.log(0.1 / 1e-4), 2) == 0.69
+    assert round(population_stability([10] * 10, [10] * 9 + [0], floor=1e-6), 2) == 1.16
+    assert round(population_stability([10] * 10, [11] * 9 + [1]), 2) == 0.22
+
+
 def test_every_message_of_woe_selection_and_pearson_is_described():
     from vfl.federation.narration import DESCRIPTIONS, message_table
 

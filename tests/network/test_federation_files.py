@@ -90,7 +90,9 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
     ("id,x,y\n1,2,0\n2,3,1\n", {"foreign": ("y", None)}, r"holds the column 'y', the label party's.*feature party"),
     ("id,x,w\n1,2,0\n2,3,1\n", {"foreign": ("y", "w")}, r"holds the column 'w', the label party's"),
     ("id,x,y\n1,2,\n2,3,1\n", {"label": "y"}, r"column 'y': NaN at row 0 \(id '1'\)"),
-    ("id,x\n1,2\n", {"label": "y"}, "label column 'y' is missing"),
+    ("id,x\n1,2\n", {"label": "y"}, "there is no label column 'y'; its columns are x"),
+    ("id,x,diagnosis\n1,2,a\n", {"label": "diagnosys"},
+     r"d.csv\): there is no label column 'diagnosys' \(did you mean 'diagnosis'\?\); its columns are x, diagnosis"),
     ("id,x,z\n1,2,3\n", {"columns": ["x"]}, r"unexpected \['z'\]"),
     ("id\n1\n", {}, "no feature columns"),
 ])

@@ -222,7 +222,8 @@ def test_demo_runs_end_to_end(capsys):
     assert "removed at the end: --keep DIR keeps them" in out and f"removed the temporary folder {folder}" in out
     assert not Path(folder).exists()
     assert result["auc"] > 0.9 and result["weight_gap"] < 1e-6
-    assert "decrypted loss over the epoch" in out and "C decrypts [[L]] of batch" in out and "bytes on each link" in out
+    assert "decrypted loss over the epoch" in out and "bytes on each link" in out
+    assert "full batches (all training rows) by conjugate gradient" in out and "mini-batch" not in out
     assert "progress: epoch 1/1" in out and "\r" not in out  # no terminal: plain lines, no bar
     assert result["bytes"]["train A->B"] > 0
 

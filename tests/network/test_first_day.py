@@ -62,6 +62,34 @@ def test_a_data_error_after_the_federation_formed_stops_every_party_at_once(fede
     assert "A stopped while C waited for" in others["C"][2], others["C"][2]
 
 
+@pytest.mark.slow
+def test_a_party_that_stops_on_its_data_before_it_connects_tells_its_peers_why(federation):
+    """A's CSV has a column that is not numeric, found as A reads it, before any link: A still reaches B and C
+    to say why it stops, so they stop within seconds (not after their 60 s connect timeout) naming A and its
+    data, and nobody says that A never connected."""
+    data = dict(federation["data"])
+    frame = pd.read_csv(data[("A", "train")])
+    frame["a1"] = frame["a1"].astype(object)
+    frame.loc[3, "a1"] = "unknown"
+    data[("A", "train")] = federation["dir"] / "A_text.csv"
+    frame.to_csv(data[("A", "train")], index=False)
+    config = federation["make"](network={"timeout": 60, "connect_timeout": 60})
+    started = time.monotonic()
+    parties = start_parties("party", config, data, federation["dir"])
+    try:
+        results = {role: parties[role].finish(50) for role in ("A", "B", "C")}
+    finally:
+        kill_all(parties)
+    assert time.monotonic() - started < 40
+    code, _, err = results["A"]
+    assert code == 2 and "column 'a1'" in err and "not numeric" in err, err
+    for role in ("B", "C"):
+        code, _, err = results[role]
+        assert code == 1, err
+        assert "party A stopped on an error in its data (DataError)" in err and "the details stay with A" in err, err
+        assert "never connected" not in err and "unknown" not in err, err
+
+
 def test_a_party_that_never_appeared_is_named_as_such(federation):
     """Without A: B and C, which listen for A, say that A never connected; nobody says a link was closed."""
     config = federation["make"](network={"connect_timeout": 3})
@@ -284,3 +312,24 @@ def test_demo_keeps_the_folder_it_names(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"certificates in {tmp_path / 'kept' / 'certs'}" in out and "removed" not in out
     assert (tmp_path / "kept" / "certs" / "ca.pem").exists() and (tmp_path / "kept" / "B" / "scores.csv").exists()
+
+
+def test_the_demo_defaults_train_without_the_label_leak(tmp_path):
+    """vfl demo with no options: full batches (the README's safe default), so no LabelLeakWarning; mini-batches,
+    which the README says leak the labels, only when asked for with --batch-size (and then warned about)."""
+    import warnings
+
+    from vfl.errors import LabelLeakWarning
+    from vfl.federation.demo import DEFAULTS, prepare
+    from vfl.protocols.checks import warn_mini_batch_labels
+
+    prep = prepare(tmp_path / "default", key_bits=1024, iterations=DEFAULTS["iterations"],
+                   batch_size=DEFAULTS["batch_size"])
+    settings = load_config(prep["config"]).training
+    assert settings.batch_size is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", LabelLeakWarning)
+        warn_mini_batch_labels(settings, len(prep["train"]))
+    asked = load_config(prepare(tmp_path / "asked", key_bits=1024, batch_size=64)["config"]).training
+    with pytest.warns(LabelLeakWarning):
+        warn_mini_batch_labels(asked, len(prep["train"]))

@@ -254,8 +254,8 @@ def _timed_fit(model, data, key_bits: int) -> dict:
 
     marks = []
 
-    class EpochClock:   # stands in for the progress bar: the estimator calls epoch() as each epoch ends
-        def epoch(self, epoch, loss):
+    class EpochClock:   # stands in for the progress bar: the estimator calls step() as each epoch ends
+        def step(self, loss=None):
             marks.append(time.perf_counter())
 
         def close(self):

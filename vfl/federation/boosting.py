@@ -34,7 +34,7 @@ from vfl.federation.data import load_csv
 from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, label_metrics, plain, write_scores
-from vfl.federation.session import Session, align_data, check_same_training, rows_hello
+from vfl.federation.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.parties.binning import Binner
 from vfl.parties.boosting.feature_party import BoostingFeatureParty
 from vfl.parties.boosting.label_party import BoostingLabelParty
@@ -60,7 +60,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if kind == "coordinator":
         return {"party": role, "role": kind, "idle": NO_COORDINATOR}
     workdir = Path(workdir)
-    data = _load(config, role, kind, data_path)
+    with stops_told(config, role, "train"):
+        data = _load(config, role, kind, data_path)
     store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
     if not resume:
         store.clear()
@@ -153,7 +154,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     workdir = Path(workdir)
     path = model_path or workdir / f"model_{role}.json"
     shard = read_boosting_shard(path, role, kind)
-    data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
+    with stops_told(config, role, "predict"):
+        data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
     party = from_shard(shard, data.features, role)
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "

@@ -138,7 +138,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="feature parties besides the label party B and the coordinator C, 1 to 5 "
                              "(default: 1, party A; with K >= 2: A1 ... AK)")
     parser.add_argument("--iterations", type=int, default=None, help="training epochs (default: 5)")
-    parser.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: 64)")
+    parser.add_argument("--batch-size", type=int, default=None, help="rows per gradient step (default: all training rows; mini-batches let a feature party infer the labels, see the README)")
     parser.add_argument("--key-bits", type=int, default=2048, help="Paillier key size (default: 2048; "
                                                                     "smaller keys are insecure, for quick looks)")
     parser.add_argument("--quiet", action="store_true", help="no per-step lines; only losses and the summary")

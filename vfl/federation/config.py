@@ -276,7 +276,7 @@ def load_config(path) -> FederationConfig:
     _unknown(f"{where} [federation]", federation, {"ca"})
     ca = _path(base, _required(f"{where} [federation]", federation, "ca"))
 
-    training_table = dict(_section(where, raw, "training"))
+    training_table = dict(_section(where, raw, "training", required=False))   # none: the defaults
     boosting = training_table.get("model") == BOOSTING
     parties = _parties(where, base, _section(where, raw, "parties"), boosting)
     warm_start = training_table.pop("warm_start", False)

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from vfl.datachecks import (canonical_ids, check_columns, check_feature_party_columns, feature_values,
-                             label_values)
+from vfl.datachecks import (canonical_ids, check_columns, check_feature_party_columns, check_label_held,
+                             feature_values, label_values)
 from vfl.errors import DataError
 
 
@@ -134,7 +134,7 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     if label is not None and label in frame.columns:
         labels = label_values(where, frame[label], ids)
     elif label is not None and label_required:
-        raise DataError(f"{where}: the label column {label!r} is missing")
+        check_label_held(label, {where: [c for c in frame.columns if c != id_column]})
 
     weights = None
     if weight is not None and weight in frame.columns and labels is not None:

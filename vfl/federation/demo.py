@@ -36,7 +36,8 @@ from vfl.transport.tls import write_federation_certs
 
 _LOSS_LINE = re.compile(r"^\[C\] epoch (\d+)/(\d+) done")
 _BATCH_LOSS_LINE = re.compile(r"^\[C\] epoch \d+/\d+  C decrypts \[\[L\]\]")
-DEFAULTS = {"iterations": 5, "batch_size": 64}
+#: Full batches by default: with mini-batches a feature party infers the labels (LabelLeakWarning).
+DEFAULTS = {"iterations": 5, "batch_size": None}
 #: Feature parties the demo can run besides B and C.
 MAX_FEATURE_PARTIES = 5
 _NUMBERS = {3: "three", 4: "four", 5: "five", 6: "six", 7: "seven"}
@@ -66,7 +67,7 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             s.close()
 
 
-def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size: int = 64, seed: int = 0,
+def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size: int | None = None, seed: int = 0,
             feature_parties: int = 1, protocol: str = "yang") -> dict:
     """Certificates, the parties' CSVs and federation.toml in ``folder``; returns paths and the held-out labels."""
     from sklearn.datasets import load_breast_cancer
@@ -266,8 +267,9 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
         print(f"vfl demo: {count} parties as {count} processes on 127.0.0.1, talking mutual TLS 1.3 ({where})"
               f"\n  {holds}, B holds "
               f"{len(prep['columns']['B'])} columns and the diagnosis, C holds the Paillier private key "
-              f"({s.key_bits} bits).\n  Logistic regression, {s.max_iter} epochs of batches of {s.batch_size} "
-              f"rows, learning rate {s.learning_rate}"
+              f"({s.key_bits} bits).\n  Logistic regression, {s.max_iter} epochs of "
+              + (f"batches of {s.batch_size} rows" if s.batch_size else "full batches (all training rows)")
+              + (" by conjugate gradient" if s.conjugate else f", learning rate {s.learning_rate}")
               + (", the shared protocol: no party learns a gradient" if s.shared else "")
               + ".\n  Kinds: ciphertext = Paillier-encrypted; masked = "
               f"decrypted by C but hidden by a random mask; public = harmless in clear.", flush=True)

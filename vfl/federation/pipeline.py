@@ -46,7 +46,7 @@ from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain
 from vfl.federation.runner import (agree_on_models, needs_data, release_scores, report_training, score_rows,
                                   scoring_part, span_opt_in, train_model)
-from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello
+from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
 from vfl.parties.credit import shard as shards
@@ -78,7 +78,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     settings, credit, roster = config.training, config.pipeline, config.roster
     kind = config.role_of(role)
     workdir = Path(workdir)
-    data = _data(config, role, kind, data_path)
+    with stops_told(config, role, "train"):
+        data = _data(config, role, kind, data_path)
     fingerprint = config.fingerprint("train")
     step_path = workdir / "checkpoints" / f"pipeline_{role}.json"
     store = CheckpointStore(workdir / "checkpoints", role, fingerprint)
@@ -275,12 +276,10 @@ def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binn
     """This party's shard: its bins, coding, weights and points (the label party: the base points too)."""
     credit = config.pipeline
     coef = np.asarray(party.coef, dtype=np.float64)
-    mean = scaler.mean if scaler is not None else np.zeros(len(coef))
-    scale = scaler.scale if scaler is not None else np.ones(len(coef))
-    unscaled, constant = (scaler.unscale(coef) if scaler is not None else (coef, 0.0))
+    scaler = scaler if scaler is not None else Standardizer(np.zeros(len(coef)), np.ones(len(coef)))
+    unscaled, constant = scaler.unscale(coef)
     points = coder.points(unscaled, float(constant), credit.scale)
-    model = {"columns": coder.names, "coef": coef.tolist(), "mean": np.asarray(mean).tolist(),
-             "scale": np.asarray(scale).tolist()}
+    model = {"columns": coder.names, "coef": coef.tolist(), **scaler.to_dict()}     # JSON numbers only
     local = flat_codes(binner.transform(data.features), binner.n_bins_, binner.missing_code)
     bin_counts = [np.bincount(local[:, j], minlength=int(binner.n_bins_[j]) + 1) for j in range(local.shape[1])]
     iv = step["iv"]
@@ -324,7 +323,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir, read_shard)
     data = None
     if shard is not None:
-        data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
+        with stops_told(config, role, "predict"):
+            data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
     summary = {"party": role, "role": kind, "label": roster.label}
@@ -352,7 +352,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["max_psi"] = float(psi.max()) if len(psi) else 0.0
             coder = Coder.from_dict(shard["coding"])
             model = shard["model"]
-            features = (coder.transform(local) - np.asarray(model["mean"])) / np.asarray(model["scale"])
+            features = Standardizer.from_dict(model, len(model["columns"]), "model shard").transform(
+                coder.transform(local))
             params = np.asarray(model["coef"] + ([model["intercept"]] if kind == "label" else []), dtype=np.float64)
         n_models = agree_on_models(ep, role, kind, roster, 1 if data else None)
         if n_models != 1:

@@ -54,7 +54,7 @@ from vfl.federation.narration import Narrator
 from vfl.federation.progress import Progress
 from vfl.federation.report import class_indices, classes_line, label_metrics, plain, write_scores
 from vfl.federation.session import (Session, align_data, check_equations, check_same_training, rows_hello,
-                                    share_columns)
+                                    share_columns, stops_told)
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
 from vfl.parties.shareholders import CoordinatorShares
@@ -87,8 +87,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     settings, roster = config.training, config.roster
     kind = config.role_of(role)
     workdir = Path(workdir)
-    data = _training_data(config, role, kind, data_path)
-    previous = _previous_shard(config, role, kind, data, workdir) if config.warm_start and data else None
+    with stops_told(config, role, "train"):
+        data = _training_data(config, role, kind, data_path)
+        previous = _previous_shard(config, role, kind, data, workdir) if config.warm_start and data else None
     if not resume:
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
     narrator = Narrator(role, settings.max_iter) if narrate else None
@@ -379,8 +380,9 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
         raise ConfigurationError(f"party {role} is the coordinator: it holds no rows to align")
     if data_path is None:
         raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
-    data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
-                    label_required=False, foreign=_foreign(config, kind))
+    with stops_told(config, role, "align"):
+        data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
+                        label_required=False, foreign=_foreign(config, kind))
     narrator = Narrator(role, phase="align") if narrate else None
     with Session(config, role, "align", narrator) as session:
         session.hello()
@@ -424,10 +426,11 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         shard = read_coordinator_shard(model_path or workdir / f"model_{role}.json", role)
     data = None
     if coordinator is None:
-        data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
-                        columns=shard["columns"], label_required=False,
-                        weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
-        data = standardized(data, shard_scaler(shard), role)
+        with stops_told(config, role, "predict"):
+            data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
+                            columns=shard["columns"], label_required=False,
+                            weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
+            data = standardized(data, shard_scaler(shard), role)
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
     with Session(config, role, "predict", narrator, shown) as session:

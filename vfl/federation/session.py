@@ -14,6 +14,8 @@ from __future__ import annotations
 import hmac
 import json
 import time
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -270,6 +272,54 @@ def check_equations(n_rows: int, columns: dict[str, int], settings, roster: Rost
         return
     check_gradient_equations(n_rows, settings.batch_size, settings.max_iter, columns, roster.label,
                              settings.fit_intercept)
+
+
+#: Seconds a party that stops on its own data before joining its peers waits for them, to tell them why.
+ANNOUNCE_TIMEOUT = 15.0
+
+
+@contextmanager
+def stops_told(config: FederationConfig, role: str, task: str):
+    """Run a party's own checks before it connects; if they fail, it reaches its peers to say why, then fails.
+
+    Without it, a party that stops on its data before it connects leaves its peers waiting out their
+    connect timeout, then telling their operators it "never connected".  With it, the party connects
+    (waiting at most :data:`ANNOUNCE_TIMEOUT` seconds), sends every peer its ``abort`` (the category of
+    the error, no value: :func:`abort_reason`), which each peer reports as the reason it stops, and
+    then raises its own error.  Best effort: a peer that cannot be reached is not told.
+
+    Parameters
+    ----------
+    config : FederationConfig
+    role : str
+        This party's name.
+    task : str
+        ``"train"``, ``"predict"`` or ``"align"``: whom the party would have joined.
+    """
+    try:
+        yield
+    except DataError as exc:         # its settings are refused at once: those peers would refuse alike
+        announce_stop(config, role, task, exc)
+        raise
+
+
+def announce_stop(config: FederationConfig, role: str, task: str, exc: BaseException) -> bool:
+    """Connect to the peers of ``task`` with a short timeout and send them this party's ``abort``.
+
+    Returns whether the peers were reached.  Any failure to reach them (not started, refused, the
+    party's own certificate unreadable) is swallowed: the party's own error is what it reports.
+    """
+    network = replace(config.network, connect_timeout=min(config.network.connect_timeout, ANNOUNCE_TIMEOUT))
+    session = Session(replace(config, network=network), role, task)
+    try:
+        session.__enter__()
+    except Exception:       # noqa: BLE001 - best effort: nobody to tell
+        return False
+    try:
+        session.__exit__(type(exc), exc, exc.__traceback__)
+    except Exception:       # noqa: BLE001
+        pass
+    return True
 
 
 #: What stopped a party, as its abort says: the category, and how its peers' errors put it.

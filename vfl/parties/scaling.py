@@ -10,11 +10,12 @@ column's own units, and the constant each party's part of the score then carries
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from vfl.errors import DataError
+from vfl.errors import ConstantColumnWarning, DataError
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,15 @@ class Standardizer:
     def fit(cls, features, role: str, columns) -> "Standardizer":
         """Fit on a party's training rows; a column that cannot be scaled is a :class:`~vfl.errors.DataError`.
 
-        A constant column (one value in every row) has no spread to scale to 1 and
-        says nothing to a linear model: the error names the party and the column.
-        So does a column whose mean, standard deviation or scaled values overflow
-        float64 (one value of 1e200 squares to infinity): dividing by an infinite
-        scale would silently zero it.  A single row is refused as such.
+        A constant column (one value in every one of two or more rows, an image's
+        blank border pixel) says nothing to a linear model: it is dropped, with a
+        :class:`~vfl.errors.ConstantColumnWarning` naming the party and the column.
+        It keeps its place, with an infinite scale: it standardizes to 0 in every
+        row, training and prediction alike, and its weight in its own units is 0.
+        A column whose mean, standard deviation or scaled values overflow float64
+        (one value of 1e200 squares to infinity) is refused, naming the party and
+        the column: dividing by an infinite scale would silently zero it.  A single
+        row is refused as such.
         """
         x = np.asarray(features, dtype=np.float64)
         if x.shape[0] == 1:
@@ -49,10 +54,21 @@ class Standardizer:
             scaled = (x - mean) / np.where(scale > 0, scale, 1.0)
         check_scaled(x, mean, scale, scaled, f"party {role}", columns)
         for j in np.flatnonzero(~(scale > 0)):
+            if x.shape[0] >= 2 and np.all(x[:, j] == x[0, j]):
+                warnings.warn(f"party {role}, column {list(columns)[j]!r}: holds {x[0, j]:.6g} in every training "
+                              "row, so it carries nothing; it is left out of the model (its weight is 0)",
+                              ConstantColumnWarning, stacklevel=3)
+                mean[j], scale[j] = x[0, j], np.inf
+                continue
             value = f"{x[0, j]:.6g} in every row" if x.shape[0] else "no rows"
             raise DataError(f"party {role}, column {list(columns)[j]!r}: cannot be standardized, it holds {value}; "
                             "drop the column (it carries no information), or set standardize=False")
         return cls(mean, scale)
+
+    @property
+    def dropped(self) -> np.ndarray:
+        """The indices of the columns left out as constant (infinite scale)."""
+        return np.flatnonzero(np.isinf(self.scale))
 
     def transform(self, features, where: str = "the data", columns=None) -> np.ndarray:
         """``(x - mean) / scale``, column by column; a value that overflows is a :class:`~vfl.errors.DataError`.
@@ -61,7 +77,7 @@ class Standardizer:
         """
         x = np.asarray(features, dtype=np.float64)
         scaled = self.apply(x)
-        check_scaled(x, self.mean, self.scale, scaled, where, columns)
+        check_scaled(x, self.mean, np.where(np.isinf(self.scale), 1.0, self.scale), scaled, where, columns)  # inf: dropped
         return scaled
 
     def apply(self, features) -> np.ndarray:
@@ -80,7 +96,12 @@ class Standardizer:
         return unscaled, -(unscaled @ self.mean)
 
     def to_dict(self) -> dict:
-        return {"mean": [float(v) for v in self.mean], "scale": [float(v) for v in self.scale]}
+        """JSON numbers only: a dropped column's scale is written as 1 and its index under ``"dropped"``."""
+        table = {"mean": [float(v) for v in self.mean],
+                 "scale": [1.0 if np.isinf(v) else float(v) for v in self.scale]}
+        if self.dropped.size:
+            table["dropped"] = [int(j) for j in self.dropped]
+        return table
 
     @classmethod
     def from_dict(cls, table: dict, n_columns: int, where: str) -> "Standardizer":
@@ -94,6 +115,12 @@ class Standardizer:
             raise DataError(f"{where}: 'standardize' must hold {n_columns} means and scales, one per column")
         if not (np.isfinite(mean).all() and np.isfinite(scale).all() and (scale > 0).all()):
             raise DataError(f"{where}: 'standardize' needs finite means and positive finite scales")
+        dropped = table.get("dropped", [])
+        if not isinstance(dropped, list) or not all(isinstance(j, int) and not isinstance(j, bool)
+                                                    and 0 <= j < n_columns for j in dropped):
+            raise DataError(f"{where}: 'standardize' 'dropped' must list column indices below {n_columns}")
+        scale = scale.copy()
+        scale[dropped] = np.inf
         return cls(mean, scale)
 
 
