@@ -151,7 +151,6 @@ class _VerticalLinearModel(BaseEstimator):
         data.require_label()
         roster = _roster(data.feature_parties, data.label_party)
         model_targets = self._targets(data.labels, roster.label)
-        span = self._score_span_before_training(data, roster, len(model_targets))
         if validation is None:
             check_validation_split(data.n_rows, settings, {name: len(data.columns(name)) + (name == roster.label)
                                                            for name in roster.data_parties})
@@ -161,6 +160,7 @@ class _VerticalLinearModel(BaseEstimator):
         scalers = self._scalers(data, roster, continuing=starts[0] is not None)
         features = {name: _scaled(scalers, name, data.features(name), data.columns(name))
                     for name in roster.data_parties}
+        span = self._score_span_before_training(data, roster, len(model_targets))
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         models, transcripts = [], []
         for index, (target, start) in enumerate(zip(model_targets, starts)):
