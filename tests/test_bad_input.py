@@ -234,7 +234,7 @@ def test_a_growing_loss_stops_the_run_with_a_clear_error():
 
 
 def test_diverged_rule():
-    from vfl.protocols.training import diverged
+    from vfl.protocols.linear.training import diverged
 
     assert diverged([0.7, 0.6, 0.5]) is None
     assert diverged([0.7, 0.8, 0.9, 1.0, 1.1, 1.2]) is None                 # rising, but not yet twice the minimum

@@ -1,10 +1,10 @@
-"""The parts of ``python -m vfl.bench --quality`` that need no FATE data: unit recovery, the exact optimum, the goals."""
+"""The parts of ``python -m benchmarks --quality`` that need no FATE data: unit recovery, the exact optimum, the goals."""
 
 import numpy as np
 import pytest
 from scipy.optimize import minimize
 
-from vfl.bench import quality
+from benchmarks import quality
 from vfl.protocols import TrainingSettings
 
 
@@ -96,7 +96,7 @@ def test_goals_met_and_missed_are_reported_with_their_figures():
 
 
 def test_the_bench_runs_on_bundled_data_and_says_what_it_needs(capsys):
-    from vfl.bench.__main__ import machine, load, parse_args, table
+    from benchmarks.__main__ import machine, load, parse_args, table
 
     args = parse_args(["--quality", "--runs", "2", "--federated", "0", "--federated-2048", "0"])
     report = quality.main_quality(args, machine, load, table)

@@ -7,10 +7,10 @@ import sys
 
 import pytest
 
-from vfl.bench.__main__ import main, parse_args
-from vfl.bench.fate_compare import (FateMissing, check_fate_python, lr_table, secureboost_table, sshe_table,
+from benchmarks.__main__ import main, parse_args
+from benchmarks.fate_compare import (FateMissing, check_fate_python, lr_table, secureboost_table, sshe_table,
                                     steady)
-from vfl.bench.sidebyside import RunFailed, System, TreeMemory, run_measured, side_by_side, summarise
+from benchmarks.sidebyside import RunFailed, System, TreeMemory, run_measured, side_by_side, summarise
 
 
 def test_fate_options_parse():
@@ -200,8 +200,8 @@ def test_the_tables_put_another_system_beside_fate():
 
 
 def test_the_shared_benchmark_sets_cpu_seconds_beside_the_clock():
-    from vfl.bench.shared import tables
-    from vfl.bench.sidebyside import table
+    from benchmarks.shared import tables
+    from benchmarks.sidebyside import table
 
     def run(epoch_s, cpu_s):
         counts = {key: 1 for key in ("encryptions", "rerandomizations", "multiexp_terms", "long_exponent_terms",

@@ -6,9 +6,9 @@ import pytest
 from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair
 from vfl.errors import FixedPointOverflowError
 from vfl.parties import LINEAR, PartyA, PartyB, loss_part_bound, score_bound
-from vfl.parties.objectives import OBJECTIVES
-from vfl.parties.optim import Penalty
-from vfl.parties.feature_party import _product_bits, _score_bits
+from vfl.parties.linear.objectives import OBJECTIVES
+from vfl.parties.linear.optim import Penalty
+from vfl.parties.linear.data_party import _product_bits, _score_bits
 
 
 def test_objectives_meet_the_bounds_assumptions():
@@ -100,7 +100,7 @@ def test_row_weights_take_their_head_room_in_training(keypair_1024):
     """With row weights, training sizes the label party's bound for the weighted residual: a label that fits
     an unweighted run (and would wrap around Z_n once weighted) is refused before anything is encrypted."""
     from vfl import VerticalDataset, VerticalLinearRegression
-    from vfl.parties.feature_party import weight_extra_bits
+    from vfl.parties.linear.data_party import weight_extra_bits
 
     public_key, _ = keypair_1024                # the size of the key the model makes
     n, context = 40, Context(public_key, FixedPoint(32))

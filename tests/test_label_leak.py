@@ -122,7 +122,7 @@ def most_epochs(n_rows, batch_size, columns):
 
 def gradients_seen_by_a(monkeypatch, model, data, n_a):
     """Fit ``model``; return every step's (rows, gradient) as party A unmasks them (its own view only)."""
-    from vfl.parties import feature_party
+    from vfl.parties.linear import data_party as feature_party
 
     steps, last = [], {}
     design, step = feature_party.FeatureParty.design, feature_party.penalised_step

@@ -5,7 +5,7 @@ import pytest
 
 from vertical_data import make_vertical
 from vfl import inprocess
-from vfl.federation.narration import DESCRIPTIONS, message_table
+from vfl.deploy.narration import DESCRIPTIONS, message_table
 from vfl.parties import Coordinator, PartyA, PartyB
 from vfl.protocols import TrainingSettings
 from vfl.transport import Transcript

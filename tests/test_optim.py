@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from vfl.metrics import ks_statistic
-from vfl.parties.optim import (Optimizer, Penalty, l1_ratio_of, learning_rate, penalised_step, penalty_value,
+from vfl.parties.linear.optim import (Optimizer, Penalty, l1_ratio_of, learning_rate, penalised_step, penalty_value,
                                soft_threshold)
 
 W0 = np.array([1.0, 1.0])

@@ -11,7 +11,7 @@ from vfl.crypto import Context, FixedPoint, packing
 from vfl.crypto.packing import STATISTICAL_BITS, SlotLayout
 from vfl.errors import FixedPointOverflowError
 from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.parties.packed import bound_bits, prediction_layout
+from vfl.parties.linear.packed import bound_bits, prediction_layout
 from vfl.protocols import Roster
 from vfl.transport import BigInts, Transcript
 
@@ -250,7 +250,7 @@ def test_packed_training_sends_n_over_s_ciphertexts_per_score_vector():
 def test_packed_training_coordinator_sees_only_masked_slots_and_the_loss():
     """Every slot position C decrypts is masked (the loss's result slot excepted); each party gets its own values."""
     from vertical_data import make_vertical
-    from vfl.parties.packed import training_layout
+    from vfl.parties.linear.packed import training_layout
     from vfl.protocols import TrainingSettings
 
     _, _, x, y = make_vertical(n_rows=40, seed=4)
@@ -336,7 +336,7 @@ def test_coordinator_refuses_a_packed_layout_other_than_the_settings_give():
 
 
 def test_non_finite_scores_are_named_as_such():
-    from vfl.parties.packed import check_declared
+    from vfl.parties.linear.packed import check_declared
 
     with pytest.raises(FixedPointOverflowError, match="party A: partial score at position 1 is not a finite number"):
         check_declared("A", [0.0, float("nan")], 4096.0, "partial score")

@@ -281,8 +281,8 @@ def test_model_after_psi_equals_model_on_the_plaintext_join():
 
 # -- over TLS, as two processes (the benchmark's set-up) ---------------------------------------------
 def test_two_processes_over_tls_find_half_of_the_ids():
-    from vfl.bench.__main__ import parse_args
-    from vfl.bench.psi import party_ids, run_size
+    from benchmarks.__main__ import parse_args
+    from benchmarks.psi import party_ids, run_size
 
     assert parse_args(["--psi-sizes", "1000"]).psi
     assert len(set(party_ids("A", 1000)) & set(party_ids("B", 1000))) == 500

@@ -12,7 +12,7 @@ from vfl.serving.batching import MicroBatcher
 from vfl.serving.label import RoundError
 from vfl.serving.messages import pack_ids, unpack_ids
 from vfl.serving.models import versions
-from vfl.serving.settings import ServingSettings, parse_serving, resolve_store
+from vfl.deploy.serving_settings import ServingSettings, parse_serving, resolve_store
 from vfl.serving.store import load_csv_into, open_store
 from vfl.transport.message import Message, decode, encode
 
@@ -210,7 +210,7 @@ def test_inline_features_beyond_a_float_are_refused_by_name():
     from types import SimpleNamespace
 
     from vfl.serving.api import Invalid, ScoreRequest, check_request
-    from vfl.serving.settings import ServingSettings
+    from vfl.deploy.serving_settings import ServingSettings
 
     share = SimpleNamespace(columns=["income"], kind="linear", version="1")
     for value in ("1" + "0" * 400, "-1e999", "NaN"):

@@ -18,8 +18,8 @@ from test_label_leak import leak_data, minimum_norm_attack
 from test_shared_protocol import SHARED, k_party_data
 from vertical_data import every_message
 from vfl import VerticalLogisticRegression
-from vfl.parties import shareholders
-from vfl.parties.shares import SharedBounds
+from vfl.parties.linear import shareholders
+from vfl.parties.linear.shares import SharedBounds
 from vfl.transport import BigInts
 
 

@@ -14,7 +14,7 @@ from vfl import ConfigurationError, DataError, VerticalDataset, VerticalLinearRe
 from vfl.centralized import fit_gradient_descent
 from vfl.errors import LabelLeakWarning
 from vfl.parties import row_weights
-from vfl.parties.shares import SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed, mask_bits, to_fixed
+from vfl.parties.linear.shares import SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed, mask_bits, to_fixed
 
 SHARED = dict(key_bits=1024, insecure=True, standardize=False, protocol="shared")
 ATOL = 1e-7
@@ -144,7 +144,7 @@ def test_mini_batches_need_no_gradient_rules_in_the_shared_protocol():
                                        standardize=False, solver="gd").fit(data)
 
 
-# -- the share arithmetic (vfl.parties.shares) -------------------------------------------------------------
+# -- the share arithmetic (vfl.parties.linear.shares) -------------------------------------------------------------
 def test_fixed_point_shares_round_trip_and_add_up():
     values = np.array([0.0, -1.5, 3.25, 1e-3, -123.456])
     assert from_fixed(to_fixed(values, 32), 32) == pytest.approx(values, abs=2.0 ** -33)
@@ -157,7 +157,7 @@ def test_fixed_point_shares_round_trip_and_add_up():
 @pytest.mark.parametrize("optimizer", ["sgd", "momentum", "nesterov"])
 def test_each_holder_updating_its_own_share_follows_the_float_rule(optimizer):
     """Two shares, each stepped with its share of the gradient, add up to the float update within 2^-f a step each."""
-    from vfl.parties.optim import Optimizer, Penalty, penalised_step
+    from vfl.parties.linear.optim import Optimizer, Penalty, penalised_step
 
     rng = np.random.default_rng(1)
     f, frac = 4, 32

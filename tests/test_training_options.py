@@ -158,7 +158,7 @@ def iris_data():
 
 
 def test_one_vs_rest_in_one_run_equals_centralized_per_class(monkeypatch):
-    import vfl.parties.coordinator as coordinator_module
+    import vfl.parties.linear.coordinator as coordinator_module
 
     made = []
     original = coordinator_module.generate_keypair

@@ -14,13 +14,13 @@ import numpy as np
 
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DivergenceError
-from vfl.parties import cg
-from vfl.parties.objectives import get_objective
-from vfl.parties.optim import Optimizer, penalised_step
+from vfl.parties.linear import cg
+from vfl.parties.linear.objectives import get_objective
+from vfl.parties.linear.optim import Optimizer, penalised_step
 from vfl.parties.scoring import validation_score
-from vfl.protocols.settings import TrainingSettings, batch_sizes, batches, validation_rows
-from vfl.protocols.validation import Tracker
-from vfl.protocols.checks import diverged
+from vfl.protocols.linear.settings import TrainingSettings, batch_sizes, batches, validation_rows
+from vfl.protocols.linear.validation import Tracker
+from vfl.protocols.linear.checks import diverged
 
 
 def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = None, start=None,
@@ -28,7 +28,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     """Gradient descent, or conjugate gradient, on ``(1/n) sum l(z_i, y_i) + (alpha/2) ||w||^2``.
 
     ``settings.conjugate`` (``solver="cg"``, or ``"auto"`` where it applies) runs
-    the parties' conjugate gradient (:mod:`vfl.parties.cg`) on the pooled vector.
+    the parties' conjugate gradient (:mod:`vfl.parties.linear.cg`) on the pooled vector.
 
     Parameters
     ----------
@@ -53,7 +53,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         holds them: the objective becomes ``(1/n) sum s_i l_i + penalty``.
     validation : tuple (x_val, y_val), optional
         With ``settings.early_stopping``: the validation rows; by default the rows
-        :func:`~vfl.protocols.settings.validation_rows` holds out from the seed, as
+        :func:`~vfl.protocols.linear.settings.validation_rows` holds out from the seed, as
         the parties do.
 
     Returns
@@ -65,7 +65,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
     ------
     DivergenceError
         When the epoch losses diverge, by the coordinator's rule
-        (:func:`vfl.protocols.checks.diverged`).
+        (:func:`vfl.protocols.linear.checks.diverged`).
     """
     objective = get_objective(settings.objective)
     x = np.asarray(x, dtype=np.float64)
@@ -131,7 +131,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
 
 
 def _conjugate_gradient(x, y, weights, params, penalised, settings: TrainingSettings, validation) -> dict:
-    """The parties' conjugate gradient (:mod:`vfl.protocols.conjugate`) on pooled data, step for step."""
+    """The parties' conjugate gradient (:mod:`vfl.protocols.linear.conjugate`) on pooled data, step for step."""
     objective = get_objective(settings.objective)
     alpha = settings.penalty_spec.alpha
     n_rows = len(y)

@@ -1,6 +1,6 @@
 """Gradient boosting on the pooled table: the reference federated boosting must equal, split for split.
 
-The same pieces as the federated label party (:mod:`vfl.parties.boosting`) on
+The same pieces as the federated label party (:mod:`vfl.parties.trees`) on
 one table whose columns are every party's binned columns, in the data parties'
 order (feature parties, then the label party): the same quantized gradients,
 the same candidates in the same order, the same gains and tie-breaking, the
@@ -16,13 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vfl.parties.boosting import (CandidateTable, Tree, TreeGrower, best, flat_bins, gains, histogram, make_loss,
+from vfl.parties.trees import (CandidateTable, Tree, TreeGrower, best, flat_bins, gains, histogram, make_loss,
                                   quantize, validation_score)
-from vfl.parties.boosting.loss import BOUNDS
-from vfl.parties.boosting.splits import goes_left
-from vfl.parties.boosting.tree import allowed_leaves, leaf_of
-from vfl.protocols.boosting.settings import BoostingSettings, should_stop
-from vfl.protocols.settings import validation_rows
+from vfl.parties.trees.loss import BOUNDS
+from vfl.parties.trees.splits import goes_left
+from vfl.parties.trees.tree import allowed_leaves, leaf_of
+from vfl.protocols.trees.settings import BoostingSettings, should_stop
+from vfl.protocols.linear.settings import validation_rows
 
 
 @dataclass

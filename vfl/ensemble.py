@@ -1,9 +1,9 @@
 """Scikit-learn style gradient-boosted trees across parties (SecureBoost, Cheng et al. 2019).
 
 Thin: they validate, build the parties, run the boosting protocol in-process
-(:mod:`vfl.protocols.boosting`) and expose the fitted attributes.  Parameter
+(:mod:`vfl.protocols.trees`) and expose the fitted attributes.  Parameter
 names follow scikit-learn's ``HistGradientBoostingClassifier``; the arithmetic
-lives in :mod:`vfl.parties.boosting`, and :mod:`vfl.centralized_boosting` is
+lives in :mod:`vfl.parties.trees`, and :mod:`vfl.centralized_boosting` is
 the same boosting on the pooled table, which the federated trees equal split
 for split.
 """
@@ -18,10 +18,10 @@ from vfl import inprocess
 from vfl.crypto import compute, get_engine
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties.boosting.feature_party import BoostingFeatureParty
-from vfl.parties.boosting.label_party import BoostingLabelParty
+from vfl.parties.trees.feature_party import BoostingFeatureParty
+from vfl.parties.trees.label_party import BoostingLabelParty
 from vfl.protocols import Roster
-from vfl.protocols.boosting import BoostingSettings
+from vfl.protocols.trees import BoostingSettings
 from vfl.transport import Transcript
 
 
@@ -288,7 +288,7 @@ class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
 
     The same parameters as :class:`VerticalGradientBoostingClassifier`, with
     ``scoring`` one of ``"loss"`` and ``"r2"``.  The label party scales its
-    targets by a power of two privately (see :mod:`vfl.parties.boosting.loss`),
+    targets by a power of two privately (see :mod:`vfl.parties.trees.loss`),
     which changes no split.
     """
 

@@ -19,11 +19,11 @@ import numpy as np
 
 from vfl.crypto import compute
 from vfl.parties import Coordinator, FeatureParty
-from vfl.parties.packed import DEFAULT_SCORE_BOUND
+from vfl.parties.linear.packed import DEFAULT_SCORE_BOUND
 from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
                            run_c)
-from vfl.protocols import shared as shared_protocol
-from vfl.protocols.checks import check_run
+from vfl.protocols.linear import shared as shared_protocol
+from vfl.protocols.linear.checks import check_run
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
 
@@ -44,7 +44,7 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
     parties : mapping of name to party
         Every data party of ``roster``: a :class:`~vfl.parties.PartyA` per feature
         party and the :class:`~vfl.parties.PartyB`, named as in ``roster``.  Refused
-        (:func:`vfl.protocols.checks.check_run`): other names, logistic targets other
+        (:func:`vfl.protocols.linear.checks.check_run`): other names, logistic targets other
         than -1/+1, a coordinator whose key size is not the settings'.
     on_epoch : callable, optional
         ``on_epoch(epoch, loss)`` as C completes each epoch.
@@ -73,7 +73,7 @@ def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, featu
     """Scores ``z`` of new rows (``features`` by party name), as the label party learns them.
 
     ``packing`` runs the packed private prediction, its slots sized from the
-    declared ``score_bound`` (default :data:`vfl.parties.packed.DEFAULT_SCORE_BOUND`).
+    declared ``score_bound`` (default :data:`vfl.parties.linear.packed.DEFAULT_SCORE_BOUND`).
     ``shared`` scores a model that stayed shared (``reveal="never"``): each party
     holds its share (``party.share``) and the coordinator its own (``coordinator.shares``).
     ``n_jobs`` as for :func:`train`.
@@ -104,11 +104,11 @@ def boost(parties: Mapping[str, object], settings, roster: Roster, transcript: T
     """Gradient boosting in-process (no coordinator); returns the label party's result.
 
     ``parties`` maps every data party's name to its
-    :class:`~vfl.parties.boosting.BoostingFeatureParty` or, for ``roster.label``, its
-    :class:`~vfl.parties.boosting.BoostingLabelParty`.  ``on_iteration(iteration,
+    :class:`~vfl.parties.trees.BoostingFeatureParty` or, for ``roster.label``, its
+    :class:`~vfl.parties.trees.BoostingLabelParty`.  ``on_iteration(iteration,
     state)`` is called with the label party's state after each iteration.
     """
-    from vfl.protocols.boosting import run_feature, run_label
+    from vfl.protocols.trees import run_feature, run_label
 
     roster = roster.without_coordinator()
     plan = compute.capture(n_jobs)
@@ -124,7 +124,7 @@ def boost(parties: Mapping[str, object], settings, roster: Roster, transcript: T
 def predict_boosted(parties: Mapping[str, object], codes: Mapping[str, np.ndarray], roster: Roster,
                     transcript: Transcript | None = None, n_jobs=None) -> np.ndarray:
     """Raw scores (rows, trees per iteration) of new rows (``codes``: each party's binned rows), at the label party."""
-    from vfl.protocols.boosting import predict_feature, predict_label
+    from vfl.protocols.trees import predict_feature, predict_label
 
     roster = roster.without_coordinator()
     plan = compute.capture(n_jobs)

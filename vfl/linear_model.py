@@ -23,15 +23,15 @@ from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
-from vfl.parties.shareholders import CoordinatorShares, whole
-from vfl.parties.shares import WeightShare
+from vfl.parties.linear.shareholders import CoordinatorShares, whole
+from vfl.parties.linear.shares import WeightShare
 from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
-from vfl.protocols.checks import check_score_span, check_validation_split, warn_mini_batch_labels
-from vfl.protocols.inference import MODES
+from vfl.protocols.linear.checks import check_score_span, check_validation_split, warn_mini_batch_labels
+from vfl.protocols.linear.inference import MODES
 from vfl.transport import Transcript
 
 
-#: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
+#: How the parties turn gradients into weights (see :mod:`vfl.parties.linear.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
                   "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "rho", "early_stopping",
                   "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound",
@@ -439,7 +439,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``"cg"``: conjugate gradient with an exact line search, full batch, L2 or no
         penalty: one encrypted pass per step, and the optimum of the objective in
         about as many steps as there are weights, with no learning rate to tune
-        (see :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with
+        (see :mod:`vfl.protocols.linear.conjugate`).  ``"gd"``: gradient steps with
         ``optimizer`` and ``learning_rate`` (mini-batches, L1, DP).  ``"auto"``: ``"cg"``
         where it applies, else ``"gd"``; the choice is ``solver_``.
     standardize : bool, default=True
@@ -471,7 +471,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
     random_state : int or None, default=None
         Seed of the mini-batch order (cryptographic randomness always comes from the OS).
     inference : {"private", "table3"}, default="private"
-        How prediction runs (see :mod:`vfl.protocols.inference`; ``table3`` leaks).
+        How prediction runs (see :mod:`vfl.protocols.linear.inference`; ``table3`` leaks).
     engine : str or None, default=None
         The crypto engine (default: the fastest registered).
     verbose : bool, default=False

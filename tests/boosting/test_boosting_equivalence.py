@@ -129,7 +129,7 @@ def test_auc_within_0002_of_xgboost_hist_on_the_same_bins():
 @pytest.mark.parametrize("hide", [False, True], ids=["standard", "hidden-membership"])
 def test_gradients_split_over_many_messages_give_the_same_trees(monkeypatch, hide):
     """A million rows' ciphertexts do not fit one frame: they travel in parts (here of 50), checked in order."""
-    from vfl.protocols.boosting import training
+    from vfl.protocols.trees import training
 
     monkeypatch.setattr(training, "PART", 50)
     data, y = make_tree_data(180, seed=8)

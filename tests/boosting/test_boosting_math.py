@@ -5,9 +5,9 @@ import pytest
 
 from vfl import ConfigurationError, DataError
 from vfl.parties.binning import Binner
-from vfl.parties.boosting import CandidateTable, SplitRules, TreeGrower, best, flat_bins, gains, histogram
-from vfl.parties.boosting.splits import sums_to_send
-from vfl.parties.boosting.tree import allowed_leaves, check_shape, leaf_of
+from vfl.parties.trees import CandidateTable, SplitRules, TreeGrower, best, flat_bins, gains, histogram
+from vfl.parties.trees.splits import sums_to_send
+from vfl.parties.trees.tree import allowed_leaves, check_shape, leaf_of
 from vfl.errors import ProtocolError
 
 

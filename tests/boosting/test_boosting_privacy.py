@@ -108,7 +108,7 @@ def test_in_the_standard_mode_a_feature_party_receives_each_nodes_rows_and_no_gr
 def test_every_tree_shuffles_a_feature_partys_candidates_afresh(monkeypatch):
     data, _, _, _ = attack_data(5)
     orders = []
-    from vfl.parties.boosting.feature_party import BoostingFeatureParty
+    from vfl.parties.trees.feature_party import BoostingFeatureParty
 
     start = BoostingFeatureParty.start_tree
 

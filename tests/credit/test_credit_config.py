@@ -8,7 +8,7 @@ import pytest
 from credit_data import credit_data, credit_frames
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
-from vfl.federation.config import load_config, write_config
+from vfl.deploy.config import load_config, write_config
 from vfl.federation.pipeline import read_shard
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
 

@@ -16,8 +16,8 @@ import pytest
 
 from vfl.centralized_boosting import fit_boosting, tree_leaves
 from vfl.parties.binning import Binner
-from vfl.protocols.boosting import BoostingSettings
-from vfl.federation.config import write_config
+from vfl.protocols.trees import BoostingSettings
+from vfl.deploy.config import write_config
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, start_parties
 
@@ -136,7 +136,7 @@ def test_prediction_scores_equal_the_pooled_models(boosted):
     shards = {n: shard(work, n) for n in (*FEATURES, LABEL)}
     codes = [Binner.from_dict(shards[n]["binning"]).transform(x) for n, x in zip((*FEATURES, LABEL), features)]
     binners = [Binner.from_dict(shards[n]["binning"]) for n in (*FEATURES, LABEL)]
-    from vfl.parties.boosting import Tree
+    from vfl.parties.trees import Tree
 
     raw = np.full(len(frames[LABEL]), label["baseline"][0])
     for index, entry in enumerate(label["trees"]):

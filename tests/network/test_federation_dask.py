@@ -12,8 +12,8 @@ import pytest
 from distributed import Client, get_task_stream
 
 from vfl.errors import ConfigurationError
-from vfl.federation.compute import ComputeSettings
-from vfl.federation.config import load_config, write_config
+from vfl.deploy.compute import ComputeSettings
+from vfl.deploy.config import load_config, write_config
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs,  # noqa: F401 - fixture
                              run_parties, start_parties, write_federation_file, write_party_data)
 
@@ -119,7 +119,7 @@ def test_a_scheduler_address_that_does_not_speak_dask_is_one_clear_error(reply, 
     import time
 
     from vfl.errors import ComputeError
-    from vfl.federation.compute import ComputeSettings, party_compute
+    from vfl.deploy.compute import ComputeSettings, party_compute
 
     listener = socket.create_server(("127.0.0.1", 0))
     done = threading.Event()

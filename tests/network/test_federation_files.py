@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError, ProtocolError
-from vfl.federation.checkpoint import (KEEP, CheckpointStore, read_coordinator_shard, read_shard, shard_models,
+from vfl.deploy.checkpoint import (KEEP, CheckpointStore, read_coordinator_shard, read_shard, shard_models,
                                       shard_shares, write_coordinator_shard, write_shard)
-from vfl.federation.config import load_config, write_config
-from vfl.federation.data import PartyData, load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.session import (Session, _differences, abort_reason, check_equations, check_rows, fault_category,
+from vfl.deploy.config import load_config, write_config
+from vfl.deploy.data import PartyData, load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.session import (Session, differences, abort_reason, check_equations, check_rows, fault_category,
                                     rows_hello, share_columns)
 from vfl.parties import targets
 from vfl.protocols import Roster
@@ -43,7 +43,7 @@ def test_config_round_trip_and_fingerprint(tmp_path):
     other = load_config(write_config(tmp_path / "h.toml", "certs/ca.pem", PARTIES, dict(TRAINING, learning_rate=0.3)))
     assert other.fingerprint("train") != config.fingerprint("train")
     assert config.fingerprint("train") != config.fingerprint("predict")
-    diff = _differences(config.shared("train"), json.dumps(other.shared("train")), "A", "C")
+    diff = differences(config.shared("train"), json.dumps(other.shared("train")), "A", "C")
     assert diff == "training.learning_rate = 0.2 at A, 0.3 at C"
 
 
@@ -309,7 +309,7 @@ def test_abort_reason_names_the_category_of_the_fault_and_quotes_no_values(exc, 
 def test_a_passed_on_abort_keeps_the_party_that_stopped_first_and_its_category():
     """C stops because A did: C's abort to B names A and A's category, and B's error says C passed it on."""
     from vfl.errors import PeerStopped
-    from vfl.federation.session import abort_party
+    from vfl.deploy.session import abort_party
     net = InProcessNetwork(["A", "B", "C"])
     a, b, c = (Endpoint(net.transport(r), [p for p in "ABC" if p != r], timeout=2) for r in "ABC")
     first = DataError("party A, column 'x': 1e300 at row 3")
@@ -329,21 +329,21 @@ def test_a_passed_on_abort_keeps_the_party_that_stopped_first_and_its_category()
 
 def test_hello_fields_are_checked_and_their_settings_parsed_strictly():
     from vfl.errors import ProtocolError
-    from vfl.federation.session import _check_hello
+    from vfl.deploy.session import check_hello
 
     good = {"fingerprint": "ab" * 32, "shared": "{}", "n_rows": 3, "ids_digest": "cd" * 32, "later": [1]}
-    _check_hello("B", "A", Message("hello", "public", -1, good))  # unknown fields are ignored
+    check_hello("B", "A", Message("hello", "public", -1, good))  # unknown fields are ignored
     for bad, problem in (({"shared": "{}"}, "no field 'fingerprint'"),
                          (dict(good, n_rows=True), "field 'n_rows' must be of type int"),
                          (dict(good, n_rows="3"), "field 'n_rows' must be of type int"),
                          (dict(good, shared=b"{}"), "field 'shared' must be of type str")):
         with pytest.raises(ProtocolError, match=f"^B: waiting for 'hello' from A: A sent a malformed message: "
                                                 f"{problem}$"):
-            _check_hello("B", "A", Message("hello", "public", -1, bad))
+            check_hello("B", "A", Message("hello", "public", -1, bad))
     mine = {"training": {"alpha": 0.1}}
     for unreadable in ("[" * 100_000, '{"training": {"alpha": NaN}}', "[1, 2]", "\u00e9"):
-        assert _differences(mine, unreadable, "B", "A") == "the peer sent unreadable settings"
-    long = _differences(mine, '{"training": {"alpha": "' + "x" * 500 + '"}}', "B", "A")
+        assert differences(mine, unreadable, "B", "A") == "the peer sent unreadable settings"
+    long = differences(mine, '{"training": {"alpha": "' + "x" * 500 + '"}}', "B", "A")
     assert long.startswith("training.alpha = 0.1 at B, 'xxx") and long.endswith("x... at A") and len(long) < 120
 
 
@@ -366,7 +366,7 @@ def test_named_parties_with_roles(tmp_path):
     swapped = load_config(write_config(tmp_path / "g.toml", "ca.pem",
                                        named_parties(dict(NAMED, telco="label", bank="feature")), TRAINING))
     assert swapped.roster.label == "telco" and swapped.fingerprint("train") != config.fingerprint("train")
-    assert _differences(config.shared("train"), json.dumps(swapped.shared("train")), "shop", "telco") == \
+    assert differences(config.shared("train"), json.dumps(swapped.shared("train")), "shop", "telco") == \
         "roles.bank = 'label' at shop, 'feature' at telco; roles.telco = 'feature' at shop, 'label' at telco"
     with pytest.raises(ConfigurationError, match=re.escape(f"{tmp_path / 'f.toml'}: no party 'A'")):
         config.role_of("A")

@@ -18,7 +18,7 @@ import pytest
 
 from vfl.centralized import fit_gradient_descent
 from vfl.errors import DataError, ProtocolError
-from vfl.federation.config import load_config
+from vfl.deploy.config import load_config
 from vfl.federation.runner import agree_on_models
 from vfl.parties import class_weights
 from vfl.protocols import TWO_PARTY

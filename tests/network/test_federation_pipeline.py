@@ -22,7 +22,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "credit"))
 
 from credit_data import credit_frames  # noqa: E402
-from vfl.federation.config import write_config  # noqa: E402
+from vfl.deploy.config import write_config  # noqa: E402
 from vfl.parties.binning import Binner  # noqa: E402
 from vfl.parties.credit.scorecard import flat_codes  # noqa: E402
 from vfl.parties.credit.woe import class_tables  # noqa: E402

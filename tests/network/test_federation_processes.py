@@ -238,7 +238,7 @@ def test_demo_runs_end_to_end(capsys):
 def test_a_failing_party_prints_one_line_and_no_traceback(capsys, exc, code, text):
     from argparse import Namespace
 
-    from vfl.federation.cli import _run
+    from vfl.deploy.commands import run_command as _run
 
     def action():
         raise exc
@@ -251,7 +251,7 @@ def test_a_failing_party_prints_one_line_and_no_traceback(capsys, exc, code, tex
 def test_an_interrupted_party_exits_130_with_one_line(capsys):
     from argparse import Namespace
 
-    from vfl.federation.cli import _run
+    from vfl.deploy.commands import run_command as _run
 
     def action():
         raise KeyboardInterrupt
@@ -264,7 +264,7 @@ def test_a_garbled_frame_from_a_peer_ends_the_party_with_one_line(federation):
     """A real ``vfl party C`` process; A and B are fakes in this process, and A sends a frame that does not decode."""
     import threading
 
-    from vfl.federation.config import load_config
+    from vfl.deploy.config import load_config
     from vfl.transport import Endpoint
     from vfl.transport.network import NetworkSettings, NetworkTransport
 
@@ -355,7 +355,7 @@ def test_training_options_over_the_network_equal_centralized(federation):
     """[training] optimizer, elastic net, a schedule, early stopping and class weights through vfl party:
     the shards equal centralized training from the starts they record."""
     from vfl.centralized import fit_gradient_descent
-    from vfl.federation.config import load_config
+    from vfl.deploy.config import load_config
     from vfl.parties import class_weights
 
     training = {"iterations": 8, "optimizer": "adam", "learning_rate": 0.1, "penalty": "elasticnet",

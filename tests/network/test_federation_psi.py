@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vfl.federation.config import load_config
+from vfl.deploy.config import load_config
 from vfl_net_helpers import (Party, _free_ports, federation_certs, kill_all, start_parties,  # noqa: F401 - fixtures
                              write_federation_file)
 from vfl_net_helpers import finish_all as finish_parties

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from vfl.centralized import fit_gradient_descent
-from vfl.federation.config import load_config
+from vfl.deploy.config import load_config
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, kill_one_midway, start_parties, write_federation_file, write_k_party_data
 

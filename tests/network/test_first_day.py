@@ -17,10 +17,10 @@ from sklearn.metrics import r2_score, roc_auc_score
 
 from vfl.cli import main as vfl_main
 from vfl.errors import ConfigurationError, DataError, HandshakeError
-from vfl.federation.checkpoint import read_shard, write_shard
-from vfl.federation.config import load_config
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, label_metrics
+from vfl.deploy.checkpoint import read_shard, write_shard
+from vfl.deploy.config import load_config
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, label_metrics
 from vfl.metrics import ks_statistic
 from vfl.transport.network import NetworkSettings, NetworkTransport
 from vfl.transport.tls import ca_name, load_certificate

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vfl.federation.config import write_config
+from vfl.deploy.config import write_config
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, start_parties
 from vfl_serve_helpers import Services

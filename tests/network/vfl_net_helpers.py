@@ -91,7 +91,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from vfl.federation.config import write_config  # noqa: E402
+from vfl.deploy.config import write_config  # noqa: E402
 
 FAST_TRAINING = {"model": "logistic", "learning_rate": 0.3, "iterations": 6, "batch_size": 20, "alpha": 0.01,
                  "standardize": False, "packing": False,

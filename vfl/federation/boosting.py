@@ -1,7 +1,7 @@
 """Run one party of gradient boosting as its own process: connect, align, boost or predict, write its shard.
 
-The role programs of :mod:`vfl.protocols.boosting` run unchanged over the
-party's :class:`~vfl.federation.session.Session` (mutual TLS, the settings
+The role programs of :mod:`vfl.protocols.trees` run unchanged over the
+party's :class:`~vfl.deploy.session.Session` (mutual TLS, the settings
 fingerprint, the private set intersection), as the linear models' runs do
 (:mod:`vfl.federation.runner`).  What differs:
 
@@ -14,7 +14,7 @@ fingerprint, the private set intersection), as the linear models' runs do
   which the label party keeps);
 * the shards: a feature party's holds its bin thresholds and, per tree it took
   part in, the shape and its own splits; the label party's the loss, the leaf
-  values and who owns each split (:func:`~vfl.federation.checkpoint.write_boosting_shard`);
+  values and who owns each split (:func:`~vfl.deploy.checkpoint.write_boosting_shard`);
 * the label party's training metrics come from the raw scores it already holds
   (the training rows' leaves are known to it), so no extra round is needed.
 """
@@ -26,21 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import DataError
-from vfl.federation.align import alignment_line
-from vfl.federation.checkpoint import CheckpointStore, read_boosting_shard, write_boosting_shard
-from vfl.federation.compute import uses_compute
-from vfl.federation.config import FederationConfig
-from vfl.federation.data import load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, label_metrics, plain, write_scores
-from vfl.federation.session import Session, align_data, check_same_training, rows_hello
-from vfl.parties.binning import Binner
-from vfl.parties.boosting.feature_party import BoostingFeatureParty
-from vfl.parties.boosting.label_party import BoostingLabelParty
-from vfl.parties.boosting.loss import loss_from_dict
-from vfl.parties.boosting.tree import Tree
-from vfl.protocols.boosting import predict_feature, predict_label, run_feature, run_label
+from vfl.deploy.align import alignment_line
+from vfl.deploy.checkpoint import CheckpointStore, boosting_party, read_boosting_shard, write_boosting_shard
+from vfl.deploy.compute import uses_compute
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, label_metrics, plain, write_scores
+from vfl.deploy.session import Session, align_data, check_same_training, rows_hello
+from vfl.parties.trees.feature_party import BoostingFeatureParty
+from vfl.parties.trees.label_party import BoostingLabelParty
+from vfl.protocols.trees import predict_feature, predict_label, run_feature, run_label
 
 #: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
 NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds the key pair): nothing to run"
@@ -154,7 +151,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     path = model_path or workdir / f"model_{role}.json"
     shard = read_boosting_shard(path, role, kind)
     data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
-    party = from_shard(shard, data.features, role)
+    party = boosting_party(shard, data.features, role)
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")
@@ -182,23 +179,6 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                 summary["metrics"] = _label_metrics(party, raw, data.labels, role)
         summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
-
-
-def from_shard(shard: dict, features, role: str):
-    """The party a (checked) shard describes, holding ``features`` (its rows to score) binned with its thresholds."""
-    binner = Binner.from_dict(shard["binning"])
-    if shard["role"] == "feature":
-        party = BoostingFeatureParty(features, role, shard["columns"], binner=binner)
-        party.load_state({"trees": shard["trees"]})
-        return party
-    party = BoostingLabelParty(features, None, role, shard["columns"], binner=binner)
-    party.trees = [{"tree": Tree.from_dict(t["tree"]),
-                    "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]},
-                    "foreign": {int(n): int(c) for n, c in t["foreign"]}} for t in shard["trees"]]
-    party.baseline = np.asarray(shard["baseline"], dtype=np.float64)
-    party.loss = loss_from_dict(shard["loss"])
-    party.classes = np.asarray(shard["classes"], dtype=object) if shard["classes"] else None
-    return party
 
 
 def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str) -> dict:

@@ -1,7 +1,7 @@
 """The credit-scoring pipeline as one process per party: PSI, binning, WOE/IV, selection, model, scorecard.
 
 ``vfl party`` with a ``[pipeline]`` table runs, over the party's
-:class:`~vfl.federation.session.Session` (mutual TLS, the settings
+:class:`~vfl.deploy.session.Session` (mutual TLS, the settings
 fingerprint):
 
 1. the private set intersection (``[data] align``);
@@ -15,7 +15,7 @@ fingerprint):
 5. the model: each party codes its selected columns (WOE values, or bin
    indicators for a feature party not given its WOE values), standardizes them
    and trains logistic regression with the coordinator
-   (:mod:`vfl.protocols.training`; checkpoints every epoch), then the label
+   (:mod:`vfl.protocols.linear.training`; checkpoints every epoch), then the label
    party's training metrics by one private prediction;
 6. the scorecard: each party its own points per bin; the shard
    (:mod:`vfl.parties.credit.shard`).
@@ -36,17 +36,17 @@ import pandas as pd
 
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.federation.align import alignment_line
-from vfl.federation.checkpoint import CheckpointStore, read_json, write_json
-from vfl.federation.compute import uses_compute
-from vfl.federation.config import FederationConfig
-from vfl.federation.data import PartyData, load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, classes_line, label_metrics, plain
+from vfl.deploy.align import alignment_line
+from vfl.deploy.checkpoint import CheckpointStore, read_json, write_json
+from vfl.deploy.compute import uses_compute
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import PartyData, load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, classes_line, label_metrics, plain
 from vfl.federation.runner import (agree_on_models, needs_data, report_training, score_rows, scoring_part,
                                   train_model)
-from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello
+from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
 from vfl.parties.credit import shard as shards
@@ -55,7 +55,7 @@ from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, flat_codes
 from vfl.parties.credit.statistics import describe, population_stability
 from vfl.parties.scaling import Standardizer
-from vfl.protocols.checks import check_score_span
+from vfl.protocols.linear.checks import check_score_span
 from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
 from vfl.protocols.fields import count, flag
 

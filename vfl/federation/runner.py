@@ -5,7 +5,7 @@ a :class:`~vfl.transport.network.NetworkTransport` instead of in-process queues,
 and surrounds them with what a real deployment needs:
 
 The connection itself (links, hellos, the checks between data parties) is
-:mod:`vfl.federation.session`.
+:mod:`vfl.deploy.session`.
 
 Parties are named in ``federation.toml`` (``A``, ``B``, ``C``, or ``bank``,
 ``telco``...), each with its role; the names are the transport's role names.
@@ -44,24 +44,24 @@ import pandas as pd
 
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.federation.align import alignment_line, min_rows, private_intersection, write_aligned
-from vfl.federation.checkpoint import (CheckpointStore, read_coordinator_shard, read_shard, shard_models,
+from vfl.deploy.align import alignment_line, min_rows, private_intersection, write_aligned
+from vfl.deploy.checkpoint import (CheckpointStore, read_coordinator_shard, read_shard, shard_models,
                                       shard_scaler, shard_shares, write_coordinator_shard, write_json, write_shard)
-from vfl.federation.compute import uses_compute
-from vfl.federation.config import FederationConfig
-from vfl.federation.data import PartyData, load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, classes_line, label_metrics, plain, write_scores
-from vfl.federation.session import (Session, align_data, check_equations, check_same_training, rows_hello,
+from vfl.deploy.compute import uses_compute
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import PartyData, load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, classes_line, label_metrics, plain, write_scores
+from vfl.deploy.session import (Session, align_data, check_equations, check_same_training, rows_hello,
                                     share_columns)
 from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
 from vfl.parties.scaling import Standardizer
-from vfl.parties.shareholders import CoordinatorShares
-from vfl.parties.shares import WeightShare
+from vfl.parties.linear.shareholders import CoordinatorShares
+from vfl.parties.linear.shares import WeightShare
 from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
-from vfl.protocols import shared as shared_protocol
-from vfl.protocols.checks import check_score_span, warn_clipped_labels, warn_mini_batch_labels
+from vfl.protocols.linear import shared as shared_protocol
+from vfl.protocols.linear.checks import check_score_span, warn_clipped_labels, warn_mini_batch_labels
 from vfl.transport import Endpoint
 
 #: The most one-vs-rest models (classes) a run trains: a bound on a peer's ``models`` message.
@@ -76,7 +76,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
 
     ``role`` is the party's name in ``config``; ``progress`` shows progress on standard
-    error (``None``: if it is a terminal; :mod:`vfl.federation.progress`).  Returns a
+    error (``None``: if it is a terminal; :mod:`vfl.deploy.progress`).  Returns a
     summary dict: ``party`` (the name), ``role`` (``"feature"``, ``"label"`` or
     ``"coordinator"``), the written paths, ``models`` (one, or one per class for
     one-vs-rest), ``epochs`` and ``loss_curve`` for the coordinator (per model when
@@ -397,7 +397,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     ``rows`` (how many rows were scored), ``models`` (one, or one per class),
     ``label`` and ``coordinator`` (their names), the transcript's path, and for
     the label party the scores' path, its ``classes`` and, when its CSV holds the label
-    column, ``metrics`` (:func:`vfl.federation.report.label_metrics` of these rows).
+    column, ``metrics`` (:func:`vfl.deploy.report.label_metrics` of these rows).
     ``progress`` as for :func:`train`.
     """
     settings, roster = config.training, config.roster
@@ -465,7 +465,7 @@ def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, fea
     rows and weights.  A model that stays shared passes ``share`` instead of the
     weights (a data party: its share, a list of integers; the coordinator: its share
     of every party's, by name) and runs the shared scoring round
-    (:func:`vfl.protocols.shared.predict_a`...).  Returns the scores at the label
+    (:func:`vfl.protocols.linear.shared.predict_a`...).  Returns the scores at the label
     party, the number of rows scored elsewhere.
     """
     settings, roster = config.training, config.roster

@@ -28,8 +28,8 @@ import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.protocols.boosting.training import bits, ints
-from vfl.protocols.checks import check_score_span
+from vfl.protocols.trees.training import bits, ints
+from vfl.protocols.linear.checks import check_score_span
 from vfl.serving import messages
 from vfl.serving.links import Runtime
 from vfl.serving.messages import OK, UNKNOWN
