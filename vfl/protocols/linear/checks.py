@@ -28,7 +28,7 @@ import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, LabelLeakWarning
 
-#: What the label-inference attack of tests/test_label_leak.py measured (see docs/protocol.md).
+#: What the label-inference attack of tests/linear/test_label_leak.py measured (see docs/protocol.md).
 MINI_BATCH_LEAK = ("in vfl's own attack test a feature party, taking the minimum-norm solution of each "
                    "step's gradient equation X_b^T d = g and summing it per row, guessed 84-96% of the labels "
                    "(majority class 51-53%) after as many mini-batch epochs as vfl allows; 56-63% with full "

@@ -9,6 +9,8 @@ from vfl.transport.network import NetworkSettings
 from vfl.transport.service import ServiceTransport
 from vfl_net_helpers import _free_ports
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 SETTINGS = NetworkSettings(connect_timeout=5.0, send_timeout=5.0)
 
 

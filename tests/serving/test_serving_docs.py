@@ -28,7 +28,7 @@ import pytest
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]    # processes, TLS links and servers
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "serving.md").read_text(encoding="utf-8")

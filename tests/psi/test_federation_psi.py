@@ -11,6 +11,8 @@ from vfl_net_helpers import (Party, _free_ports, federation_certs, kill_all, sta
                              write_federation_file)
 from vfl_net_helpers import finish_all as finish_parties
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 
 def finish_all(parties, timeout=90):
     try:

@@ -16,7 +16,7 @@ from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, start_parties
 from vfl_serve_helpers import Services
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]    # processes, TLS links and servers
 ROLES = {"telco": "feature", "bank": "label"}
 TRAINING = {"model": "gradient_boosting", "loss": "log_loss", "iterations": 5, "learning_rate": 0.4, "max_depth": 3,
             "max_bins": 16, "min_samples_leaf": 5, "label_party_trees": 1, "key_bits": 1024, "insecure": True}

@@ -3,7 +3,7 @@
 The transcript tests read every message of a run (payloads kept) and, holding the
 coordinator's key, decrypt what the coordinator decrypts: no party receives a
 plaintext gradient, score or residual, and every gradient value the coordinator
-decrypts is masked.  The attack test runs tests/test_label_leak.py's mini-batch
+decrypts is masked.  The attack test runs tests/linear/test_label_leak.py's mini-batch
 attack (the minimum-norm solution of each step's gradient equation, summed per row)
 on everything the feature party holds after a shared run, where against Yang's
 protocol it guesses 86-94% of the labels.
@@ -127,7 +127,7 @@ def shares_seen_by_a(monkeypatch, model, data):
 
 
 def test_the_mini_batch_attack_is_left_at_the_majority_class(monkeypatch):
-    """The attack that guesses 86-94% against Yang's protocol (tests/test_label_leak.py), on A's shared run.
+    """The attack that guesses 86-94% against Yang's protocol (tests/linear/test_label_leak.py), on A's shared run.
 
     Per step A holds only its own share of the gradient (its mask), so the attack
     guesses at the majority class.  Its final weights (``reveal="respectively"``) are

@@ -19,6 +19,8 @@ from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs,  #
                              finish_all, kill_all, run_parties, start_parties, write_federation_file,
                              write_party_data)
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 # full batches: solver "auto" is conjugate gradient; every one of 5 steps runs (tol = 0; 6 weights, so the
 # directions are not exhausted)
 TRAINING = {"batch_size": 0, "iterations": 5, "tol": 0, "frac_bits": 48, "standardize": True, "packing": "auto"}

@@ -11,6 +11,8 @@ from vfl.transport import Endpoint
 from vfl.transport.network import NetworkSettings, NetworkTransport
 from vfl_net_helpers import federation_certs, free_ports  # noqa: F401 - pytest fixtures
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 IDLE = 5
 
 

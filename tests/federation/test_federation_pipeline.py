@@ -12,22 +12,20 @@ points.  A feature party killed after selection, every party restarted with
 
 import json
 import signal
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "credit"))
+from credit_data import credit_frames
+from vfl.deploy.config import write_config
+from vfl.parties.binning import Binner
+from vfl.parties.credit.scorecard import flat_codes
+from vfl.parties.credit.woe import class_tables
+from vfl.transport.tls import write_federation_certs
+from vfl_net_helpers import _free_ports, start_parties
 
-from credit_data import credit_frames  # noqa: E402
-from vfl.deploy.config import write_config  # noqa: E402
-from vfl.parties.binning import Binner  # noqa: E402
-from vfl.parties.credit.scorecard import flat_codes  # noqa: E402
-from vfl.parties.credit.woe import class_tables  # noqa: E402
-from vfl.transport.tls import write_federation_certs  # noqa: E402
-from vfl_net_helpers import _free_ports, start_parties  # noqa: E402
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
 
 ROLES = {"telco": "feature", "bank": "label", "hub": "coordinator"}
 TRAINING = {"model": "logistic", "iterations": 30, "alpha": 0.01, "key_bits": 1024, "insecure": True,

@@ -1,6 +1,6 @@
 """The shared protocol (protocol="shared"): the same model as centralized gradient descent, and its options.
 
-What each party receives, and the label-inference attack, are in tests/test_shared_privacy.py.
+What each party receives, and the label-inference attack, are in tests/linear/test_shared_privacy.py.
 """
 
 import pickle

@@ -27,6 +27,8 @@ from vfl.transport.tls import ca_name, load_certificate
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation, federation_certs, free_ports,  # noqa: F401
                              kill_all, listen_in_thread, run_parties, start_parties)
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 
 def shard(work, role):
     return json.loads((work / role / f"model_{role}.json").read_text())
@@ -277,7 +279,7 @@ def test_a_listener_names_a_caller_that_does_not_speak_tls(federation_certs, fre
 
 def test_demo_keeps_the_folder_it_names(tmp_path, capsys):
     """With --keep the files are where the demo says; without, it says it removes its folder
-    (tests/network/test_federation_processes.py::test_demo_runs_end_to_end)."""
+    (tests/federation/test_federation_processes.py::test_demo_runs_end_to_end)."""
     from vfl.federation.demo import run_demo
 
     run_demo(iterations=1, key_bits=1024, quiet=True, keep=tmp_path / "kept")

@@ -17,6 +17,8 @@ from vfl.deploy.config import load_config, write_config
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs,  # noqa: F401 - fixture
                              run_parties, start_parties, write_federation_file, write_party_data)
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 PARTIES = {r: {"address": f"127.0.0.1:{7000 + i}", "certificate": f"certs/{r}.pem", "key": f"certs/{r}.key"}
            for i, r in enumerate("ABC")}
 TRAINING = {"model": "logistic", "iterations": 5, "batch_size": 0, "tol": 0, "key_bits": 1024, "insecure": True}

@@ -14,6 +14,8 @@ import pytest
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, kill_one_midway, start_parties, write_federation_file, write_k_party_data
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 FEATURES = ("shop", "telco", "web-2")  # the roster's order: by name
 LABEL, COORDINATOR = "bank", "hub"
 ROLES = {**{name: "feature" for name in FEATURES}, LABEL: "label", COORDINATOR: "coordinator"}
@@ -41,7 +43,7 @@ def k_parties(tmp_path_factory):
     tls = write_federation_certs(folder / "certs", NAMES)
     data = write_k_party_data(folder, COLUMNS, LABEL)
     # Every party starts from zero, so the resumed run below can be compared with this separate uninterrupted
-    # one (a secret random start differs between runs; tests/test_estimator_api.py resumes from one).
+    # one (a secret random start differs between runs; tests/linear/test_estimator_api.py resumes from one).
     training = {"iterations": 8, "init": "zeros"}
 
     def config(name):

@@ -21,6 +21,8 @@ from vfl.deploy.config import write_config
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, start_parties
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 FEATURES = ("shop", "telco")
 LABEL = "bank"
 ROLES = {"shop": "feature", "telco": "feature", LABEL: "label"}

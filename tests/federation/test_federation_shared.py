@@ -19,6 +19,8 @@ from vfl.deploy.config import load_config
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, kill_one_midway, start_parties, write_federation_file, write_k_party_data
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 FEATURES = ("shop", "telco")
 LABEL, COORDINATOR = "bank", "hub"
 ROLES = {**{name: "feature" for name in FEATURES}, LABEL: "label", COORDINATOR: "coordinator"}

@@ -98,6 +98,17 @@ FAST_TRAINING = {"model": "logistic", "learning_rate": 0.3, "iterations": 6, "ba
                  "tol": 0, "key_bits": 1024, "insecure": True, "random_state": 7}
 
 
+def slack() -> float:
+    """How much slower than an idle machine this one runs now: the load average per core, at least 1."""
+    return max(1.0, os.getloadavg()[0] / (os.cpu_count() or 1))
+
+
+def scaled(seconds: float) -> int:
+    """A timeout a test sets for its parties (not the one it tests), stretched by :func:`slack`: load makes a
+    test slower, never red."""
+    return int(round(seconds * slack()))
+
+
 def write_party_data(folder, n_rows=60, seed=0):
     """CSVs for A (3 columns) and B (2 columns and a label), each in its own row order; train and test."""
     rng = np.random.default_rng(seed)
@@ -153,8 +164,9 @@ def write_federation_file(path, tls_by_role, ports, training=None, network=None,
         parties[name]["role"] = role
     for name, options in (party_options or {}).items():
         parties[name].update(options)
-    # Generous by default: under load, three interpreters may take several seconds to start.
-    net = {"connect_timeout": 30, "timeout": 20}
+    # Generous by default, and more so under load: three interpreters may take several seconds to start,
+    # and a party whose peer shares two loaded cores waits longer for each message.
+    net = {"connect_timeout": scaled(30), "timeout": scaled(20)}
     net.update(network or {})
     ca = next(iter(tls_by_role.values())).ca
     return write_config(path, ca, parties, dict(FAST_TRAINING, **(training or {})), net, **(data or {}))

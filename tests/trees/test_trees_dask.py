@@ -2,10 +2,13 @@
 
 import joblib
 import numpy as np
+import pytest
 from distributed import get_task_stream
 
 from tree_data import make_tree_data
 from vfl.ensemble import VerticalGradientBoostingClassifier
+
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
 
 FAST = dict(key_bits=1024, insecure=True, early_stopping=False, max_iter=2, label_party_trees=0)
 

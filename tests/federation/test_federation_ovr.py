@@ -26,6 +26,8 @@ from vfl.transport import Endpoint, InProcessNetwork, run_roles
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs, finish_all,  # noqa: F401 - fixture
                              kill_all, run_parties, start_parties, write_federation_file)
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 CLASSES = ["high", "low", "mid"]      # sorted: the order of the shard's rows
 TRAINING = {"iterations": 6, "batch_size": 0, "learning_rate": 0.5, "class_weight": "balanced", "init": "zeros",
             "solver": "gd"}

@@ -27,7 +27,7 @@ from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, run_parties, write_federation_file, write_party_data
 from vfl_serve_helpers import Services
 
-pytestmark = pytest.mark.timeout(600)
+pytestmark = [pytest.mark.timeout(600), pytest.mark.slow]    # processes, TLS links and servers
 
 
 def partial(shard, frame):

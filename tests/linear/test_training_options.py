@@ -275,7 +275,7 @@ def test_credit_scoring_example_runs(capsys):
     import runpy
     from pathlib import Path
 
-    example = Path(__file__).parent.parent / "examples" / "credit_scoring.py"
+    example = Path(__file__).resolve().parents[2] / "examples" / "credit_scoring.py"
     runpy.run_path(str(example), run_name="not_main")["main"](["--key-bits", "1024", "--rows", "1500"])
     out = capsys.readouterr().out
     federated, central = (float(line.split()[-2]) for line in out.splitlines()

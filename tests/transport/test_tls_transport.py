@@ -15,6 +15,8 @@ from vfl.transport.network import NetworkSettings, NetworkTransport, parse_addre
 from vfl.transport.tls import TLSFiles, ca_name, certificate_role, load_certificate, write_federation_certs
 from vfl_net_helpers import connect_all, federation_certs, free_ports  # noqa: F401 - pytest fixtures
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 
 def close_all(transports):
     for t in transports.values():
