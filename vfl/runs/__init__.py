@@ -1,0 +1,8 @@
+"""One run per model family and role, used alike by the estimators (threads) and ``vfl party`` (processes).
+
+* :mod:`~vfl.runs.threads` — every role's program in its own thread over the in-process transport.
+
+A family's run takes one party's data and the shared settings, builds the party, checks what the party
+checks, and runs the family's protocol program for its role; the estimators hand it in-process endpoints,
+``vfl party`` the endpoint of its TLS session.
+"""
