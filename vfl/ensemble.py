@@ -3,7 +3,7 @@
 Thin: they validate, build the parties, run the boosting protocol in-process
 (:mod:`vfl.protocols.trees`) and expose the fitted attributes.  Parameter
 names follow scikit-learn's ``HistGradientBoostingClassifier``; the arithmetic
-lives in :mod:`vfl.parties.trees`, and :mod:`vfl.centralized_boosting` is
+lives in :mod:`vfl.parties.trees`, and :mod:`vfl.centralized.trees` is
 the same boosting on the pooled table, which the federated trees equal split
 for split.
 """
@@ -188,7 +188,7 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
     learns); the label party encrypts gradients and hessians under its own
     Paillier key, the feature parties return encrypted sums of their split
     candidates (shuffled), and the label party picks every split.  The trees
-    equal those of :func:`vfl.centralized_boosting.fit_boosting` on the pooled
+    equal those of :func:`vfl.centralized.trees.fit_boosting` on the pooled
     bins, split for split.
 
     Parameters

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vfl.centralized_boosting import fit_boosting, tree_leaves
+from vfl.centralized.trees import fit_boosting, tree_leaves
 from vfl.parties.binning import Binner
 from vfl.protocols.trees import BoostingSettings
 from vfl.deploy.config import write_config

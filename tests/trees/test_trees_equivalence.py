@@ -1,7 +1,7 @@
 """Lossless: federated boosting grows the trees of boosting on the pooled bins, split for split.
 
 Every test fits a federated model (real Paillier, in-process parties) and the
-pooled reference (:func:`vfl.centralized_boosting.fit_boosting`) on the same
+pooled reference (:func:`vfl.centralized.trees.fit_boosting`) on the same
 bins and settings, then compares every tree: its shape, the party owning each
 split, the split itself (the feature party's own record of it against the
 reference's column, bin and missing-value direction) and the leaf values.
@@ -12,7 +12,7 @@ import pytest
 from sklearn.metrics import roc_auc_score
 
 from tree_data import make_tree_data
-from vfl.centralized_boosting import fit_boosting
+from vfl.centralized.trees import fit_boosting
 from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
 
 FAST = dict(key_bits=1024, insecure=True)
