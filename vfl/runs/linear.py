@@ -372,15 +372,19 @@ def predict_label(ep: Endpoint, features: np.ndarray, columns, models: list, fit
 
 
 def predict_coordinator(ep: Endpoint, coordinator: Coordinator, settings, roster: Roster, *,
-                        mode: str = "private", shares: list | None = None) -> int:
-    """The coordinator's part of prediction, once per model; ``shares``: its own per model (``reveal="never"``)."""
+                        mode: str = "private", shares: list | None = None) -> tuple[int, int]:
+    """The coordinator's part of prediction, once per model; ``shares``: its own per model (``reveal="never"``).
+
+    Returns the number of models (as the label party said) and of rows scored.
+    """
     n_models = agree_on_models(ep, ep.role, roster, None)
+    rows = 0
     for index in range(n_models):
         ep.model = index if n_models > 1 else None
-        score_rows(ep, settings, roster, None, None, shares[index] if shares else None, None, coordinator, mode,
-                   shared=shares is not None)
+        rows = score_rows(ep, settings, roster, None, None, shares[index] if shares else None, None, coordinator,
+                          mode, shared=shares is not None)
     ep.model = None
-    return n_models
+    return n_models, rows
 
 
 def score_rows(ep: Endpoint, settings, roster: Roster, features, columns, params, fit_intercept, coordinator,
