@@ -1,7 +1,9 @@
 """Scikit-learn style estimators over the three-party protocol.
 
-Thin: they validate, build the parties, run the protocol in-process and expose
-the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
+Thin: they validate their parameters, hand each party's columns to the roles'
+runs of :mod:`vfl.runs.linear` (the same runs ``vfl party`` and ``vfl predict``
+use), run them in threads (:mod:`vfl.runs.threads`) and expose the fitted
+attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 ``transcript_``).  The mathematics lives in :mod:`vfl.parties` and
 :mod:`vfl.protocols`.
 """

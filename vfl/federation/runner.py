@@ -1,8 +1,8 @@
 """Run one party of a federation as its own process: connect, check, train or predict, write results.
 
-The role programs of :mod:`vfl.protocols` run unchanged; this module gives them
-a :class:`~vfl.transport.network.NetworkTransport` instead of in-process queues,
-and surrounds them with what a real deployment needs:
+Each party runs its role's run of :mod:`vfl.runs.linear` (the one the
+estimators run in threads), over a :class:`~vfl.transport.network.NetworkTransport`
+instead of in-process queues, and surrounded by what a real deployment needs:
 
 The connection itself (links, hellos, the checks between data parties) is
 :mod:`vfl.deploy.session`.
@@ -18,8 +18,9 @@ A feature party links only to the label party and the coordinator
   their row ids under both salts); any difference stops the run with an error
   saying what differs;
 * before training, the label party sends every feature party the column count of
-  every data party (``columns``), so each data party checks the
-  accumulated-equations rule for all of them and refuses with the same message;
+  every data party (``columns``), so each data party checks the validation
+  split, the batch sizes and the accumulated-equations rule for all of them and
+  refuses with the same message (the estimators' message: the same run);
 * after every epoch, the party writes a checkpoint; with ``resume`` it starts
   after the last epoch every party completed;
 * logistic regression with three classes or more trains one binary model per

@@ -225,10 +225,15 @@ def check_warm_models(role: str, previous: int, previous_classes, n_models: int,
     if previous != n_models or (classes is not None and previous_classes is not None
                                 and _plain(previous_classes) != _plain(classes)):
         raise DataError(f"party {role}: warm_start continues a shard of {previous} model(s)"
-                        f"{' (classes ' + str(_plain(previous_classes)) + ')' if previous_classes is not None and len(previous_classes) else ''}; "
+                        f"{' (classes ' + str(_plain(previous_classes)) + ')' if _named(previous_classes) else ''}; "
                         f"this run trains {n_models}"
                         f"{' (classes ' + str(_plain(classes)) + ')' if classes is not None else ''}; "
                         "train without warm_start")
+
+
+def _named(classes) -> bool:
+    """Whether a previous model names its classes (a linear model's shard holds none)."""
+    return classes is not None and len(classes) > 0
 
 
 def _plain(values) -> list:
