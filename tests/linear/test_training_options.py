@@ -212,6 +212,13 @@ def test_warm_start_on_other_data_is_refused():
                                "lab": dataset._frames["lab"].assign(y=dataset.labels)}, label="y")
     with pytest.raises(DataError, match=r"party f0: warm_start continues weights fitted on the columns .*missing"):
         model.fit(renamed)
+    # the same parties and columns, but other classes: the label party refuses, as vfl party does
+    relabelled = VerticalDataset({"f0": dataset._frames["f0"],
+                                  "lab": dataset._frames["lab"].assign(y=np.where(dataset.labels == 1, "b", "a"))},
+                                 label="y")
+    with pytest.raises(DataError, match=r"^party lab: warm_start continues 1 model\(s\) \(classes \[0, 1\]\); this "
+                                        r"run trains 1 \(classes \['a', 'b'\]\); train without warm_start$"):
+        model.fit(relabelled)
 
 
 @pytest.mark.parametrize("task,k,class_weight,with_sample_weight", [

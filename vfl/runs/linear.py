@@ -224,7 +224,7 @@ def check_warm_models(role: str, previous: int, previous_classes, n_models: int,
     """A warm start continues as many models as this run trains (and, where known, the same classes)."""
     if previous != n_models or (classes is not None and previous_classes is not None
                                 and _plain(previous_classes) != _plain(classes)):
-        raise DataError(f"party {role}: warm_start continues a shard of {previous} model(s)"
+        raise DataError(f"party {role}: warm_start continues {previous} model(s)"
                         f"{' (classes ' + str(_plain(previous_classes)) + ')' if _named(previous_classes) else ''}; "
                         f"this run trains {n_models}"
                         f"{' (classes ' + str(_plain(classes)) + ')' if classes is not None else ''}; "
