@@ -28,7 +28,7 @@ from vfl.parties.linear.shareholders import whole
 from vfl.protocols import Roster, TrainingSettings
 from vfl.protocols.linear.inference import MODES
 from vfl.runs import linear as run_linear
-from vfl.runs.linear import RoleData, check_warm_models
+from vfl.runs.linear import RoleData, check_warm_models, scaled
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
 
@@ -313,8 +313,7 @@ class _VerticalLinearModel(BaseEstimator):
     def _validation_hook(self, validation: VerticalDataset, name: str, label: bool):
         """Party ``name``'s validation rows for each model, scaled by its scaler (the label party's labels coded)."""
         def give(index: int, n_models: int, party, trained) -> None:
-            party.validation = _scaled({name: trained.scaler} if trained.scaler else None, name,
-                                       validation.features(name))
+            party.validation = scaled(validation.features(name), trained.scaler)
             if not label:
                 return
             labels = validation.labels
@@ -363,7 +362,7 @@ class _VerticalLinearModel(BaseEstimator):
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
-            features[name] = _scaled(self._fitted_scalers(), name, data.features(name))
+            features[name] = data.features(name)
         roster = _roster(self.feature_parties_, self.label_party_)
         allowed = self._allowed_score_span(roster)
         coordinator = self.__dict__.get("_coordinator")
@@ -384,17 +383,19 @@ class _VerticalLinearModel(BaseEstimator):
         settings = self._settings()
         intercepts = np.atleast_1d(self.intercept_)
         shares = getattr(self, "model_shares_", None)
+        scalers = self._fitted_scalers() or {}
         run = dict(settings=settings, roster=roster, mode=self.inference, shared=shares is not None)
         programs = {}
         for name in roster.features:
             models = ([s["parties"][name] for s in shares] if shares else list(np.atleast_2d(self.coef_[name])))
-            programs[name] = partial(run_linear.predict_feature, features=features[name],
+            programs[name] = partial(run_linear.predict_feature, features=features[name], scaler=scalers.get(name),
                                      columns=self.feature_names_[name], models=models, allow_score_span=name in allowed,
                                      span_how=f"allow_score_span=[{name!r}]", engine=self.engine, **run)
         own = np.atleast_2d(self.coef_[roster.label])
         models = ([s["parties"][roster.label] for s in shares] if shares else
                   [np.append(own[index], intercept) for index, intercept in enumerate(intercepts)])
         programs[roster.label] = partial(run_linear.predict_label, features=features[roster.label],
+                                         scaler=scalers.get(roster.label),
                                          columns=self.feature_names_[roster.label], models=models,
                                          fit_intercept=True if not shares else self.fit_intercept,
                                          engine=self.engine, **run)
@@ -646,11 +647,6 @@ class VerticalLogisticRegression(_VerticalLinearModel):
         """Accuracy of the predictions on ``data``."""
         predicted = self.predict(data)
         return float(accuracy_score(_labels(data, y), predicted))
-
-
-def _scaled(scalers: dict | None, name: str, features) -> np.ndarray:
-    """Party ``name``'s columns as its model sees them: standardized by its own scaler, if it has one."""
-    return scalers[name].transform(features) if scalers else np.asarray(features, dtype=np.float64)
 
 
 def _check_warm_start(trained: dict, label_party: str, given: dict, label: str) -> None:

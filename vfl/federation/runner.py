@@ -37,7 +37,6 @@ A feature party links only to the label party and the coordinator
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +54,6 @@ from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, classes_line, label_metrics, plain, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, hello_columns, rows_hello
 from vfl.parties import Coordinator, dp
-from vfl.parties.scaling import Standardizer
 from vfl.protocols import run_a, run_b, run_c
 from vfl.runs import linear as run_linear
 from vfl.runs.linear import kept_shared
@@ -274,11 +272,6 @@ def _foreign(config: FederationConfig, kind: str) -> tuple:
     return (config.label, config.sample_weight) if kind == "feature" else ()
 
 
-def standardized(data: PartyData, scaler: Standardizer | None) -> PartyData:
-    """The party's rows as its model sees them: scaled by its own scaler, if it has one."""
-    return data if scaler is None else replace(data, features=scaler.transform(data.features))
-
-
 # --------------------------------------------------------------------------- alignment only
 
 @uses_compute
@@ -342,7 +335,6 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         columns=shard["columns"], label_required=False,
                         weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
-        data = standardized(data, shard_scaler(shard))
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
     with Session(config, role, "predict", narrator, shown) as session:
@@ -373,10 +365,11 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                                                                        shares=models)
         elif kind == "feature":
             summary["rows"] = run_linear.predict_feature(ep, data.features, data.columns, models, settings, roster,
-                                                         mode=mode, shared=shared, **_span_consent(config, role))
+                                                         scaler=shard_scaler(shard), mode=mode, shared=shared,
+                                                         **_span_consent(config, role))
         else:
             scores = run_linear.predict_label(ep, data.features, data.columns, models, shard["fit_intercept"],
-                                              settings, roster, mode=mode, shared=shared)
+                                              settings, roster, scaler=shard_scaler(shard), mode=mode, shared=shared)
             summary["rows"] = len(scores)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))

@@ -141,7 +141,7 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
     role = ep.role
     label = role == roster.label
     scaler = fit_scaler(settings, scaler, data, role)
-    features = data.features if scaler is None else scaler.transform(data.features)
+    features = scaled(data.features, scaler)
     n_rows = len(features)
     if label:       # a warning about the settings and the row count: before any refusal of them
         warn_mini_batch_labels(settings, n_rows, stacklevel=4)
@@ -213,6 +213,11 @@ def fit_scaler(settings, kept: Standardizer | None, data, role: str) -> Standard
     if not settings.standardize:
         return None
     return kept or Standardizer.fit(data.features, role, data.columns)
+
+
+def scaled(features, scaler: Standardizer | None) -> np.ndarray:
+    """A party's rows as its model sees them: scaled by its own scaler, if it has one."""
+    return np.asarray(features, dtype=np.float64) if scaler is None else scaler.transform(features)
 
 
 def _warm_starts(starts, role: str, n_models: int, classes) -> list:
@@ -343,13 +348,14 @@ def agree_on_models(ep: Endpoint, role: str, roster: Roster, count: int | None) 
 # --------------------------------------------------------------------------- prediction
 
 def predict_feature(ep: Endpoint, features: np.ndarray, columns, models: list, settings, roster: Roster, *,
-                    mode: str = "private", allow_score_span: bool = False, span_how: str = "allow_score_span",
-                    shared: bool = False, engine=None) -> int:
-    """A feature party's part of prediction: its (scaled) rows scored by each of its ``models``.
+                    scaler: Standardizer | None = None, mode: str = "private", allow_score_span: bool = False,
+                    span_how: str = "allow_score_span", shared: bool = False, engine=None) -> int:
+    """A feature party's part of prediction: its rows, scaled by its training ``scaler``, scored by each model.
 
     ``models`` holds this party's weights per model (or, ``shared``, its share of them).
     Returns the number of rows scored.
     """
+    features = scaled(features, scaler)
     n_models = agree_on_models(ep, ep.role, roster, len(models))
     check_score_span(ep.role, len(columns), n_models, allow_score_span, roster.label, span_how)
     for index in range(n_models):
@@ -361,11 +367,14 @@ def predict_feature(ep: Endpoint, features: np.ndarray, columns, models: list, s
 
 
 def predict_label(ep: Endpoint, features: np.ndarray, columns, models: list, fit_intercept: bool, settings,
-                  roster: Roster, *, mode: str = "private", shared: bool = False, engine=None) -> np.ndarray:
+                  roster: Roster, *, scaler: Standardizer | None = None, mode: str = "private", shared: bool = False,
+                  engine=None) -> np.ndarray:
     """The label party's part of prediction: the scores of its rows, shape (n,), or (n, models) for one-vs-rest.
 
-    ``models`` holds its weights per model (with the intercept if ``fit_intercept``), or, ``shared``, its shares.
+    ``models`` holds its weights per model (with the intercept if ``fit_intercept``), or, ``shared``, its
+    shares; its rows are scaled by its training ``scaler``.
     """
+    features = scaled(features, scaler)
     n_models = agree_on_models(ep, ep.role, roster, len(models))
     columns_out = []
     for index in range(n_models):
