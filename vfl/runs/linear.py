@@ -142,34 +142,22 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
     label = role == roster.label
     scaler = fit_scaler(settings, scaler, data, role)
     features = scaled(data.features, scaler)
-    n_rows = len(features)
-    if label:       # a warning about the settings and the row count: before any refusal of them
-        warn_mini_batch_labels(settings, n_rows, stacklevel=4)
-    counts = share_columns(ep, role, len(data.columns), peer_columns, roster)
-    if validation is None:
-        check_validation_split(n_rows, settings, {name: counts[name] + (name == roster.label)
-                                                  for name in roster.data_parties})
-    check_gradients(n_rows, counts, settings, roster)
-    model_targets, classes = targets(data.labels, settings.objective, role) if label else (None, None)
+    _check_columns(ep, len(features), len(data.columns), settings, roster, peer_columns, validation is not None)
     if label:
+        model_targets, classes = targets(data.labels, settings.objective, role)
         weights = row_weights(data.labels, settings.class_weight, data.weights, role)
-        begin = _warm_starts(starts, role, len(model_targets), classes)
-    n_models = agree_on_models(ep, role, roster, len(model_targets) if label else None)
-    if not label:
+        begin = _warm_starts(starts, role, len(model_targets), classes)     # checked before the count goes out
+        n_models = agree_on_models(ep, role, roster, len(model_targets))
+        warn_clipped_labels(model_targets[0], settings, role)
+    else:
+        model_targets, classes, weights = None, None, None
+        n_models = agree_on_models(ep, role, roster, None)
         begin = _warm_starts(starts, role, n_models, None)
         check_score_span(role, len(data.columns), n_models, allow_score_span, roster.label, span_how)
-    else:
-        warn_clipped_labels(model_targets[0], settings, role)
     trained = Trained(n_models, scaler=scaler, classes=classes)
     for index in range(n_models):
-        if label:
-            party = PartyB(features, model_targets[index], fit_intercept=settings.fit_intercept, role=role,
-                           columns=data.columns)
-            party.dp_models = n_models          # DP noise is calibrated to every model's releases
-            if weights is not None:             # the weights stay with the label party
-                party.set_weights(weights)
-        else:
-            party = PartyA(features, role=role, columns=data.columns)
+        party = _party(role, features, data.columns, settings, n_models,
+                       model_targets[index] if label else None, weights)
         if begin[index] is not None:            # warm start: continue from the previous weights
             party.warm_params = begin[index]
         if validation is not None:
@@ -181,6 +169,29 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
         trained.parties.append(party)
     ep.model = None
     return trained
+
+
+def _check_columns(ep: Endpoint, n_rows: int, n_columns: int, settings, roster: Roster,
+                   peer_columns: Mapping[str, int] | None, separate_validation: bool) -> None:
+    """Before any model: the label-leak warning, then every party's column count and the checks on all of them."""
+    if ep.role == roster.label:     # a warning about the settings and the row count: before any refusal of them
+        warn_mini_batch_labels(settings, n_rows, stacklevel=5)
+    counts = share_columns(ep, ep.role, n_columns, peer_columns, roster)
+    if not separate_validation:
+        check_validation_split(n_rows, settings, {name: counts[name] + (name == roster.label)
+                                                  for name in roster.data_parties})
+    check_gradients(n_rows, counts, settings, roster)
+
+
+def _party(role: str, features: np.ndarray, columns, settings, n_models: int, target=None, weights=None):
+    """A data party to train one model: the label party (with ``target``) if ``target`` is given."""
+    if target is None:
+        return PartyA(features, role=role, columns=columns)
+    party = PartyB(features, target, fit_intercept=settings.fit_intercept, role=role, columns=columns)
+    party.dp_models = n_models          # DP noise is calibrated to every model's releases
+    if weights is not None:             # the weights stay with the label party
+        party.set_weights(weights)
+    return party
 
 
 def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, roster: Roster, *,
