@@ -181,7 +181,7 @@ def test_warm_start_continues_every_class_model(ovr_run):
     # a shard of another shape is refused by the party holding it, with the reason
     (warm / "B" / "model_B.json").write_text(json.dumps(dict(after["B"], classes=["high", "low", "other"])))
     results = run_parties("party", config, data, warm, timeout=60)
-    assert results["B"][0] == 2 and "warm_start continues a shard of 3 model(s) (classes ['high', 'low', " \
+    assert results["B"][0] == 2 and "warm_start continues 3 model(s) (classes ['high', 'low', " \
         "'other']); this run trains 3 (classes ['high', 'low', 'mid'])" in results["B"][2], results["B"][2]
 
 

@@ -43,7 +43,10 @@ def test_data_parties_receive_ciphertexts_and_public_values_only_then_their_own_
         messages = received(run, name)
         for sender, message in messages[:-1]:
             assert message.kind in ("public", "ciphertext"), (name, message.name, message.kind)
-            if message.kind == "public":     # counts, seeds, epochs, stop flags: never a vector
+            if (sender, message.name) == ("bank", "columns"):   # every data party's column count: public
+                assert message["counts"].tolist() == [len(model.coef_[n]) for n in
+                                                      (*model.feature_parties_, model.label_party_)]
+            elif message.kind == "public":     # counts, seeds, epochs, stop flags: never a vector
                 assert not any(isinstance(v, (np.ndarray, BigInts)) for v in message.fields.values()), message.name
         # the last: C's share of this party's own parameters (reveal="respectively"), one value per parameter
         sender, last = messages[-1]
@@ -83,7 +86,7 @@ def test_every_gradient_value_the_coordinator_decrypts_is_masked(run):
             assert sender == model.label_party_ and len(message["ciphertexts"]) == 1
             losses += 1
         else:
-            assert message.name in ("resume", "schedule", "parameters"), message.name
+            assert message.name in ("models", "resume", "schedule", "parameters"), message.name
     # 3 epochs of 3 batches and a validation pass each; 2 + 2 + 4 parameters
     assert decrypted == 3 * 4 * 8 and losses == 3 * 4
 

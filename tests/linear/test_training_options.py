@@ -183,7 +183,10 @@ def test_one_vs_rest_in_one_run_equals_centralized_per_class(monkeypatch):
     assert proba.shape == (150, 3) and np.allclose(proba.sum(axis=1), 1.0)
     np.testing.assert_allclose(model.decision_function(dataset), np.column_stack(central), atol=1e-6)
     assert (model.predict(dataset) == model.classes_[np.argmax(np.column_stack(central), axis=1)]).all()
-    assert set(model.transcript_["model"]) == {0, 1, 2}
+    tagged = model.transcript_["model"]
+    assert set(tagged.dropna()) == {0, 1, 2}
+    # before the models: only the public counts every party agrees on first (``columns``, ``models``)
+    assert set(model.transcript_.loc[tagged.isna(), "name"]) == {"columns", "models"}
 
 
 def test_warm_start_continues_from_the_fitted_weights():
@@ -209,6 +212,13 @@ def test_warm_start_on_other_data_is_refused():
                                "lab": dataset._frames["lab"].assign(y=dataset.labels)}, label="y")
     with pytest.raises(DataError, match=r"party f0: warm_start continues weights fitted on the columns .*missing"):
         model.fit(renamed)
+    # the same parties and columns, but other classes: the label party refuses, as vfl party does
+    relabelled = VerticalDataset({"f0": dataset._frames["f0"],
+                                  "lab": dataset._frames["lab"].assign(y=np.where(dataset.labels == 1, "b", "a"))},
+                                 label="y")
+    with pytest.raises(DataError, match=r"^party lab: warm_start continues 1 model\(s\) \(classes \[0, 1\]\); this "
+                                        r"run trains 1 \(classes \['a', 'b'\]\); train without warm_start$"):
+        model.fit(relabelled)
 
 
 @pytest.mark.parametrize("task,k,class_weight,with_sample_weight", [

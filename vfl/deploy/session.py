@@ -5,8 +5,9 @@ party: only the label party and the coordinator), exchanges the ``hello`` with
 the fingerprint of the shared settings, and on a failure tells the peers why
 (:func:`abort_reason`) and closes every link.  The checks between data parties
 that run before training live here too: the salted row-id digest
-(:func:`check_rows`), every party's column count (:func:`share_columns`) and the
-accumulated-equations rule (:func:`check_equations`).
+(:func:`check_rows`); every party's column count (:func:`share_columns`) and the
+accumulated-equations rule (:func:`check_equations`) are the linear run's
+(:mod:`vfl.runs.linear`), here with the counts read from the hellos.
 """
 
 from __future__ import annotations
@@ -16,8 +17,6 @@ import json
 import time
 from pathlib import Path
 
-import numpy as np
-
 from vfl.errors import (ComputeError, ConfigurationError, DataError, DivergenceError, HandshakeError, PeerError,
                         PeerStopped, ProtocolError, VFLError)
 from vfl.deploy.align import private_intersection
@@ -25,7 +24,9 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, is_salt, new_salt
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.protocols import TWO_PARTY, Roster, check_gradient_equations
+from vfl.protocols import TWO_PARTY, Roster
+from vfl.runs.linear import check_equations  # noqa: F401 - the pipeline's and the tests' name for it
+from vfl.runs.linear import share_columns as share_columns_run
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.message import parse_json, quote
 from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
@@ -216,60 +217,20 @@ def check_rows(ep: Endpoint, role: str, data: PartyData, mine: dict, theirs: dic
                             f"{role}, {theirs[peer].get('n_rows')} at {peer}); each CSV must hold the same ids")
 
 
+def hello_columns(role: str, theirs: dict[str, dict], roster: Roster = TWO_PARTY) -> dict | None:
+    """At the label party, each feature party's column count as its hello gave it (``None`` elsewhere)."""
+    if role != roster.label:
+        return None
+    return {peer: theirs.get(peer, {}).get("n_columns") for peer in roster.features}
+
+
 def share_columns(ep: Endpoint, role: str, data: PartyData, theirs: dict[str, dict],
                   roster: Roster = TWO_PARTY) -> dict[str, int]:
-    """Every data party's column count, in the roster's order: the label party tells the feature parties.
+    """Every data party's column count (message ``columns``, :func:`vfl.runs.linear.share_columns`).
 
-    The label party reads each feature party's ``n_columns`` from its hello and
-    sends every feature party the whole list (message ``columns``: the names
-    joined by commas, and the counts), since feature parties never talk to each
-    other.  Each data party can then check the accumulated-equations rule for
-    every party (:func:`check_equations`).
-
-    Raises
-    ------
-    ProtocolError
-        A hello without a column count, or a ``columns`` message that does not list
-        every data party once with a positive count, or this party's count wrongly.
+    The label party reads each feature party's ``n_columns`` from its hello.
     """
-    label = roster.label
-    if role == label:
-        counts = {}
-        for peer in roster.features:
-            n = theirs.get(peer, {}).get("n_columns")
-            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-                raise ProtocolError(f"party {role}: the hello from {peer} has no column count")
-            counts[peer] = n
-        counts[role] = len(data.columns)
-        for peer in roster.features:
-            ep.send(peer, "columns", "public", parties=",".join(counts),
-                    counts=np.array(list(counts.values()), dtype=np.int64))
-        return counts
-    message = ep.recv(label, "columns")
-    names, values = message.fields.get("parties"), message.fields.get("counts")
-    problem = None
-    if not isinstance(names, str) or names.split(",") != list(roster.data_parties):
-        problem = f"it lists the parties {quote(names)}, not {','.join(roster.data_parties)}"
-    elif (not isinstance(values, np.ndarray) or values.shape != (len(roster.data_parties),)
-          or values.dtype.kind not in "iu" or not (values >= 1).all()):
-        problem = "it does not give one positive column count per data party"
-    elif int(values[roster.data_parties.index(role)]) != len(data.columns):
-        problem = f"it says {role} has {int(values[roster.data_parties.index(role)])} columns, not {len(data.columns)}"
-    if problem:
-        raise ProtocolError(f"{role}: waiting for 'columns' from {label}: {label} sent a malformed message: {problem}")
-    return {name: int(v) for name, v in zip(roster.data_parties, values)}
-
-
-def check_equations(n_rows: int, columns: dict[str, int], settings, roster: Roster = TWO_PARTY) -> None:
-    """The accumulated-equations rule (:func:`~vfl.protocols.check_gradient_equations`) for every data party.
-
-    Every data party runs it on the same column counts, so each refuses with the same message.
-    Not with DP (the gradients are not exact) nor the shared protocol (no party learns one).
-    """
-    if settings.dp or settings.shared:
-        return
-    check_gradient_equations(n_rows, settings.batch_size, settings.max_iter, columns, roster.label,
-                             settings.fit_intercept)
+    return share_columns_run(ep, role, len(data.columns), hello_columns(role, theirs, roster), roster)
 
 
 #: What stopped a party, as its abort says: the category, and how its peers' errors put it.
