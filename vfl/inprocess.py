@@ -93,7 +93,8 @@ def boost(parties: Mapping[str, object], settings, roster: Roster, transcript: T
     ``parties`` maps every data party's name to its
     :class:`~vfl.parties.trees.BoostingFeatureParty` or, for ``roster.label``, its
     :class:`~vfl.parties.trees.BoostingLabelParty`.  ``on_iteration(iteration,
-    state)`` is called with the label party's state after each iteration.
+    state)`` is called with the label party's state after each iteration.  The estimators
+    run :mod:`vfl.runs.trees` instead, which builds and checks the parties from their data.
     """
     from vfl.protocols.trees import run_feature, run_label
 

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from vfl import VerticalDataset
-from vfl import inprocess
+from vfl import ensemble
 from vfl.attacks import instance_spaces, leaf_label_attack, own_columns_attack, own_split_patterns
 from vfl.ensemble import VerticalGradientBoostingClassifier
 from vfl.transport import BigInts, Transcript
@@ -35,8 +35,7 @@ def attack_data(seed):
 def fit_recorded(monkeypatch, data, **kwargs):
     """Fit, keeping every message's payload."""
     transcript = Transcript(keep_payloads=True)
-    boost = inprocess.boost
-    monkeypatch.setattr(inprocess, "boost", lambda *a, **k: boost(*a[:3], transcript, **k))
+    monkeypatch.setattr(ensemble, "Transcript", lambda: transcript)
     model = VerticalGradientBoostingClassifier(max_iter=10, learning_rate=0.3, early_stopping=False, key_bits=1024,
                                                insecure=True, **kwargs).fit(data)
     return model, transcript

@@ -1,7 +1,7 @@
 """Run one party of gradient boosting as its own process: connect, align, boost or predict, write its shard.
 
-The role programs of :mod:`vfl.protocols.trees` run unchanged over the
-party's :class:`~vfl.deploy.session.Session` (mutual TLS, the settings
+The family's run (:mod:`vfl.runs.trees`, the one the estimators run in threads)
+runs over the party's :class:`~vfl.deploy.session.Session` (mutual TLS, the settings
 fingerprint, the private set intersection), as the linear models' runs do
 (:mod:`vfl.federation.runner`).  What differs:
 
@@ -35,9 +35,9 @@ from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, label_metrics, plain, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello
-from vfl.parties.trees.feature_party import BoostingFeatureParty
-from vfl.parties.trees.label_party import BoostingLabelParty
-from vfl.protocols.trees import predict_feature, predict_label, run_feature, run_label
+from vfl.parties.trees.label_party import TreeLabelParty
+from vfl.parties.trees.loss import class_probabilities
+from vfl.runs import trees as run
 
 #: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
 NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds the key pair): nothing to run"
@@ -67,7 +67,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns))
             theirs = session.hello(extra)
-            data, alignment = align_data(session, role, data, extra, theirs, narrator, 2 * settings.min_samples_leaf)
+            data, alignment = align_data(session, role, data, extra, theirs, narrator, run.min_rows(settings))
             if alignment:
                 shown.line(alignment_line(role, alignment))
             checkpoints = store.load() if resume else {}
@@ -79,13 +79,10 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 store.save(iteration, state)
                 shown.epoch(iteration)
 
-            if kind == "feature":
-                party = BoostingFeatureParty(data.features, role, data.columns, max_bins=settings.max_bins)
-                run_feature(session.endpoint, party, settings, roster, checkpoints or None, on_iteration)
-                result = {}
-            else:
-                party = BoostingLabelParty(data.features, data.labels, role, data.columns, max_bins=settings.max_bins)
-                result = run_label(session.endpoint, party, settings, roster, checkpoints or None, on_iteration)
+            train_role = run.train_feature if kind == "feature" else run.train_label
+            result = train_role(session.endpoint, data, settings, roster, role=role, checkpoints=checkpoints,
+                                on_iteration=on_iteration)
+            party = result.party
             shown.close()
             transcript = session.save_transcript(workdir / "transcript_train.csv")
     finally:
@@ -94,13 +91,13 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if alignment:
         summary["alignment"] = alignment
     if kind == "label":
-        summary["iterations"] = result["n_iter"]
+        summary["iterations"] = result.n_iter
         summary.update(classes=None if party.classes is None else [plain(c) for c in party.classes],
                        metrics=training_metrics(config, party), trees=len(party.trees))
     summary["model"] = str(write_boosting_shard(
         workdir / f"model_{role}.json", party, kind, config.fingerprint("train"),
         label=config.label if kind == "label" else None, feature_parties=roster.features,
-        n_iter=summary["iterations"], validation_scores=result.get("validation_scores", ())))
+        n_iter=summary["iterations"], validation_scores=result.validation_scores))
     store.clear()                               # finished: the shard is the result
     return summary
 
@@ -115,7 +112,7 @@ def _load(config: FederationConfig, role: str, kind: str, data_path, columns=Non
                     foreign=(config.label,) if kind == "feature" else (), missing=True)
 
 
-def training_metrics(config: FederationConfig, party: BoostingLabelParty) -> dict | None:
+def training_metrics(config: FederationConfig, party: TreeLabelParty) -> dict | None:
     """The label party's metrics of its training (and validation) rows, from the raw scores it holds."""
     if not config.report_metrics:
         return None
@@ -125,7 +122,7 @@ def training_metrics(config: FederationConfig, party: BoostingLabelParty) -> dic
     return report
 
 
-def _rows_metrics(party: BoostingLabelParty, rows: np.ndarray) -> dict:
+def _rows_metrics(party: TreeLabelParty, rows: np.ndarray) -> dict:
     objective = "linear" if party.classes is None else "logistic"
     raw = party.raw[rows]
     return {"rows": len(rows), "metrics": label_metrics(objective, raw[:, 0] if raw.shape[1] == 1 else raw,
@@ -164,14 +161,13 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         if alignment:
             shown.line(alignment_line(role, alignment))
         check_same_training(role, roster, theirs, shard["trained_with"])
-        codes = party.bin_new(data.features)
         summary = {"party": role, "role": kind, "rows": data.n_rows, "label": roster.label}
         if alignment:
             summary["alignment"] = alignment
         if kind == "feature":
-            predict_feature(session.endpoint, party, codes, roster)
+            run.predict_feature(session.endpoint, data, party, roster)
         else:
-            raw = predict_label(session.endpoint, party, codes, roster)
+            raw = run.predict_label(session.endpoint, data, party, roster)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, raw, party,
                                                  config.id_column))
             summary["classes"] = shard["classes"] or None
@@ -181,7 +177,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     return summary
 
 
-def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str) -> dict:
+def _label_metrics(party: TreeLabelParty, raw: np.ndarray, labels, role: str) -> dict:
     """``vfl predict``'s metrics when the label column is present (or a note saying why there are none)."""
     if party.classes is None:
         try:
@@ -199,13 +195,12 @@ def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str
                                                      link="softmax")}
 
 
-def _write_scores(path, ids, raw: np.ndarray, party: BoostingLabelParty, id_column: str = "id") -> Path:
+def _write_scores(path, ids, raw: np.ndarray, party: TreeLabelParty, id_column: str = "id") -> Path:
     """The label party's scores CSV: a classifier's probabilities by sigmoid (two classes) or softmax."""
     if party.classes is None:
         return write_scores(path, ids, raw[:, 0], id_column=id_column)
     classes = [plain(c) for c in party.classes]
+    probability = class_probabilities(raw)
     if raw.shape[1] == 1:
-        probability = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
-        return write_scores(path, ids, raw[:, 0], probability, classes, id_column)
-    e = np.exp(raw - raw.max(axis=1, keepdims=True))
-    return write_scores(path, ids, raw, e / e.sum(axis=1, keepdims=True), classes, id_column)
+        return write_scores(path, ids, raw[:, 0], probability[:, 1], classes, id_column)
+    return write_scores(path, ids, raw, probability, classes, id_column)

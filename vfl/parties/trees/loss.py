@@ -41,6 +41,18 @@ def _softmax(z: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=1, keepdims=True)
 
 
+def class_probabilities(raw: np.ndarray) -> np.ndarray:
+    """A classifier's probabilities (rows, classes) from its raw scores (rows, trees per iteration).
+
+    One tree per iteration (two classes): the sigmoid of the score is the second class's
+    probability; one per class: the softmax.
+    """
+    if raw.shape[1] == 1:
+        p = _sigmoid(raw[:, 0])
+        return np.column_stack([1 - p, p])
+    return _softmax(raw)
+
+
 class Loss:
     """What a boosting loss gives the label party; see the module docstring."""
 
