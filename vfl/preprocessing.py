@@ -409,8 +409,8 @@ class VerticalScorecard(BaseEstimator):
         with a model column) with its model columns."""
         take = getattr(self, "parties_", None) or [p for p in data.parties
                                                    if self.coders_[p].names or p == data.label_party]
-        return _dataset(data, {p: (self.coders_[p].transform(self._codes(data, p)), self.coders_[p].names)
-                               for p in data.parties if p in take})
+        return _dataset(data, {p: (run.model_rows(self._binners[p], self.coders_[p], _role_data(data, p), p),
+                                   self.coders_[p].names) for p in data.parties if p in take})
 
     def transform(self, data: VerticalDataset) -> VerticalDataset:
         """The model's columns: WOE values or bin indicators per party."""
