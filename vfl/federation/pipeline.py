@@ -99,7 +99,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                     summary["alignment"] = alignment
                 statistics = describe(data.features, data.columns)
                 summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
-                binner = credit_run.fit_binner(credit, data, role, kind == "label")
+                binner = credit_run.fit_binner(credit, data, role, kind == "label", scorecard=True)
                 codes = credit_run.bin_codes(binner, data, role)
                 if narrator:
                     narrator.say(f"binned its {len(data.columns)} columns: "

@@ -67,7 +67,7 @@ def event_classes(labels, role: str, strategy: str | None, scorecard: bool) -> n
     return classes
 
 
-def fit_binner(settings: CreditSettings, data, role: str, label: bool, scorecard: bool = True) -> Binner:
+def fit_binner(settings: CreditSettings, data, role: str, label: bool, *, scorecard: bool) -> Binner:
     """This party's own binning of its own columns (its thresholds stay with it).
 
     The label party's columns by ``settings.label_strategy`` (``"monotone"``: with
