@@ -43,21 +43,19 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, classes_line, label_metrics, plain
+from vfl.deploy.report import class_indices, classes_line, label_metrics
 from vfl.federation.runner import (agree_on_models, needs_data, report_training, score_rows, scoring_part,
                                   train_model)
 from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
 from vfl.parties.credit import shard as shards
-from vfl.parties.credit.feature_party import WOEFeatureParty
-from vfl.parties.credit.label_party import WOELabelParty
-from vfl.parties.credit.scorecard import Coder, flat_codes
+from vfl.parties.credit.scorecard import Coder
 from vfl.parties.credit.statistics import describe, population_stability
 from vfl.parties.scaling import Standardizer
 from vfl.protocols.linear.checks import check_score_span
-from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
 from vfl.protocols.fields import count, flag
+from vfl.runs import credit as credit_run
 
 #: The format of the checkpoint written after WOE/IV and selection.
 STEP_FORMAT = "vfl-pipeline-step/1"
@@ -101,15 +99,15 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                     summary["alignment"] = alignment
                 statistics = describe(data.features, data.columns)
                 summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
-                binner = _binner(credit, kind, data, role)
-                codes = binner.transform(data.features, f"party {role}", data.columns)
+                binner = credit_run.fit_binner(credit, data, role, kind == "label", scorecard=True)
+                codes = credit_run.bin_codes(binner, data, role)
                 if narrator:
                     narrator.say(f"binned its {len(data.columns)} columns: "
                                  f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
-                step = _woe_and_selection(ep, config, role, kind, data, binner, codes, step_path, fingerprint,
-                                          resume, narrator)
-                coder = _coder(credit, role, kind, binner, codes, step, data.columns)
-                coded = coder.transform(flat_codes(codes, binner.n_bins_, binner.missing_code))
+                step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
+                                          narrator)
+                coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
+                coded = coder.transform(codes)
                 scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
                 model_x = scaler.transform(coded) if scaler is not None else coded
                 _model_columns(ep, config, role, kind, data.n_rows, len(coder.names))
@@ -154,21 +152,7 @@ def _data(config: FederationConfig, role: str, kind: str, data_path, columns=Non
                     foreign=(config.label,) if kind == "feature" else (), missing=True)
 
 
-def _binner(credit, kind: str, data: PartyData, role: str) -> Binner:
-    """This party's own binning: the label party's columns by ``label_strategy`` (monotone: with its labels)."""
-    strategy = credit.label_strategy if kind == "label" else credit.strategy
-    events = None
-    if kind == "label":
-        classes = np.unique(data.labels)
-        if len(classes) != 2:
-            raise DataError(f"party {role}: the pipeline's scorecard scores one event class, but the label column "
-                            f"holds {len(classes)} classes ({', '.join(map(repr, classes[:5]))})")
-        events = data.labels == classes[1]
-    return Binner(credit.max_bins, strategy, credit.min_bin_fraction).fit(data.features, f"party {role}",
-                                                                          data.columns, events)
-
-
-def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner, codes,
+def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner,
                        path: Path, fingerprint: str, resume: bool, narrator) -> dict:
     """Steps 4: WOE/IV and selection between the data parties, or their saved result when every one has it."""
     credit, settings = config.pipeline, config.training
@@ -189,23 +173,14 @@ def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data:
             narrator.say("resume: WOE/IV and selection from its checkpoint")
         return saved
     if kind == "feature":
-        party = WOEFeatureParty(codes, binner, role, data.columns)
-        run_feature(ep, party, roster)
-        select_feature(ep, party, roster, credit.rules, data.features, credit.share_woe)
-        step = {"selected": party.selected.tolist(), "woe": None if party.woe is None else
-                [w.tolist() for w in party.woe], "iv": None if party.iv is None else party.iv.tolist()}
+        _, step = credit_run.train_feature(ep, data, role, binner, roster, credit)
     else:
-        party = WOELabelParty(codes, binner, data.labels, role, data.columns)
-        run_label(ep, party, roster, settings.key_bits, settings.insecure)
-        plan = select_label(ep, party, roster, credit.rules, data.features, credit.share_woe)
-        empty = [k for k in roster.features if not plan[k].any()]
+        _, step = credit_run.train_label(ep, data, role, binner, roster, credit, settings.key_bits, settings.insecure)
+        plan = step["plan"]
+        empty = [k for k in roster.features if not any(plan[k])]
         if empty:
             raise DataError(f"party {role}: no column of {', '.join(empty)} was selected; every feature party must "
                             "keep a column for the model (lower iv_threshold, or raise top_k)")
-        step = {"selected": plan[role].tolist(), "woe": [t["woe"][:, 0].tolist() for t in party.tables[role]],
-                "iv": {k: party.ivs(k).tolist() for k in roster.data_parties},
-                "plan": {k: plan[k].tolist() for k in roster.data_parties},
-                "classes": [plain(c) for c in party.classes]}
     write_json(path, {"format": STEP_FORMAT, "party": role, "fingerprint": fingerprint, "step": step}, private=True)
     return step
 
@@ -222,18 +197,11 @@ def _load_step(path: Path, role: str, fingerprint: str) -> dict | None:
     return saved["step"]
 
 
-def _coder(credit, role: str, kind: str, binner: Binner, codes, step: dict, columns) -> Coder:
-    """This party's model columns: WOE values (the label party; a feature party given them), else bin indicators."""
+def _coder(credit, role: str, binner: Binner, codes, step: dict, columns, roster) -> Coder:
+    """This party's model columns (:func:`vfl.runs.credit.model_coder`), refused when none is left."""
     selected = [j for j, s in enumerate(step["selected"]) if s]
-    sizes = (binner.n_bins_ + 1).tolist()
-    local = flat_codes(codes, binner.n_bins_, binner.missing_code)
-    counts = [np.bincount(local[:, j], minlength=sizes[j]) for j in selected]
-    if kind == "label" or credit.share_woe:
-        if step["woe"] is None:
-            raise ProtocolError(f"{role}: the plan came without the WOE values share_woe promises")
-        coder = Coder("woe", sizes, selected, columns, woe=[step["woe"][j] for j in selected])
-    else:
-        coder = Coder("bins", sizes, selected, columns, counts=counts)
+    coder = credit_run.model_coder(role, credit_run.coding(role, roster, credit.share_woe), binner, codes, selected,
+                                   columns, step["woe"])
     if not coder.names:
         raise DataError(f"party {role}: none of its selected columns has two bins with training rows, so none "
                         "enters the model")
@@ -270,18 +238,18 @@ def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binn
     coef = np.asarray(party.coef, dtype=np.float64)
     mean = scaler.mean if scaler is not None else np.zeros(len(coef))
     scale = scaler.scale if scaler is not None else np.ones(len(coef))
-    unscaled, constant = (scaler.unscale(coef) if scaler is not None else (coef, 0.0))
-    points = coder.points(unscaled, float(constant), credit.scale)
+    points = credit_run.points(coder, coef, None if scaler is None else scaler.mean,
+                               None if scaler is None else scaler.scale, credit.scale)
     model = {"columns": coder.names, "coef": coef.tolist(), "mean": np.asarray(mean).tolist(),
              "scale": np.asarray(scale).tolist()}
-    local = flat_codes(binner.transform(data.features), binner.n_bins_, binner.missing_code)
+    local = credit_run.bin_codes(binner, data, role)
     bin_counts = [np.bincount(local[:, j], minlength=int(binner.n_bins_[j]) + 1) for j in range(local.shape[1])]
     iv = step["iv"]
     scorecard = None
     if kind == "label":
         intercept = float(party.intercept)
         model.update(intercept=intercept, classes=step["classes"], label=config.label)
-        scorecard = dict(credit.scale.to_dict(), base_points=credit.scale.offset - credit.scale.factor * intercept)
+        scorecard = dict(credit.scale.to_dict(), base_points=credit_run.base_points(credit.scale, intercept))
     return shards.build(role, kind, data.columns, binner, bin_counts, coder, model, points, fingerprint, iv=iv,
                         scorecard=scorecard)
 
@@ -336,8 +304,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                     raise DataError(f"party {role}: the pipeline shards of {role} and {peer} come from trainings "
                                     "with different settings; use the shards of one training run")
             binner = Binner.from_dict(shard["binning"])
-            local = flat_codes(binner.transform(data.features, f"party {role}", data.columns), binner.n_bins_,
-                               binner.missing_code)
+            local = credit_run.bin_codes(binner, data, role)
             psi = pd.Series([population_stability(shard["bin_counts"][j],
                                                   np.bincount(local[:, j], minlength=len(shard["bin_counts"][j])))
                              for j in range(len(data.columns))], index=data.columns, name="psi")
