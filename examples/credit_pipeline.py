@@ -91,7 +91,7 @@ def write_csvs(folder: Path, rows: int, seed: int = 0) -> dict[str, Path]:
 
 def write_federation(folder: Path, key_bits: int) -> Path:
     """Certificates and a ``federation.toml`` with a ``[pipeline]`` table for telco, bank and a hub on 127.0.0.1."""
-    from vfl.federation.config import write_config
+    from vfl.deploy.config import write_config
     from vfl.transport.tls import write_federation_certs
 
     roles = {"telco": "feature", "bank": "label", "hub": "coordinator"}

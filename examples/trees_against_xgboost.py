@@ -3,7 +3,7 @@
     python examples/trees_against_xgboost.py --data DIR     # DIR: FATE's breast and default_credit hetero CSVs
 
 Prints, for every figure the docs quote, the training AUC of vfl's boosting (the
-pooled reference :func:`vfl.centralized_boosting.fit_boosting`, which the federated
+pooled reference :func:`vfl.centralized.trees.fit_boosting`, which the federated
 runs equal split for split, tested) and of XGBoost given the same bin codes as its
 features (so the cut points are the same), the same depth, learning rate, λ and
 ``min_child_weight``.  Without ``--data`` the FATE rows are skipped (scikit-learn's
@@ -39,8 +39,8 @@ def binned(tables):
 
 def vfl_raw(codes, binners, y, iterations: int, n_classes: int | None = None) -> np.ndarray:
     """The training raw scores of vfl's boosting on the pooled bins (what the federated run gives)."""
-    from vfl.centralized_boosting import fit_boosting
-    from vfl.protocols.boosting import BoostingSettings
+    from vfl.centralized.trees import fit_boosting
+    from vfl.protocols.trees import BoostingSettings
 
     settings = BoostingSettings(max_iter=iterations, insecure=True, key_bits=1024, **SETTINGS)
     return fit_boosting(codes, binners, y, settings, n_classes, seed=0)
@@ -48,7 +48,7 @@ def vfl_raw(codes, binners, y, iterations: int, n_classes: int | None = None) ->
 
 def vfl_scores(model, codes, binners) -> np.ndarray:
     """The raw scores of rows ``codes`` (binned by the training binners) under the pooled model."""
-    from vfl.centralized_boosting import tree_leaves
+    from vfl.centralized.trees import tree_leaves
 
     raw = np.tile(model.baseline, (len(codes[0]), 1))
     for trees, splits in zip(model.trees, model.splits):

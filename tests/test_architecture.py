@@ -8,6 +8,7 @@ import pytest
 import vfl
 
 ROOT = Path(vfl.__file__).parent
+REPOSITORY = ROOT.parent
 ORDER = ["crypto", "transport", "parties", "protocols"]
 # modules every layer may use
 SHARED = {"vfl.errors"}
@@ -59,19 +60,46 @@ def test_crypto_randomness_never_from_numpy():
 
 
 def test_fate_is_a_yardstick_never_a_dependency():
-    """FATE's side of the benchmarks runs under FATE's own interpreter: vfl imports neither FATE nor those
-    scripts, and their folder is no package (pytest and vfl's imports never load it)."""
-    fate_side = ROOT / "bench" / "fate_side"
+    """FATE's side of the benchmarks runs under FATE's own interpreter: neither vfl nor the benchmarks import
+    FATE or those scripts, and their folder is no package (pytest and vfl's imports never load it)."""
+    fate_side = REPOSITORY / "benchmarks" / "fate_side"
     assert not (fate_side / "__init__.py").exists()
     scripts = {path.stem for path in fate_side.glob("*.py")}
     assert {"fate_common", "fate_lr", "fate_secureboost", "fate_sshe_lr"} <= scripts
-    for path in ROOT.rglob("*.py"):
+    for path in [*ROOT.rglob("*.py"), *(REPOSITORY / "benchmarks").rglob("*.py")]:
         if fate_side in path.parents:
             continue
-        for node in ast.walk(ast.parse(path.read_text())):
-            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
-                     [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-            for name in names:
-                top = name.split(".")[0]
-                assert top != "fate" and top not in scripts, f"{path.relative_to(ROOT)} imports {name}"
-                assert "fate_side" not in name, f"{path.relative_to(ROOT)} imports {name}"
+        for name in imported_names(path):
+            top = name.split(".")[0]
+            assert top != "fate" and top not in scripts, f"{path} imports {name}"
+            assert "fate_side" not in name, f"{path} imports {name}"
+
+
+def imported_names(path: Path) -> list[str]:
+    names = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        names += ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                  [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else [])
+    return names
+
+
+def test_the_library_ships_without_its_benchmarks_and_their_tools():
+    """The benchmarks live beside the package, not in it: nothing in vfl imports them, nor psutil or matplotlib
+    (extras: ``bench``, ``plot``), and no default names a path of one machine."""
+    assert not (ROOT / "bench").exists()
+    for path in ROOT.rglob("*.py"):
+        for name in imported_names(path):
+            assert name.split(".")[0] not in {"benchmarks", "psutil", "matplotlib"}, f"{path.relative_to(ROOT)} imports {name}"
+    for path in (REPOSITORY / "benchmarks").rglob("*.py"):
+        assert "/work/" not in path.read_text(), f"{path.relative_to(REPOSITORY)} names a path of one machine"
+
+
+@pytest.mark.parametrize("face, other", [("serving", "federation"), ("federation", "serving")])
+def test_the_deployment_faces_never_import_each_other(face, other):
+    """``vfl serve`` and ``vfl party`` share what they both need through :mod:`vfl.deploy`, below both."""
+    for path in (ROOT / face).rglob("*.py"):
+        for name in imported_names(path):
+            assert not name.startswith(f"vfl.{other}"), f"{path.relative_to(ROOT)} imports {name}"
+    for path in (ROOT / "deploy").rglob("*.py"):
+        for name in imported_names(path):
+            assert not name.startswith(("vfl.serving", "vfl.federation")), f"{path.relative_to(ROOT)} imports {name}"

@@ -250,7 +250,7 @@ def test_a_growing_loss_stops_the_run_with_a_clear_error():
 
 
 def test_diverged_rule():
-    from vfl.protocols.training import diverged
+    from vfl.protocols.linear.training import diverged
 
     assert diverged([0.7, 0.6, 0.5]) is None
     assert diverged([0.7, 0.8, 0.9, 1.0, 1.1, 1.2]) is None                 # rising, but not yet twice the minimum
@@ -272,7 +272,7 @@ def test_not_converging_within_max_iter_warns_like_scikit_learn(vertical_data):
 def test_values_beyond_the_feature_bound_of_a_short_key_are_refused():
     """Features that fit one encoding but exceed the public bound that rules out wrap-around in ``X^T d``.
 
-    (Before the bound, such values trained a wrong model without an error: tests/test_fixed_point_range.py
+    (Before the bound, such values trained a wrong model without an error: tests/linear/test_fixed_point_range.py
     shows that values just inside the bound still decrypt exactly.)"""
     rng = np.random.default_rng(1)
     a = pd.DataFrame(rng.normal(size=(30, 2)) * [1e70, 1.0], columns=["big", "a1"])

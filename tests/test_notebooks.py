@@ -19,6 +19,8 @@ from nbclient import NotebookClient
 
 import vfl
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 FOLDER = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("*.ipynb"))
 EXPECTED = {"01_protocol_step_by_step", "02_what_each_party_sees", "03_attacks", "04_vertical_vs_horizontal",

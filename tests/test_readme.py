@@ -25,8 +25,8 @@ def test_readme_quickstart_runs_as_written(capsys):
 def test_readme_federation_toml_loads_as_written(tmp_path):
     """The README's federation.toml is a whole file: vfl party reads it as written, and the [training] it
     leaves out means the defaults (logistic regression, full batches, 2048-bit keys)."""
-    from vfl.federation.config import load_config
-    from vfl.protocols.settings import TrainingSettings
+    from vfl.deploy.config import load_config
+    from vfl.protocols.linear.settings import TrainingSettings
 
     blocks = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), flags=re.S)
     snippet = next(b for b in blocks if "[parties." in b)

@@ -1,7 +1,7 @@
 """One set of checks on a party's table, shared by the in-process API and the ``vfl`` command.
 
 :class:`vfl.VerticalDataset` (and :func:`vfl.psi.intersect`) and the CSV reader
-of ``vfl party`` (:func:`vfl.federation.data.load_csv`) call these functions,
+of ``vfl party`` (:func:`vfl.deploy.data.load_csv`) call these functions,
 so a bad table is refused the same way on both paths, each message naming the
 party, the column and the row (and its id where there is one):
 

@@ -1,9 +1,10 @@
 """Scikit-learn style gradient-boosted trees across parties (SecureBoost, Cheng et al. 2019).
 
-Thin: they validate, build the parties, run the boosting protocol in-process
-(:mod:`vfl.protocols.boosting`) and expose the fitted attributes.  Parameter
+Thin: they validate their parameters, hand every party's data to the family's run
+(:mod:`vfl.runs.trees`, the same run ``vfl party`` uses) in threads, and expose
+the fitted attributes.  Parameter
 names follow scikit-learn's ``HistGradientBoostingClassifier``; the arithmetic
-lives in :mod:`vfl.parties.boosting`, and :mod:`vfl.centralized_boosting` is
+lives in :mod:`vfl.parties.trees`, and :mod:`vfl.centralized.trees` is
 the same boosting on the pooled table, which the federated trees equal split
 for split.
 """
@@ -14,15 +15,16 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import inprocess
 from vfl.crypto import compute, get_engine
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties.boosting.feature_party import BoostingFeatureParty
-from vfl.parties.boosting.label_party import BoostingLabelParty
+from vfl.parties.trees.label_party import TreeLabelParty
+from vfl.parties.trees.loss import class_probabilities
 from vfl.protocols import Roster
 from vfl.progressbar import ProgressBar, check_verbose
-from vfl.protocols.boosting import BoostingSettings
+from vfl.protocols.trees import BoostingSettings
+from vfl.runs import trees as run
+from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
 
 
@@ -98,32 +100,34 @@ class _VerticalGradientBoosting(BaseEstimator):
         self._check_run_params()
         data.require_label()
         roster = Roster(data.feature_parties, data.label_party, None)
-        parties = {k: BoostingFeatureParty(data.features(k), k, data.columns(k), max_bins=settings.max_bins)
-                   for k in roster.features}
-        label = BoostingLabelParty(data.features(roster.label), data.labels, roster.label,
-                                   data.columns(roster.label), max_bins=settings.max_bins)
-        parties[roster.label] = label
+        roles = {name: run.RoleData(data.columns(name), data.features(name),
+                                    data.labels if name == roster.label else None) for name in roster.data_parties}
         self.transcript_ = Transcript()
+        held = {}
         with ProgressBar(self.verbose, settings.max_iter, "vfl boosting", "iteration") as bar:
             def on_iteration(iteration: int, state: dict) -> None:
-                bar.step(_training_loss(label) if bar.shown else None)
+                bar.step(_training_loss(held["label"]) if bar.shown else None)
 
-            result = inprocess.boost(parties, settings, roster, self.transcript_, engine=self.engine,
-                                     n_jobs=self.n_jobs, on_iteration=on_iteration)
-        self._parties = parties
+            results = run_in_threads(roster, run.training_programs(roles, settings, roster, engine=self.engine,
+                                                                   on_iteration=on_iteration,
+                                                                   on_party=lambda p: held.update(label=p)),
+                                     self.transcript_, n_jobs=self.n_jobs)
+        result = results[roster.label]
+        label = result.party
+        self._parties = {name: results[name].party for name in roster.data_parties}
         self._roster = roster
         self.label_party_ = roster.label
         self.feature_parties_ = roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
-        self.n_iter_ = result["n_iter"]
-        self._seed_ = result["seed"]
+        self.n_iter_ = result.n_iter
+        self._seed_ = result.seed
         self.n_trees_per_iteration_ = label.n_trees
-        self.validation_score_ = np.asarray(result["validation_scores"], dtype=np.float64)
+        self.validation_score_ = np.asarray(result.validation_scores, dtype=np.float64)
         self.baseline_ = label.baseline.copy()
         self._after_fit(label)
         return self
 
-    def _after_fit(self, label: BoostingLabelParty) -> None:
+    def _after_fit(self, label: TreeLabelParty) -> None:
         pass
 
     @property
@@ -166,7 +170,7 @@ class _VerticalGradientBoosting(BaseEstimator):
             raise DataError(f"prediction data has parties {list(data.parties)}, "
                             f"the model was trained with {list(self.feature_names_)}")
         self._check_run_params()
-        codes = {}
+        roles = {}
         for name, trained in self.feature_names_.items():
             given = data.columns(name)
             if not (data.positional.get(name) and len(given) == len(trained)) and given != trained:
@@ -174,8 +178,10 @@ class _VerticalGradientBoosting(BaseEstimator):
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
-            codes[name] = self._parties[name].bin_new(data.features(name))
-        return inprocess.predict_boosted(self._parties, codes, self._roster, n_jobs=self.n_jobs)
+            roles[name] = run.RoleData(given, data.features(name))
+        roster = self._roster.without_coordinator()
+        return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster),
+                              n_jobs=self.n_jobs)[roster.label]
 
 
 class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
@@ -187,7 +193,7 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
     learns); the label party encrypts gradients and hessians under its own
     Paillier key, the feature parties return encrypted sums of their split
     candidates (shuffled), and the label party picks every split.  The trees
-    equal those of :func:`vfl.centralized_boosting.fit_boosting` on the pooled
+    equal those of :func:`vfl.centralized.trees.fit_boosting` on the pooled
     bins, split for split.
 
     Parameters
@@ -255,7 +261,7 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
 
     _loss = "log_loss"
 
-    def _after_fit(self, label: BoostingLabelParty) -> None:
+    def _after_fit(self, label: TreeLabelParty) -> None:
         self.classes_ = label.classes.copy()
 
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
@@ -265,12 +271,7 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         """Class probabilities, shape (n, n_classes), as scikit-learn's classifiers."""
-        raw = self._raw(data)
-        if raw.shape[1] == 1:
-            p = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
-            return np.column_stack([1 - p, p])
-        e = np.exp(raw - raw.max(axis=1, keepdims=True))
-        return e / e.sum(axis=1, keepdims=True)
+        return class_probabilities(self._raw(data))
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
         proba = self.predict_proba(data)
@@ -288,7 +289,7 @@ class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
 
     The same parameters as :class:`VerticalGradientBoostingClassifier`, with
     ``scoring`` one of ``"loss"`` and ``"r2"``.  The label party scales its
-    targets by a power of two privately (see :mod:`vfl.parties.boosting.loss`),
+    targets by a power of two privately (see :mod:`vfl.parties.trees.loss`),
     which changes no split.
     """
 
@@ -304,7 +305,7 @@ class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
         return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))
 
 
-def _training_loss(label: BoostingLabelParty) -> float:
+def _training_loss(label) -> float:
     """The label party's loss on its training rows (what the progress bar shows after each iteration)."""
     rows = label.train_rows
     return float(label.loss.loss(label.raw[rows], label.y[rows]))

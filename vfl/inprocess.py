@@ -17,21 +17,14 @@ from typing import Mapping
 
 import numpy as np
 
-from vfl.crypto import compute
 from vfl.parties import Coordinator, FeatureParty
-from vfl.parties.packed import DEFAULT_SCORE_BOUND
+from vfl.parties.linear.packed import DEFAULT_SCORE_BOUND
 from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
                            run_c)
-from vfl.protocols import shared as shared_protocol
-from vfl.protocols.checks import check_run
-from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
-
-
-def _endpoints(roster: Roster, transcript: Transcript, on_message=None) -> tuple[InProcessNetwork, dict]:
-    network = InProcessNetwork(roster.everyone)
-    endpoints = {name: Endpoint(network.transport(name), roster.peers(name), transcript, on_message=on_message)
-                 for name in roster.everyone}
-    return network, endpoints
+from vfl.protocols.linear import shared as shared_protocol
+from vfl.protocols.linear.checks import check_run
+from vfl.runs.threads import run_in_threads
+from vfl.transport import Transcript
 
 
 def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, settings: TrainingSettings,
@@ -44,7 +37,7 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
     parties : mapping of name to party
         Every data party of ``roster``: a :class:`~vfl.parties.PartyA` per feature
         party and the :class:`~vfl.parties.PartyB`, named as in ``roster``.  Refused
-        (:func:`vfl.protocols.checks.check_run`): other names, logistic targets other
+        (:func:`vfl.protocols.linear.checks.check_run`): other names, logistic targets other
         than -1/+1, a coordinator whose key size is not the settings'.
     on_epoch : callable, optional
         ``on_epoch(epoch, loss)`` as C completes each epoch.
@@ -53,17 +46,14 @@ def train(parties: Mapping[str, FeatureParty], coordinator: Coordinator, setting
         :func:`vfl.crypto.compute.capture`).
     """
     check_run(parties, roster, settings, coordinator)
-    plan = compute.capture(n_jobs)
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript, on_message)
     c_epoch = (lambda epoch, state: on_epoch(epoch, state["loss_curve"][-1])) if on_epoch else None
-    programs = {name: (lambda name=name: run_a(ep[name], parties[name], settings, engine=engine, roster=roster))
+    programs = {name: (lambda ep, name=name: run_a(ep, parties[name], settings, engine=engine, roster=roster))
                 for name in roster.features}
-    programs[roster.label] = lambda: run_b(ep[roster.label], parties[roster.label], settings, engine=engine,
+    programs[roster.label] = lambda ep: run_b(ep, parties[roster.label], settings, engine=engine,
                                            roster=roster)
-    programs[roster.coordinator] = lambda: run_c(ep[roster.coordinator], coordinator, settings, on_epoch=c_epoch,
+    programs[roster.coordinator] = lambda ep: run_c(ep, coordinator, settings, on_epoch=c_epoch,
                                                  roster=roster)
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.coordinator]
+    return run_in_threads(roster, programs, transcript, on_message, n_jobs)[roster.coordinator]
 
 
 def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, features: Mapping[str, np.ndarray],
@@ -73,30 +63,27 @@ def predict(parties: Mapping[str, FeatureParty], coordinator: Coordinator, featu
     """Scores ``z`` of new rows (``features`` by party name), as the label party learns them.
 
     ``packing`` runs the packed private prediction, its slots sized from the
-    declared ``score_bound`` (default :data:`vfl.parties.packed.DEFAULT_SCORE_BOUND`).
+    declared ``score_bound`` (default :data:`vfl.parties.linear.packed.DEFAULT_SCORE_BOUND`).
     ``shared`` scores a model that stayed shared (``reveal="never"``): each party
     holds its share (``party.share``) and the coordinator its own (``coordinator.shares``).
     ``n_jobs`` as for :func:`train`.
     """
-    plan = compute.capture(n_jobs)
     packed = {"packing": packing, "score_bound": DEFAULT_SCORE_BOUND if score_bound is None else score_bound}
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript)
     if shared:
-        programs = {name: (lambda name=name: shared_protocol.predict_a(ep[name], parties[name], features[name],
+        programs = {name: (lambda ep, name=name: shared_protocol.predict_a(ep, parties[name], features[name],
                                                                        frac_bits, engine, roster))
                     for name in roster.features}
-        programs[roster.label] = lambda: shared_protocol.predict_b(ep[roster.label], parties[roster.label],
+        programs[roster.label] = lambda ep: shared_protocol.predict_b(ep, parties[roster.label],
                                                                    features[roster.label], frac_bits, engine, roster)
-        programs[roster.coordinator] = lambda: shared_protocol.predict_c(ep[roster.coordinator], coordinator, roster)
+        programs[roster.coordinator] = lambda ep: shared_protocol.predict_c(ep, coordinator, roster)
     else:
-        programs = {name: (lambda name=name: predict_a(ep[name], parties[name], features[name], mode, frac_bits,
+        programs = {name: (lambda ep, name=name: predict_a(ep, parties[name], features[name], mode, frac_bits,
                                                        engine, roster, **packed))
                     for name in roster.features}
-        programs[roster.label] = lambda: predict_b(ep[roster.label], parties[roster.label], features[roster.label],
+        programs[roster.label] = lambda ep: predict_b(ep, parties[roster.label], features[roster.label],
                                                    mode, frac_bits, engine, roster, **packed)
-        programs[roster.coordinator] = lambda: predict_c(ep[roster.coordinator], coordinator, mode, roster, **packed)
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+        programs[roster.coordinator] = lambda ep: predict_c(ep, coordinator, mode, roster, **packed)
+    return run_in_threads(roster, programs, transcript, n_jobs=n_jobs)[roster.label]
 
 
 def boost(parties: Mapping[str, object], settings, roster: Roster, transcript: Transcript | None = None,
@@ -104,37 +91,32 @@ def boost(parties: Mapping[str, object], settings, roster: Roster, transcript: T
     """Gradient boosting in-process (no coordinator); returns the label party's result.
 
     ``parties`` maps every data party's name to its
-    :class:`~vfl.parties.boosting.BoostingFeatureParty` or, for ``roster.label``, its
-    :class:`~vfl.parties.boosting.BoostingLabelParty`.  ``on_iteration(iteration,
-    state)`` is called with the label party's state after each iteration.
+    :class:`~vfl.parties.trees.BoostingFeatureParty` or, for ``roster.label``, its
+    :class:`~vfl.parties.trees.BoostingLabelParty`.  ``on_iteration(iteration,
+    state)`` is called with the label party's state after each iteration.  The estimators
+    run :mod:`vfl.runs.trees` instead, which builds and checks the parties from their data.
     """
-    from vfl.protocols.boosting import run_feature, run_label
+    from vfl.protocols.trees import run_feature, run_label
 
     roster = roster.without_coordinator()
-    plan = compute.capture(n_jobs)
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript, on_message)
-    programs = {name: (lambda name=name: run_feature(ep[name], parties[name], settings, roster, engine=engine))
+    programs = {name: (lambda ep, name=name: run_feature(ep, parties[name], settings, roster, engine=engine))
                 for name in roster.features}
-    programs[roster.label] = lambda: run_label(ep[roster.label], parties[roster.label], settings, roster,
+    programs[roster.label] = lambda ep: run_label(ep, parties[roster.label], settings, roster,
                                                on_iteration=on_iteration, engine=engine)
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+    return run_in_threads(roster, programs, transcript, on_message, n_jobs)[roster.label]
 
 
 def predict_boosted(parties: Mapping[str, object], codes: Mapping[str, np.ndarray], roster: Roster,
                     transcript: Transcript | None = None, n_jobs=None) -> np.ndarray:
     """Raw scores (rows, trees per iteration) of new rows (``codes``: each party's binned rows), at the label party."""
-    from vfl.protocols.boosting import predict_feature, predict_label
+    from vfl.protocols.trees import predict_feature, predict_label
 
     roster = roster.without_coordinator()
-    plan = compute.capture(n_jobs)
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript)
-    programs = {name: (lambda name=name: predict_feature(ep[name], parties[name], codes[name], roster))
+    programs = {name: (lambda ep, name=name: predict_feature(ep, parties[name], codes[name], roster))
                 for name in roster.features}
-    programs[roster.label] = lambda: predict_label(ep[roster.label], parties[roster.label], codes[roster.label],
+    programs[roster.label] = lambda ep: predict_label(ep, parties[roster.label], codes[roster.label],
                                                    roster)
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+    return run_in_threads(roster, programs, transcript, n_jobs=n_jobs)[roster.label]
 
 
 def woe(parties: Mapping[str, object], roster: Roster, key_bits: int = 2048, insecure: bool = False,
@@ -149,14 +131,11 @@ def woe(parties: Mapping[str, object], roster: Roster, key_bits: int = 2048, ins
     from vfl.protocols.credit.woe import CHUNK_ROWS
 
     roster = roster.without_coordinator()
-    plan = compute.capture(n_jobs)
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript)
-    programs = {name: (lambda name=name: run_feature(ep[name], parties[name], roster, engine=engine))
+    programs = {name: (lambda ep, name=name: run_feature(ep, parties[name], roster, engine=engine))
                 for name in roster.features}
-    programs[roster.label] = lambda: run_label(ep[roster.label], parties[roster.label], roster, key_bits, insecure,
+    programs[roster.label] = lambda ep: run_label(ep, parties[roster.label], roster, key_bits, insecure,
                                                engine, chunk_rows or CHUNK_ROWS)
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+    return run_in_threads(roster, programs, transcript, n_jobs=n_jobs)[roster.label]
 
 
 def select(parties: Mapping[str, object], features: Mapping[str, np.ndarray], roster: Roster, rules,
@@ -168,15 +147,12 @@ def select(parties: Mapping[str, object], features: Mapping[str, np.ndarray], ro
     from vfl.protocols.credit import select_feature, select_label
 
     roster = roster.without_coordinator()
-    plan = compute.capture(n_jobs)
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript)
-    programs = {name: (lambda name=name: select_feature(ep[name], parties[name], roster, rules, features[name],
+    programs = {name: (lambda ep, name=name: select_feature(ep, parties[name], roster, rules, features[name],
                                                         share_woe))
                 for name in roster.features}
-    programs[roster.label] = lambda: select_label(ep[roster.label], parties[roster.label], roster, rules,
+    programs[roster.label] = lambda ep: select_label(ep, parties[roster.label], roster, rules,
                                                   features[roster.label], share_woe)
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})[roster.label]
+    return run_in_threads(roster, programs, transcript, n_jobs=n_jobs)[roster.label]
 
 
 def pearson(x_holder: np.ndarray, x_peer: np.ndarray, holder: str = "B", peer: str = "A", key_bits: int = 2048,
@@ -188,9 +164,6 @@ def pearson(x_holder: np.ndarray, x_peer: np.ndarray, holder: str = "B", peer: s
     roster = Roster((peer,), holder, None)
     public, private = generate_keypair(key_bits, insecure=insecure)
     context = Context(public, FixedPoint(), private_key=private, engine=engine)
-    plan = compute.capture(n_jobs)
-    transcript = transcript if transcript is not None else Transcript()
-    network, ep = _endpoints(roster, transcript)
-    programs = {holder: lambda: pearson_holder(ep[holder], peer, context, x_holder),
-                peer: lambda: pearson_peer(ep[peer], holder, x_peer, peer, engine)}
-    return run_roles(network, {name: compute.bind(p, plan) for name, p in programs.items()})
+    programs = {holder: lambda ep: pearson_holder(ep, peer, context, x_holder),
+                peer: lambda ep: pearson_peer(ep, holder, x_peer, peer, engine)}
+    return run_in_threads(roster, programs, transcript, n_jobs=n_jobs)

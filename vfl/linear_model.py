@@ -1,7 +1,9 @@
 """Scikit-learn style estimators over the three-party protocol.
 
-Thin: they validate, build the parties, run the protocol in-process and expose
-the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
+Thin: they validate their parameters, hand each party's columns to the roles'
+runs of :mod:`vfl.runs.linear` (the same runs ``vfl party`` and ``vfl predict``
+use), run them in threads (:mod:`vfl.runs.threads`) and expose the fitted
+attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 ``transcript_``).  The mathematics lives in :mod:`vfl.parties` and
 :mod:`vfl.protocols`.
 """
@@ -9,33 +11,32 @@ the fitted attributes (``coef_``, ``intercept_``, ``n_iter_``, ``loss_curve_``,
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import secrets
 import warnings
+from functools import partial
 
 import numpy as np
-import pandas as pd
 from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import inprocess
 from vfl.crypto import FixedPoint, compute, get_engine
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
+from vfl.parties import Coordinator, dp, targets
 from vfl.parties.scaling import Standardizer
-from vfl.parties.shareholders import CoordinatorShares, whole
-from vfl.parties.shares import WeightShare
+from vfl.parties.linear.shareholders import whole
+from vfl.protocols import Roster, TrainingSettings
+from vfl.protocols.linear.inference import MODES
+from vfl.runs import linear as run_linear
+from vfl.runs.linear import RoleData, check_warm_models, scaled
+from vfl.runs.threads import run_in_threads
 from vfl.progressbar import ProgressBar, check_verbose
-from vfl.protocols import Roster, TrainingSettings, check_batch_size, check_gradient_equations
-from vfl.protocols.checks import check_validation_split, warn_mini_batch_labels
-from vfl.protocols.inference import MODES
-from vfl.protocols.span import SpanLedger, check_release, check_training, column_rank, raw_directions
+from vfl.protocols.span import SpanLedger
 from vfl.transport import Transcript
 
 
-#: How the parties turn gradients into weights (see :mod:`vfl.parties.optim`); scikit-learn's names.
+#: How the parties turn gradients into weights (see :mod:`vfl.parties.linear.optim`); scikit-learn's names.
 _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
                   "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "rho", "early_stopping",
                   "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound",
@@ -150,27 +151,50 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
         data.require_label()
         roster = _roster(data.feature_parties, data.label_party)
-        model_targets = self._targets(data.labels, roster.label)
-        if validation is None:
-            check_validation_split(data.n_rows, settings, {name: len(data.columns(name)) + (name == roster.label)
-                                                           for name in roster.data_parties})
-        warn_mini_batch_labels(settings, data.n_rows)
-        weights = row_weights(data.labels, self.class_weight, sample_weight, roster.label)
-        starts = self._warm_starts(data, roster, len(model_targets))
-        scalers = self._scalers(data, roster, continuing=starts[0] is not None)
-        features = {name: _scaled(scalers, name, data.features(name), data.columns(name))
-                    for name in roster.data_parties}
-        span = self._score_span_before_training(data, roster, len(model_targets))
+        allowed = self._allowed_score_span(roster)
+        if validation is not None:
+            self._check_validation(validation, data, roster)
+        warm = self._warm(data, roster)
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
-        models, transcripts = [], []
-        for index, (target, start) in enumerate(zip(model_targets, starts)):
-            # one-vs-rest: one binary model per class, all under C's one key, on the same aligned rows
-            model, transcript = self._fit_binary(data, features, roster, target, start, settings, coordinator,
-                                                 validation, index, len(model_targets), weights, scalers)
-            models.append(model)
-            transcripts.append(transcript.assign(model=index) if len(model_targets) > 1 else transcript)
+        peer_columns = {name: len(data.columns(name)) for name in roster.features}
+        programs, scopes, span_model = {}, {}, secrets.token_hex(8)   # each feature party's score-span ledger
+        for name in roster.data_parties:
+            label = name == roster.label
+            own = RoleData(data.columns(name), np.asarray(data.features(name), dtype=np.float64),
+                           data.labels if label else None, sample_weight if label else None)
+            hooks = dict(scaler=warm["scalers"][name] if warm and warm["scalers"] else None,
+                         starts=self._starts_hook(warm, roster, name) if warm else None,
+                         validation=self._validation_hook(validation, name, label) if validation is not None else None,
+                         engine=self.engine)
+            if label:
+                programs[name] = partial(run_linear.train_label, data=own, settings=settings, roster=roster,
+                                         peer_columns=peer_columns, **hooks)
+            else:
+                scopes[name] = run_linear.span_scope(roster.label, own)
+                programs[name] = partial(run_linear.train_feature, data=own, settings=settings, roster=roster,
+                                         allow_score_span=name in allowed, span_how=f"allow_score_span=[{name!r}]",
+                                         span_model=span_model, **hooks)
+        bars = _Bars(self.verbose, self.max_iter)
+        programs[roster.coordinator] = partial(run_linear.train_coordinator, coordinator=coordinator,
+                                               settings=settings, roster=roster, on_model=bars.on_model)
+        transcript = Transcript()
+        try:
+            trained = run_in_threads(roster, programs, transcript, n_jobs=self.n_jobs)
+        finally:
+            bars.close()
+        self._set_fitted(trained, roster, data, settings, coordinator, transcript)
+        # in-process, each feature party's ledger is this process's, per data set: prediction releases scores
+        self._score_span = {"scopes": scopes, "model": span_model}
+        return self
 
-        self._score_span = span
+    def _set_fitted(self, trained: dict, roster: Roster, data: VerticalDataset, settings, coordinator: Coordinator,
+                    transcript: Transcript) -> None:
+        """The fitted attributes from every role's run (``trained``, by party name)."""
+        label = trained[roster.label]
+        models = [self._model(trained, roster, index, settings, coordinator) for index in range(label.n_models)]
+        scalers = {name: trained[name].scaler for name in roster.data_parties} if self.standardize else None
+        if label.classes is not None:
+            self.classes_ = label.classes
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
         self.solver_ = "cg" if settings.conjugate else "gd"
@@ -195,7 +219,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.validation_scores_ = (None if not self.early_stopping else models[0]["validation_scores"] if one
                                    else [m["validation_scores"] for m in models])
         self.best_iteration_ = None if not self.early_stopping else stack("best_iteration")
-        self.transcript_ = transcripts[0] if one else pd.concat(transcripts, ignore_index=True)
+        self.transcript_ = transcript.to_frame()
         self.model_shares_ = [m["shares"] for m in models] if settings.reveal == "never" else None
         # Prediction needs the weights (above) and C's key pair, not the training rows: keep only the
         # coordinator, in memory (never pickled, see __getstate__).
@@ -207,45 +231,15 @@ class _VerticalLinearModel(BaseEstimator):
             else:
                 warnings.warn(f"{type(self).__name__} reached max_iter={self.max_iter} epochs before the loss changed "
                               f"by less than tol={self.tol:g}; {_convergence_advice(models)}", ConvergenceWarning)
-        return self
 
-    def _fit_binary(self, data: VerticalDataset, features: dict, roster: Roster, target: np.ndarray,
-                    start: dict | None, settings, coordinator: Coordinator, validation, index: int, n_models: int,
-                    weights: np.ndarray | None = None, scalers: dict | None = None) -> tuple[dict, object]:
-        """One model (of ``n_models`` one-vs-rest models) trained on ``target``; its figures and transcript.
-
-        ``features`` are each party's training columns, standardized by its own scaler (``scalers``) if any.
-        """
-        parties = {name: PartyA(features[name], role=name, columns=data.columns(name)) for name in roster.features}
-        party_b = parties[roster.label] = PartyB(features[roster.label], target, fit_intercept=self.fit_intercept,
-                                                 role=roster.label, columns=data.columns(roster.label))
-        party_b.dp_models = n_models
-        if weights is not None:
-            party_b.set_weights(weights)
-        for name, party in parties.items():
-            if start is not None:
-                party.warm_params = start[name]
-        if validation is not None:
-            self._give_validation(validation, data, parties, roster, index, n_models, scalers)
-        if index == 0 and not settings.shared:     # the shared protocol hands no party a gradient to solve
-            for party in parties.values():
-                check_batch_size(party.role, party.n_rows, self.batch_size, party.n_gradient_values)
-            if not settings.dp:
-                check_gradient_equations(data.n_rows, self.batch_size, self.max_iter,
-                                         {name: party.n_features for name, party in parties.items()},
-                                         roster.label, self.fit_intercept)
-        transcript = Transcript()
-        progress = _progress(self.verbose, self.max_iter)
-        try:
-            result = inprocess.train(parties, coordinator, settings, transcript, self.engine,
-                                     on_epoch=lambda epoch, loss: progress.step(loss), roster=roster,
-                                     n_jobs=self.n_jobs)
-        finally:
-            progress.close()
+    def _model(self, trained: dict, roster: Roster, index: int, settings, coordinator: Coordinator) -> dict:
+        """One model's figures (of the one-vs-rest models), from every role's run."""
+        parties = {name: trained[name].parties[index] for name in roster.data_parties}
+        party_b, result = parties[roster.label], trained[roster.coordinator].results[index]
         shares = None
         if settings.shared and settings.reveal == "never":     # no party learnt its weights; in-process, we hold all
             shares = {"parties": {name: party.share.state() for name, party in parties.items()},
-                      "coordinator": coordinator.shares.state()}
+                      "coordinator": trained[roster.coordinator].shares[index]}
             for name, party in parties.items():
                 party.params = whole(shares["parties"][name], shares["coordinator"][name], self.frac_bits)
         return {"coef": {name: party.coef for name, party in parties.items()}, "intercept": party_b.intercept,
@@ -258,40 +252,31 @@ class _VerticalLinearModel(BaseEstimator):
                 "noise_std": party_b.noise_std,
                 "validation_scores": np.asarray(result["validation_scores"] if settings.shared
                                                 else party_b.validation_scores),
-                "best_iteration": result["best_epoch"] + 1}, transcript.to_frame()
+                "best_iteration": result["best_epoch"] + 1}
 
-    def _warm_starts(self, data: VerticalDataset, roster: Roster, n_models: int) -> list:
-        """With ``warm_start`` and a fitted model of the same shape: each model's start, by party."""
+    def _warm(self, data: VerticalDataset, roster: Roster) -> dict | None:
+        """With ``warm_start`` and a fitted model of the same parties and columns: what the run continues."""
         if not self.warm_start or not hasattr(self, "coef_"):
-            return [None] * n_models
+            return None
         if self.reveal == "never":
             raise ConfigurationError("warm_start continues from each party's weights, and with reveal='never' no "
                                      "party holds its weights: set warm_start=False, or reveal='respectively'")
         _check_warm_start(self.feature_names_, self.label_party_, {n: data.columns(n) for n in data.parties},
                          roster.label)
-        intercepts = np.atleast_1d(self.intercept_)
-        if len(intercepts) != n_models:
-            raise DataError(f"party {roster.label}: warm_start continues a fitted model of {len(intercepts)} "
-                            f"model(s) (one per class); this data trains {n_models}: fit it on data with the same "
-                            "classes (or set warm_start=False)")
-        starts = []
-        for index in range(n_models):
-            start = {name: np.atleast_2d(self.coef_[name])[index].copy() for name in roster.features}
-            own = np.atleast_2d(self.coef_[roster.label])[index]
-            start[roster.label] = np.append(own, intercepts[index]) if self.fit_intercept else own.copy()
-            starts.append(start)
+        return {"scalers": self._fitted_scalers(), "intercepts": np.atleast_1d(self.intercept_),
+                "classes": getattr(self, "classes_", None)}
+
+    def _starts_hook(self, warm: dict, roster: Roster, name: str):
+        """Party ``name``'s warm start: its fitted weights per model (the label party's with the intercept)."""
+        intercepts = warm["intercepts"]
+
+        def starts(n_models: int, classes) -> list:
+            check_warm_models(name, len(intercepts), warm["classes"], n_models, classes)
+            own = np.atleast_2d(self.coef_[name])
+            if name != roster.label or not self.fit_intercept:
+                return [own[index].copy() for index in range(n_models)]
+            return [np.append(own[index], intercepts[index]) for index in range(n_models)]
         return starts
-
-    def _scalers(self, data: VerticalDataset, roster: Roster, continuing: bool) -> dict | None:
-        """Each party's own standardization, fitted on its training rows (``standardize``); None without.
-
-        A warm start continues weights trained on the previous scaling, so it keeps the fitted scalers.
-        """
-        if not self.standardize:
-            return None
-        if continuing and getattr(self, "mean_", None):
-            return {name: Standardizer(self.mean_[name], self.scale_[name]) for name in roster.data_parties}
-        return {name: Standardizer.fit(data.features(name), name, data.columns(name)) for name in roster.data_parties}
 
     def _unscaled(self, scalers: dict | None, roster: Roster) -> tuple[dict, float | np.ndarray]:
         """The model in the columns' own units: each party's ``w / scale``; the intercept takes their offsets."""
@@ -303,8 +288,8 @@ class _VerticalLinearModel(BaseEstimator):
             intercept = intercept + offset
         return coef, intercept if intercept.ndim else float(intercept)
 
-    def _check_span_opt_in(self, roster: Roster) -> tuple:
-        """The feature parties named by ``allow_score_span`` (checked)."""
+    def _allowed_score_span(self, roster: Roster) -> tuple:
+        """The feature parties named in ``allow_score_span`` (checked: a list of the roster's feature parties)."""
         allowed = self.allow_score_span
         if allowed is not None and (isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed)):
             raise ConfigurationError(f"allow_score_span must be None or a list of feature party names, got "
@@ -315,41 +300,8 @@ class _VerticalLinearModel(BaseEstimator):
                                      f"{list(roster.features)}")
         return tuple(allowed or ())
 
-    def _score_span_before_training(self, data: VerticalDataset, roster: Roster, n_scores: int) -> dict:
-        """Each feature party's score-span record (:mod:`vfl.protocols.span`), checked before training.
-
-        In-process, a feature party's ledger lives in this process, one per data set of
-        that party (its columns and values) and label party: every model trained on the
-        same rows of that party, in this session, counts.  Returns, per feature party,
-        its ledger scope, the rank of its columns and this model's name in the ledger.
-        """
-        allowed, span, model = self._check_span_opt_in(roster), {}, secrets.token_hex(8)
-        for name in roster.features:
-            x = np.ascontiguousarray(data.features(name), dtype=np.float64)
-            digest = hashlib.sha256(repr((roster.label, data.columns(name), x.shape)).encode() + x.tobytes())
-            span[name] = {"scope": digest.hexdigest()[:32], "rank": column_rank(x), "model": model}
-            check_training(SpanLedger.in_memory(name, span[name]["scope"]), roster.label, data.columns(name),
-                           span[name]["rank"], n_scores, model, name in allowed, f"allow_score_span=[{name!r}]")
-        return span
-
-    def _score_span_release(self, roster: Roster, span: dict, columns: dict, coefs: list, scalers) -> None:
-        """Before any score of this model leaves a feature party (every prediction): the span of every model it
-        revealed, this one's exact weights included, checked; then this model is recorded.
-
-        ``coefs`` holds each model's weights by party (standardized units); ``span``
-        what :meth:`_score_span_before_training` returned.
-        """
-        allowed = self._check_span_opt_in(roster)
-        for name in roster.features:
-            scale = scalers[name].scale if scalers else None
-            directions = raw_directions(np.array([np.ravel(c[name]) for c in coefs]), scale)
-            check_release(SpanLedger.in_memory(name, span[name]["scope"]), roster.label, columns[name], directions,
-                          len(coefs), span[name]["model"], name in allowed, f"allow_score_span=[{name!r}]",
-                          rank=span[name]["rank"])
-
-    def _give_validation(self, validation, data: VerticalDataset, parties: dict, roster: Roster, index: int = 0,
-                         n_models: int = 1, scalers: dict | None = None) -> None:
-        """Each party's validation rows from a separate data set (checked like the training data)."""
+    def _check_validation(self, validation, data: VerticalDataset, roster: Roster) -> None:
+        """A separate validation set (``fit(validation=...)``): for early stopping, with the training data's shape."""
         if not self.early_stopping:
             raise ConfigurationError("fit(..., validation=...) scores the validation rows for early stopping: "
                                      "pass early_stopping=True as well")
@@ -358,21 +310,29 @@ class _VerticalLinearModel(BaseEstimator):
         validation.require_complete()
         if validation.label_party != roster.label:
             raise DataError(f"the validation data must hold the label {data.label!r} in party {roster.label}'s frame")
-        for name, party in parties.items():
+        for name in roster.data_parties:
             if validation.columns(name) != data.columns(name):
                 raise DataError(f"party {name}: validation columns differ from the training columns")
-            party.validation = _scaled(scalers, name, validation.features(name), validation.columns(name))
-        labels = validation.labels
-        if hasattr(self, "classes_"):       # logistic: the training classes, -1/+1 for this model's class
-            unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()), key=str)
-            if unknown:
-                raise DataError(f"party {roster.label}: the validation labels hold {unknown[:5]}, not among the "
-                                f"training classes {self.classes_.tolist()}")
-            positive = self.classes_[1] if n_models == 1 else self.classes_[index]
-            labels = np.where(labels == positive, 1.0, -1.0)
-        else:
-            labels = self._targets(labels, roster.label)[0]
-        parties[roster.label].validation_labels = labels
+
+    def _validation_hook(self, validation: VerticalDataset, name: str, label: bool):
+        """Party ``name``'s validation rows for each model, scaled by its scaler (the label party's labels coded)."""
+        def give(index: int, n_models: int, party, trained) -> None:
+            party.validation = scaled(validation.features(name), trained.scaler)
+            if not label:
+                return
+            labels = validation.labels
+            if trained.classes is not None:     # logistic: the training classes, -1/+1 for this model's class
+                classes = trained.classes
+                unknown = sorted(set(np.unique(labels).tolist()) - set(classes.tolist()), key=str)
+                if unknown:
+                    raise DataError(f"party {name}: the validation labels hold {unknown[:5]}, not among the "
+                                    f"training classes {classes.tolist()}")
+                positive = classes[1] if n_models == 1 else classes[index]
+                labels = np.where(labels == positive, 1.0, -1.0)
+            else:
+                labels = targets(labels, self._objective, name)[0][0]
+            party.validation_labels = labels
+        return give
 
     # -- pickling ------------------------------------------------------------------
     def __getstate__(self):
@@ -383,10 +343,6 @@ class _VerticalLinearModel(BaseEstimator):
         state = dict(super().__getstate__())
         state.pop("_coordinator", None)
         return state
-
-    def _targets(self, labels, party: str) -> list[np.ndarray]:
-        """The labels in the objective's coding: one target, or one per class (one-vs-rest)."""
-        return targets(labels, self._objective, party)[0]
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
@@ -410,56 +366,59 @@ class _VerticalLinearModel(BaseEstimator):
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
-            features[name] = _scaled(self._fitted_scalers(), name, data.features(name), data.columns(name))
+            features[name] = data.features(name)
         roster = _roster(self.feature_parties_, self.label_party_)
-        n_scores = len(np.atleast_1d(self.intercept_))
-        span = getattr(self, "_score_span", None) or {
-            name: {"scope": f"model-{id(self)}", "rank": None, "model": f"model-{id(self)}"} for name in roster.features}
-        self._score_span_release(roster, span, self.feature_names_,
-                                 [{n: np.atleast_2d(self.coef_[n])[k] for n in roster.features} for k in range(n_scores)],
-                                 self._fitted_scalers())
+        allowed = self._allowed_score_span(roster)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
                                                           self.engine)
+        transcript = Transcript()
+        scores = run_in_threads(roster, self._prediction_programs(features, roster, coordinator, allowed),
+                                transcript, n_jobs=self.n_jobs)[roster.label]
+        self.predict_transcript_ = transcript.to_frame()
+        return scores
+
+    def _release_hooks(self, name: str) -> dict:
+        """Feature party ``name``'s score-span ledger for a prediction: the one its training recorded in this
+        process (a model copied or unpickled elsewhere starts a ledger of its own there)."""
+        span = self.__dict__.get("_score_span") or {"scopes": {}, "model": ""}
+        scope = span["scopes"].get(name) or "unscoped-" + secrets.token_hex(8)
+        return dict(ledger=SpanLedger.in_memory(name, scope), span_model=span["model"])
+
+    def _prediction_programs(self, features: dict, roster: Roster, coordinator: Coordinator, allowed) -> dict:
+        """Every role's prediction run with the fitted weights (or, ``reveal="never"``, each role's shares).
+
+        The label party always carries an intercept (0.0 when none was fitted): the same scores.
+        """
+        settings = self._settings()
         intercepts = np.atleast_1d(self.intercept_)
-        columns, frames = [], []
-        for index, intercept in enumerate(intercepts):     # one private prediction per one-vs-rest model
-            coef = {name: np.atleast_2d(self.coef_[name])[index] for name in roster.data_parties}
-            transcript = Transcript()
-            parties = self._prediction_parties(features, roster, coef, intercept)
-            shares = (getattr(self, "model_shares_", None) or [None] * len(intercepts))[index]
-            if shares is not None:      # reveal="never": each party scores with its share, C with its own
-                for name, party in parties.items():
-                    party.share = WeightShare.from_state(shares["parties"][name])
-                coordinator.shares = CoordinatorShares(None)
-                coordinator.shares.load_state(shares["coordinator"])
-            columns.append(inprocess.predict(parties, coordinator, features, self.inference, self.frac_bits,
-                                             transcript, self.engine, roster, packing=self.packing is not False,
-                                             score_bound=self.score_bound, n_jobs=self.n_jobs,
-                                             shared=shares is not None))
-            frames.append(transcript.to_frame().assign(model=index) if len(intercepts) > 1 else transcript.to_frame())
-        self.predict_transcript_ = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
-        return columns[0] if np.ndim(self.intercept_) == 0 else np.column_stack(columns)
+        shares = getattr(self, "model_shares_", None)
+        scalers = self._fitted_scalers() or {}
+        run = dict(settings=settings, roster=roster, mode=self.inference, shared=shares is not None)
+        programs = {}
+        for name in roster.features:
+            models = ([s["parties"][name] for s in shares] if shares else list(np.atleast_2d(self.coef_[name])))
+            programs[name] = partial(run_linear.predict_feature, features=features[name], scaler=scalers.get(name),
+                                     columns=self.feature_names_[name], models=models, allow_score_span=name in allowed,
+                                     span_how=f"allow_score_span=[{name!r}]", engine=self.engine,
+                                     **self._release_hooks(name), **run)
+        own = np.atleast_2d(self.coef_[roster.label])
+        models = ([s["parties"][roster.label] for s in shares] if shares else
+                  [np.append(own[index], intercept) for index, intercept in enumerate(intercepts)])
+        programs[roster.label] = partial(run_linear.predict_label, features=features[roster.label],
+                                         scaler=scalers.get(roster.label),
+                                         columns=self.feature_names_[roster.label], models=models,
+                                         fit_intercept=True if not shares else self.fit_intercept,
+                                         engine=self.engine, **run)
+        programs[roster.coordinator] = partial(run_linear.predict_coordinator, coordinator=coordinator,
+                                               settings=settings, roster=roster, mode=self.inference,
+                                               shares=[s["coordinator"] for s in shares] if shares else None)
+        return programs
 
     def _fitted_scalers(self) -> dict | None:
         mean = getattr(self, "mean_", None)
         return {name: Standardizer(mean[name], self.scale_[name]) for name in mean} if mean else None
-
-    def _prediction_parties(self, features: dict, roster: Roster, coef: dict, intercept: float) -> dict:
-        """The parties holding the rows to score and one model's weights, as ``vfl predict`` loads shards.
-
-        The label party always carries an intercept (0.0 when none was fitted): the same scores.
-        """
-        parties = {}
-        for name in roster.features:
-            parties[name] = PartyA(features[name], role=name, columns=self.feature_names_[name])
-            parties[name].load_state({"params": np.asarray(coef[name], dtype=np.float64)})
-        x_b = features[roster.label]
-        party_b = parties[roster.label] = PartyB(x_b, np.zeros(x_b.shape[0]), fit_intercept=True, role=roster.label,
-                                                 columns=self.feature_names_[roster.label])
-        party_b.load_state({"params": np.append(np.asarray(coef[roster.label], dtype=np.float64), intercept)})
-        return parties
 
 
 class VerticalLinearRegression(_VerticalLinearModel):
@@ -475,7 +434,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
         ``"cg"``: conjugate gradient with an exact line search, full batch, L2 or no
         penalty: one encrypted pass per step, and the optimum of the objective in
         about as many steps as there are weights, with no learning rate to tune
-        (see :mod:`vfl.protocols.conjugate`).  ``"gd"``: gradient steps with
+        (see :mod:`vfl.protocols.linear.conjugate`).  ``"gd"``: gradient steps with
         ``optimizer`` and ``learning_rate`` (mini-batches, L1, DP).  ``"auto"``: ``"cg"``
         where it applies, else ``"gd"``; the choice is ``solver_``.  An ``optimizer``,
         ``learning_rate`` or ``learning_rate_schedule`` other than its default is a
@@ -510,7 +469,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
     random_state : int or None, default=None
         Seed of the mini-batch order (cryptographic randomness always comes from the OS).
     inference : {"private", "table3"}, default="private"
-        How prediction runs (see :mod:`vfl.protocols.inference`; ``table3`` leaks).
+        How prediction runs (see :mod:`vfl.protocols.linear.inference`; ``table3`` leaks).
     engine : str or None, default=None
         The crypto engine (default: the fastest registered).
     verbose : bool or "auto", default="auto"
@@ -687,11 +646,6 @@ class VerticalLogisticRegression(_VerticalLinearModel):
 
     _objective = "logistic"
 
-    def _targets(self, labels, party: str) -> list[np.ndarray]:
-        """-1/+1 for ``classes_[1]``; with more than two classes, -1/+1 for each class (one-vs-rest)."""
-        found, self.classes_ = targets(labels, self._objective, party)
-        return found
-
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         """Probability of the positive class ``classes_[1]``, shape (n,); with more classes, (n, n_classes).
 
@@ -712,13 +666,6 @@ class VerticalLogisticRegression(_VerticalLinearModel):
         """Accuracy of the predictions on ``data``."""
         predicted = self.predict(data)
         return float(accuracy_score(_labels(data, y), predicted))
-
-
-def _scaled(scalers: dict | None, name: str, features, columns) -> np.ndarray:
-    """Party ``name``'s columns as its model sees them: standardized by its own scaler, if it has one."""
-    if not scalers:
-        return np.asarray(features, dtype=np.float64)
-    return scalers[name].transform(features, f"party {name}", columns)
 
 
 def _check_warm_start(trained: dict, label_party: str, given: dict, label: str) -> None:
@@ -772,7 +719,23 @@ def _labels(data: VerticalDataset, y) -> np.ndarray:
     return data.labels
 
 
-def _progress(verbose, total: int) -> ProgressBar:
-    """The fit's bar over its epochs (a seam: the FATE comparison times each epoch through it)."""
-    return ProgressBar(verbose, total, "vfl training", "epoch")
+class _Bars:
+    """The coordinator's ``on_model`` hook: a progress bar over each model's epochs (``verbose``)."""
 
+    def __init__(self, verbose, total: int):
+        self.verbose, self.total, self.bar = verbose, total, None
+
+    def on_model(self, index: int, n_models: int, classes) -> tuple:
+        self.close()
+        bar = self.bar = _progress(self.verbose, self.total)
+        return None, lambda epoch, state: bar.step(state["loss_curve"][-1])
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def _progress(verbose, total: int) -> ProgressBar:
+    """A fit's bar over one model's epochs (a seam: the FATE comparison times each epoch through it)."""
+    return ProgressBar(verbose, total, "vfl training", "epoch")

@@ -1,9 +1,9 @@
 """The credit-scoring pipeline around the model: binning, WOE/IV, selection, scorecard — across parties.
 
-Thin estimators in scikit-learn's style over :mod:`vfl.parties.credit` (the
-arithmetic) and :mod:`vfl.protocols.credit` (the messages), run in-process
-(:mod:`vfl.inprocess`); ``vfl party`` runs the same steps one process per
-party (:mod:`vfl.federation.pipeline`)::
+Thin estimators in scikit-learn's style over the family's run
+(:mod:`vfl.runs.credit`: each role's binning, WOE/IV, selection, model columns
+and points), every role in its own thread (:mod:`vfl.runs.threads`); ``vfl
+party`` runs the same run one process per party (:mod:`vfl.federation.pipeline`)::
 
     from vfl.preprocessing import (VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection,
                                    VerticalWOE)
@@ -28,20 +28,20 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
-from vfl import inprocess
+from types import SimpleNamespace
+
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.linear_model import VerticalLogisticRegression
-from vfl.parties.binning import Binner, check_max_bins, check_strategy
+from vfl.parties.binning import Binner
 from vfl.parties.credit import shard as shards
-from vfl.parties.credit.feature_party import WOEFeatureParty
-from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
 from vfl.parties.credit.selection import SelectionRules
-from vfl.parties.labels import event_classes
-from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
-from vfl.protocols.credit.settings import check_scorecard_model
+from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
+from vfl.runs import credit as run
+from vfl.runs.threads import run_in_threads
+from vfl.parties.scaling import Standardizer
 from vfl.protocols.span import check_scorecard_part
 from vfl.transport import Transcript
 
@@ -60,6 +60,12 @@ def _labelled(data, y, what: str) -> None:
     if data.label is None or data.label_party is None:
         raise DataError(f"{what} needs labels: name the label column with VerticalDataset(..., label='column'), in "
                         "one party's frame")
+
+
+def _role_data(data: VerticalDataset, party: str) -> SimpleNamespace:
+    """One party's rows as the run takes them: ``columns``, ``features``, ``labels`` (the label party's, else None)."""
+    return SimpleNamespace(columns=data.columns(party), features=data.features(party),
+                           labels=data.labels if party == data.label_party else None, weights=None)
 
 
 def _dataset(data: VerticalDataset, features: dict) -> VerticalDataset:
@@ -119,23 +125,12 @@ class VerticalBinning(BaseEstimator):
     def fit(self, data: VerticalDataset, y=None, upstream=None):
         if y is not None or not isinstance(data, VerticalDataset):
             check_fit_arguments(data, y)
-        check_max_bins(self.max_bins)
-        if check_strategy(self.strategy) == "monotone":
-            raise ConfigurationError("strategy is for every party's columns, and only the label party can bin "
-                                     "monotonically: set label_strategy='monotone' instead")
-        label_strategy = self.strategy if self.label_strategy is None else check_strategy(self.label_strategy)
-        self.binners_ = {}
-        for party in data.parties:
-            strategy = label_strategy if party == data.label_party else self.strategy
-            events = None
-            if strategy == "monotone":
-                classes = event_classes(data.labels, party)
-                if len(classes) != 2:
-                    raise ConfigurationError(f"party {party}: monotone binning follows one event class; the label "
-                                             f"has {len(classes)} classes (use label_strategy='quantile')")
-                events = data.labels == classes[1]
-            self.binners_[party] = Binner(self.max_bins, strategy, self.min_bin_fraction).fit(
-                data.features(party), f"party {party}", data.columns(party), events)
+        settings = CreditSettings(max_bins=self.max_bins, strategy=self.strategy,
+                                  label_strategy=self.strategy if self.label_strategy is None else self.label_strategy,
+                                  min_bin_fraction=self.min_bin_fraction)
+        self.binners_ = {party: run.fit_binner(settings, _role_data(data, party), party, party == data.label_party,
+                                               scorecard=False)
+                         for party in data.parties}
         self.columns_ = {party: data.columns(party) for party in data.parties}
         return self
 
@@ -199,15 +194,15 @@ class VerticalWOE(BaseEstimator):
         _flag(self.insecure, "insecure")
         binning = clone(self.binning) if self.binning is not None else VerticalBinning()
         binning.fit(data)
-        roster = Roster(data.feature_parties, data.label_party, None)
-        binners = binning.binners_
-        parties = {k: WOEFeatureParty(binners[k].transform(data.features(k)), binners[k], k, data.columns(k))
-                   for k in roster.features}
-        label = WOELabelParty(binners[roster.label].transform(data.features(roster.label)), binners[roster.label],
-                              data.labels, roster.label, data.columns(roster.label))
-        parties[roster.label] = label
+        roster = Roster(data.feature_parties, data.label_party, None).without_coordinator()
+        binners, roles = binning.binners_, {p: _role_data(data, p) for p in data.parties}
+        programs = {k: (lambda ep, k=k: run.woe_feature(ep, roles[k], k, binners[k], roster, engine=self.engine))
+                    for k in roster.features}
+        programs[roster.label] = lambda ep: run.woe_label(ep, roles[roster.label], roster.label, binners[roster.label],
+                                                          roster, self.key_bits, self.insecure, engine=self.engine)
         transcript = Transcript()
-        inprocess.woe(parties, roster, self.key_bits, self.insecure, transcript, self.engine, self.n_jobs)
+        parties = run_in_threads(roster, programs, transcript, n_jobs=self.n_jobs)
+        label = parties[roster.label]
         self.binning_ = binning
         self.classes_ = label.classes.copy()
         self.iv_, self.woe_, self.counts_, self.events_ = {}, {}, {}, {}
@@ -304,9 +299,15 @@ class VerticalSelection(BaseEstimator):
         woe = _upstream(upstream, VerticalWOE, "VerticalSelection")
         if {p: data.columns(p) for p in data.parties} != woe.columns_:
             raise DataError("VerticalSelection takes the data the WOE step was fitted on (the same parties and columns)")
+        roster, parties, share = woe._roster, woe._parties, bool(woe.share_woe)
+        roles = {p: _role_data(data, p) for p in data.parties}
+        programs = {k: (lambda ep, k=k: run.select_feature(ep, parties[k], roles[k], roster, rules, share))
+                    for k in roster.features}
+        programs[roster.label] = lambda ep: run.select_label(ep, parties[roster.label], roles[roster.label], roster,
+                                                             rules, share)
         transcript = Transcript()
-        self.support_ = inprocess.select(woe._parties, {p: data.features(p) for p in data.parties}, woe._roster,
-                                         rules, woe.share_woe, transcript, woe.n_jobs)
+        plan = run_in_threads(roster, programs, transcript, n_jobs=woe.n_jobs)[roster.label]["plan"]
+        self.support_ = {p: np.asarray(plan[p], dtype=bool) for p in data.parties}
         self.selected_columns_ = {p: [c for c, s in zip(data.columns(p), self.support_[p]) if s] for p in data.parties}
         label = woe._parties[woe._roster.label]
         self.correlation_ = None
@@ -368,9 +369,7 @@ class VerticalScorecard(BaseEstimator):
             check_scorecard_model(getattr(self.model, "protocol", "yang"), getattr(self.model, "reveal", "respectively"),
                                   "VerticalScorecard")
         woe = _upstream(upstream, VerticalWOE, "VerticalScorecard")
-        if len(woe.classes_) != 2:
-            raise ConfigurationError(f"a scorecard scores one event class; the label has {len(woe.classes_)} classes "
-                                     "(WOE, IV and selection take them one-vs-rest)")
+        run.event_classes(data.labels, data.label_party, None, scorecard=True)
         self.scale_ = ScorecardScale(self.base_score, self.base_odds, self.pdo)
         self.coders_, self._binners = {}, {}
         for party in data.parties:
@@ -380,11 +379,10 @@ class VerticalScorecard(BaseEstimator):
                 raise DataError(f"party {party}: columns {missing} were not binned by the WOE step")
             index = [trained.index(c) for c in data.columns(party)]
             binner = woe.binning_.binners_[party].subset(index)
-            coding = "woe" if party == data.label_party or woe.share_woe else "bins"
-            self.coders_[party] = Coder(coding, (binner.n_bins_ + 1).tolist(), range(len(index)), data.columns(party),
-                                        woe=[woe.woe_[party][j] for j in index],
-                                        counts=[woe.counts_[party][j] for j in index])
             self._binners[party] = binner
+            self.coders_[party] = run.model_coder(party, run.coding(party, woe._roster, woe.share_woe), binner,
+                                                  self._codes(data, party), range(len(index)), data.columns(party),
+                                                  woe=[woe.woe_[party][j] for j in index])
         coded = self._coded(data)
         dropped = [p for p in data.feature_parties if p not in coded.parties]
         if not coded.feature_parties:
@@ -398,12 +396,13 @@ class VerticalScorecard(BaseEstimator):
         self.parties_ = coded.parties
         self.dropped_parties_ = dropped
         self.points_ = {}
+        standardized = self.model_.mean_ is not None
         for party in coded.parties:
-            coef, constant = self._unscaled(party)
             coder = self.coders_[party]
-            self.points_[party] = dict(zip([coder.columns[j] for j in coder.selected],
-                                           coder.points(coef, constant, self.scale_)))
-        self.base_points_ = float(self.scale_.offset - self.scale_.factor * float(self.model_.intercept_))
+            self.points_[party] = dict(zip([coder.columns[j] for j in coder.selected], run.points(
+                coder, self.model_.coef_[party], self.model_.mean_[party] if standardized else None,
+                self.model_.scale_[party] if standardized else None, self.scale_)))
+        self.base_points_ = run.base_points(self.scale_, self.model_.intercept_)
         self.classes_ = self.model_.classes_
         return self
 
@@ -416,25 +415,16 @@ class VerticalScorecard(BaseEstimator):
             check_scorecard_part(party, label_party, [coder.columns[j] for j in coder.selected], party in allowed,
                                  f"allow_score_span=[{party!r}] in the scorecard's model")
 
-    def _unscaled(self, party: str) -> tuple[np.ndarray, float]:
-        coef = np.asarray(self.model_.coef_[party], dtype=np.float64)
-        if self.model_.mean_ is None:
-            return coef, 0.0
-        unscaled, constant = Standardizer(self.model_.mean_[party], self.model_.scale_[party]).unscale(coef)
-        return unscaled, float(constant)
-
     def _codes(self, data: VerticalDataset, party: str) -> np.ndarray:
-        binner = self._binners[party]
-        return flat_codes(binner.transform(data.features(party), f"party {party}", data.columns(party)),
-                          binner.n_bins_, binner.missing_code)
+        return run.bin_codes(self._binners[party], _role_data(data, party), party)
 
     def _coded(self, data: VerticalDataset) -> VerticalDataset:
         """Every party in the model (fitted: ``parties_``; while fitting: the label party and every party
         with a model column) with its model columns."""
         take = getattr(self, "parties_", None) or [p for p in data.parties
                                                    if self.coders_[p].names or p == data.label_party]
-        return _dataset(data, {p: (self.coders_[p].transform(self._codes(data, p)), self.coders_[p].names)
-                               for p in data.parties if p in take})
+        return _dataset(data, {p: (run.model_rows(self._binners[p], self.coders_[p], _role_data(data, p), p),
+                                   self.coders_[p].names) for p in data.parties if p in take})
 
     def transform(self, data: VerticalDataset) -> VerticalDataset:
         """The model's columns: WOE values or bin indicators per party."""
@@ -513,6 +503,9 @@ class VerticalPipeline:
             if model is not None:
                 check_scorecard_model(getattr(model, "protocol", "yang"), getattr(model, "reveal", "respectively"),
                                       f"VerticalScorecard ({name!r})")
+        if any(isinstance(step, VerticalScorecard) for _, step in self.steps) and \
+                isinstance(data, VerticalDataset) and data.labels is not None:
+            run.event_classes(data.labels, data.label_party, None, scorecard=True)
         fitted, current = {}, data
         for i, (name, step) in enumerate(self.steps):
             step.fit(current, upstream=dict(fitted))

@@ -8,7 +8,7 @@ import pytest
 from credit_data import credit_data, credit_frames
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
-from vfl.federation.config import load_config, write_config
+from vfl.deploy.config import load_config, write_config
 from vfl.federation.pipeline import read_shard
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
 
@@ -71,7 +71,7 @@ def test_api_refuses_what_the_file_refuses():
     data = credit_data(n=300)
     with pytest.raises(ConfigurationError, match="share_woe must be True or False"):
         VerticalWOE(share_woe=1, **KEYS).fit(data)
-    with pytest.raises(ConfigurationError, match="only the label party can bin monotonically"):
+    with pytest.raises(ConfigurationError, match="only the label party bins monotonically"):
         VerticalWOE(VerticalBinning(strategy="monotone"), **KEYS).fit(data)
     with pytest.raises(ConfigurationError, match="top_k"):
         VerticalSelection(top_k=0).fit(data, upstream=VerticalWOE(**KEYS).fit(data))
@@ -79,11 +79,13 @@ def test_api_refuses_what_the_file_refuses():
 
 def test_three_classes_get_one_vs_rest_iv_but_no_scorecard():
     data = credit_data(n=600, classes=3)
-    with pytest.raises(ConfigurationError, match="monotone binning follows one event class"):
+    with pytest.raises(DataError, match="party bank: monotone binning follows one event class, but the label column "
+                                        "holds 3 classes"):
         VerticalWOE(**KEYS).fit(data)
     woe = VerticalWOE(VerticalBinning(label_strategy="quantile"), **KEYS).fit(data)
     assert woe.woe_["telco"][0].shape[1] == 3 and np.argmax(woe.iv_["telco"]) == 0
-    with pytest.raises(ConfigurationError, match="a scorecard scores one event class"):
+    with pytest.raises(DataError, match="party bank: a scorecard scores one event class, but the label column "
+                                        "holds 3 classes"):
         VerticalScorecard().fit(data, upstream=woe)
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vfl.federation.config import load_config
+from vfl.deploy.config import load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "credit_pipeline.py"
 

@@ -16,7 +16,7 @@ from sklearn.metrics import adjusted_rand_score
 from vfl import inprocess
 from vfl.errors import ConfigurationError, ProtocolError
 from vfl.parties.binning import Binner, monotone_thresholds
-from vfl.parties.boosting.splits import flat_bins, offsets
+from vfl.parties.trees.splits import flat_bins, offsets
 from vfl.parties.credit.feature_party import WOEFeatureParty
 from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.selection import SelectionRules, inflation_factors, select_by_correlation, select_by_iv
@@ -236,7 +236,7 @@ def test_population_stability_s_floor_is_the_one_docs_credit_scoring_quotes():
 
 
 def test_every_message_of_woe_selection_and_pearson_is_described():
-    from vfl.federation.narration import DESCRIPTIONS, message_table
+    from vfl.deploy.narration import DESCRIPTIONS, message_table
 
     x_a, _, x_b, y = tables(n=300)
     binner_a, binner_b = Binner(4).fit(x_a), Binner(4).fit(x_b)

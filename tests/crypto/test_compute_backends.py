@@ -21,6 +21,8 @@ from vfl.crypto import FastEngine, compute, workers
 from vfl.crypto.fast import _task_decrypt, _task_encrypt
 from vfl.errors import ComputeError, ConfigurationError
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 FAST = dict(key_bits=1024, insecure=True, max_iter=3, tol=None, init="zeros", random_state=0)
 
 

@@ -9,6 +9,8 @@ import pytest
 
 from vfl.crypto import FastEngine, SimpleEngine, workers
 
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
 SIMPLE = SimpleEngine()
 
 

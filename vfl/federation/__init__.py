@@ -1,13 +1,11 @@
-"""Each party its own process: federation files, CSV data, checkpoints, model shards, the commands.
+"""``vfl party``, ``vfl predict``, ``vfl align`` and ``vfl demo``: each party its own process.
 
-* :mod:`vfl.federation.config` — ``federation.toml`` (the parties, by name and role) and the shared-settings
-  fingerprint.
-* :mod:`vfl.federation.data` — one party's CSV with an id column.
-* :mod:`vfl.federation.checkpoint` — per-epoch checkpoints and model shards (JSON).
-* :mod:`vfl.federation.runner` — connect, check, train or predict, write results.
-* :mod:`vfl.federation.narration` — one line per protocol step, for learners.
+* :mod:`vfl.federation.runner` — linear models: connect, check, train or predict, write results.
+* :mod:`vfl.federation.boosting` — the same for gradient-boosted trees.
+* :mod:`vfl.federation.pipeline` — the same for the credit-scoring pipeline.
 * :mod:`vfl.federation.demo` — every party a process on 127.0.0.1 (``vfl demo``).
-* :mod:`vfl.federation.cli` — ``vfl certs``, ``vfl party``, ``vfl predict``, ``vfl demo``.
+* :mod:`vfl.federation.cli` — ``vfl certs``, ``vfl party``, ``vfl predict``, ``vfl align``, ``vfl demo``.
 
-The transport underneath is :mod:`vfl.transport.network` (mutual TLS 1.3).
+What they share with ``vfl serve`` (the federation file, data, sessions, shards) is
+:mod:`vfl.deploy`; the transport underneath is :mod:`vfl.transport.network` (mutual TLS 1.3).
 """

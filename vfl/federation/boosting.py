@@ -1,7 +1,7 @@
 """Run one party of gradient boosting as its own process: connect, align, boost or predict, write its shard.
 
-The role programs of :mod:`vfl.protocols.boosting` run unchanged over the
-party's :class:`~vfl.federation.session.Session` (mutual TLS, the settings
+The family's run (:mod:`vfl.runs.trees`, the one the estimators run in threads)
+runs over the party's :class:`~vfl.deploy.session.Session` (mutual TLS, the settings
 fingerprint, the private set intersection), as the linear models' runs do
 (:mod:`vfl.federation.runner`).  What differs:
 
@@ -14,7 +14,7 @@ fingerprint, the private set intersection), as the linear models' runs do
   which the label party keeps);
 * the shards: a feature party's holds its bin thresholds and, per tree it took
   part in, the shape and its own splits; the label party's the loss, the leaf
-  values and who owns each split (:func:`~vfl.federation.checkpoint.write_boosting_shard`);
+  values and who owns each split (:func:`~vfl.deploy.checkpoint.write_boosting_shard`);
 * the label party's training metrics come from the raw scores it already holds
   (the training rows' leaves are known to it), so no extra round is needed.
 """
@@ -26,21 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import DataError
-from vfl.federation.align import alignment_line
-from vfl.federation.checkpoint import CheckpointStore, read_boosting_shard, write_boosting_shard
-from vfl.federation.compute import uses_compute
-from vfl.federation.config import FederationConfig
-from vfl.federation.data import load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, label_metrics, plain, write_scores
-from vfl.federation.session import Session, align_data, check_same_training, rows_hello, stops_told
-from vfl.parties.binning import Binner
-from vfl.parties.boosting.feature_party import BoostingFeatureParty
-from vfl.parties.boosting.label_party import BoostingLabelParty
-from vfl.parties.boosting.loss import loss_from_dict
-from vfl.parties.boosting.tree import Tree
-from vfl.protocols.boosting import predict_feature, predict_label, run_feature, run_label
+from vfl.deploy.align import alignment_line
+from vfl.deploy.checkpoint import CheckpointStore, boosting_party, read_boosting_shard, write_boosting_shard
+from vfl.deploy.compute import uses_compute
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, label_metrics, plain, write_scores
+from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
+from vfl.parties.trees.label_party import TreeLabelParty
+from vfl.parties.trees.loss import class_probabilities
+from vfl.runs import trees as run
 
 #: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
 NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds the key pair): nothing to run"
@@ -71,7 +68,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns))
             theirs = session.hello(extra)
-            data, alignment = align_data(session, role, data, extra, theirs, narrator, 2 * settings.min_samples_leaf)
+            data, alignment = align_data(session, role, data, extra, theirs, narrator, run.min_rows(settings))
             if alignment:
                 shown.line(alignment_line(role, alignment))
             checkpoints = store.load() if resume else {}
@@ -83,13 +80,10 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 store.save(iteration, state)
                 shown.epoch(iteration)
 
-            if kind == "feature":
-                party = BoostingFeatureParty(data.features, role, data.columns, max_bins=settings.max_bins)
-                run_feature(session.endpoint, party, settings, roster, checkpoints or None, on_iteration)
-                result = {}
-            else:
-                party = BoostingLabelParty(data.features, data.labels, role, data.columns, max_bins=settings.max_bins)
-                result = run_label(session.endpoint, party, settings, roster, checkpoints or None, on_iteration)
+            train_role = run.train_feature if kind == "feature" else run.train_label
+            result = train_role(session.endpoint, data, settings, roster, role=role, checkpoints=checkpoints,
+                                on_iteration=on_iteration)
+            party = result.party
             shown.close()
             transcript = session.save_transcript(workdir / "transcript_train.csv")
     finally:
@@ -98,13 +92,13 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if alignment:
         summary["alignment"] = alignment
     if kind == "label":
-        summary["iterations"] = result["n_iter"]
+        summary["iterations"] = result.n_iter
         summary.update(classes=None if party.classes is None else [plain(c) for c in party.classes],
                        metrics=training_metrics(config, party), trees=len(party.trees))
     summary["model"] = str(write_boosting_shard(
         workdir / f"model_{role}.json", party, kind, config.fingerprint("train"),
         label=config.label if kind == "label" else None, feature_parties=roster.features,
-        n_iter=summary["iterations"], validation_scores=result.get("validation_scores", ())))
+        n_iter=summary["iterations"], validation_scores=result.validation_scores))
     store.clear()                               # finished: the shard is the result
     return summary
 
@@ -119,7 +113,7 @@ def _load(config: FederationConfig, role: str, kind: str, data_path, columns=Non
                     foreign=(config.label,) if kind == "feature" else (), missing=True)
 
 
-def training_metrics(config: FederationConfig, party: BoostingLabelParty) -> dict | None:
+def training_metrics(config: FederationConfig, party: TreeLabelParty) -> dict | None:
     """The label party's metrics of its training (and validation) rows, from the raw scores it holds."""
     if not config.report_metrics:
         return None
@@ -129,7 +123,7 @@ def training_metrics(config: FederationConfig, party: BoostingLabelParty) -> dic
     return report
 
 
-def _rows_metrics(party: BoostingLabelParty, rows: np.ndarray) -> dict:
+def _rows_metrics(party: TreeLabelParty, rows: np.ndarray) -> dict:
     objective = "linear" if party.classes is None else "logistic"
     raw = party.raw[rows]
     return {"rows": len(rows), "metrics": label_metrics(objective, raw[:, 0] if raw.shape[1] == 1 else raw,
@@ -156,7 +150,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     shard = read_boosting_shard(path, role, kind)
     with stops_told(config, role, "predict"):
         data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
-    party = from_shard(shard, data.features, role)
+    party = boosting_party(shard, data.features, role)
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")
@@ -169,14 +163,13 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         if alignment:
             shown.line(alignment_line(role, alignment))
         check_same_training(role, roster, theirs, shard["trained_with"])
-        codes = party.bin_new(data.features)
         summary = {"party": role, "role": kind, "rows": data.n_rows, "label": roster.label}
         if alignment:
             summary["alignment"] = alignment
         if kind == "feature":
-            predict_feature(session.endpoint, party, codes, roster)
+            run.predict_feature(session.endpoint, data, party, roster)
         else:
-            raw = predict_label(session.endpoint, party, codes, roster)
+            raw = run.predict_label(session.endpoint, data, party, roster)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, raw, party,
                                                  config.id_column))
             summary["classes"] = shard["classes"] or None
@@ -186,24 +179,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     return summary
 
 
-def from_shard(shard: dict, features, role: str):
-    """The party a (checked) shard describes, holding ``features`` (its rows to score) binned with its thresholds."""
-    binner = Binner.from_dict(shard["binning"])
-    if shard["role"] == "feature":
-        party = BoostingFeatureParty(features, role, shard["columns"], binner=binner)
-        party.load_state({"trees": shard["trees"]})
-        return party
-    party = BoostingLabelParty(features, None, role, shard["columns"], binner=binner)
-    party.trees = [{"tree": Tree.from_dict(t["tree"]),
-                    "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]},
-                    "foreign": {int(n): int(c) for n, c in t["foreign"]}} for t in shard["trees"]]
-    party.baseline = np.asarray(shard["baseline"], dtype=np.float64)
-    party.loss = loss_from_dict(shard["loss"])
-    party.classes = np.asarray(shard["classes"], dtype=object) if shard["classes"] else None
-    return party
-
-
-def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str) -> dict:
+def _label_metrics(party: TreeLabelParty, raw: np.ndarray, labels, role: str) -> dict:
     """``vfl predict``'s metrics when the label column is present (or a note saying why there are none)."""
     if party.classes is None:
         try:
@@ -221,13 +197,12 @@ def _label_metrics(party: BoostingLabelParty, raw: np.ndarray, labels, role: str
                                                      link="softmax")}
 
 
-def _write_scores(path, ids, raw: np.ndarray, party: BoostingLabelParty, id_column: str = "id") -> Path:
+def _write_scores(path, ids, raw: np.ndarray, party: TreeLabelParty, id_column: str = "id") -> Path:
     """The label party's scores CSV: a classifier's probabilities by sigmoid (two classes) or softmax."""
     if party.classes is None:
         return write_scores(path, ids, raw[:, 0], id_column=id_column)
     classes = [plain(c) for c in party.classes]
+    probability = class_probabilities(raw)
     if raw.shape[1] == 1:
-        probability = 1.0 / (1.0 + np.exp(-np.clip(raw[:, 0], -700, 700)))
-        return write_scores(path, ids, raw[:, 0], probability, classes, id_column)
-    e = np.exp(raw - raw.max(axis=1, keepdims=True))
-    return write_scores(path, ids, raw, e / e.sum(axis=1, keepdims=True), classes, id_column)
+        return write_scores(path, ids, raw[:, 0], probability[:, 1], classes, id_column)
+    return write_scores(path, ids, raw, probability, classes, id_column)

@@ -9,13 +9,11 @@ a traceback.
 from __future__ import annotations
 
 import argparse
-import sys
-import warnings
-import textwrap
 from pathlib import Path
 
-from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, VFLError
-from vfl.federation.align import alignment_line
+from vfl.deploy.commands import run_command, wrap
+from vfl.errors import ConfigurationError
+from vfl.deploy.align import alignment_line
 
 THREE_MACHINES = """\
 one command per machine, each with its own data (see docs/network.md):
@@ -25,11 +23,6 @@ one command per machine, each with its own data (see docs/network.md):
 --role is the party's name in federation.toml (A, B, C, or e.g. bank, telco, shop):
 one such command for each feature party, the label party and the coordinator.
 """
-
-
-def _wrap(text: str) -> str:
-    """Descriptions keep their own line breaks (the epilogs are laid out by hand), so wrap them here."""
-    return textwrap.fill(" ".join(text.split()), 78)
 
 
 def register(subparsers) -> None:
@@ -44,7 +37,7 @@ def register(subparsers) -> None:
 def _register_certs(subparsers) -> None:
     p = subparsers.add_parser(
         "certs", help="make a federation CA and one key + certificate per party",
-        description=_wrap(
+        description=wrap(
             "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
             "(NAME.key, mode 0600) and a certificate signed by the CA (NAME.pem) naming the party. "
             "Give each machine ca.pem, its own NAME.pem and NAME.key; keep ca.key offline."),
@@ -64,7 +57,7 @@ def _register_certs(subparsers) -> None:
 def _register_party(subparsers) -> None:
     p = subparsers.add_parser(
         "party", help="run one party of federated training (any party of federation.toml) as this process",
-        description=_wrap(
+        description=wrap(
             "Run one party of vertical federated training over mutually authenticated TLS. "
             "Connects to its peers named in the federation file (retrying while they start): a feature "
             "party to the label party and the coordinator, those two to every party. Checks that all "
@@ -81,7 +74,7 @@ def _register_party(subparsers) -> None:
 def _register_predict(subparsers) -> None:
     p = subparsers.add_parser(
         "predict", help="run one party of federated prediction from its model shard",
-        description=_wrap(
+        description=wrap(
             "Score new rows with the trained model, each party using only its own shard and data. "
             "The label party learns the scores and writes them (id, score, and for logistic models "
             "probability and prediction)."),
@@ -98,7 +91,7 @@ def _register_predict(subparsers) -> None:
 def _register_align(subparsers) -> None:
     p = subparsers.add_parser(
         "align", help="only align this party's rows with the others' by private set intersection",
-        description=_wrap(
+        description=wrap(
             "Run only the private set intersection that vfl party and vfl predict run first: every data party "
             "(feature and label parties; not the coordinator) runs this command at once with its own CSV, and "
             "each writes its own rows of the intersection, in the order common to all, to --out. No id leaves "
@@ -115,7 +108,7 @@ def _register_align(subparsers) -> None:
 def _register_demo(subparsers) -> None:
     p = subparsers.add_parser(
         "demo", help="three parties as three processes on 127.0.0.1, narrated (breast cancer, 2048-bit keys)",
-        description=_wrap(
+        description=wrap(
             "Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
             "train logistic regression on scikit-learn's breast cancer data split by columns, "
             "run federated prediction, and compare the AUC with centralized training. "
@@ -181,56 +174,6 @@ def _common(p) -> None:
                         "(default: only if standard error is a terminal)")
 
 
-def _run(args, action) -> int:
-    """Run ``action``; any failure ends as one line on standard error and an exit code, never a traceback.
-
-    1: the federation failed (a peer gone, silent, refused, a protocol error, a peer that
-    stopped) or an unexpected internal error; 2: bad input (configuration, data, values
-    beyond the fixed-point range, files); 130: interrupted.
-    """
-    where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
-
-    def show(message, category, *_args, **_kwargs) -> None:     # a warning is one line too, not a source excerpt
-        print(f"{where}: warning: {one_line(message)}", file=sys.stderr)
-
-    try:
-        with warnings.catch_warnings():
-            warnings.showwarning = show
-            action()
-        return 0
-    except KeyboardInterrupt:
-        print(f"{where}: interrupted", file=sys.stderr)
-        return 130
-    except (ConfigurationError, DataError, FixedPointOverflowError) as exc:
-        code, text = 2, str(exc)
-    except VFLError as exc:
-        code, text = 1, str(exc)
-    except OSError as exc:
-        code, text = 2, str(exc)
-    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen fault: still one clear line
-        code, text = 1, f"internal error ({type(exc).__name__})" + (f": {exc}" if str(exc).strip() else "")
-    print(f"{where}: error: {one_line(text)}", file=sys.stderr)
-    return code
-
-
-def one_line(text: str) -> str:
-    """``text`` as one printable line: line breaks become spaces, control characters are escaped.
-
-    Error messages can quote what a peer sent (an abort reason), so nothing in them may
-    move the cursor or start a new line in the operator's terminal.
-
-    Parameters
-    ----------
-    text : str
-
-    Returns
-    -------
-    str
-    """
-    text = " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "(no message)"
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
-
-
 def _workdir(args) -> Path:
     return args.workdir if args.workdir is not None else Path(f"vfl-{args.role}")
 
@@ -249,7 +192,7 @@ def _certs(args) -> int:
         for name, tls in files.items():
             print(f"party {name}: {tls.certificate} and {tls.key} (mode 0600): copy to {name}'s machine only")
 
-    return _run(args, action)
+    return run_command(args, action)
 
 
 def _hosts(given, names, default):
@@ -267,7 +210,7 @@ def _hosts(given, names, default):
 
 
 def _party(args) -> int:
-    from vfl.federation.config import load_config
+    from vfl.deploy.config import load_config
     from vfl.federation.runner import train
 
     def action():
@@ -296,7 +239,7 @@ def _party(args) -> int:
             print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
                   f"{epochs} epochs" + (f" ({summary['models']} one-vs-rest models)" if summary["models"] > 1 else ""))
 
-    return _run(args, action)
+    return run_command(args, action)
 
 
 def _boost(args, config) -> None:
@@ -342,7 +285,7 @@ def _pipeline(args, config) -> None:
 
 
 def _predict(args) -> int:
-    from vfl.federation.config import load_config
+    from vfl.deploy.config import load_config
     from vfl.federation.runner import predict
 
     def action():
@@ -387,12 +330,12 @@ def _predict(args) -> int:
         print(prediction_line(summary))
         _print_label_report(args.role, summary, classes=False)
 
-    return _run(args, action)
+    return run_command(args, action)
 
 
 def _print_label_report(role: str, summary: dict, classes: bool = True, metrics: bool = True) -> None:
     """The label party's lines: which class is positive, and its metrics (training, validation, or these rows)."""
-    from vfl.federation.report import classes_line, metrics_line
+    from vfl.deploy.report import classes_line, metrics_line
 
     if summary.get("role") != "label":
         return
@@ -412,7 +355,7 @@ def _print_label_report(role: str, summary: dict, classes: bool = True, metrics:
 
 
 def _align(args) -> int:
-    from vfl.federation.config import load_config
+    from vfl.deploy.config import load_config
     from vfl.federation.runner import align_only
 
     def action():
@@ -421,7 +364,7 @@ def _align(args) -> int:
         print(f"party {args.role}: its {summary['alignment']['shared']:,} aligned rows written to "
               f"{summary['output']}")
 
-    return _run(args, action)
+    return run_command(args, action)
 
 
 def prediction_line(summary: dict) -> str:
@@ -459,4 +402,4 @@ def prediction_line(summary: dict) -> str:
 def _demo(args) -> int:
     from vfl.federation.demo import run_demo
 
-    return _run(args, lambda: run_demo(**demo_options(args)))
+    return run_command(args, lambda: run_demo(**demo_options(args)))

@@ -29,8 +29,8 @@ import numpy as np
 import pandas as pd
 
 from vfl.errors import ConfigurationError, PeerError
-from vfl.federation.checkpoint import read_json
-from vfl.federation.config import load_config, write_config
+from vfl.deploy.checkpoint import read_json
+from vfl.deploy.config import load_config, write_config
 from vfl.protocols import Roster
 from vfl.transport.tls import write_federation_certs
 

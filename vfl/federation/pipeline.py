@@ -1,7 +1,7 @@
 """The credit-scoring pipeline as one process per party: PSI, binning, WOE/IV, selection, model, scorecard.
 
 ``vfl party`` with a ``[pipeline]`` table runs, over the party's
-:class:`~vfl.federation.session.Session` (mutual TLS, the settings
+:class:`~vfl.deploy.session.Session` (mutual TLS, the settings
 fingerprint):
 
 1. the private set intersection (``[data] align``);
@@ -15,7 +15,7 @@ fingerprint):
 5. the model: each party codes its selected columns (WOE values, or bin
    indicators for a feature party not given its WOE values), standardizes them
    and trains logistic regression with the coordinator
-   (:mod:`vfl.protocols.training`; checkpoints every epoch), then the label
+   (:mod:`vfl.protocols.linear.training`; checkpoints every epoch), then the label
    party's training metrics by one private prediction;
 6. the scorecard: each party its own points per bin; the shard
    (:mod:`vfl.parties.credit.shard`).
@@ -36,29 +36,26 @@ import pandas as pd
 
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.federation.align import alignment_line
-from vfl.federation.checkpoint import CheckpointStore, read_json, write_json
-from vfl.federation.compute import uses_compute
-from vfl.federation.config import FederationConfig
-from vfl.federation.data import PartyData, load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, classes_line, label_metrics, plain
+from vfl.deploy.align import alignment_line
+from vfl.deploy.checkpoint import CheckpointStore, read_json, write_json
+from vfl.deploy.compute import uses_compute
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import PartyData, load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, classes_line, label_metrics
 from vfl.federation.runner import (agree_on_models, needs_data, release_scores, report_training, score_rows,
                                   scoring_part, span_opt_in, train_model)
-from vfl.federation.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
+from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
 from vfl.parties.credit import shard as shards
-from vfl.parties.credit.feature_party import WOEFeatureParty
-from vfl.parties.credit.label_party import WOELabelParty
-from vfl.parties.credit.scorecard import Coder, flat_codes
+from vfl.parties.credit.scorecard import Coder
 from vfl.parties.credit.statistics import describe, population_stability
-from vfl.parties.labels import event_classes
 from vfl.parties.scaling import Standardizer
 from vfl.protocols.span import SpanLedger, check_scorecard_part, check_training, column_rank
-from vfl.protocols.credit import run_feature, run_label, select_feature, select_label
 from vfl.protocols.fields import count, flag
+from vfl.runs import credit as credit_run
 
 #: The format of the checkpoint written after WOE/IV and selection.
 STEP_FORMAT = "vfl-pipeline-step/1"
@@ -103,15 +100,15 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                     summary["alignment"] = alignment
                 statistics = describe(data.features, data.columns)
                 summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
-                binner = _binner(credit, kind, data, role)
-                codes = binner.transform(data.features, f"party {role}", data.columns)
+                binner = credit_run.fit_binner(credit, data, role, kind == "label", scorecard=True)
+                codes = credit_run.bin_codes(binner, data, role)
                 if narrator:
                     narrator.say(f"binned its {len(data.columns)} columns: "
                                  f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
-                step = _woe_and_selection(ep, config, role, kind, data, binner, codes, step_path, fingerprint,
-                                          resume, narrator)
-                coder = _coder(credit, role, kind, binner, codes, step, data.columns)
-                coded = coder.transform(flat_codes(codes, binner.n_bins_, binner.missing_code))
+                step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
+                                          narrator)
+                coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
+                coded = coder.transform(codes)
                 scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
                 model_x = scaler.transform(coded) if scaler is not None else coded
                 _model_columns(ep, config, role, kind, data.n_rows, len(coder.names))
@@ -162,21 +159,7 @@ def _data(config: FederationConfig, role: str, kind: str, data_path, columns=Non
                     foreign=(config.label,) if kind == "feature" else (), missing=True)
 
 
-def _binner(credit, kind: str, data: PartyData, role: str) -> Binner:
-    """This party's own binning: the label party's columns by ``label_strategy`` (monotone: with its labels)."""
-    strategy = credit.label_strategy if kind == "label" else credit.strategy
-    events = None
-    if kind == "label":
-        classes = event_classes(data.labels, role)
-        if len(classes) != 2:
-            raise DataError(f"party {role}: the pipeline's scorecard scores one event class, but the label column "
-                            f"holds {len(classes)} classes ({', '.join(map(repr, classes[:5]))})")
-        events = data.labels == classes[1]
-    return Binner(credit.max_bins, strategy, credit.min_bin_fraction).fit(data.features, f"party {role}",
-                                                                          data.columns, events)
-
-
-def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner, codes,
+def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner,
                        path: Path, fingerprint: str, resume: bool, narrator) -> dict:
     """Steps 4: WOE/IV and selection between the data parties, or their saved result when every one has it."""
     credit, settings = config.pipeline, config.training
@@ -197,23 +180,14 @@ def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data:
             narrator.say("resume: WOE/IV and selection from its checkpoint")
         return saved
     if kind == "feature":
-        party = WOEFeatureParty(codes, binner, role, data.columns)
-        run_feature(ep, party, roster)
-        select_feature(ep, party, roster, credit.rules, data.features, credit.share_woe)
-        step = {"selected": party.selected.tolist(), "woe": None if party.woe is None else
-                [w.tolist() for w in party.woe], "iv": None if party.iv is None else party.iv.tolist()}
+        _, step = credit_run.train_feature(ep, data, role, binner, roster, credit)
     else:
-        party = WOELabelParty(codes, binner, data.labels, role, data.columns)
-        run_label(ep, party, roster, settings.key_bits, settings.insecure)
-        plan = select_label(ep, party, roster, credit.rules, data.features, credit.share_woe)
-        empty = [k for k in roster.features if not plan[k].any()]
+        _, step = credit_run.train_label(ep, data, role, binner, roster, credit, settings.key_bits, settings.insecure)
+        plan = step["plan"]
+        empty = [k for k in roster.features if not any(plan[k])]
         if empty:
             raise DataError(f"party {role}: no column of {', '.join(empty)} was selected; every feature party must "
                             "keep a column for the model (lower iv_threshold, or raise top_k)")
-        step = {"selected": plan[role].tolist(), "woe": [t["woe"][:, 0].tolist() for t in party.tables[role]],
-                "iv": {k: party.ivs(k).tolist() for k in roster.data_parties},
-                "plan": {k: plan[k].tolist() for k in roster.data_parties},
-                "classes": [plain(c) for c in party.classes]}
     write_json(path, {"format": STEP_FORMAT, "party": role, "fingerprint": fingerprint, "step": step}, private=True)
     return step
 
@@ -230,18 +204,11 @@ def _load_step(path: Path, role: str, fingerprint: str) -> dict | None:
     return saved["step"]
 
 
-def _coder(credit, role: str, kind: str, binner: Binner, codes, step: dict, columns) -> Coder:
-    """This party's model columns: WOE values (the label party; a feature party given them), else bin indicators."""
+def _coder(credit, role: str, binner: Binner, codes, step: dict, columns, roster) -> Coder:
+    """This party's model columns (:func:`vfl.runs.credit.model_coder`), refused when none is left."""
     selected = [j for j, s in enumerate(step["selected"]) if s]
-    sizes = (binner.n_bins_ + 1).tolist()
-    local = flat_codes(codes, binner.n_bins_, binner.missing_code)
-    counts = [np.bincount(local[:, j], minlength=sizes[j]) for j in selected]
-    if kind == "label" or credit.share_woe:
-        if step["woe"] is None:
-            raise ProtocolError(f"{role}: the plan came without the WOE values share_woe promises")
-        coder = Coder("woe", sizes, selected, columns, woe=[step["woe"][j] for j in selected])
-    else:
-        coder = Coder("bins", sizes, selected, columns, counts=counts)
+    coder = credit_run.model_coder(role, credit_run.coding(role, roster, credit.share_woe), binner, codes, selected,
+                                   columns, step["woe"])
     if not coder.names:
         raise DataError(f"party {role}: none of its selected columns has two bins with training rows, so none "
                         "enters the model")
@@ -277,17 +244,16 @@ def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binn
     credit = config.pipeline
     coef = np.asarray(party.coef, dtype=np.float64)
     scaler = scaler if scaler is not None else Standardizer(np.zeros(len(coef)), np.ones(len(coef)))
-    unscaled, constant = scaler.unscale(coef)
-    points = coder.points(unscaled, float(constant), credit.scale)
+    points = credit_run.points(coder, coef, scaler.mean, scaler.scale, credit.scale)
     model = {"columns": coder.names, "coef": coef.tolist(), **scaler.to_dict()}     # JSON numbers only
-    local = flat_codes(binner.transform(data.features), binner.n_bins_, binner.missing_code)
+    local = credit_run.bin_codes(binner, data, role)
     bin_counts = [np.bincount(local[:, j], minlength=int(binner.n_bins_[j]) + 1) for j in range(local.shape[1])]
     iv = step["iv"]
     scorecard = None
     if kind == "label":
         intercept = float(party.intercept)
         model.update(intercept=intercept, classes=step["classes"], label=config.label)
-        scorecard = dict(credit.scale.to_dict(), base_points=credit.scale.offset - credit.scale.factor * intercept)
+        scorecard = dict(credit.scale.to_dict(), base_points=credit_run.base_points(credit.scale, intercept))
     return shards.build(role, kind, data.columns, binner, bin_counts, coder, model, points, fingerprint, iv=iv,
                         scorecard=scorecard)
 
@@ -343,8 +309,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                     raise DataError(f"party {role}: the pipeline shards of {role} and {peer} come from trainings "
                                     "with different settings; use the shards of one training run")
             binner = Binner.from_dict(shard["binning"])
-            local = flat_codes(binner.transform(data.features, f"party {role}", data.columns), binner.n_bins_,
-                               binner.missing_code)
+            local = credit_run.bin_codes(binner, data, role)
             psi = pd.Series([population_stability(shard["bin_counts"][j],
                                                   np.bincount(local[:, j], minlength=len(shard["bin_counts"][j])))
                              for j in range(len(data.columns))], index=data.columns, name="psi")

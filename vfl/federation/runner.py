@@ -1,11 +1,11 @@
 """Run one party of a federation as its own process: connect, check, train or predict, write results.
 
-The role programs of :mod:`vfl.protocols` run unchanged; this module gives them
-a :class:`~vfl.transport.network.NetworkTransport` instead of in-process queues,
-and surrounds them with what a real deployment needs:
+Each party runs its role's run of :mod:`vfl.runs.linear` (the one the
+estimators run in threads), over a :class:`~vfl.transport.network.NetworkTransport`
+instead of in-process queues, and surrounded by what a real deployment needs:
 
 The connection itself (links, hellos, the checks between data parties) is
-:mod:`vfl.federation.session`.
+:mod:`vfl.deploy.session`.
 
 Parties are named in ``federation.toml`` (``A``, ``B``, ``C``, or ``bank``,
 ``telco``...), each with its role; the names are the transport's role names.
@@ -18,8 +18,9 @@ A feature party links only to the label party and the coordinator
   their row ids under both salts); any difference stops the run with an error
   saying what differs;
 * before training, the label party sends every feature party the column count of
-  every data party (``columns``), so each data party checks the
-  accumulated-equations rule for all of them and refuses with the same message;
+  every data party (``columns``), so each data party checks the validation
+  split, the batch sizes and the accumulated-equations rule for all of them and
+  refuses with the same message (the estimators' message: the same run);
 * after every epoch, the party writes a checkpoint; with ``resume`` it starts
   after the last epoch every party completed;
 * logistic regression with three classes or more trains one binary model per
@@ -36,38 +37,28 @@ A feature party links only to the label party and the coordinator
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from vfl.crypto import FixedPoint
-from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.federation.align import alignment_line, min_rows, private_intersection, write_aligned
-from vfl.federation.checkpoint import (CheckpointStore, read_coordinator_shard, read_shard, shard_models,
+from vfl.errors import ConfigurationError, DataError
+from vfl.deploy.align import alignment_line, min_rows, private_intersection, write_aligned
+from vfl.deploy.checkpoint import (CheckpointStore, read_coordinator_shard, read_shard, shard_models,
                                       shard_scaler, shard_shares, write_coordinator_shard, write_json, write_shard)
-from vfl.federation.compute import uses_compute
-from vfl.federation.config import FederationConfig
-from vfl.federation.data import PartyData, load_csv
-from vfl.federation.narration import Narrator
-from vfl.federation.progress import Progress
-from vfl.federation.report import class_indices, classes_line, label_metrics, plain, write_scores
-from vfl.federation.session import (Session, align_data, check_equations, check_same_training, rows_hello,
-                                    share_columns, stops_told)
-from vfl.parties import Coordinator, PartyA, PartyB, dp, row_weights, targets
-from vfl.parties.scaling import Standardizer
-from vfl.parties.shareholders import CoordinatorShares
-from vfl.parties.shares import WeightShare
-from vfl.protocols import predict_a, predict_b, predict_c, run_a, run_b, run_c
-from vfl.protocols import shared as shared_protocol
-from vfl.protocols.checks import warn_clipped_labels, warn_mini_batch_labels
-from vfl.protocols.span import SpanLedger, check_release, check_training, column_rank, model_name, raw_directions
+from vfl.deploy.compute import uses_compute
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import PartyData, load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, classes_line, label_metrics, plain, write_scores
+from vfl.deploy.session import Session, align_data, check_same_training, hello_columns, rows_hello, stops_told
+from vfl.parties import Coordinator, dp
+from vfl.protocols import run_a, run_b, run_c
+from vfl.runs import linear as run_linear
+from vfl.runs.linear import kept_shared
+from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
 from vfl.transport import Endpoint
-
-#: The most one-vs-rest models (classes) a run trains: a bound on a peer's ``models`` message.
-MAX_MODELS = 1000
-
 
 # --------------------------------------------------------------------------- training
 
@@ -77,14 +68,14 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
 
     ``role`` is the party's name in ``config``; ``progress`` shows progress on standard
-    error (``None``: if it is a terminal; :mod:`vfl.federation.progress`).  Returns a
+    error (``None``: if it is a terminal; :mod:`vfl.deploy.progress`).  Returns a
     summary dict: ``party`` (the name), ``role`` (``"feature"``, ``"label"`` or
     ``"coordinator"``), the written paths, ``models`` (one, or one per class for
     one-vs-rest), ``epochs`` and ``loss_curve`` for the coordinator (per model when
     several), and for the label party ``classes`` and ``metrics`` (training, and
     validation with early stopping; see :func:`report_training`).
     """
-    settings, roster = config.training, config.roster
+    settings = config.training
     kind = config.role_of(role)
     workdir = Path(workdir)
     with stops_told(config, role, "train"):
@@ -96,72 +87,40 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     shown = Progress(role, progress)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)          # one key pair for every model of the run
-    coordinator_shares = []     # reveal = "never": C's share of every party's parameters, per model
-
     try:
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
             theirs = session.hello(extra)
+            alignment = None
             if data:
                 data, alignment = align_data(session, role, data, extra, theirs, narrator,
-                                         min_rows(settings.batch_size, len(data.columns) +
-                                                  (kind == "label" and settings.fit_intercept)))
+                                             min_rows(settings.batch_size, len(data.columns) +
+                                                      (kind == "label" and settings.fit_intercept)))
                 if alignment:
                     shown.line(alignment_line(role, alignment))
-                scaler = _fit_scaler(settings, previous, data, role)
-                data = standardized(data, scaler, role)
-                columns = share_columns(session.endpoint, role, data, theirs, roster)
-                check_equations(data.n_rows, columns, settings, roster)
-            model_targets, classes = (targets(data.labels, settings.objective, role) if kind == "label"
-                                      else (None, None))
-            n_models = agree_on_models(session.endpoint, role, kind, roster,
-                                       len(model_targets) if model_targets else None)
-            if kind == "feature":
-                check_training(SpanLedger.at(workdir, role), roster.label, data.columns, column_rank(data.features),
-                               n_models, config.fingerprint("train"), *span_opt_in(config, role))
-            if kind == "label":
-                warn_clipped_labels(model_targets[0], settings, role)
-                warn_mini_batch_labels(settings, data.n_rows)
-            starts = _warm_starts(previous, role, n_models, classes) if previous else [None] * n_models
-            if kind == "label" and classes_line(role, classes):
-                shown.line(classes_line(role, classes))
-            parties, results, marks = [], [], []
-            for index in range(n_models):
-                which = f" (class {classes[index]!r} against the rest)" if classes is not None and n_models > 1 else ""
-                if narrator and n_models > 1:
-                    narrator.say(f"one-vs-rest: model {index + 1} of {n_models}{which}")
-                shown.model(settings.max_iter, index, n_models, which)
-                marks.append(len(session.transcript.records))
-                party = coordinator if kind == "coordinator" else _training_party(
-                    config, role, kind, data, model_targets[index] if model_targets else None, n_models)
-                if starts[index] is not None:       # warm start: continue from the previous shard's weights
-                    party.warm_params = starts[index]
-                store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
-                                        config.fingerprint("train"))
-                results.append(train_model(session.endpoint, config, role, kind, party, store, resume,
-                                            narrator, shown))
-                parties.append(party)
-                if kind == "coordinator" and kept_shared(settings):
-                    coordinator_shares.append(coordinator.shares.state())
+            on_model = _on_model(config, role, kind, workdir, resume, narrator, shown)
+            trained = _train_role(session.endpoint, config, role, kind, data, theirs, previous, coordinator, workdir,
+                                  on_model, narrator)
             shown.close()
-            metrics = report_training(session, config, role, kind, parties, coordinator, n_models,
-                                      coordinator_shares)
+            n_models, parties = trained.n_models, trained.parties
+            classes = trained.classes
+            metrics = report_training(session, config, role, kind, parties, coordinator, n_models, trained.shares)
             summary = {"party": role, "role": kind, "models": n_models,
-                       "transcript": str(_save_transcript(session, workdir / "transcript_train.csv", marks))}
-            if data and alignment:
+                       "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
+            if alignment:
                 summary["alignment"] = alignment
             if kind == "label":
                 summary.update(metrics=metrics, classes=None if classes is None else [plain(c) for c in classes])
     finally:
         shown.close()
     if kind == "coordinator":
-        one = n_models == 1
+        results, one = trained.results, n_models == 1
         summary.update(loss_curve=results[0]["loss_curve"] if one else [r["loss_curve"] for r in results],
                        epochs=results[0]["n_iter"] if one else [r["n_iter"] for r in results],
                        converged=all(r["converged"] for r in results))
         if kept_shared(settings):   # C's shares: prediction needs them, and only C may read them
             summary["model"] = str(write_coordinator_shard(workdir / f"model_{role}.json", role,
-                                                           config.fingerprint("train"), coordinator_shares))
+                                                           config.fingerprint("train"), trained.shares))
         write_json(workdir / f"training_{role}.json", summary, private=False)
     else:
         if kind == "label" and settings.dp:
@@ -174,20 +133,53 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             config.fingerprint("train"), None if classes is None else [plain(c) for c in classes],
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
-            scaler=scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None))
+            scaler=trained.scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None))
     _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))  # finished: the shard is the result
     return summary
 
 
-def kept_shared(settings) -> bool:
-    """Whether the model stays shared after training (``protocol = "shared"``, ``reveal = "never"``)."""
-    return getattr(settings, "shared", False) and settings.reveal == "never"
+def _train_role(ep: Endpoint, config: FederationConfig, role: str, kind: str, data: PartyData | None, theirs: dict,
+                previous: dict | None, coordinator, workdir: Path, on_model, narrator) -> run_linear.Trained:
+    """This party's training run (:mod:`vfl.runs.linear`), with its session's hooks."""
+    settings, roster = config.training, config.roster
+    if kind == "coordinator":
+        return run_linear.train_coordinator(ep, coordinator, settings, roster, on_model=on_model,
+                                            on_batch_loss=narrator.batch_loss if narrator else None)
+    hooks = dict(scaler=shard_scaler(previous) if previous else None,
+                 starts=_warm_starts(previous, role) if previous else None, on_model=on_model)
+    if kind == "label":
+        return run_linear.train_label(ep, data, settings, roster, **hooks,
+                                      peer_columns=hello_columns(role, theirs, roster))
+    return run_linear.train_feature(ep, data, settings, roster, **hooks,
+                                    **_span_consent(config, role, workdir, config.fingerprint("train")))
 
 
-def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
-                 resume: bool, narrator, shown: Progress) -> dict:
-    """One model's training (the whole run, or one one-vs-rest model), checkpointed after every epoch."""
+def _span_consent(config: FederationConfig, role: str, workdir: Path, model: str) -> dict:
+    """A feature party's score-span hooks: its ledger (in its work directory, :mod:`vfl.protocols.span`), the
+    model's name there, and its own consent (its ``[parties.NAME]`` table) with how it gives it."""
+    return dict(allow_score_span=config.party(role).allow_score_span, ledger=SpanLedger.at(workdir, role),
+                span_model=model, span_how=f"allow_score_span = true in its own [parties.{role}] table")
+
+
+def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, resume: bool, narrator, shown: Progress):
+    """The run's ``on_model`` hook: say which model starts, and checkpoint each model in its own folder."""
     settings = config.training
+
+    def on_model(index: int, n_models: int, classes) -> tuple:
+        if index == 0 and kind == "label" and classes_line(role, classes):
+            shown.line(classes_line(role, classes))
+        which = f" (class {classes[index]!r} against the rest)" if classes is not None and n_models > 1 else ""
+        if narrator and n_models > 1:
+            narrator.say(f"one-vs-rest: model {index + 1} of {n_models}{which}")
+        shown.model(settings.max_iter, index, n_models, which)
+        store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
+                                config.fingerprint("train"))
+        return _checkpointing(store, kind, resume, narrator, shown)
+    return on_model
+
+
+def _checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, shown: Progress) -> tuple:
+    """One model's checkpoints to resume from (``resume``), and its ``on_epoch``: save, narrate, show."""
     checkpoints = store.load() if resume else {}
     if narrator and checkpoints:
         narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
@@ -198,36 +190,22 @@ def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, pa
         if narrator and loss is not None:
             narrator.loss(epoch, loss)
         shown.epoch(epoch, loss)
+    return checkpoints, on_epoch
 
+
+def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
+                resume: bool, narrator, shown: Progress) -> dict:
+    """One model's training with an already built party (the pipeline's), checkpointed after every epoch."""
+    checkpoints, on_epoch = _checkpointing(store, kind, resume, narrator, shown)
     program = {"feature": run_a, "label": run_b, "coordinator": run_c}[kind]
     batch_loss = {"on_batch_loss": narrator.batch_loss} if kind == "coordinator" and narrator else {}
-    return program(ep, party, settings, checkpoints or None, on_epoch, roster=config.roster, **batch_loss) or {}
+    return program(ep, party, config.training, checkpoints or None, on_epoch, roster=config.roster,
+                   **batch_loss) or {}
 
 
 def agree_on_models(ep: Endpoint, role: str, kind: str, roster, count: int | None) -> int:
-    """How many models the run trains or scores: the label party says (message ``models``), the others check.
-
-    One, or one per class for logistic regression with three classes or more
-    (one-vs-rest).  The count is public: every party sees the protocol run that
-    many times.
-
-    Raises
-    ------
-    ProtocolError
-        The label party sent no whole number from 1 to :data:`MAX_MODELS`.
-    """
-    if kind == "label":
-        for peer in roster.peers(role):
-            ep.send(peer, "models", "public", count=count)
-        return count
-    value = ep.recv(roster.label, "models").fields.get("count")
-    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_MODELS:
-        raise ProtocolError(f"{role}: waiting for 'models' from {roster.label}: {roster.label} sent a malformed "
-                            f"message: the model count must be a whole number from 1 to {MAX_MODELS}")
-    if count is not None and value != count:
-        raise DataError(f"party {role}: its model shard holds {count} model(s) (one per class), but party "
-                        f"{roster.label}'s holds {value}; use the shards of one training run")
-    return value
+    """How many models the run trains or scores (:func:`vfl.runs.linear.agree_on_models`); ``kind`` is not used."""
+    return run_linear.agree_on_models(ep, role, roster, count)
 
 
 def _previous_shard(config: FederationConfig, role: str, kind: str, data: PartyData, workdir: Path) -> dict:
@@ -247,16 +225,13 @@ def _previous_shard(config: FederationConfig, role: str, kind: str, data: PartyD
     return shard
 
 
-def _warm_starts(shard: dict, role: str, n_models: int, classes) -> list:
-    """Each model's start from the previous shard: it must hold as many models (and, at the label party, the classes)."""
-    models = shard_models(shard)
-    if len(models) != n_models or (classes is not None and [plain(c) for c in classes] != shard["classes"]):
-        raise DataError(f"party {role}: warm_start continues a shard of {len(models)} model(s)"
-                        f"{' (classes ' + str(shard['classes']) + ')' if shard.get('classes') else ''}; "
-                        f"this run trains {n_models}"
-                        f"{' (classes ' + str([plain(c) for c in classes]) + ')' if classes is not None else ''}; "
-                        "train without warm_start")
-    return [np.asarray(m, dtype=np.float64) for m in models]
+def _warm_starts(shard: dict, role: str):
+    """The run's ``starts`` hook: each model's start from the previous shard, which must hold as many models."""
+    def starts(n_models: int, classes) -> list:
+        models = shard_models(shard)
+        run_linear.check_warm_models(role, len(models), shard.get("classes"), n_models, classes)
+        return [np.asarray(m, dtype=np.float64) for m in models]
+    return starts
 
 
 def _model_folder(folder: Path, index: int, n_models: int) -> Path:
@@ -274,20 +249,6 @@ def _clear_checkpoints(folder: Path, role: str, fingerprint: str) -> None:
                 sub.rmdir()
             except OSError:     # something else is in it: leave it
                 pass
-
-
-def _save_transcript(session: Session, path, marks: list[int]) -> Path:
-    """The transcript; with several models, a ``model`` column (empty before the first model's messages)."""
-    if len(marks) <= 1:
-        return session.save_transcript(path)
-    frame = session.transcript.to_frame()
-    model = pd.Series(pd.NA, index=frame.index, dtype="Int64")
-    for index, start in enumerate(marks):
-        model.iloc[start:] = index
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.assign(model=model).to_csv(path, index=False)
-    return path
 
 
 def needs_data(role: str, kind: str, data_path) -> bool:
@@ -310,11 +271,6 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
                     weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
 
 
-def span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
-    """Whether feature party ``role`` accepts what its scores reveal, and how it would say so."""
-    return config.party(role).allow_score_span, f"allow_score_span = true in its own [parties.{role}] table"
-
-
 def release_scores(config: FederationConfig, role: str, workdir: Path, columns, params, scale, shared: bool,
                    fingerprint: str) -> None:
     """Feature party ``role``'s score-span check before its scores leave it (:func:`vfl.protocols.span.check_release`).
@@ -323,46 +279,20 @@ def release_scores(config: FederationConfig, role: str, workdir: Path, columns, 
     given); with ``shared`` it does not know them, and each model counts as new
     dimensions.  ``fingerprint`` names the model when its weights are unknown.
     """
-    n_models = len(params)
     directions = None if shared else raw_directions([np.ravel(p)[:len(columns)] for p in params], scale)
-    check_release(SpanLedger.at(workdir, role), config.roster.label, list(columns), directions, n_models,
+    check_release(SpanLedger.at(workdir, role), config.roster.label, list(columns), directions, len(params),
                   model_name(directions, fingerprint), *span_opt_in(config, role))
+
+
+def span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
+    """Whether feature party ``role`` accepts what its scores reveal, and how it would say so."""
+    return config.party(role).allow_score_span, f"allow_score_span = true in its own [parties.{role}] table"
+
 
 
 def _foreign(config: FederationConfig, kind: str) -> tuple:
     """The label party's columns, which a feature party's CSV must not hold (see :mod:`vfl.datachecks`)."""
     return (config.label, config.sample_weight) if kind == "feature" else ()
-
-
-def _fit_scaler(settings, previous: dict | None, data: PartyData, role: str) -> Standardizer | None:
-    """This party's own standardization (``[training] standardize``), fitted on its aligned training rows.
-
-    A warm start continues weights trained on the previous shard's scaling, so it keeps that scaling.
-    """
-    if not settings.standardize:
-        return None
-    kept = shard_scaler(previous) if previous else None
-    return kept or Standardizer.fit(data.features, role, data.columns)
-
-
-def standardized(data: PartyData, scaler: Standardizer | None, role: str) -> PartyData:
-    """The party's rows as its model sees them: scaled by its own scaler, if it has one."""
-    if scaler is None:
-        return data
-    return replace(data, features=scaler.transform(data.features, f"party {role}", data.columns))
-
-
-def _training_party(config: FederationConfig, role: str, kind: str, data: PartyData, target, n_models: int):
-    """A data party to train one model, from its (aligned) rows; the label party with that model's ``target``."""
-    settings = config.training
-    if kind == "feature":
-        return PartyA(data.features, role=role, columns=data.columns)
-    party = PartyB(data.features, target, fit_intercept=settings.fit_intercept, role=role, columns=data.columns)
-    party.dp_models = n_models              # DP noise is calibrated to every model's releases
-    weights = row_weights(data.labels, settings.class_weight, data.weights, role)
-    if weights is not None:                 # the weights stay with the label party
-        party.set_weights(weights)
-    return party
 
 
 # --------------------------------------------------------------------------- alignment only
@@ -416,7 +346,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     ``rows`` (how many rows were scored), ``models`` (one, or one per class),
     ``label`` and ``coordinator`` (their names), the transcript's path, and for
     the label party the scores' path, its ``classes`` and, when its CSV holds the label
-    column, ``metrics`` (:func:`vfl.federation.report.label_metrics` of these rows).
+    column, ``metrics`` (:func:`vfl.deploy.report.label_metrics` of these rows).
     ``progress`` as for :func:`train`.
     """
     settings, roster = config.training, config.roster
@@ -430,7 +360,6 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                             columns=shard["columns"], label_required=False,
                             weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
-            data = standardized(data, shard_scaler(shard), role)
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
     with Session(config, role, "predict", narrator, shown) as session:
@@ -450,83 +379,45 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             held = "a share of a model that stays shared" if "share" in shard else "weights"
             raise DataError(f"party {role}: its model shard holds {held}, but the settings say protocol = "
                             f"{settings.protocol!r}, reveal = {settings.reveal!r}; use the settings it was trained with")
-        n_models = agree_on_models(session.endpoint, role, kind, roster, len(models) if models else None)
-        if kind == "feature":
-            scaler = shard_scaler(shard)
-            release_scores(config, role, workdir, data.columns, models, None if scaler is None else scaler.scale,
-                           "share" in shard, shard["trained_with"])
-        mode, frac_bits, ep = config.prediction_mode, settings.frac_bits, session.endpoint
-        summary = {"party": role, "role": kind, "mode": mode, "models": n_models, "label": roster.label,
+        mode, ep = config.prediction_mode, session.endpoint
+        summary = {"party": role, "role": kind, "mode": mode, "label": roster.label,
                    "coordinator": roster.coordinator}
         if alignment:
             summary["alignment"] = alignment
-        columns, marks = [], []
-        for index in range(n_models):          # one private prediction per one-vs-rest model
-            marks.append(len(session.transcript.records))
-            scored = score_rows(ep, config, role, kind, data.features if data else None, data and data.columns,
-                                models[index] if models else None, shard.get("fit_intercept") if shard else None,
-                                coordinator, mode, share=models[index] if kept_shared(settings) else None)
-            if kind == "label":
-                columns.append(scored)
-            summary["rows"] = len(scored) if kind == "label" else scored
-        if kind == "label":
-            scores = columns[0] if n_models == 1 else np.column_stack(columns)
+        shared = kept_shared(settings)
+        if kind == "coordinator":
+            n_models, summary["rows"] = run_linear.predict_coordinator(ep, coordinator, settings, roster, mode=mode,
+                                                                       shares=models)
+        elif kind == "feature":
+            summary["rows"] = run_linear.predict_feature(ep, data.features, data.columns, models, settings, roster,
+                                                         scaler=shard_scaler(shard), mode=mode, shared=shared,
+                                                         **_span_consent(config, role, workdir,
+                                                                         shard["trained_with"]))
+        else:
+            scores = run_linear.predict_label(ep, data.features, data.columns, models, shard["fit_intercept"],
+                                              settings, roster, scaler=shard_scaler(shard), mode=mode, shared=shared)
+            summary["rows"] = len(scores)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, scores, shard,
                                                  config.id_column))
             summary["classes"] = shard["classes"]
             if data.labels is not None:     # the label column is there: the metrics of these rows
                 summary["metrics"] = _metrics(shard["objective"], scores, data.labels, shard["classes"], role)
-        summary["transcript"] = str(_save_transcript(session, workdir / "transcript_predict.csv", marks))
+        summary["models"] = len(models) if models else n_models
+        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
     return summary
 
 
 def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,
                fit_intercept, coordinator, mode: str = "private", share=None):
-    """One private prediction of ``features`` with the weights ``params``: the label party gets the scores.
+    """One private prediction of ``features`` with the weights ``params`` (:func:`vfl.runs.linear.score_rows`).
 
-    The coordinator passes ``coordinator`` (and no features); the others their own
-    rows and weights.  A model that stays shared passes ``share`` instead of the
-    weights (a data party: its share, a list of integers; the coordinator: its share
-    of every party's, by name) and runs the shared scoring round
-    (:func:`vfl.protocols.shared.predict_a`...).  Returns the scores at the label
-    party, the number of rows scored elsewhere.
+    A model that stays shared passes ``share`` instead of the weights.  Returns the scores
+    at the label party, the number of rows scored elsewhere.  ``role`` and ``kind`` are
+    the endpoint's.
     """
-    settings, roster = config.training, config.roster
-    if share is not None:
-        return _score_shared(ep, config, role, kind, features, columns, fit_intercept, coordinator, share)
-    packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
-    if kind == "coordinator":
-        return predict_c(ep, coordinator, mode, roster=roster, **packed)
-    if kind == "feature":
-        party = PartyA(features, role=role, columns=columns)
-        party.load_state({"params": params})
-        predict_a(ep, party, features, mode, settings.frac_bits, roster=roster, **packed)
-        return len(features)
-    party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
-    party.load_state({"params": params})
-    return predict_b(ep, party, features, mode, settings.frac_bits, roster=roster, **packed)
-
-
-def _score_shared(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, fit_intercept,
-                  coordinator, share):
-    """:func:`score_rows` for a model that stays shared: every party scores with its share."""
-    settings, roster = config.training, config.roster
-    if kind == "coordinator":
-        coordinator.shares = CoordinatorShares(None)
-        coordinator.shares.load_state(share)
-        return shared_protocol.predict_c(ep, coordinator, roster)
-    values = [int(v) for v in (share["values"] if isinstance(share, dict) else share)]
-    if kind == "feature":
-        party = PartyA(features, role=role, columns=columns)
-    else:
-        party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
-    if len(values) != party.params.size:
-        raise DataError(f"party {role}: its share holds {len(values)} values for {party.params.size} parameters")
-    party.share = WeightShare.from_state({"values": values})
-    if kind == "feature":
-        shared_protocol.predict_a(ep, party, features, settings.frac_bits, roster=roster)
-        return len(features)
-    return shared_protocol.predict_b(ep, party, features, settings.frac_bits, roster=roster)
+    return run_linear.score_rows(ep, config.training, config.roster, features, columns,
+                                 params if share is None else share, fit_intercept, coordinator, mode,
+                                 shared=share is not None)
 
 
 def report_training(session: Session, config: FederationConfig, role: str, kind: str, parties: list, coordinator,
@@ -548,6 +439,7 @@ def report_training(session: Session, config: FederationConfig, role: str, kind:
         session.narrator.phase = "metrics"
     columns = []
     for index in range(n_models):
+        ep.model = index if n_models > 1 else None
         party = parties[index] if kind != "coordinator" else None
         rows = None if party is None else (party.features if party.validation is None
                                            else np.vstack([party.features, party.validation]))
@@ -556,6 +448,7 @@ def report_training(session: Session, config: FederationConfig, role: str, kind:
             share = coordinator_shares[index] if kind == "coordinator" else parties[index].share.state()
         columns.append(score_rows(ep, config, role, kind, rows, party and party.columns, party and party.params,
                                   party and party.fit_intercept, coordinator, share=share))
+    ep.model = None
     if kind != "label":
         return None
     scores = columns[0] if n_models == 1 else np.column_stack(columns)

@@ -1,29 +1,30 @@
-"""The three roles. Each party holds only its own state and computes only on what it holds.
+"""Each party's own state and arithmetic: a party computes only on what it holds.
 
-* :class:`PartyA` — a feature party's columns (there may be any number of feature parties).
-* :class:`PartyB` — the label party: feature columns, labels and the intercept.
-* :class:`Coordinator` — the Paillier private key.
+One folder per model family, one module per role inside it; what every family shares stays here.
 
-The label party's labels become targets (one per class for one-vs-rest) and row
-weights in :mod:`~vfl.parties.labels`.
+* :mod:`~vfl.parties.linear` — linear and logistic regression: ``LinearFeatureParty`` (A),
+  ``LinearLabelParty`` (B), ``Coordinator`` (C).
+* :mod:`~vfl.parties.trees` — gradient-boosted trees (SecureBoost).
+* :mod:`~vfl.parties.credit` — the credit-scoring pipeline (WOE/IV, selection, scorecard).
+* :mod:`~vfl.parties.labels` — the label party's labels as targets and row weights.
+* :mod:`~vfl.parties.scaling` — each party's standardization of its own columns.
+* :mod:`~vfl.parties.binning` — each party's bins of its own columns (trees, credit).
+* :mod:`~vfl.parties.scoring` — validation scores.
+* :mod:`~vfl.parties.wire` — vectors and residues as message fields.
 
-Beside them, the arithmetic a party runs on its own: :mod:`~vfl.parties.optim`
-(update rules), :mod:`~vfl.parties.dp` (the label party's noise and its
-accounting), :mod:`~vfl.parties.scoring` (validation scores) and
-:mod:`~vfl.parties.packed` (packed slots).
-
-Messages between them are sequenced by :mod:`vfl.protocols`.
+Yang et al.'s names stay for teaching: :class:`PartyA` is the linear feature party, :class:`PartyB`
+the linear label party. Messages between parties are sequenced by :mod:`vfl.protocols`.
 """
 
-from vfl.parties import dp
-from vfl.parties.coordinator import Coordinator
-from vfl.parties.feature_party import FeatureParty, loss_part_bound, prediction_bound, score_bound
+from vfl.parties.linear import dp
+from vfl.parties.linear.coordinator import Coordinator
+from vfl.parties.linear.data_party import DataParty, FeatureParty, loss_part_bound, prediction_bound, score_bound
 from vfl.parties.labels import class_weights, row_weights, targets
-from vfl.parties.objectives import LINEAR, LOGISTIC, Objective, get_objective
-from vfl.parties.party_a import PartyA
-from vfl.parties.party_b import PartyB
+from vfl.parties.linear.objectives import LINEAR, LOGISTIC, Objective, get_objective
+from vfl.parties.linear.feature_party import LinearFeatureParty, PartyA
+from vfl.parties.linear.label_party import LinearLabelParty, PartyB
 from vfl.parties.wire import pack_residues, pack_vector, unpack_residues, unpack_vector
 
-__all__ = ["Coordinator", "dp", "FeatureParty", "LINEAR", "LOGISTIC", "Objective", "PartyA", "PartyB", "class_weights",
+__all__ = ["Coordinator", "DataParty", "dp", "FeatureParty", "LinearFeatureParty", "LinearLabelParty", "LINEAR", "LOGISTIC", "Objective", "PartyA", "PartyB", "class_weights",
            "get_objective", "loss_part_bound", "pack_residues", "pack_vector", "prediction_bound", "row_weights",
            "score_bound", "targets", "unpack_residues", "unpack_vector"]

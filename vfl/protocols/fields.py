@@ -5,7 +5,7 @@ Bit vectors (:func:`bits`, :func:`unbits`), bounded integer vectors
 plaintexts (:func:`ciphertexts`, :func:`received`: fixed-width bytes, fresh or
 re-randomized before they leave, see :mod:`vfl.parties.wire`).  A malformed
 field raises :class:`~vfl.errors.ProtocolError` naming the message.
-Gradient boosting (:mod:`vfl.protocols.boosting`) and the credit-scoring
+Gradient boosting (:mod:`vfl.protocols.trees`) and the credit-scoring
 steps (:mod:`vfl.protocols.credit`) share them.
 """
 

@@ -1,6 +1,6 @@
 """Online scoring: every party a long-lived service, the label party's HTTP API (``vfl serve``).
 
-See docs/serving.md.  The modules, from the wire up: :mod:`~vfl.serving.settings`
+See docs/serving.md.  The modules, from the wire up: :mod:`~vfl.deploy.serving_settings`
 (``[serving]``), :mod:`~vfl.serving.store` (each party's rows by id),
 :mod:`~vfl.serving.models` (versioned shards), :mod:`~vfl.serving.messages` and
 :mod:`~vfl.serving.links` (the parties' links and messages),

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 
 from vfl.errors import ConfigurationError
-from vfl.federation.cli import _run, _wrap
+from vfl.deploy.commands import run_command, wrap
 
 EXAMPLES = """\
 one command per machine, each with its own models and data (see docs/serving.md):
@@ -38,7 +38,7 @@ model versions: MODELS/VERSION/model_NAME.json (default MODELS: models/ beside f
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "serve", help="run one party as a long-lived scoring service (the label party: an HTTP API)",
-        description=_wrap(
+        description=wrap(
             "Serve a trained model online. Every party runs this command with its own shard of each model version "
             "and its own rows (a SQLite database by default, any SQLAlchemy URL, or a CSV); the parties stay linked "
             "by mutual TLS and relink after a restart. The label party answers POST /score, GET /health and GET "
@@ -70,11 +70,11 @@ def register(subparsers) -> None:
 
 
 def _serve(args) -> int:
-    return _run(args, lambda: serve(args))
+    return run_command(args, lambda: serve(args))
 
 
 def serve(args) -> None:
-    from vfl.federation.config import load_config
+    from vfl.deploy.config import load_config
     from vfl.transport.network import parse_address
 
     _check_installed()

@@ -28,7 +28,7 @@ import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.protocols.boosting.training import bits, ints
+from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
 from vfl.serving import messages
 from vfl.serving.links import Runtime

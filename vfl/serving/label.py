@@ -9,7 +9,7 @@ shard of that version:
   fresh mask, and has the coordinator decrypt the masked sums;
 * **trees**: it asks every feature party that owns splits for the leaves its
   splits allow, intersects them with its own, and adds the leaf values
-  (:func:`vfl.protocols.boosting.inference.raw_scores`).
+  (:func:`vfl.protocols.trees.inference.raw_scores`).
 
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
@@ -37,7 +37,7 @@ import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
-from vfl.protocols.boosting.training import unbits
+from vfl.protocols.trees.training import unbits
 from vfl.serving import messages
 from vfl.serving.links import PeerUnavailable, Runtime
 from vfl.serving.messages import OK, STATUS_CODES, STATUS_TEXT, pack_ids

@@ -26,7 +26,7 @@ import threading
 import time
 
 from vfl.errors import HandshakeError, PeerError, ProtocolError, VFLError
-from vfl.federation.session import _check_hello, _differences, check_own_certificate
+from vfl.deploy.session import check_hello, differences, check_own_certificate
 from vfl.transport.message import Message, decode, encode
 from vfl.transport.service import ServiceTransport
 
@@ -159,10 +159,10 @@ def hello(channel: Channel, config, **extra) -> dict:
         raise PeerError(f"{channel.peer} sent no hello within {HELLO_TIMEOUT:g} s")
     if message.name != "serve_hello":
         raise ProtocolError(f"{channel.peer} sent {message.name!r} instead of its hello")
-    _check_hello(channel.role, channel.peer, message)
+    check_hello(channel.role, channel.peer, message)
     if message["fingerprint"] != mine["fingerprint"]:
         raise HandshakeError(f"the model settings differ between {channel.role} and {channel.peer}: "
-                             f"{_differences(shared, message['shared'], channel.role, channel.peer)}; every party "
+                             f"{differences(shared, message['shared'], channel.role, channel.peer)}; every party "
                              "must serve with the same federation file's parties and [training] key settings")
     return message.fields
 

@@ -41,7 +41,7 @@ import numpy as np
 
 from vfl.datachecks import canonical_id
 from vfl.errors import ProtocolError
-from vfl.serving.settings import VERSION
+from vfl.deploy.serving_settings import VERSION
 from vfl.transport.message import Message
 
 #: Longest id, in UTF-8 bytes.

@@ -5,8 +5,8 @@ every party (``models/3/model_bank.json`` at the label party,
 ``models/3/model_telco.json`` at telco).  The shards are the files ``vfl party``
 writes, in their documented JSON formats (``vfl-model-shard/2`` for the linear
 models, ``vfl-boosting-shard/1`` for trees), read with every check of batch
-prediction (:func:`vfl.federation.checkpoint.read_shard`,
-:func:`~vfl.federation.checkpoint.read_boosting_shard`).
+prediction (:func:`vfl.deploy.checkpoint.read_shard`,
+:func:`~vfl.deploy.checkpoint.read_boosting_shard`).
 
 What a service needs of a shard is here: :class:`LinearShare` turns rows into
 this party's partial scores, :class:`TreeShare` into leaf masks (a feature party)
@@ -23,10 +23,10 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
-from vfl.federation.checkpoint import read_boosting_shard, read_shard, shard_models, shard_scaler
-from vfl.federation.report import plain
-from vfl.protocols.boosting.inference import mask_widths, raw_scores, tree_owners
-from vfl.serving.settings import VERSION, check_version
+from vfl.deploy.checkpoint import boosting_party, read_boosting_shard, read_shard, shard_models, shard_scaler
+from vfl.deploy.report import plain
+from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
+from vfl.deploy.serving_settings import VERSION, check_version
 
 
 def shard_path(models: Path, version: str, party: str) -> Path:
@@ -102,13 +102,12 @@ class TreeShare:
     kind = "trees"
 
     def __init__(self, shard: dict, version: str, features=()):
-        from vfl.federation.boosting import from_shard
 
         self.version = version
         self.role = shard["role"]
         self.columns = list(shard["columns"])
         self.trained_with = shard["trained_with"]
-        self.party = from_shard(shard, np.empty((0, len(self.columns))), shard["party"])
+        self.party = boosting_party(shard, np.empty((0, len(self.columns))), shard["party"])
         if self.role == "feature":
             self.trees = [int(t["index"]) for t in shard["trees"]]
             return

@@ -7,8 +7,8 @@
     [[u_k]] (packed) -> B                 sum_k [[u_k]] + [[u_B + mask]] -> C    decrypts z + mask -> B
                                           removes the mask: z per id
 
-The arithmetic is :mod:`vfl.protocols.inference`'s (the same layouts, masks and
-range checks, :mod:`vfl.parties.packed`), with two differences a service needs:
+The arithmetic is :mod:`vfl.protocols.linear.inference`'s (the same layouts, masks and
+range checks, :mod:`vfl.parties.linear.packed`), with two differences a service needs:
 
 * a row that cannot be scored (an unknown id, a missing value, a partial score
   beyond its bound) is *one id's* answer: its slot carries 0 and its status says
@@ -24,7 +24,7 @@ import numpy as np
 from vfl.crypto import Context
 from vfl.errors import ProtocolError
 from vfl.parties import prediction_bound
-from vfl.parties.packed import encrypt_packed, mask_packed, prediction_layout, unmask_packed
+from vfl.parties.linear.packed import encrypt_packed, mask_packed, prediction_layout, unmask_packed
 from vfl.parties.wire import pack_residues, pack_vector, unpack_residues, unpack_vector
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN, integer
 

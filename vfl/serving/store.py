@@ -27,7 +27,7 @@ import numpy as np
 
 from vfl.datachecks import canonical_id
 from vfl.errors import ConfigurationError, DataError
-from vfl.federation.data import load_csv
+from vfl.deploy.data import load_csv
 
 #: Ids per ``IN (...)`` query (SQLite's bound on parameters is far above; PostgreSQL's too).
 _CHUNK = 500

@@ -47,6 +47,10 @@ class Transport(Protocol):
 class Transcript:
     """Every message sent: ``(iteration, sender, receiver, name, kind, bytes)``.
 
+    A run of several models (one-vs-rest) tags each message with the sending
+    endpoint's :attr:`Endpoint.model`; the frame then has a ``model`` column (empty
+    for the messages outside any model's run).
+
     With ``keep_payloads=True`` the framed bytes are kept too, so tests can
     decode and inspect everything that crossed the transport.  Every send and
     every receipt is also timed, for :meth:`timings`.
@@ -63,6 +67,8 @@ class Transcript:
     def __init__(self, keep_payloads: bool = False, clock=time.perf_counter):
         self.keep_payloads = keep_payloads
         self.records: list[tuple] = []
+        #: the model index each record was sent under (``None``: outside any model, or a single model)
+        self.models: list[int | None] = []
         self.payloads: list[bytes] = []
         self._lock = threading.Lock()
         self._clock = clock
@@ -70,10 +76,11 @@ class Transcript:
         #: ``(time, role, record index or None)``: a role sent the record, or (None) took a message
         self._events: list[tuple[float, str, int | None]] = []
 
-    def record(self, message: Message, sender: str, receiver: str, frame: bytes) -> None:
+    def record(self, message: Message, sender: str, receiver: str, frame: bytes, model: int | None = None) -> None:
         with self._lock:
             self._events.append((self._clock(), sender, len(self.records)))
             self.records.append((message.iteration, sender, receiver, message.name, message.kind, len(frame)))
+            self.models.append(model)
             if self.keep_payloads:
                 self.payloads.append(frame)
 
@@ -89,7 +96,10 @@ class Transcript:
     def to_frame(self):
         import pandas as pd
 
-        return pd.DataFrame(self.records, columns=list(self.COLUMNS))
+        frame = pd.DataFrame(self.records, columns=list(self.COLUMNS))
+        if any(model is not None for model in self.models):
+            frame["model"] = pd.array(self.models, dtype="Int64")
+        return frame
 
     def timings(self):
         """:meth:`to_frame` with ``seconds``: how long the sender worked on each message.
@@ -145,6 +155,8 @@ class Endpoint:
         self.on_message = on_message
         #: The training iteration messages are labelled with; protocol code sets it.
         self.iteration = -1
+        #: The model (one-vs-rest index) messages are tagged with in the transcript; ``None`` for none.
+        self.model: int | None = None
 
     def send(self, to: str, name: str, kind: str, **fields) -> int:
         """Send a message; returns its size in bytes.
@@ -168,7 +180,7 @@ class Endpoint:
                 raise _stopped(abort, to, f"{self.role}: {to} stopped while {self.role} was sending {name!r}") \
                     from None
             raise _at_step(exc, f"{self.role}: sending {name!r} to {to}") from None
-        self.transcript.record(message, self.role, to, frame)
+        self.transcript.record(message, self.role, to, frame, self.model)
         if self.on_message:
             self.on_message("->", to, message, len(frame))
         return len(frame)

@@ -10,7 +10,7 @@
 
 from vfl.protocols.credit.pearson import pearson_holder, pearson_peer
 from vfl.protocols.credit.selection import select_feature, select_label
-from vfl.protocols.credit.woe import receive_plan, run_feature, run_label, send_plan
+from vfl.protocols.credit.woe import receive_plan, run_feature, run_label, send_plan, woe_feature, woe_label
 
 __all__ = ["pearson_holder", "pearson_peer", "receive_plan", "run_feature", "run_label", "select_feature",
-           "select_label", "send_plan"]
+           "select_label", "send_plan", "woe_feature", "woe_label"]

@@ -52,7 +52,7 @@ def check_key(key_bits, insecure) -> None:
     check_key_bits(key_bits, insecure)
 
 
-def run_feature(ep: Endpoint, party: WOEFeatureParty, roster: Roster, engine=None) -> WOEFeatureParty:
+def woe_feature(ep: Endpoint, party: WOEFeatureParty, roster: Roster, engine=None) -> WOEFeatureParty:
     """A feature party's steps 1-4: it learns nothing (ciphertexts only)."""
     b = roster.label
     start = ep.recv(b, "woe_start")
@@ -72,7 +72,7 @@ def run_feature(ep: Endpoint, party: WOEFeatureParty, roster: Roster, engine=Non
     return party
 
 
-def run_label(ep: Endpoint, party: WOELabelParty, roster: Roster, key_bits: int = 2048, insecure: bool = False,
+def woe_label(ep: Endpoint, party: WOELabelParty, roster: Roster, key_bits: int = 2048, insecure: bool = False,
               engine=None, chunk_rows: int = CHUNK_ROWS) -> WOELabelParty:
     """The label party's steps 1-4: WOE and IV of every party's columns (``party.tables``)."""
     check_key(key_bits, insecure)
@@ -123,3 +123,8 @@ def receive_plan(ep: Endpoint, party: WOEFeatureParty, roster: Roster, share_woe
             raise ProtocolError(f"{party.role}: a malformed 'plan' from {roster.label}")
         party.receive_woe(woe, iv)
     return party
+
+
+# The names before every family's programs were named for their step and role.
+run_feature = woe_feature
+run_label = woe_label

@@ -1,0 +1,1 @@
+"""Benchmarks: vfl's protocol against the textbook ``phe`` implementation (``python -m benchmarks``)."""

@@ -1,0 +1,224 @@
+"""``python -m benchmarks --psi``: the private set intersection at 10^4, 10^5 and 10^6 ids per party.
+
+For each size, the hub (B) and one spoke (A) run as two processes talking TLS
+1.3 over loopback (fresh certificates in a temporary folder), exactly as two
+parties of a federation would, each with its own worker processes.  B holds
+ids ``0..n-1`` and A holds ``n/2..3n/2-1``, each in its own random order, so
+half are in common.  Each party process reports, as one JSON line:
+
+* ``seconds``: wall time from connected to aligned;
+* ``own_seconds``: of which hashing and blinding its own ids;
+* ``cpu_seconds``: CPU time of the party process and its workers (``main_cpu_seconds``: the party process's);
+* ``rss_mb`` / ``worker_rss_mb``: peak RSS of the party process / of its largest worker.
+
+Before the sizes, it times one party's crypto alone (no peer running): own ids
+hashed and blinded, and a peer's points validated and blinded, per second, in
+one process and with the worker processes.
+
+On one 2-core machine **the two parties share the two cores**, so their wall
+times are about twice what each would take on two cores of its own; the
+report prints that estimate as a party's CPU seconds over 2.
+
+``python -m benchmarks.psi party ROLE N FOLDER PORT_A PORT_B [--progress]`` is one party (used by the bench).
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HUB, SPOKE = "B", "A"
+
+
+def party_ids(role: str, n: int) -> list[bytes]:
+    """The bench's ids: B holds 0..n-1, A holds n/2..3n/2-1; each in its own (non-secret) shuffled order."""
+    import numpy as np
+
+    start = 0 if role == HUB else n // 2
+    values = np.arange(start, start + n)
+    np.random.default_rng(1 if role == HUB else 2).shuffle(values)   # data layout only, nothing secret
+    return [b"customer-%09d" % v for v in values.tolist()]
+
+
+def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: bool = False) -> dict:
+    """One party of the bench: connect, intersect, report."""
+    from vfl.crypto import workers
+    from vfl.protocols.psi import align_rows
+    from vfl.transport import Endpoint
+    from vfl.transport.network import NetworkTransport
+    from vfl.transport.tls import TLSFiles
+
+    ids = party_ids(role, n)
+    addresses = {SPOKE: ("127.0.0.1", ports[0]), HUB: ("127.0.0.1", ports[1])}
+    transport = NetworkTransport.connect(role, addresses, TLSFiles.in_folder(folder, role))
+    peer = SPOKE if role == HUB else HUB
+    endpoint = Endpoint(transport, [peer])
+    marks: dict[str, float] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(desc=f"PSI {n:,} x {n:,} (party {role})", unit="id", unit_scale=True, leave=False,
+                   file=sys.stderr, mininterval=0.5)
+
+    def on_progress(done: int, total: int) -> None:
+        if done >= n and "own" not in marks:
+            marks["own"] = time.perf_counter()
+        if bar is not None:
+            bar.total = total
+            bar.update(done - bar.n)
+
+    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    start = time.perf_counter()
+    rows = align_rows(endpoint, ids, HUB, [SPOKE], min_rows=1, on_progress=on_progress)
+    seconds = time.perf_counter() - start
+    if bar is not None:
+        bar.close()
+    transport.close()
+    worker_rss = _worker_peak_rss_mb()
+    workers.shutdown()
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return {"role": role, "n": n, "intersection": int(len(rows)), "seconds": seconds,
+            "own_seconds": marks.get("own", start) - start,
+            "cpu_seconds": (me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime) + kids.ru_utime + kids.ru_stime,
+            "main_cpu_seconds": me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
+            "rss_mb": me.ru_maxrss / 1024, "worker_rss_mb": worker_rss,
+            "bytes_sent": sum(r[5] for r in endpoint.transcript.records)}
+
+
+def _worker_peak_rss_mb() -> float:
+    """The largest peak RSS (VmHWM) among this party's live worker processes, in MiB (0 if unknown)."""
+    from vfl.crypto import workers
+
+    peaks = [0.0]
+    for worker in [w for pool in list(workers._POOLS.values()) for w in pool.workers]:
+        try:
+            with open(f"/proc/{worker.process.pid}/status") as f:
+                peaks += [int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:")]
+        except OSError:
+            pass
+    return max(peaks)
+
+
+def micro(count: int = 1 << 15) -> list[dict]:
+    """Hash-and-blind and blind rates, in this process alone and with the worker processes (both cores)."""
+    import os
+
+    from vfl.crypto import group, workers
+
+    ids = [b"customer-%09d" % i for i in range(count)]
+    scalar = group.random_scalar()
+    out = []
+    saved = os.environ.get("VFL_WORKERS")
+    try:
+        for label, setting in (("1 process", "0"), ("worker processes", None)):
+            if setting is None:
+                os.environ.pop("VFL_WORKERS", None)
+            else:
+                os.environ["VFL_WORKERS"] = setting
+            group.hash_to_group(ids[:64], b"warm-up")                  # start the workers outside the timing
+            best = [float("inf"), float("inf")]
+            for _ in range(2):                                          # best of two: less scheduling noise
+                start = time.perf_counter()
+                points = group.hash_and_blind(ids, b"bench", scalar)
+                middle = time.perf_counter()
+                group.blind(points, scalar)
+                end = time.perf_counter()
+                best = [min(best[0], middle - start), min(best[1], end - middle)]
+            out.append({"how": label, "workers": workers.worker_count() if setting is None else 0,
+                        "hash_and_blind_per_s": count / best[0], "blind_per_s": count / best[1]})
+    finally:
+        if saved is None:
+            os.environ.pop("VFL_WORKERS", None)
+        else:
+            os.environ["VFL_WORKERS"] = saved
+        workers.shutdown()
+    return out
+
+
+def run_size(n: int, progress: bool = True) -> dict:
+    """Both parties of one size as two processes; their reports by role."""
+    from vfl.federation.demo import free_ports
+    from vfl.transport.tls import write_federation_certs
+
+    with tempfile.TemporaryDirectory(prefix="vfl-psi-bench-") as folder:
+        write_federation_certs(folder, [SPOKE, HUB])
+        ports = free_ports(2)
+        procs = {}
+        for role in (HUB, SPOKE):
+            cmd = [sys.executable, "-m", "benchmarks.psi", "party", role, str(n), folder, str(ports[0]),
+                   str(ports[1])] + (["--progress"] if progress and role == HUB else [])
+            procs[role] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        outputs = {}
+        threads = [threading.Thread(target=lambda r=r: outputs.__setitem__(r, procs[r].communicate()[0]))
+                   for r in procs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        reports = {}
+        for role, proc in procs.items():
+            if proc.returncode != 0:
+                raise RuntimeError(f"PSI bench: party {role} failed with exit code {proc.returncode}")
+            reports[role] = json.loads(outputs[role].strip().splitlines()[-1])
+    return reports
+
+
+def main_psi(sizes, json_path=None) -> int:
+    """Run the PSI bench for ``sizes`` (ids per party) and print the table."""
+    from benchmarks.machine import _fmt_s, load, machine
+    from benchmarks.sidebyside import table
+
+    info = machine()
+    print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")
+    print(f"load average at start: {load()}")
+    print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own worker processes;")
+    print("on one machine they share its cores.  Half of each party's ids are in common.")
+    rates = micro()
+    results = []
+    for n in sizes:
+        reports = run_size(n)
+        results.append({"n": n, "reports": reports, "load_after": load()})
+    print()
+    header = ["ids per party", "party", "wall s (cores shared)", "of which own ids", "CPU s", "ids/s (wall)",
+              "est. s on 2 own cores", "peak RSS party + 2 workers", "sent", "intersection"]
+    body = []
+    for result in results:
+        for role in (HUB, SPOKE):
+            r = result["reports"][role]
+            body.append([f"{result['n']:,}", f"{role} ({'hub' if role == HUB else 'spoke'})", _fmt_s(r["seconds"]),
+                         _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]), f"{result['n'] / r['seconds']:,.0f}",
+                         _fmt_s(r["cpu_seconds"] / 2),
+                         f"{r['rss_mb']:.0f} + 2 x {r['worker_rss_mb']:.0f} MB",
+                         f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['intersection']:,}"])
+    print(table(body, header))
+    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2")
+    print()
+    print(table([[m["how"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
+                  _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
+                ["one party alone", "own ids hashed + blinded /s", "peer points validated + blinded /s",
+                 "crypto s for 10^6 x 10^6"]))
+    print(f"\nload average at end: {load()}")
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump({"machine": info, "psi": results, "micro": rates}, f, indent=2)
+    return 0
+
+
+def _party_main(argv) -> int:
+    role, n, folder, port_a, port_b = argv[:5]
+    report = run_party(role, int(n), folder, (int(port_a), int(port_b)), progress="--progress" in argv)
+    print(json.dumps(report))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "party":
+        sys.exit(_party_main(sys.argv[2:]))
+    sys.exit(main_psi([10_000, 100_000]))

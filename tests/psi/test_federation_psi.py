@@ -1,0 +1,96 @@
+"""Unaligned CSVs: vfl party and vfl predict align the rows by private set intersection, and vfl align alone."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vfl.deploy.config import load_config
+from vfl_net_helpers import (Party, _free_ports, federation_certs, kill_all, start_parties,  # noqa: F401 - fixtures
+                             write_federation_file)
+from vfl_net_helpers import finish_all as finish_parties
+
+pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
+
+
+def finish_all(parties, timeout=90):
+    try:
+        return finish_parties(parties, timeout)
+    finally:
+        kill_all(parties)
+
+
+def overlapping_csvs(folder, n=100, overlap=0.7, seed=5):
+    """A's and B's CSVs: 70% of the ids in common, each file in its own order, ids written differently."""
+    rng = np.random.default_rng(seed)
+    shared = int(n * overlap)
+    x = rng.normal(size=(n + (n - shared), 5))
+    y = (x @ np.array([1.0, -1.0, 0.5, 2.0, -0.5]) > 0).astype(int)
+    ids = np.array([f"c{i:04d}" for i in range(len(x))])
+    rows_a = np.r_[:shared, shared:n]                 # A: the shared rows and its own 30
+    rows_b = np.r_[:shared, n:n + (n - shared)]       # B: the shared rows and 30 others
+    paths = {}
+    for role, rows, cols in (("A", rows_a, [0, 1, 2]), ("B", rows_b, [3, 4])):
+        frame = pd.DataFrame(x[np.ix_(rows, cols)], columns=[f"{role.lower()}{j}" for j in range(len(cols))])
+        frame.insert(0, "id", [f"  {i} " if role == "A" else i for i in ids[rows]])   # A pads its ids
+        if role == "B":
+            frame["label"] = np.where(y[rows] == 1, "yes", "no")
+        frame = frame.iloc[rng.permutation(len(frame))]
+        paths[(role, "train")] = paths[(role, "test")] = folder / f"{role}.csv"
+        frame.to_csv(paths[(role, "train")], index=False)
+    return paths, ids[:shared], x, y
+
+
+def test_unaligned_csvs_train_and_predict_on_the_intersection(tmp_path, federation_certs):
+    data, shared_ids, x, y = overlapping_csvs(tmp_path)
+    config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3),
+                                   {"iterations": 3, "batch_size": 0, "init": "zeros"})
+    assert load_config(config).align == "psi"                       # the default
+    results = finish_all(start_parties("party", config, data, tmp_path / "work"))
+    for role, (code, out, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+    for role in ("A", "B"):
+        assert "aligned by private set intersection: A 100 rows, B 100 rows; 70 shared" in results[role][1]
+    # the model is the one trained on the plaintext join of the 70 shared rows
+    a = json.loads((tmp_path / "work" / "A" / "model_A.json").read_text())
+    b = json.loads((tmp_path / "work" / "B" / "model_B.json").read_text())
+    from vfl.centralized import fit_gradient_descent
+    rows = np.arange(70)
+    settings = load_config(config).training
+    order = np.argsort(np.array([f"c{i:04d}" for i in rows]))   # any common order: full batch sums every row
+    ref = fit_gradient_descent(x[rows][order], np.where(y[rows][order] == 1, 1.0, -1.0), settings)
+    np.testing.assert_allclose(a["coef"] + b["coef"], ref["coef"], atol=1e-7)
+
+    predicted = finish_all(start_parties("predict", config, data, tmp_path / "work"))
+    for role, (code, out, err) in predicted.items():
+        assert code == 0, f"{role}: {err}"
+    scores = pd.read_csv(tmp_path / "work" / "B" / "scores.csv")
+    assert sorted(scores["id"]) == sorted(shared_ids)                # exactly the overlapping rows
+    expected = x[:70, :3] @ a["coef"] + x[:70, 3:] @ b["coef"] + b["intercept"]
+    by_id = dict(zip(shared_ids, expected))
+    np.testing.assert_allclose(scores["score"], [by_id[i] for i in scores["id"]], atol=1e-6)
+
+
+def test_vfl_align_writes_each_partys_rows_in_one_common_order(tmp_path, federation_certs):
+    data, shared_ids, _, _ = overlapping_csvs(tmp_path, seed=8)
+    config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3))
+    out = {role: tmp_path / f"aligned_{role}.csv" for role in ("A", "B")}
+    # only the data parties run it: the coordinator has no rows
+    procs = {role: Party(["align", "--config", config, "--role", role, "--data", data[(role, "train")],
+                          "--out", out[role]], tmp_path / "output") for role in ("A", "B")}
+    results = finish_all(procs)
+    for role, (code, stdout, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+        assert "70 shared" in stdout and f"its 70 aligned rows written to {out[role]}" in stdout
+    a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
+    assert list(a["id"]) == list(b["id"]) and sorted(a["id"]) == sorted(shared_ids)
+    assert list(b.columns) == ["id", "b0", "b1", "label"] and list(a.columns) == ["id", "a0", "a1", "a2"]
+
+
+def test_the_coordinator_has_nothing_to_align(tmp_path, federation_certs):
+    data, _, _, _ = overlapping_csvs(tmp_path)
+    config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3))
+    code, _, err = finish_all({"C": Party(["align", "--config", config, "--role", "C", "--data", data[("A", "train")],
+                                           "--out", tmp_path / "c.csv"], tmp_path / "output")})["C"]
+    assert code == 2 and "party C is the coordinator: it holds no rows to align" in err

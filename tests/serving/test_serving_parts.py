@@ -1,0 +1,221 @@
+"""The parts of ``vfl serve`` one at a time: ``[serving]``, the stores, the ids on the wire, micro-batching."""
+
+import asyncio
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.serving.batching import MicroBatcher
+from vfl.serving.label import RoundError
+from vfl.serving.messages import pack_ids, unpack_ids
+from vfl.serving.models import versions
+from vfl.deploy.serving_settings import ServingSettings, parse_serving, resolve_store
+from vfl.serving.store import load_csv_into, open_store
+from vfl.transport.message import Message, decode, encode
+
+
+# -- [serving] ----------------------------------------------------------------------------------------
+def test_serving_settings_common_and_per_party(tmp_path):
+    got = parse_serving("f.toml", {"deadline_ms": 500, "bank": {"http": "0.0.0.0:9000", "store": "rows.csv"}},
+                        ["bank", "telco"], tmp_path)
+    assert got["telco"].deadline_ms == 500 and got["telco"].http == ("127.0.0.1", 8080)
+    assert got["bank"].http == ("0.0.0.0", 9000) and got["bank"].store == str(tmp_path / "rows.csv")
+    assert got["bank"].models == tmp_path / "models"
+    assert resolve_store("sqlite:///x.db", tmp_path) == f"sqlite:///{tmp_path / 'x.db'}"
+    assert resolve_store("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
+
+
+@pytest.mark.parametrize("table, words", [
+    ({"colour": 1}, "unknown key(s) ['colour']"),
+    ({"shop": {"http": "x:1"}}, "[serving.shop] names no party"),
+    ({"max_ids": 0}, "max_ids must be a whole number"),
+    ({"max_batch": True}, "max_batch must be a whole number"),
+    ({"batch_wait_ms": -1}, "batch_wait_ms must be"),
+    ({"http": "nowhere"}, "http: invalid address"),
+    ({"version": "../2"}, "not a model version name"),
+    ({"table": "x; drop"}, "table must be a table name"),
+    ({"deadline_ms": 9000, "max_deadline_ms": 1000}, "above max_deadline_ms"),
+])
+def test_serving_settings_refused_by_name(tmp_path, table, words):
+    with pytest.raises(ConfigurationError) as caught:
+        parse_serving("f.toml", table, ["bank"], tmp_path)
+    assert words in str(caught.value)
+
+
+def test_versions_sort_numbers_as_numbers(tmp_path):
+    for name in ("2", "10", "1", "v3", ".hidden"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "model_bank.json").write_text("{}")
+    (tmp_path / "11").mkdir()                      # no shard of bank: not a version of bank's
+    assert versions(tmp_path, "bank") == ["1", "2", "10", "v3"]
+
+
+# -- stores -------------------------------------------------------------------------------------------
+@pytest.fixture
+def rows(tmp_path):
+    frame = pd.DataFrame({"id": ["a", "b", " 7.0", "x'; DROP TABLE features; --"], "f1": [1.0, None, 3.0, 4.0],
+                          "f2": [10, 20, 30, 40]})
+    path = tmp_path / "rows.csv"
+    frame.to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "csv"])
+def test_stores_look_rows_up_by_canonical_id(tmp_path, rows, kind):
+    if kind == "sqlite":
+        url = f"sqlite:///{tmp_path / 'rows.db'}"
+        assert load_csv_into(url, "features", rows, "telco") == 4
+        store = open_store(url, "features", "id", "telco")
+    else:
+        store = open_store(str(rows), "features", "id", "telco")
+    values, found = store.lookup(["7", "zz", "b", "a", "7", "x'; DROP TABLE features; --"], ["f2", "f1"])
+    assert found.tolist() == [True, False, True, True, True, True]
+    assert values[0].tolist() == [30.0, 3.0] and values[4].tolist() == [30.0, 3.0]     # one id asked twice
+    assert np.isnan(values[1]).all() and values[2][0] == 20.0 and np.isnan(values[2][1])
+    assert values[5].tolist() == [40.0, 4.0]       # an id is a bound value, never SQL
+    store.check_columns(["f1", "f2"])
+    with pytest.raises(DataError, match=r"no column\(s\) \['f3'\]"):
+        store.check_columns(["f1", "f3"])
+    store.close()
+
+
+def test_store_errors_in_plain_words(tmp_path, rows):
+    with pytest.raises(ConfigurationError, match="no such table"):
+        open_store(f"sqlite:///{tmp_path / 'empty.db'}", "features", "id", "telco")
+    with pytest.raises(ConfigurationError, match="does not exist"):
+        open_store(str(tmp_path / "none.csv"), "features", "id", "telco")
+    url = f"sqlite:///{tmp_path / 'rows.db'}"
+    load_csv_into(url, "features", rows, "telco")
+    with pytest.raises(ConfigurationError, match="no id column 'key'"):
+        open_store(url, "features", "key", "telco")
+    bad = tmp_path / "dup.csv"
+    pd.DataFrame({"id": ["a", "a"], "f": [1, 2]}).to_csv(bad, index=False)
+    with pytest.raises(DataError, match="appears twice"):
+        load_csv_into(url, "features", bad, "telco")
+
+
+# -- ids on the wire ----------------------------------------------------------------------------------------
+def test_ids_round_trip_and_malformed_ids_are_refused():
+    ids = ["a", "7", "Zoë", "x" * 256]
+    message = decode(encode(Message("score", "public", -1, {"ids": pack_ids(ids)})))
+    assert unpack_ids(message, "bank", 10) == ids
+    bad = {
+        b"": "no ids",
+        b"\x00\x05ab": "an id of 5 bytes",
+        b"\x00\x00": "an id of 0 bytes",
+        b"\x00\x02\xff\xfe": "not the canonical text",
+        b"\x00\x03 a ": "not the canonical text",
+        b"\x00\x037.0": "not the canonical text",
+        b"\x00": "cut short",
+    }
+    for data, words in bad.items():
+        with pytest.raises(ProtocolError, match=words):
+            unpack_ids(Message("score", "public", -1, {"ids": data}), "bank", 10)
+    with pytest.raises(ProtocolError, match="more than 2 ids"):
+        unpack_ids(Message("score", "public", -1, {"ids": pack_ids(["a", "b", "c"])}), "bank", 2)
+
+
+# -- micro-batching -----------------------------------------------------------------------------------------
+def run_batched(calls, max_batch=8, wait=0.05, run=None, max_queue=1000):
+    rounds = []
+
+    def fake(ids, inline, deadline):
+        rounds.append(list(ids))
+        time.sleep(0.01)
+        return "1", [{"id": i, "score": float(len(i))} for i in ids]
+
+    async def main():
+        batcher = MicroBatcher(run or fake, max_batch, wait, 2, max_queue)
+        outcome = await asyncio.gather(*(batcher.submit(ids, [None] * len(ids), time.monotonic() + deadline)
+                                         for ids, deadline in calls), return_exceptions=True)
+        await batcher.close()
+        return outcome
+
+    return asyncio.run(main()), rounds
+
+
+def test_concurrent_requests_share_rounds_and_get_their_own_answers():
+    calls = [([f"r{i}"], 5.0) for i in range(5)] + [([f"big{j}" for j in range(11)], 5.0)]
+    outcome, rounds = run_batched(calls)
+    assert all(len(r) <= 8 for r in rounds) and sum(map(len, rounds)) == 16
+    assert len(rounds) == 2                          # 16 ids gathered into two full rounds
+    for (ids, _), (version, answers) in zip(calls, outcome):
+        assert version == "1" and [a["id"] for a in answers] == ids
+
+
+def test_a_failed_round_fails_its_requests_only_and_the_deadline_is_kept():
+    def failing(ids, inline, deadline):
+        if "bad" in ids:
+            raise RoundError("party telco is unavailable", "telco")
+        return "1", [{"id": i} for i in ids]
+
+    outcome, _ = run_batched([(["bad"], 5.0)], run=failing)
+    assert isinstance(outcome[0], RoundError) and outcome[0].party == "telco"
+    outcome, _ = run_batched([(["late"], -1.0), (["fine"], 5.0)], wait=0.0)
+    assert isinstance(outcome[0], RoundError) and outcome[0].status == 504
+    assert outcome[1][1][0]["id"] == "fine"
+    outcome, _ = run_batched([(["a", "b", "c"], 5.0), (["d", "e"], 5.0)], max_queue=4)
+    assert isinstance(outcome[1], RoundError) and outcome[1].code == "overloaded"
+
+
+def test_serving_settings_options():
+    settings = ServingSettings().with_options(version="3", store=None)
+    assert settings.version == "3" and settings.store is None
+
+
+# -- answers ------------------------------------------------------------------------------------------------
+def test_answers_per_model_kind():
+    from types import SimpleNamespace
+
+    from vfl.serving.label import outcome
+
+    regression = SimpleNamespace(kind="linear", objective="linear", classes=None)
+    assert outcome(regression, np.array([2.5])) == {"score": 2.5}
+    binary = SimpleNamespace(kind="linear", objective="logistic", classes=["no", "yes"])
+    got = outcome(binary, np.array([0.0]))
+    assert got == {"score": 0.0, "probability": 0.5, "prediction": "yes"}
+    ovr = SimpleNamespace(kind="linear", objective="logistic", classes=["a", "b", "c"])
+    got = outcome(ovr, np.array([0.0, 2.0, -1.0]))
+    sig = 1 / (1 + np.exp(-np.array([0.0, 2.0, -1.0])))
+    assert got["prediction"] == "b" and list(got["probabilities"].values()) == pytest.approx(sig / sig.sum())
+    trees = SimpleNamespace(kind="trees", classes=[0, 1, 2])
+    got = outcome(trees, np.array([1.0, 1.0, 3.0]))
+    soft = np.exp([1.0, 1.0, 3.0]) / np.exp([1.0, 1.0, 3.0]).sum()
+    assert got["prediction"] == 2 and list(got["probabilities"].values()) == pytest.approx(soft)
+    assert set(got["scores"]) == {"0", "1", "2"}
+
+
+def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
+    from types import SimpleNamespace
+
+    from vfl.serving.label import LabelService
+
+    service = object.__new__(LabelService)          # no links: the peer's answer is given to the round directly
+    share = SimpleNamespace(kind="trees", version="1", columns=["x"], owners={"telco": [0]},
+                            feature_parties=["telco"], widths={"telco": 2})
+    service.shares, service.current, service.store, service.metrics = {"1": share}, "1", None, None
+    service.role, service.features = "bank", ["telco"]
+    service._rounds = iter(range(1, 100))
+    answers = {"telco": Message("leaf_masks", "plaintext", 1, {"status": np.array([0, 9]), "bits": b"\x00"})}
+    service._ask = lambda round_id, requests, deadline: answers
+    with pytest.raises(RoundError, match="telco sent a malformed 'leaf_masks' message: field 'status'") as caught:
+        service.score(["a", "b"], [{"x": 1.0}, {"x": 2.0}], time.monotonic() + 5)
+    assert (caught.value.status, caught.value.code, caught.value.party) == (502, "protocol_error", "telco")
+
+
+def test_inline_features_beyond_a_float_are_refused_by_name():
+    from types import SimpleNamespace
+
+    from vfl.serving.api import Invalid, ScoreRequest, check_request
+    from vfl.deploy.serving_settings import ServingSettings
+
+    share = SimpleNamespace(columns=["income"], kind="linear", version="1")
+    for value in ("1" + "0" * 400, "-1e999", "NaN"):
+        body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": %s}]}' % value)
+        with pytest.raises(Invalid, match=r"features\[0\]\.income: .* is not a finite number"):
+            check_request(body, ServingSettings(allow_inline_features=True), share)
+    body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": 52000}]}')
+    assert check_request(body, ServingSettings(allow_inline_features=True), share)[1] == [{"income": 52000.0}]

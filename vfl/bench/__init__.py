@@ -1,1 +1,0 @@
-"""Benchmarks: vfl's protocol against the textbook ``phe`` implementation (``python -m vfl.bench``)."""

@@ -1,0 +1,11 @@
+"""The same training on the pooled table, one module per family: the references the federated runs equal.
+
+* :mod:`~vfl.centralized.linear` — gradient descent and conjugate gradient on the objective the linear family
+  trains (the same options, start and fixed-point rounding).
+* :mod:`~vfl.centralized.trees` — boosting on the pooled bins, which the federated trees equal split for split.
+"""
+
+from vfl.centralized.linear import fit_gradient_descent, random_start
+from vfl.centralized.trees import PooledModel, fit_boosting, tree_leaves
+
+__all__ = ["PooledModel", "fit_boosting", "fit_gradient_descent", "random_start", "tree_leaves"]

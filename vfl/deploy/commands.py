@@ -1,0 +1,71 @@
+"""What every ``vfl`` command shares: one line per failure, exit codes, wrapped help.
+
+Exit codes: 0 success; 1 the federation failed (a peer gone, silent, refused,
+a malformed message...) or an internal error; 2 bad input (configuration, data,
+command line); 130 interrupted.  A failure is one line on standard error, never
+a traceback.  ``vfl party``, ``vfl predict``, ``vfl align``, ``vfl demo`` and
+``vfl serve`` all end through :func:`run_command`.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import warnings
+
+from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, VFLError
+
+
+def wrap(text: str) -> str:
+    """Descriptions keep their own line breaks (the epilogs are laid out by hand), so wrap them here."""
+    return textwrap.fill(" ".join(text.split()), 78)
+
+
+def run_command(args, action) -> int:
+    """Run ``action``; any failure ends as one line on standard error and an exit code, never a traceback.
+
+    1: the federation failed (a peer gone, silent, refused, a protocol error, a peer that
+    stopped) or an unexpected internal error; 2: bad input (configuration, data, values
+    beyond the fixed-point range, files); 130: interrupted.
+    """
+    where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
+
+    def show(message, category, *_args, **_kwargs) -> None:     # a warning is one line too, not a source excerpt
+        print(f"{where}: warning: {one_line(message)}", file=sys.stderr)
+
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = show
+            action()
+        return 0
+    except KeyboardInterrupt:
+        print(f"{where}: interrupted", file=sys.stderr)
+        return 130
+    except (ConfigurationError, DataError, FixedPointOverflowError) as exc:
+        code, text = 2, str(exc)
+    except VFLError as exc:
+        code, text = 1, str(exc)
+    except OSError as exc:
+        code, text = 2, str(exc)
+    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen fault: still one clear line
+        code, text = 1, f"internal error ({type(exc).__name__})" + (f": {exc}" if str(exc).strip() else "")
+    print(f"{where}: error: {one_line(text)}", file=sys.stderr)
+    return code
+
+
+def one_line(text: str) -> str:
+    """``text`` as one printable line: line breaks become spaces, control characters are escaped.
+
+    Error messages can quote what a peer sent (an abort reason), so nothing in them may
+    move the cursor or start a new line in the operator's terminal.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+    """
+    text = " ".join(part.strip() for part in str(text).splitlines() if part.strip()) or "(no message)"
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)

@@ -1,0 +1,522 @@
+"""``federation.toml``: who the parties are, where they listen, and the settings they share.
+
+Every machine keeps a copy of the same file; each party reads only its own
+certificate and key from it (the others' entries may point nowhere).  A
+federation has one *label party* (feature columns and the labels), one
+*coordinator* (the Paillier key pair) and one or more *feature parties*
+(feature columns only); each ``[parties.NAME]`` table gives its role::
+
+    [federation]
+    ca = "certs/ca.pem"                 # paths are relative to this file
+
+    [parties.bank]
+    role = "label"                      # "feature", "label" or "coordinator"
+    address = "10.0.0.1:7001"           # host:port this party listens on (if another party dials it)
+    certificate = "certs/bank.pem"
+    key = "certs/bank.key"              # only party bank needs this file
+    [parties.telco]
+    role = "feature"
+    address = "10.0.0.2:7002"
+    certificate = "certs/telco.pem"
+    key = "certs/telco.key"
+    allow_score_span = false            # true: telco accepts models whose scores (over every model and version
+                                        # with bank) span the rank of its columns: bank could recover its rows
+    [parties.shop]
+    role = "feature"
+    address = "10.0.0.3:7003"
+    certificate = "certs/shop.pem"
+    key = "certs/shop.key"
+    [parties.C]
+    role = "coordinator"
+    address = "10.0.0.4:7004"
+    certificate = "certs/C.pem"
+    key = "certs/C.key"
+
+    [training]                          # shared: compared between parties at connect
+    model = "logistic"                  # or "linear"
+    solver = "auto"                     # "cg" (full batch, L2) where it applies, else "gd" (learning_rate...)
+    standardize = true                  # each data party scales its own columns (kept in its model shard)
+    learning_rate = 0.15                # solver "gd"
+    iterations = 100                    # epochs ("cg": steps, one encrypted pass each)
+    batch_size = 0                      # 0: full batch
+    alpha = 0.01
+    tol = 1e-5                          # 0: always run every iteration
+    fit_intercept = true
+    key_bits = 2048
+    insecure = false                    # must be true for key_bits < 2048
+    frac_bits = 32
+    random_state = 0                    # batch-order seed; leave out to let the label party draw one
+    packing = "auto"                    # several values per ciphertext (training and prediction); "auto":
+                                        # wherever it applies (not with row weights), or true / false
+    score_bound = 4096                  # declared |share of a score| per party (packed slots are sized for it)
+    feature_bound = 256                 # declared |x| (packed slots are sized for it)
+    warm_start = false                  # true: every data party continues from its shard in its work folder
+    report_metrics = true               # the label party's metrics on its training rows, by private prediction
+
+    [prediction]
+    mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)
+
+For gradient-boosted trees (SecureBoost), ``[training]`` names the model and
+takes the estimators' parameters instead (:class:`~vfl.protocols.trees.BoostingSettings`);
+the label party holds the key, so no coordinator is needed (a ``coordinator``
+entry may stay in the file: it takes no part)::
+
+    [training]
+    model = "gradient_boosting"
+    loss = "log_loss"                   # or "squared_error"
+    iterations = 50                     # boosting iterations (max_iter)
+    learning_rate = 0.3
+    max_depth = 3                       # and/or max_leaf_nodes
+    max_bins = 32
+    l2_regularization = 0.0
+    min_samples_leaf = 20
+    min_child_weight = 0.001
+    early_stopping = false              # or true, "auto"
+    hide_membership = false             # true: no feature party learns any row's node
+    label_party_trees = 1               # the first trees split on the label party's columns only
+    key_bits = 2048
+
+The credit-scoring pipeline (docs/credit_scoring.md): a ``[pipeline]`` table
+beside logistic regression's ``[training]`` makes ``vfl party`` run PSI,
+binning, WOE/IV, selection, the model and the scorecard in one command (the
+coordinator takes part in the model only); every key is optional::
+
+    [pipeline]
+    max_bins = 10
+    strategy = "quantile"               # or "uniform": every party's columns
+    label_strategy = "monotone"         # the label party's own columns (or "quantile", "uniform")
+    share_woe = false                   # true: each feature party gets its bins' WOE values (their event rates)
+    iv_threshold = 0.02                 # selection; also top_k_per_party, top_k, max_correlation, max_vif
+    base_score = 600                    # the scorecard's anchors: base_score points at base_odds:1,
+    base_odds = 50                      # pdo points to double the odds
+    pdo = 20
+
+    [data]
+    id_column = "id"
+    align = "psi"                       # rows aligned by private set intersection; "same-ids": each CSV
+                                        # must hold the same ids (checked by a salted digest)
+    label = "label"                     # the label party's label column
+    sample_weight = "w"                 # optional: a column of the label party's CSV weighing each row's loss
+
+    [network]                           # local: may differ between machines
+    connect_timeout = 120               # seconds to reach every peer, retries included
+    timeout = 300                       # seconds to wait for any one message
+    handshake_timeout = 5               # seconds an incoming connection has to finish TLS and its hello
+    max_frame_bytes = 67108864
+
+    [compute]                           # local: where this party runs its encrypted work
+    backend = "local"                   # vfl's worker processes; "dask": scheduler = "tcp://host:8786"
+                                        # ([compute.NAME] for one party; see vfl.deploy.compute)
+
+    [serving.bank]                      # local: vfl serve's settings ([serving] for every party; see
+    http = "127.0.0.1:8080"             # vfl.deploy.serving_settings): the label party's HTTP API, and
+    store = "sqlite:///bank.db"         # each data party's store of rows by id
+
+Party names are DNS labels (letters, digits, ``-``; they are also the names in
+the certificates), distinct even ignoring case.  A file naming exactly the
+parties A, B and C may leave out every ``role``: A is then the feature party, B
+the label party and C the coordinator (Yang et al.'s three parties).  The
+feature parties take part in the order of their names (sorted), whatever the
+order of the tables in the file.
+
+The *shared* part (``[training]``, ``[prediction]`` and every party's name and
+role) is hashed into a fingerprint that parties compare when they connect;
+``[network]``, ``[compute]`` and ``[serving]`` are local to each machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
+    import tomli as tomllib
+
+from vfl.errors import ConfigurationError
+from vfl.deploy.compute import ComputeSettings, parse_compute
+from vfl.protocols import Roster, TrainingSettings
+from vfl.protocols.trees import BoostingSettings
+from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
+from vfl.deploy.serving_settings import ServingSettings, parse_serving
+from vfl.transport.network import NetworkSettings, parse_address
+from vfl.transport.tls import ROLE_PATTERN, TLSFiles
+
+#: What a party can be: a feature party (columns), the label party (columns and labels), the coordinator (keys).
+KINDS = ("feature", "label", "coordinator")
+#: Yang et al.'s three parties: a file naming exactly these may leave out the ``role`` keys.
+LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
+#: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
+_ALIASES = {"model": "objective", "iterations": "max_iter"}
+_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start", "report_metrics"}
+_SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute", "pipeline", "serving"}
+#: How the parties' rows are matched (``[data] align``).
+ALIGNMENTS = ("psi", "same-ids")
+#: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
+BOOSTING = "gradient_boosting"
+_BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
+
+
+@dataclass(frozen=True)
+class PartyEntry:
+    """One party's entry: its name, role (one of :data:`KINDS`), address and TLS files."""
+
+    name: str
+    role: str
+    address: tuple[str, int]
+    certificate: Path
+    key: Path
+    #: this party (a feature party) accepts that the label party recovers its rows from the scores
+    #: (its ``allow_score_span = true``: read by this party only, see :mod:`vfl.protocols.span`)
+    allow_score_span: bool = False
+
+
+@dataclass(frozen=True)
+class FederationConfig:
+    """A parsed ``federation.toml``."""
+
+    path: Path
+    ca: Path
+    parties: dict[str, PartyEntry]
+    #: the linear models' settings, or gradient boosting's
+    training: TrainingSettings | BoostingSettings
+    prediction_mode: str = "private"
+    id_column: str = "id"
+    #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
+    align: str = "psi"
+    label: str = "label"
+    #: the label party's column of row weights (``[data] sample_weight``), or None
+    sample_weight: str | None = None
+    #: ``[training] warm_start``: every data party continues from the model shard in its work folder
+    warm_start: bool = False
+    #: ``[training] report_metrics``: after training, the label party's metrics by one more private prediction
+    report_metrics: bool = True
+    network: NetworkSettings = field(default_factory=NetworkSettings)
+    timeout: float = 300.0
+    #: each party's ``[compute]`` settings (local: not part of the fingerprint)
+    compute: dict[str, ComputeSettings] = field(default_factory=dict)
+    #: ``[pipeline]``: the credit-scoring steps around the logistic model, or None
+    pipeline: CreditSettings | None = None
+    #: each party's ``[serving]`` settings (local: not part of the fingerprint; see :mod:`vfl.deploy.serving_settings`)
+    serving: dict[str, ServingSettings] = field(default_factory=dict)
+
+    @property
+    def boosting(self) -> bool:
+        """Whether the federation trains gradient-boosted trees (no coordinator takes part)."""
+        return isinstance(self.training, BoostingSettings)
+
+    @property
+    def roster(self) -> Roster:
+        """Who plays which role; the feature parties in the order of their names (boosting: no coordinator)."""
+        by_role = {kind: sorted(n for n, e in self.parties.items() if e.role == kind) for kind in KINDS}
+        coordinator = None if self.boosting or not by_role["coordinator"] else by_role["coordinator"][0]
+        return Roster(tuple(by_role["feature"]), by_role["label"][0], coordinator)
+
+    def tls(self, name: str) -> TLSFiles:
+        entry = self.party(name)
+        return TLSFiles(self.ca, entry.certificate, entry.key)
+
+    def party(self, name: str) -> PartyEntry:
+        """Party ``name``'s entry; a :class:`ConfigurationError` naming the file if there is none."""
+        try:
+            return self.parties[name]
+        except KeyError:
+            raise ConfigurationError(f"{self.path}: no party {name!r}; the file names {sorted(self.parties)}") \
+                from None
+
+    def serving_of(self, name: str) -> ServingSettings:
+        """Party ``name``'s ``[serving]`` settings (the defaults, with ``models`` beside the file, if none)."""
+        self.party(name)
+        return self.serving.get(name) or ServingSettings(models=self.path.resolve().parent / "models")
+
+    def role_of(self, name: str) -> str:
+        """``"feature"``, ``"label"`` or ``"coordinator"``."""
+        return self.party(name).role
+
+    def addresses(self) -> dict[str, tuple[str, int]]:
+        return {name: entry.address for name, entry in self.parties.items()}
+
+    def shared(self, task: str) -> dict:
+        """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
+        shared = {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
+                  "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
+        if self.boosting:
+            shared["model"] = BOOSTING
+        if self.warm_start:
+            shared["warm_start"] = True
+        if not self.report_metrics:
+            shared["report_metrics"] = False
+        if self.pipeline is not None:
+            shared["pipeline"] = self.pipeline.to_dict()
+        return shared
+
+    def fingerprint(self, task: str) -> str:
+        """SHA-256 of the canonical JSON of :meth:`shared`."""
+        canonical = json.dumps(self.shared(task), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def load_config(path) -> FederationConfig:
+    """Read and check ``federation.toml``; raise :class:`ConfigurationError` naming what is wrong."""
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            raw = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigurationError(f"cannot read the federation file {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigurationError(f"{path}: not valid TOML: {exc}") from None
+    where = str(path)
+    _unknown(where, raw, _SECTIONS)
+    base = path.resolve().parent
+    federation = _section(where, raw, "federation")
+    _unknown(f"{where} [federation]", federation, {"ca"})
+    ca = _path(base, _required(f"{where} [federation]", federation, "ca"))
+
+    training_table = dict(_section(where, raw, "training", required=False))   # none: the defaults
+    boosting = training_table.get("model") == BOOSTING
+    parties = _parties(where, base, _section(where, raw, "parties"), boosting)
+    warm_start = training_table.pop("warm_start", False)
+    report_metrics = training_table.pop("report_metrics", True)
+    for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
+        if not isinstance(value, bool):
+            raise ConfigurationError(f"{where} [training]: {name} must be true or false, got {value!r}")
+    if boosting and warm_start:
+        raise ConfigurationError(f"{where} [training]: warm_start continues a linear model's weights; gradient "
+                                 "boosting trains its trees afresh (leave warm_start out)")
+    training = _boosting(f"{where} [training]", training_table) if boosting else \
+        _training(f"{where} [training]", training_table)
+    if warm_start and getattr(training, "reveal", None) == "never":
+        raise ConfigurationError(f"{where} [training]: warm_start continues from each party's weights, and with "
+                                 "reveal = \"never\" no party holds its weights: leave one of them out")
+    prediction = _section(where, raw, "prediction", required=False)
+    _unknown(f"{where} [prediction]", prediction, {"mode"})
+    mode = prediction.get("mode", "private")
+    if mode not in ("private", "table3"):
+        raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
+    if boosting and mode != "private":
+        raise ConfigurationError(f"{where} [prediction]: mode {mode!r} is Yang et al.'s Table 3 for linear models; "
+                                 "gradient boosting predicts privately only (leave mode out)")
+    data = _section(where, raw, "data", required=False)
+    _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight"})
+    align = data.get("align", "psi")
+    if align not in ALIGNMENTS:
+        raise ConfigurationError(f"{where} [data]: align must be one of {list(ALIGNMENTS)}, got {align!r}")
+    if data.get("id_column", "id") == data.get("label", "label"):
+        raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
+                                 "the label must be another column than the row ids")
+    weight = data.get("sample_weight")
+    if weight is not None:
+        if not isinstance(weight, str) or not weight:
+            raise ConfigurationError(f"{where} [data]: sample_weight must be the name of a column of the label "
+                                     f"party's CSV, got {weight!r}")
+        if weight in (data.get("id_column", "id"), data.get("label", "label")):
+            raise ConfigurationError(f"{where} [data]: sample_weight {weight!r} is also the id or label column")
+        if boosting:
+            raise ConfigurationError(f"{where} [data]: sample_weight weighs the linear models' loss; gradient "
+                                     "boosting does not take row weights (leave sample_weight out)")
+        try:
+            training = replace(training, sample_weighted=True)      # every party sizes its bounds for it
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{where} [data] sample_weight: {exc}") from None
+    network = _section(where, raw, "network", required=False)
+    _unknown(f"{where} [network]", network, {"connect_timeout", "timeout", "handshake_timeout", "max_frame_bytes"})
+    timeout = _number(f"{where} [network]", network, "timeout", 300.0)
+    try:
+        net = NetworkSettings(connect_timeout=_number(f"{where} [network]", network, "connect_timeout", 120.0),
+                              handshake_timeout=_number(f"{where} [network]", network, "handshake_timeout",
+                                                        NetworkSettings.handshake_timeout),
+                              send_timeout=timeout,
+                              max_frame_bytes=int(network.get("max_frame_bytes", NetworkSettings.max_frame_bytes)))
+    except (TypeError, ValueError) as exc:
+        raise ConfigurationError(f"{where} [network]: {exc}") from None
+    compute = parse_compute(where, _section(where, raw, "compute", required=False),
+                            {name: entry.role for name, entry in parties.items()})
+    pipeline = None
+    if "pipeline" in raw:
+        pipeline = _pipeline(f"{where} [pipeline]", _section(where, raw, "pipeline"), training, weight)
+        if warm_start:
+            raise ConfigurationError(f"{where} [training]: warm_start continues a model's weights; the pipeline "
+                                     "bins, selects and trains afresh (leave warm_start out)")
+    serving = parse_serving(where, _section(where, raw, "serving", required=False), list(parties), base)
+    return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
+                            id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
+                            align=align, sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
+                            network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving)
+
+
+def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
+    """``[pipeline]``: the credit-scoring steps, around logistic regression (one event class)."""
+    if isinstance(training, BoostingSettings) or training.objective != "logistic":
+        raise ConfigurationError(f"{where}: the pipeline's model is logistic regression on the coded bins: set "
+                                 "[training] model = \"logistic\"")
+    if weight is not None:
+        raise ConfigurationError(f"{where}: the pipeline does not take row weights (leave [data] sample_weight out)")
+    check_scorecard_model(training.protocol, training.reveal, where)
+    _unknown(where, table, CreditSettings.keys())
+    try:
+        return CreditSettings.from_table(dict(table))
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+
+
+def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dict[str, PartyEntry]:
+    """The ``[parties.NAME]`` tables: valid names, one role each, one label party and one coordinator.
+
+    With ``boosting`` the coordinator may be left out (it takes no part).
+    """
+    legacy = set(table) == set(LEGACY_ROLES) and not any(isinstance(e, dict) and "role" in e for e in table.values())
+    parties, lowered = {}, {}
+    for name, entry in table.items():
+        here = f"{where} [parties.{name}]"
+        if not isinstance(name, str) or not ROLE_PATTERN.match(name):
+            raise ConfigurationError(f"{where}: {name!r} is not a valid party name: use letters, digits and '-' "
+                                     "(a DNS label: the name is also in the party's certificate)")
+        if name.lower() in lowered:
+            raise ConfigurationError(f"{where}: parties {lowered[name.lower()]!r} and {name!r} differ only in case; "
+                                     "give them distinct names")
+        lowered[name.lower()] = name
+        if not isinstance(entry, dict):
+            raise ConfigurationError(f"{here}: expected a table")
+        _unknown(here, entry, {"role", "address", "certificate", "key", "allow_score_span"})
+        if legacy:
+            role = LEGACY_ROLES[name]
+        elif "role" not in entry:
+            raise ConfigurationError(f"{here}: 'role' is missing: give every party a role, one of {list(KINDS)} "
+                                     "(only a file naming exactly the parties A, B and C may leave out the roles)")
+        else:
+            role = entry["role"]
+        if role not in KINDS:
+            raise ConfigurationError(f"{here}: role must be one of {list(KINDS)}, got {role!r}")
+        span = entry.get("allow_score_span", False)
+        if not isinstance(span, bool) or (span and role != "feature"):
+            raise ConfigurationError(f"{here}: allow_score_span must be true or false, for a feature party, "
+                                     f"got {span!r}" + (f" for a {role} party" if span is True else ""))
+        parties[name] = PartyEntry(name, role, parse_address(_required(here, entry, "address")),
+                                   _path(base, _required(here, entry, "certificate")),
+                                   _path(base, _required(here, entry, "key")), span)
+    for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
+        named = [n for n, e in parties.items() if e.role == kind]
+        if len(named) != 1 and not (kind == "coordinator" and boosting and not named):
+            raise ConfigurationError(f"{where}: exactly one party must have role = {kind!r} ({what}); "
+                                     f"{'parties ' + ', '.join(named) + ' have it' if named else 'none has'}")
+    if not any(e.role == "feature" for e in parties.values()):
+        raise ConfigurationError(f"{where}: no party has role = 'feature'; a federation needs at least one "
+                                 "feature party besides the label party")
+    addresses = [p.address for p in parties.values()]
+    if len(set(addresses)) != len(addresses):
+        raise ConfigurationError(f"{where}: two parties share an address: {addresses}")
+    return parties
+
+
+def _training(where: str, table: dict) -> TrainingSettings:
+    _unknown(where, table, _TRAINING_KEYS)
+    values = {}
+    for key, value in table.items():
+        name = _ALIASES.get(key, key)
+        if name in values:
+            raise ConfigurationError(f"{where}: {name!r} is given twice (as {key!r} and another name)")
+        values[name] = value
+    # TOML has no null: 0 means "none" for the batch size (full batch) and the tolerance (run every epoch).
+    if values.get("batch_size") == 0:
+        values["batch_size"] = None
+    if values.get("tol") == 0:
+        values["tol"] = None
+    try:
+        return TrainingSettings(**values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+
+
+def _boosting(where: str, table: dict) -> BoostingSettings:
+    """``[training]`` of gradient boosting: the estimators' parameter names (``iterations`` for ``max_iter``)."""
+    _unknown(where, table, _BOOSTING_KEYS)
+    values = {k: v for k, v in table.items() if k != "model"}
+    if "iterations" in values:
+        if "max_iter" in values:
+            raise ConfigurationError(f"{where}: 'max_iter' is given twice (as 'iterations' and 'max_iter')")
+        values["max_iter"] = values.pop("iterations")
+    try:
+        return BoostingSettings(**values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+
+
+def _section(where: str, raw: dict, name: str, required: bool = True) -> dict:
+    if name not in raw:
+        if required:
+            raise ConfigurationError(f"{where}: the [{name}] section is missing")
+        return {}
+    if not isinstance(raw[name], dict):
+        raise ConfigurationError(f"{where}: [{name}] must be a table")
+    return raw[name]
+
+
+def _unknown(where: str, table: dict, allowed) -> None:
+    extra = sorted(set(table) - set(allowed))
+    if extra:
+        raise ConfigurationError(f"{where}: unknown key(s) {extra}; expected some of {sorted(allowed)}")
+
+
+def _required(where: str, table: dict, key: str):
+    if key not in table:
+        raise ConfigurationError(f"{where}: {key!r} is missing")
+    return table[key]
+
+
+def _path(base: Path, value) -> Path:
+    if not isinstance(value, str):
+        raise ConfigurationError(f"expected a file path, got {value!r}")
+    p = Path(value).expanduser()
+    return p if p.is_absolute() else base / p
+
+
+def _number(where: str, table: dict, key: str, default: float) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
+        raise ConfigurationError(f"{where}: {key} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
+                 prediction_mode: str = "private", id_column: str = "id", label: str = "label",
+                 align: str = "psi", sample_weight: str | None = None, pipeline: dict | None = None,
+                 serving: dict | None = None) -> Path:
+    """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
+
+    ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
+    and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``) and ``"allow_score_span"`` (a bool).
+    ``serving`` holds ``[serving]`` keys, and a party's own ``[serving.NAME]`` table under its name.
+    """
+    lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
+    for name in sorted(parties):
+        lines.append(f"[parties.{name}]")
+        lines += [f"{k} = {_toml(v if isinstance(v, bool) else str(v))}" for k, v in parties[name].items()]
+        lines.append("")
+    for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
+                         ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight}),
+                         ("network", network or {})) + ((("pipeline", pipeline),) if pipeline is not None else ()):
+        lines.append(f"[{title}]")
+        lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
+        lines.append("")
+    serving = serving or {}
+    for title, table in [("serving", {k: v for k, v in serving.items() if not isinstance(v, dict)}),
+                         *((f"serving.{k}", v) for k, v in serving.items() if isinstance(v, dict))]:
+        if table:
+            lines.append(f"[{title}]")
+            lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
+            lines.append("")
+    path = Path(path)
+    path.write_text("\n".join(lines))
+    return path
+
+
+def _toml(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    return json.dumps(str(value))  # a JSON string is a valid TOML basic string

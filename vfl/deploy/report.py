@@ -1,0 +1,131 @@
+"""What the label party reports of a model: its metrics on rows whose labels it holds, and the positive class.
+
+Only the label party prints these: it alone holds the labels and learns the
+scores (from the private prediction of :mod:`vfl.protocols.linear.inference`).
+Classification: AUC and KS (:func:`vfl.metrics.ks_statistic`) for two classes;
+with three classes or more (one-vs-rest), the macro one-vs-rest AUC and the
+accuracy.  Regression: R² and RMSE.  scikit-learn computes each metric but KS.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from sklearn.metrics import accuracy_score, mean_squared_error, r2_score, roc_auc_score
+
+from vfl.metrics import ks_statistic
+
+
+def plain(value):
+    """A label class as JSON writes it (numpy scalars become Python numbers)."""
+    return value.item() if hasattr(value, "item") else value
+
+
+def label_metrics(objective: str, scores, y, link: str = "sigmoid") -> dict[str, float]:
+    """The metrics of ``scores`` against ``y``; a metric the rows cannot define (one class only) is left out.
+
+    Parameters
+    ----------
+    objective : {"logistic", "linear"}
+    scores : array of shape (n,) or (n, n_classes)
+        The scores ``z`` (one column per class for one-vs-rest).
+    y : array of shape (n,)
+        Logistic: each row's class index (1: the positive class of a binary model);
+        linear: the label values.
+    link : {"sigmoid", "softmax"}
+        How several classes' scores become probabilities: each class's sigmoid,
+        normalized (one-vs-rest models), or the softmax (a multinomial model).
+
+    Returns
+    -------
+    dict
+        ``{"AUC": ..., "KS": ...}``, ``{"AUC (one-vs-rest, macro)": ..., "accuracy": ...}``
+        or ``{"R^2": ..., "RMSE": ...}``.
+    """
+    scores, y = np.asarray(scores, dtype=np.float64), np.asarray(y)
+    if objective == "linear":
+        out = {"RMSE": float(np.sqrt(mean_squared_error(y, scores)))}
+        if y.size > 1:
+            out = {"R^2": float(r2_score(y, scores)), **out}
+        return out
+    if scores.ndim == 1:
+        positive = (y == 1).astype(int)
+        if positive.min() == positive.max():
+            return {}
+        return {"AUC": float(roc_auc_score(positive, scores)), "KS": ks_statistic(positive, scores)}
+    out = {}
+    if np.unique(y).size == scores.shape[1]:
+        if link == "softmax":
+            probability = np.exp(scores - scores.max(axis=1, keepdims=True))
+        else:
+            probability = 1.0 / (1.0 + np.exp(-np.clip(scores, -500, 500)))
+        probability /= probability.sum(axis=1, keepdims=True)
+        out["AUC (one-vs-rest, macro)"] = float(roc_auc_score(y, probability, multi_class="ovr", average="macro"))
+    out["accuracy"] = float(accuracy_score(y, np.argmax(scores, axis=1)))
+    return out
+
+
+def class_indices(labels, classes) -> np.ndarray | None:
+    """Each label's index in ``classes`` (compared as JSON writes them), or ``None`` if one is not a class."""
+    index = {plain(c): k for k, c in enumerate(classes)}
+    try:
+        return np.array([index[plain(v)] for v in np.asarray(labels, dtype=object)], dtype=np.int64)
+    except (KeyError, TypeError):
+        return None
+
+
+def metrics_line(role: str, what: str, rows: int, metrics: dict[str, float]) -> str:
+    """``party B: training metrics on 398 rows: AUC 0.9871, KS 0.9012`` (or why there are none)."""
+    text = ", ".join(f"{name} {value:.4f}" for name, value in metrics.items()) or "none (a single class)"
+    return f"party {role}: {what} metrics on {rows:,} rows: {text}"
+
+
+def classes_line(role: str, classes) -> str | None:
+    """Which class is positive (two classes), or the classes of one-vs-rest; ``None`` for regression."""
+    if classes is None or len(classes) == 0:
+        return None
+    classes = [plain(c) for c in classes]
+    if len(classes) == 2:
+        return (f"party {role}: positive class {classes[1]!r} (the other: {classes[0]!r}); scores and probabilities "
+                f"are those of {classes[1]!r}")
+    return f"party {role}: one-vs-rest, one model per class: {', '.join(repr(c) for c in classes)}"
+
+
+def write_scores(path, ids, scores, probability=None, classes=None, id_column: str = "id") -> Path:
+    """The label party's scores CSV: one row per id, the same columns for every model kind.
+
+    Parameters
+    ----------
+    scores : array of shape (n,) or (n, n_classes)
+        Raw scores (one per class for one-vs-rest or multinomial models).
+    probability : array, optional
+        Classifiers: the positive class's probability (shape (n,)), or one column
+        per class summing to 1; ``None`` for regression.
+    classes : list, optional
+        The label classes (a classifier's).
+
+    Writes ``score`` (or ``score_CLASS`` per class), and for a classifier
+    ``probability`` of the positive class ``classes[1]`` (or ``probability_CLASS``
+    per class) and ``prediction``, the class of the highest probability (two
+    classes: the positive one from 0.5).
+    """
+    import pandas as pd
+
+    scores = np.asarray(scores, dtype=np.float64)
+    frame = pd.DataFrame({id_column: ids})
+    if scores.ndim == 1:
+        frame["score"] = scores
+        if probability is not None:
+            frame["probability"] = probability
+            frame["prediction"] = np.where(probability >= 0.5, classes[1], classes[0])
+    else:
+        for k, name in enumerate(classes):
+            frame[f"score_{name}"] = scores[:, k]
+        for k, name in enumerate(classes):
+            frame[f"probability_{name}"] = probability[:, k]
+        frame["prediction"] = np.asarray(classes, dtype=object)[np.argmax(probability, axis=1)]
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    frame.to_csv(path, index=False)
+    return path

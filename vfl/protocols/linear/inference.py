@@ -1,0 +1,201 @@
+"""Inference: the score ``z = sum_k u_k + u_B`` of new rows, one program per role.
+
+Two variants:
+
+``"private"`` (default)
+    Every feature party sends ``[[u_k]]`` to B; B adds them, ``u_B`` and a fresh
+    uniform mask ``R`` and sends ``[[z + R]]`` to C; C decrypts and returns
+    ``z + R``; B removes ``R``.  Only B learns the scores; the feature parties'
+    plaintext partial scores never leave them, and C sees only masked values.  (B can of course subtract its own ``u_B`` from a score: learning
+    the scores means learning ``u_A`` for those rows.  That is what prediction is.)
+Packed (``packing=True``, with ``"private"``)
+    The same, with ``s`` scores per ciphertext (slots sized from the declared
+    ``score_bound``, :func:`vfl.parties.linear.packed.prediction_layout`): every feature
+    party packs its ``[[u_k]]``; B adds its packed scores plus, in every slot, an
+    offset and a fresh statistical mask 80 bits wider than the score, and
+    re-randomizes; C decrypts ``n / s`` ciphertexts and returns the masked
+    plaintexts; B unmasks.  C sees each slot only as ``z + 2^v + r``.  The scores
+    are the same integers as unpacked, so the same floats bit for bit.
+``"table3"``
+    Yang et al. 2019, Table 3, for teaching: every party sends its plaintext partial
+    scores to C, which adds them and returns ``z`` to B.  **It leaks**: C learns
+    every row's partial scores and the final scores.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfl.crypto import FixedPoint
+from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.parties import (Coordinator, PartyA, PartyB, pack_residues, pack_vector, prediction_bound, unpack_residues,
+                         unpack_vector)
+from vfl.parties.linear.packed import (DEFAULT_SCORE_BOUND, check_declared, encrypt_packed, mask_packed,
+                                prediction_layout, unmask_packed)
+from vfl.protocols.roster import TWO_PARTY, Roster
+from vfl.transport import Endpoint
+
+MODES = ("private", "table3")
+_SCALE = "scale the prediction data as the training data was scaled"
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in MODES:
+        raise ConfigurationError(f"inference mode must be one of {MODES}, got {mode!r}")
+
+
+def _features(party, features) -> np.ndarray:
+    x = np.asarray(features, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != party.n_features:
+        raise DataError(f"party {party.role}: prediction data has shape {x.shape}, "
+                        f"the model was trained on {party.n_features} columns")
+    if not np.isfinite(x).all():
+        row, col = map(int, np.argwhere(~np.isfinite(x))[0])
+        raise DataError(f"party {party.role}: non-finite value at row {row}, column {col} of the prediction data")
+    return x
+
+
+def _receive_key(ep: Endpoint, party, frac_bits: int, engine, roster: Roster) -> None:
+    key = ep.recv(roster.coordinator, "public_key")["key"]
+    party.receive_public_key(key, FixedPoint(frac_bits), engine, len(roster.data_parties))
+
+
+def predict_feature(ep: Endpoint, party: PartyA, features, mode: str = "private", frac_bits: int = 32,
+              engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
+              score_bound: float = DEFAULT_SCORE_BOUND) -> None:
+    """A feature party's program: its partial scores leave it encrypted (or, for ``table3``, in plaintext to C)."""
+    _check_mode(mode)
+    x = _features(party, features)
+    _receive_key(ep, party, frac_bits, engine, roster)
+    n_rows = ep.recv(roster.label, "rows")["n_rows"]
+    if n_rows != x.shape[0]:
+        raise DataError(f"party {party.role} has {x.shape[0]} prediction rows but party {roster.label} has {n_rows}")
+    u_a = party.scores(features=x)
+    if mode == "private" and packing:
+        check_declared(party.role, u_a, score_bound, "partial score", advice=_SCALE)
+        layout = prediction_layout(party.context, score_bound, party.n_parties)
+        ep.send(roster.label, "packed_scores", "ciphertext", slots=layout.slots,
+                **pack_vector(encrypt_packed(party.context, u_a, layout, what=f"party {party.role} score")))
+    elif mode == "private":
+        send_scores(ep, party, u_a, roster, "scores", "partial scores", advice=_SCALE)
+    else:
+        ep.send(roster.coordinator, "partial_scores", "plaintext", scores=u_a)
+
+
+def predict_label(ep: Endpoint, party: PartyB, features, mode: str = "private", frac_bits: int = 32,
+              engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
+              score_bound: float = DEFAULT_SCORE_BOUND) -> np.ndarray:
+    """The label party's program: returns the scores ``z`` of the rows."""
+    _check_mode(mode)
+    x = _features(party, features)
+    _receive_key(ep, party, frac_bits, engine, roster)
+    for a in roster.features:
+        ep.send(a, "rows", "public", n_rows=x.shape[0])
+    u_b = party.scores(features=x)
+    if mode == "table3":
+        ep.send(roster.coordinator, "partial_scores", "plaintext", scores=u_b)
+        scores = ep.recv(roster.coordinator, "scores")["scores"]
+        if scores.shape != u_b.shape:
+            raise DataError(f"party {party.role}: {roster.coordinator} returned {scores.shape[0]} scores for "
+                            f"{u_b.shape[0]} rows")
+        return scores
+    if packing:
+        return _predict_b_packed(ep, party, u_b, roster, score_bound)
+    return masked_total(ep, party, u_b, roster, ("scores", "masked_scores", "scores"), "partial scores",
+                        advice=_SCALE)
+
+
+# -- one private scoring round, shared by prediction and by validation (early stopping) -------
+def send_scores(ep: Endpoint, party: PartyA, u, roster: Roster, name: str, what: str, advice: str | None = None
+                ) -> None:
+    """A feature party: its partial scores ``u``, encrypted, to the label party as message ``name``."""
+    party.check_range(u, prediction_bound(party.context, party.n_parties), what,
+                      **({"advice": advice} if advice else {}))
+    ep.send(roster.label, name, "ciphertext",
+            **pack_vector(party.context.encrypt(u, what=f"party {party.role} score")))
+
+
+def masked_total(ep: Endpoint, party: PartyB, u_b, roster: Roster, names: tuple[str, str, str], what: str,
+                 advice: str | None = None) -> np.ndarray:
+    """The label party: ``z = sum_k u_k + u_B`` through C, hidden from C by a fresh uniform mask.
+
+    ``names`` are the messages: the feature parties' scores, the masked sum to C, C's answer.
+    """
+    scores_name, masked_name, reply_name = names
+    party.check_range(u_b, prediction_bound(party.context, party.n_parties), what,
+                      **({"advice": advice} if advice else {}))
+    total = u_b
+    for a in roster.features:
+        total = unpack_vector(party.context, ep.recv(a, scores_name), len(u_b)) + total
+    masked, mask = party.context.mask(total)
+    ep.send(roster.coordinator, masked_name, "ciphertext", **pack_vector(masked))
+    residues = unpack_residues(party.context, ep.recv(roster.coordinator, reply_name), len(u_b))
+    return party.context.unmask(residues, mask, masked.exponent, what=f"party {party.role} score")
+
+
+def decrypt_masked_total(ep: Endpoint, coordinator: Coordinator, roster: Roster, masked_name: str,
+                         reply_name: str) -> int:
+    """C: decrypt the label party's masked sum and send the (still masked) residues back; the row count."""
+    masked = unpack_vector(coordinator.context, ep.recv(roster.label, masked_name))
+    ep.send(roster.label, reply_name, "masked", **pack_residues(coordinator.decrypt_masked(masked),
+                                                                coordinator.context))
+    return len(masked)
+
+
+def _predict_b_packed(ep: Endpoint, party: PartyB, u_b, roster: Roster, score_bound: float) -> np.ndarray:
+    """B's packed private prediction: sum the packed ``[[u_k]]``, add ``u_B`` and per-slot masks, ask C, unmask."""
+    check_declared(party.role, u_b, score_bound, "partial score", advice=_SCALE)
+    layout = prediction_layout(party.context, score_bound, party.n_parties)
+    count = layout.ciphertexts(len(u_b))
+    total = None
+    for a in roster.features:
+        packed = unpack_vector(party.context, ep.recv(a, "packed_scores"), count)
+        total = packed if total is None else total + packed
+    masked, masks = mask_packed(party.context, total, u_b, layout, what=f"party {party.role} score")
+    ep.send(roster.coordinator, "masked_packed_scores", "ciphertext", **pack_vector(masked), n_values=len(u_b),
+            **layout.to_fields())
+    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "packed_scores"), count)
+    return unmask_packed(party.context, residues, masks, layout, what=f"party {party.role} score")
+
+
+def _predict_c_packed(ep: Endpoint, coordinator: Coordinator, roster: Roster, score_bound: float) -> int:
+    """C's packed prediction: check the layout is the public one, decrypt ``n / s`` ciphertexts, return them."""
+    message = ep.recv(roster.label, "masked_packed_scores")
+    layout = prediction_layout(coordinator.context, score_bound, len(roster.data_parties))
+    if any(message[k] != v for k, v in layout.to_fields().items()):
+        raise ProtocolError(f"coordinator: {roster.label} packed the scores as "
+                            f"{ {k: message[k] for k in layout.to_fields()} }, not as the settings say "
+                            f"({layout.to_fields()}); the parties' score_bound or frac_bits differ")
+    n_values = message["n_values"]
+    if not isinstance(n_values, int) or n_values < 1:
+        raise ProtocolError(f"coordinator: bad row count {n_values!r} from {roster.label}")
+    masked = unpack_vector(coordinator.context, message, layout.ciphertexts(n_values))
+    ep.send(roster.label, "packed_scores", "masked", **pack_residues(coordinator.decrypt_masked(masked),
+                                                                     coordinator.context))
+    return n_values
+
+
+def predict_coordinator(ep: Endpoint, coordinator: Coordinator, mode: str = "private", roster: Roster = TWO_PARTY,
+              packing: bool = False, score_bound: float = DEFAULT_SCORE_BOUND) -> int:
+    """C's program: decrypts masked scores (or, for ``table3``, adds plaintext ones); returns the row count."""
+    _check_mode(mode)
+    key = coordinator.public_key_bytes()
+    for peer in roster.data_parties:
+        ep.send(peer, "public_key", "public", key=key)
+    if mode == "table3":
+        parts = {peer: ep.recv(peer, "partial_scores")["scores"] for peer in roster.data_parties}
+        sizes = {peer: u.shape for peer, u in parts.items()}
+        if len(set(sizes.values())) != 1:
+            raise DataError(f"coordinator: the parties sent different numbers of partial scores: "
+                            + ", ".join(f"{p} {s[0]}" for p, s in sizes.items()))
+        ep.send(roster.label, "scores", "plaintext", scores=sum(parts.values()))
+        return len(parts[roster.label])
+    if packing:
+        return _predict_c_packed(ep, coordinator, roster, score_bound)
+    return decrypt_masked_total(ep, coordinator, roster, "masked_scores", "scores")
+
+
+# Yang et al.'s party letters, kept for teaching and the notebooks (A: a feature party, B: the label party, C: the coordinator).
+predict_a = predict_feature
+predict_b = predict_label
+predict_c = predict_coordinator

@@ -1,0 +1,11 @@
+"""One run per model family and role, used alike by the estimators (threads) and ``vfl party`` (processes).
+
+* :mod:`~vfl.runs.threads` — every role's program in its own thread over the in-process transport.
+* :mod:`~vfl.runs.linear` — linear and logistic regression (one-vs-rest, warm start, the shared protocol).
+* :mod:`~vfl.runs.trees` — gradient-boosted trees (SecureBoost): each role's training and prediction run.
+* :mod:`~vfl.runs.credit` — the credit-scoring pipeline's run: binning, WOE/IV, selection, model columns, points.
+
+A family's run takes one party's data and the shared settings, builds the party, checks what the party
+checks, and runs the family's protocol program for its role; the estimators hand it in-process endpoints,
+``vfl party`` the endpoint of its TLS session.
+"""

@@ -1,0 +1,206 @@
+"""The credit-scoring pipeline's run, per role: binning → WOE/IV → selection → the model's columns → points.
+
+Written once and used alike by the estimators of :mod:`vfl.preprocessing` (every
+role in a thread, :mod:`vfl.runs.threads`) and by ``vfl party`` / ``vfl predict``
+with a ``[pipeline]`` table (:mod:`vfl.federation.pipeline`, one process per
+party).  The protocol programs are :mod:`vfl.protocols.credit`'s; the logistic
+model between the model's columns and the points is the linear family's, which
+each face calls as it calls it for a plain linear model.
+
+``data`` is one party's aligned rows: any object with ``.columns`` (list of
+str), ``.features`` (rows by columns) and, at the label party, ``.labels``;
+``role`` is the party's name and ``roster`` the data parties (the label party
+holds the key; the coordinator takes part in the model only).
+
+==========================  ======================================================
+step                        functions
+==========================  ======================================================
+binning                     :func:`fit_binner` (:func:`event_classes`: the one check
+                            of the label's classes), :func:`bin_codes`
+WOE/IV                      :func:`woe_feature`, :func:`woe_label`
+selection                   :func:`select_feature`, :func:`select_label`
+both, as ``vfl party``      :func:`train_feature`, :func:`train_label`
+the model's columns         :func:`coding`, :func:`model_coder`, :func:`model_rows`
+the scorecard               :func:`points`, :func:`base_points`
+==========================  ======================================================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from vfl.errors import DataError, ProtocolError
+from vfl.parties.binning import Binner
+from vfl.parties.credit.feature_party import WOEFeatureParty
+from vfl.parties.credit.label_party import WOELabelParty
+from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
+from vfl.parties.credit.selection import SelectionRules
+from vfl.parties.scaling import Standardizer
+from vfl.protocols import credit as protocol
+from vfl.protocols.credit.settings import CreditSettings
+from vfl.protocols.credit.woe import CHUNK_ROWS
+from vfl.protocols.roster import Roster
+from vfl.transport import Endpoint
+
+
+# --------------------------------------------------------------------------- binning
+
+def event_classes(labels, role: str, strategy: str | None, scorecard: bool) -> np.ndarray:
+    """The label's classes (sorted; ``classes[1]`` the event), refused unless two where one event class is needed.
+
+    Monotone binning follows the event rate, and a scorecard scores the event's
+    odds: both need two classes.  WOE, IV and selection take more one-vs-rest.
+
+    Raises
+    ------
+    DataError
+        Naming the party, the classes found and why two are needed.
+    """
+    classes = np.unique(labels)
+    if len(classes) != 2 and (scorecard or strategy == "monotone"):
+        found = f"the label column holds {len(classes)} classes ({', '.join(map(repr, classes[:5]))})"
+        if scorecard:
+            raise DataError(f"party {role}: a scorecard scores one event class, but {found}; WOE, IV and selection "
+                            "take more classes one-vs-rest, without a scorecard")
+        raise DataError(f"party {role}: monotone binning follows one event class, but {found}; use "
+                        "label_strategy='quantile'")
+    return classes
+
+
+def fit_binner(settings: CreditSettings, data, role: str, label: bool, *, scorecard: bool) -> Binner:
+    """This party's own binning of its own columns (its thresholds stay with it).
+
+    The label party's columns by ``settings.label_strategy`` (``"monotone"``: with
+    its labels), every other party's by ``settings.strategy``.  ``scorecard``:
+    a scorecard follows (the label must then have two classes).
+    """
+    strategy = settings.label_strategy if label else settings.strategy
+    events = None
+    if label:
+        classes = event_classes(data.labels, role, strategy, scorecard)
+        if strategy == "monotone":
+            events = data.labels == classes[1]
+    return Binner(settings.max_bins, strategy, settings.min_bin_fraction).fit(data.features, f"party {role}",
+                                                                              data.columns, events)
+
+
+def bin_codes(binner: Binner, data, role: str) -> np.ndarray:
+    """Each row's bin per column, a missing value in its column's last bin (refusing bad values by name)."""
+    return flat_codes(binner.transform(data.features, f"party {role}", data.columns), binner.n_bins_,
+                      binner.missing_code)
+
+
+# --------------------------------------------------------------------------- WOE/IV and selection
+
+def woe_feature(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, *, engine=None) -> WOEFeatureParty:
+    """A feature party's WOE/IV step: it multiplies the encrypted classes into its bins; returns its party."""
+    party = WOEFeatureParty(binner.transform(data.features, f"party {role}", data.columns), binner, role,
+                           data.columns)
+    protocol.run_feature(ep, party, roster.without_coordinator(), engine=engine)
+    return party
+
+
+def woe_label(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, key_bits: int, insecure: bool, *,
+              engine=None, chunk_rows: int | None = None) -> WOELabelParty:
+    """The label party's WOE/IV step (its key): every party's columns' tables; returns its party."""
+    party = WOELabelParty(binner.transform(data.features, f"party {role}", data.columns), binner, data.labels,
+                          role, data.columns)
+    protocol.run_label(ep, party, roster.without_coordinator(), key_bits, insecure, engine, chunk_rows or CHUNK_ROWS)
+    return party
+
+
+def select_feature(ep: Endpoint, party: WOEFeatureParty, data, roster: Roster, rules: SelectionRules,
+                   share_woe: bool) -> dict:
+    """A feature party learns its own plan (with ``share_woe``, its bins' WOE and its IVs).
+
+    Returns its step: ``selected`` (bool per column), ``woe`` and ``iv`` (None without ``share_woe``).
+    """
+    protocol.select_feature(ep, party, roster.without_coordinator(), rules, data.features, share_woe)
+    return party.state()
+
+
+def select_label(ep: Endpoint, party: WOELabelParty, data, roster: Roster, rules: SelectionRules,
+                 share_woe: bool) -> dict:
+    """The label party selects every party's columns by ``rules`` and tells each its own plan.
+
+    Returns its step: ``selected`` (its own columns), ``woe`` (its columns' bins'
+    WOE against ``classes[1]``), ``iv`` and ``plan`` (every party's), ``classes``.
+    """
+    roster = roster.without_coordinator()
+    plan = protocol.select_label(ep, party, roster, rules, data.features, share_woe)
+    return {"selected": plan[party.role].tolist(), "woe": [t["woe"][:, 0].tolist() for t in party.tables[party.role]],
+            "iv": {k: party.ivs(k).tolist() for k in roster.data_parties},
+            "plan": {k: plan[k].tolist() for k in roster.data_parties},
+            "classes": [c.item() if hasattr(c, "item") else c for c in party.classes]}
+
+
+def train_feature(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, settings: CreditSettings, *,
+                  engine=None) -> tuple[WOEFeatureParty, dict]:
+    """A feature party's WOE/IV and selection: its party and its step (:func:`select_feature`)."""
+    party = woe_feature(ep, data, role, binner, roster, engine=engine)
+    return party, select_feature(ep, party, data, roster, settings.rules, settings.share_woe)
+
+
+def train_label(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, settings: CreditSettings,
+                key_bits: int, insecure: bool, *, engine=None) -> tuple[WOELabelParty, dict]:
+    """The label party's WOE/IV and selection: its party and its step (:func:`select_label`)."""
+    party = woe_label(ep, data, role, binner, roster, key_bits, insecure, engine=engine)
+    return party, select_label(ep, party, data, roster, settings.rules, settings.share_woe)
+
+
+# --------------------------------------------------------------------------- the model's columns and the points
+
+def coding(role: str, roster: Roster, share_woe: bool) -> str:
+    """How a party's columns enter the model: WOE values (the label party; a feature party given them), else bins."""
+    return "woe" if role == roster.label or share_woe else "bins"
+
+
+def model_coder(role: str, how: str, binner: Binner, codes: np.ndarray, selected, columns, woe=None) -> Coder:
+    """This party's model columns from its selected columns' bins.
+
+    Parameters
+    ----------
+    how : {"woe", "bins"}
+        :func:`coding`'s answer.
+    codes : int array (rows, columns)
+        Its training rows' bins (:func:`bin_codes`); a ``"bins"`` coding leaves out
+        each column's most populous bin (the reference) and its empty ones.
+    selected : sequence of int
+        The indices of its selected columns.
+    columns : list of str
+        All its columns.
+    woe : list of arrays, optional
+        Per column (all of them), its bins' WOE values (``"woe"``).
+    """
+    selected = list(selected)
+    sizes = (binner.n_bins_ + 1).tolist()
+    if how == "woe":
+        if woe is None:
+            raise ProtocolError(f"{role}: the plan came without the WOE values share_woe promises")
+        return Coder("woe", sizes, selected, columns, woe=[woe[j] for j in selected])
+    counts = [np.bincount(codes[:, j], minlength=sizes[j]) for j in selected]
+    return Coder("bins", sizes, selected, columns, counts=counts)
+
+
+def model_rows(binner: Binner, coder: Coder, data, role: str) -> np.ndarray:
+    """The model's columns of a party's rows (before the model's own scaling)."""
+    return coder.transform(bin_codes(binner, data, role))
+
+
+def points(coder: Coder, coef, mean, scale, card: ScorecardScale) -> list[np.ndarray]:
+    """Every selected column's points per bin, from the model's weights on the standardized columns.
+
+    ``mean`` and ``scale`` are the model's standardization of this party's
+    columns (None: not standardized); the constant the unscaling moves into
+    the intercept is shared among the party's columns.
+    """
+    coef = np.asarray(coef, dtype=np.float64)
+    if mean is None:
+        return coder.points(coef, 0.0, card)
+    unscaled, constant = Standardizer(np.asarray(mean), np.asarray(scale)).unscale(coef)
+    return coder.points(unscaled, float(constant), card)
+
+
+def base_points(card: ScorecardScale, intercept: float) -> float:
+    """The label party's base points: the score of the intercept alone."""
+    return float(card.offset - card.factor * float(intercept))

@@ -1,0 +1,485 @@
+"""Linear and logistic regression: each role's whole run, written once for the estimators and ``vfl party``.
+
+One program per role for training (:func:`train_feature`, :func:`train_label`,
+:func:`train_coordinator`) and for prediction (:func:`predict_feature`,
+:func:`predict_label`, :func:`predict_coordinator`).  Each takes the party's
+:class:`~vfl.transport.Endpoint` (its ``role`` is the party's name), its data (an
+object with ``columns``, ``features``, ``labels`` and ``weights``, such as
+:class:`vfl.deploy.data.PartyData`), the shared
+:class:`~vfl.protocols.TrainingSettings` and the :class:`~vfl.protocols.Roster`,
+and runs, in this order:
+
+* standardization: each data party fits its own scaler on its rows (or keeps the
+  one its warm start was trained with);
+* the column counts: the label party tells every feature party every data party's
+  column count (message ``columns``), so every data party checks the
+  validation split, every party's batch size and the accumulated-equations rule
+  for all of them, and refuses with the same message;
+* the targets and the model count: one target, or one per class for logistic
+  regression with three classes or more (one-vs-rest); the label party tells every
+  peer how many models (message ``models``) after checking its warm start;
+* the score-span rule at each feature party, the label-leak warnings at the label party;
+* one protocol run per model (:mod:`vfl.protocols.linear`), under the coordinator's
+  one key and on the same rows, each tagged with its index in the transcript.
+
+What differs between the faces comes in as hooks: where checkpoints are kept and
+what is shown after every epoch (``on_model``), the warm starts (fitted attributes
+or a previous shard), a separate validation set (the estimator's
+``fit(validation=...)``) and whether a feature party accepts the score span.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+import numpy as np
+
+from vfl.errors import DataError, ProtocolError
+from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
+from vfl.parties.linear.shareholders import CoordinatorShares
+from vfl.parties.linear.shares import WeightShare
+from vfl.parties.scaling import Standardizer
+from vfl.protocols import (Roster, TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b,
+                           predict_c, run_a, run_b, run_c)
+from vfl.protocols.linear import shared as shared_protocol
+from vfl.protocols.span import SpanLedger, check_release, check_training, column_rank, model_name, raw_directions
+from vfl.protocols.linear.checks import (check_validation_split, warn_clipped_labels,
+                                         warn_mini_batch_labels)
+from vfl.transport import Endpoint
+from vfl.transport.message import quote
+
+#: The most one-vs-rest models (classes) a run trains: a bound on a peer's ``models`` message.
+MAX_MODELS = 1000
+
+#: ``on_model(index, n_models, classes)`` -> ``(checkpoints, on_epoch)``: model ``index``'s checkpoints to
+#: resume from (or None) and the callable its protocol program calls after every epoch (or None).
+OnModel = Callable[[int, int, object], tuple]
+
+
+@dataclass
+class RoleData:
+    """One data party's rows as a run takes them (what :class:`vfl.deploy.data.PartyData` also gives)."""
+
+    columns: list
+    features: np.ndarray
+    labels: np.ndarray | None = None
+    #: the label party's row weights (``sample_weight``), or None
+    weights: np.ndarray | None = None
+
+
+@dataclass
+class Trained:
+    """What a role's training run leaves: per model, the trained party (data parties) or C's result."""
+
+    #: the number of models (one, or one per class)
+    n_models: int
+    #: a data party's trained party per model (its weights, state, validation scores)
+    parties: list = field(default_factory=list)
+    #: the coordinator's result per model (``loss_curve``, ``n_iter``, ``converged``, ``best_epoch``...)
+    results: list = field(default_factory=list)
+    #: ``reveal = "never"``: the coordinator's share of every party's parameters, per model
+    shares: list = field(default_factory=list)
+    #: a data party's scaler (``standardize``), or None
+    scaler: Standardizer | None = None
+    #: the label party's classes (logistic regression), else None
+    classes: np.ndarray | None = None
+
+
+def kept_shared(settings) -> bool:
+    """Whether the model stays shared after training (``protocol = "shared"``, ``reveal = "never"``)."""
+    return getattr(settings, "shared", False) and settings.reveal == "never"
+
+
+# --------------------------------------------------------------------------- training
+
+def train_feature(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, **hooks) -> Trained:
+    """A feature party's training run; ``hooks`` as for :func:`train_label` (no ``peer_columns``)."""
+    return _train_data_party(ep, data, settings, roster, **hooks)
+
+
+def train_label(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, **hooks) -> Trained:
+    """The label party's training run: features, labels and row weights (``data.weights``).
+
+    Parameters
+    ----------
+    ep : Endpoint
+        This party's endpoint; ``ep.role`` is its name.
+    data : object
+        ``columns``, ``features`` (rows aligned with every party's), ``labels``, ``weights``.
+    settings : TrainingSettings
+    roster : Roster
+    peer_columns : mapping of str to int
+        The feature parties' column counts, as they told the label party (``vfl party``: in
+        their hellos).
+    scaler : Standardizer, optional
+        The scaling a warm start continues; otherwise (``standardize``) a scaler is fitted.
+    starts : callable, optional
+        ``starts(n_models, classes)`` -> this party's start per model (warm start).
+    allow_score_span : bool, default False
+        A feature party's consent to a model with at least as many scores per row as it has columns.
+    span_how : str
+        How that party gives its consent (named in the refusal).
+    validation : callable, optional
+        ``validation(index, n_models, party, trained)`` gives model ``index``'s party its separate
+        validation rows (scaled by ``trained.scaler``; the label party's coded for ``trained.classes``).
+    on_model : callable, optional
+        See :data:`OnModel`.
+    engine : str, optional
+        The crypto engine.
+
+    Returns
+    -------
+    Trained
+    """
+    return _train_data_party(ep, data, settings, roster, **hooks)
+
+
+def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, *,
+                      peer_columns: Mapping[str, int] | None = None, scaler: Standardizer | None = None,
+                      starts=None, allow_score_span: bool = False, span_how: str = "allow_score_span",
+                      ledger: SpanLedger | None = None, span_model: str | None = None,
+                      validation=None, on_model: OnModel | None = None, engine=None) -> Trained:
+    role = ep.role
+    label = role == roster.label
+    scaler = fit_scaler(settings, scaler, data, role)
+    features = scaled(data.features, scaler)
+    _check_columns(ep, len(features), len(data.columns), settings, roster, peer_columns, validation is not None)
+    if label:
+        model_targets, classes = targets(data.labels, settings.objective, role)
+        weights = row_weights(data.labels, settings.class_weight, data.weights, role)
+        begin = _warm_starts(starts, role, len(model_targets), classes)     # checked before the count goes out
+        n_models = agree_on_models(ep, role, roster, len(model_targets))
+        warn_clipped_labels(model_targets[0], settings, role)
+    else:
+        model_targets, classes, weights = None, None, None
+        n_models = agree_on_models(ep, role, roster, None)
+        begin = _warm_starts(starts, role, n_models, None)
+        check_training(ledger or SpanLedger.in_memory(role, span_scope(roster.label, data)), roster.label,
+                       list(data.columns), column_rank(features), n_models, span_model or "", allow_score_span,
+                       span_how)
+    trained = Trained(n_models, scaler=scaler, classes=classes)
+    for index in range(n_models):
+        party = _party(role, features, data.columns, settings, n_models,
+                       model_targets[index] if label else None, weights)
+        if begin[index] is not None:            # warm start: continue from the previous weights
+            party.warm_params = begin[index]
+        if validation is not None:
+            validation(index, n_models, party, trained)
+        checkpoints, on_epoch = on_model(index, n_models, classes) if on_model else (None, None)
+        ep.model = index if n_models > 1 else None
+        program = run_b if label else run_a
+        program(ep, party, settings, checkpoints or None, on_epoch, engine=engine, roster=roster)
+        trained.parties.append(party)
+    ep.model = None
+    return trained
+
+
+def _check_columns(ep: Endpoint, n_rows: int, n_columns: int, settings, roster: Roster,
+                   peer_columns: Mapping[str, int] | None, separate_validation: bool) -> None:
+    """Before any model: the label-leak warning, then every party's column count and the checks on all of them."""
+    if ep.role == roster.label:     # a warning about the settings and the row count: before any refusal of them
+        warn_mini_batch_labels(settings, n_rows, stacklevel=5)
+    counts = share_columns(ep, ep.role, n_columns, peer_columns, roster)
+    if not separate_validation:
+        check_validation_split(n_rows, settings, {name: counts[name] + (name == roster.label)
+                                                  for name in roster.data_parties})
+    check_gradients(n_rows, counts, settings, roster)
+
+
+def _party(role: str, features: np.ndarray, columns, settings, n_models: int, target=None, weights=None):
+    """A data party to train one model: the label party (with ``target``) if ``target`` is given."""
+    if target is None:
+        return PartyA(features, role=role, columns=columns)
+    party = PartyB(features, target, fit_intercept=settings.fit_intercept, role=role, columns=columns)
+    party.dp_models = n_models          # DP noise is calibrated to every model's releases
+    if weights is not None:             # the weights stay with the label party
+        party.set_weights(weights)
+    return party
+
+
+def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, roster: Roster, *,
+                      on_model: OnModel | None = None, on_batch_loss=None) -> Trained:
+    """The coordinator's training run: one key pair (``coordinator``'s) for every model of the run.
+
+    ``on_model`` as for :func:`train_label`; ``on_batch_loss(epoch, batch, loss)`` after every
+    batch loss it decrypts.  The result holds each model's ``loss_curve``, ``n_iter``,
+    ``converged`` and ``best_epoch``, and with ``reveal = "never"`` its shares.
+    """
+    n_models = agree_on_models(ep, ep.role, roster, None)
+    trained = Trained(n_models)
+    batch_loss = {"on_batch_loss": on_batch_loss} if on_batch_loss else {}
+    for index in range(n_models):
+        checkpoints, on_epoch = on_model(index, n_models, None) if on_model else (None, None)
+        ep.model = index if n_models > 1 else None
+        trained.results.append(run_c(ep, coordinator, settings, checkpoints or None, on_epoch, roster=roster,
+                                     **batch_loss) or {})
+        if kept_shared(settings):
+            trained.shares.append(coordinator.shares.state())
+    ep.model = None
+    return trained
+
+
+def span_scope(label_party: str, data) -> str:
+    """In-process, a feature party's ledger is kept per data set (its columns and values) and label party."""
+    x = np.ascontiguousarray(data.features, dtype=np.float64)
+    digest = hashlib.sha256(repr((label_party, list(data.columns), x.shape)).encode() + x.tobytes())
+    return digest.hexdigest()[:32]
+
+
+def fit_scaler(settings, kept: Standardizer | None, data, role: str) -> Standardizer | None:
+    """This party's own standardization (``standardize``), fitted on its aligned training rows.
+
+    A warm start continues weights trained on the previous scaling, so it keeps that scaling (``kept``).
+    """
+    if not settings.standardize:
+        return None
+    return kept or Standardizer.fit(data.features, role, data.columns)
+
+
+def scaled(features, scaler: Standardizer | None) -> np.ndarray:
+    """A party's rows as its model sees them: scaled by its own scaler, if it has one."""
+    return np.asarray(features, dtype=np.float64) if scaler is None else scaler.transform(features)
+
+
+def _warm_starts(starts, role: str, n_models: int, classes) -> list:
+    """Each model's start (``starts(n_models, classes)``), or none without a warm start."""
+    return [None] * n_models if starts is None else starts(n_models, classes)
+
+
+def check_warm_models(role: str, previous: int, previous_classes, n_models: int, classes) -> None:
+    """A warm start continues as many models as this run trains (and, where known, the same classes)."""
+    if previous != n_models or (classes is not None and previous_classes is not None
+                                and _plain(previous_classes) != _plain(classes)):
+        raise DataError(f"party {role}: warm_start continues {previous} model(s)"
+                        f"{' (classes ' + str(_plain(previous_classes)) + ')' if _named(previous_classes) else ''}; "
+                        f"this run trains {n_models}"
+                        f"{' (classes ' + str(_plain(classes)) + ')' if classes is not None else ''}; "
+                        "train without warm_start")
+
+
+def _named(classes) -> bool:
+    """Whether a previous model names its classes (a linear model's shard holds none)."""
+    return classes is not None and len(classes) > 0
+
+
+def _plain(values) -> list:
+    """Classes as plain Python values (as a shard stores them, and as messages print them)."""
+    return np.asarray(values).tolist()
+
+
+def share_columns(ep: Endpoint, role: str, n_columns: int, peer_columns: Mapping[str, int] | None,
+                  roster: Roster) -> dict[str, int]:
+    """Every data party's column count, in the roster's order: the label party tells the feature parties.
+
+    The label party knows each feature party's count (``peer_columns``: ``vfl party``
+    reads them from the hellos) and sends every feature party the whole list (message
+    ``columns``: the names joined by commas, and the counts), since feature parties
+    never talk to each other.  Each data party can then check the batch sizes and the
+    accumulated-equations rule for every party (:func:`check_gradients`).
+
+    Raises
+    ------
+    ProtocolError
+        A feature party without a column count, or a ``columns`` message that does not list
+        every data party once with a positive count, or this party's count wrongly.
+    """
+    label = roster.label
+    if role == label:
+        counts = {}
+        for peer in roster.features:
+            n = (peer_columns or {}).get(peer)
+            if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+                raise ProtocolError(f"party {role}: the hello from {peer} has no column count")
+            counts[peer] = n
+        counts[role] = n_columns
+        for peer in roster.features:
+            ep.send(peer, "columns", "public", parties=",".join(counts),
+                    counts=np.array(list(counts.values()), dtype=np.int64))
+        return counts
+    message = ep.recv(label, "columns")
+    names, values = message.fields.get("parties"), message.fields.get("counts")
+    problem = None
+    if not isinstance(names, str) or names.split(",") != list(roster.data_parties):
+        problem = f"it lists the parties {quote(names)}, not {','.join(roster.data_parties)}"
+    elif (not isinstance(values, np.ndarray) or values.shape != (len(roster.data_parties),)
+          or values.dtype.kind not in "iu" or not (values >= 1).all()):
+        problem = "it does not give one positive column count per data party"
+    elif int(values[roster.data_parties.index(role)]) != n_columns:
+        problem = f"it says {role} has {int(values[roster.data_parties.index(role)])} columns, not {n_columns}"
+    if problem:
+        raise ProtocolError(f"{role}: waiting for 'columns' from {label}: {label} sent a malformed message: {problem}")
+    return {name: int(v) for name, v in zip(roster.data_parties, values)}
+
+
+def check_gradients(n_rows: int, columns: Mapping[str, int], settings, roster: Roster) -> None:
+    """Every data party's batch size, then the accumulated-equations rule, for every data party.
+
+    Every data party runs them on the same column counts, so each refuses with the same
+    message.  Not with the shared protocol (no party learns a gradient); the equations
+    rule not with DP either (the gradients are not exact).
+    """
+    if settings.shared:
+        return
+    for name, n in columns.items():
+        check_batch_size(name, n_rows, settings.batch_size, n + (name == roster.label and settings.fit_intercept))
+    check_equations(n_rows, columns, settings, roster)
+
+
+def check_equations(n_rows: int, columns: Mapping[str, int], settings, roster: Roster) -> None:
+    """The accumulated-equations rule (:func:`~vfl.protocols.check_gradient_equations`) for every data party.
+
+    Every data party runs it on the same column counts, so each refuses with the same message.
+    Not with DP (the gradients are not exact) nor the shared protocol (no party learns one).
+    """
+    if settings.dp or settings.shared:
+        return
+    check_gradient_equations(n_rows, settings.batch_size, settings.max_iter, columns, roster.label,
+                             settings.fit_intercept)
+
+
+def agree_on_models(ep: Endpoint, role: str, roster: Roster, count: int | None) -> int:
+    """How many models the run trains or scores: the label party says (message ``models``), the others check.
+
+    One, or one per class for logistic regression with three classes or more
+    (one-vs-rest).  The count is public: every party sees the protocol run that
+    many times.  A party that knows its own count (``count``: its model shard's)
+    checks the label party's against it.
+
+    Raises
+    ------
+    ProtocolError
+        The label party sent no whole number from 1 to :data:`MAX_MODELS`.
+    DataError
+        This party's count is not the label party's.
+    """
+    if role == roster.label:
+        for peer in roster.peers(role):
+            ep.send(peer, "models", "public", count=count)
+        return count
+    value = ep.recv(roster.label, "models").fields.get("count")
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_MODELS:
+        raise ProtocolError(f"{role}: waiting for 'models' from {roster.label}: {roster.label} sent a malformed "
+                            f"message: the model count must be a whole number from 1 to {MAX_MODELS}")
+    if count is not None and value != count:
+        raise DataError(f"party {role}: its model shard holds {count} model(s) (one per class), but party "
+                        f"{roster.label}'s holds {value}; use the shards of one training run")
+    return value
+
+
+# --------------------------------------------------------------------------- prediction
+
+def predict_feature(ep: Endpoint, features: np.ndarray, columns, models: list, settings, roster: Roster, *,
+                    scaler: Standardizer | None = None, mode: str = "private", allow_score_span: bool = False,
+                    span_how: str = "allow_score_span", shared: bool = False, ledger: SpanLedger | None = None,
+                    span_model: str = "", engine=None) -> int:
+    """A feature party's part of prediction: its rows, scaled by its training ``scaler``, scored by each model.
+
+    ``models`` holds this party's weights per model (or, ``shared``, its share of them).
+    Before any score leaves the party, the score-span rule (:func:`vfl.protocols.span.check_release`) is
+    checked on every model this party revealed to the label party, in ``ledger`` (its work directory's;
+    in-process, this process's ledger of the model's training rows); ``span_model`` names the model where
+    its weights are unknown (``shared``).  Returns the number of rows scored.
+    """
+    n_models = agree_on_models(ep, ep.role, roster, len(models))
+    directions = None if shared else raw_directions([np.ravel(m)[:len(columns)] for m in models],
+                                                    None if scaler is None else scaler.scale)
+    if ledger is not None:
+        check_release(ledger, roster.label, list(columns), directions, n_models,
+                      model_name(directions, span_model), allow_score_span, span_how)
+    features = scaled(features, scaler)
+    for index in range(n_models):
+        ep.model = index if n_models > 1 else None
+        score_rows(ep, settings, roster, features, columns, models[index], None, None, mode,
+                   shared=shared, engine=engine)
+    ep.model = None
+    return len(features)
+
+
+def predict_label(ep: Endpoint, features: np.ndarray, columns, models: list, fit_intercept: bool, settings,
+                  roster: Roster, *, scaler: Standardizer | None = None, mode: str = "private", shared: bool = False,
+                  engine=None) -> np.ndarray:
+    """The label party's part of prediction: the scores of its rows, shape (n,), or (n, models) for one-vs-rest.
+
+    ``models`` holds its weights per model (with the intercept if ``fit_intercept``), or, ``shared``, its
+    shares; its rows are scaled by its training ``scaler``.
+    """
+    features = scaled(features, scaler)
+    n_models = agree_on_models(ep, ep.role, roster, len(models))
+    columns_out = []
+    for index in range(n_models):
+        ep.model = index if n_models > 1 else None
+        columns_out.append(score_rows(ep, settings, roster, features, columns, models[index], fit_intercept, None,
+                                      mode, shared=shared, engine=engine))
+    ep.model = None
+    return columns_out[0] if n_models == 1 else np.column_stack(columns_out)
+
+
+def predict_coordinator(ep: Endpoint, coordinator: Coordinator, settings, roster: Roster, *,
+                        mode: str = "private", shares: list | None = None) -> tuple[int, int]:
+    """The coordinator's part of prediction, once per model; ``shares``: its own per model (``reveal="never"``).
+
+    Returns the number of models (as the label party said) and of rows scored.
+    """
+    n_models = agree_on_models(ep, ep.role, roster, None)
+    rows = 0
+    for index in range(n_models):
+        ep.model = index if n_models > 1 else None
+        rows = score_rows(ep, settings, roster, None, None, shares[index] if shares else None, None, coordinator,
+                          mode, shared=shares is not None)
+    ep.model = None
+    return n_models, rows
+
+
+def score_rows(ep: Endpoint, settings, roster: Roster, features, columns, params, fit_intercept, coordinator,
+               mode: str = "private", shared: bool = False, engine=None):
+    """One private prediction of ``features`` with the weights ``params``: the label party gets the scores.
+
+    The coordinator passes ``coordinator`` (and no features); the others their own
+    rows and weights.  A model that stays shared (``shared``) passes its share as
+    ``params`` (a data party: its share, a list of integers or ``{"values": [...]}``;
+    the coordinator: its share of every party's, by name) and runs the shared scoring
+    round (:func:`vfl.protocols.linear.shared.predict_a`...).  Returns the scores at
+    the label party, the number of rows scored elsewhere.
+    """
+    role = ep.role
+    kind = roster.role_of(role)
+    if shared:
+        return _score_shared(ep, settings, roster, kind, features, columns, fit_intercept, coordinator, params,
+                             engine)
+    packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
+    if kind == "coordinator":
+        return predict_c(ep, coordinator, mode, roster=roster, **packed)
+    if kind == "feature":
+        party = PartyA(features, role=role, columns=columns)
+        party.load_state({"params": np.asarray(params, dtype=np.float64)})
+        predict_a(ep, party, features, mode, settings.frac_bits, engine, roster=roster, **packed)
+        return len(features)
+    party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
+    party.load_state({"params": np.asarray(params, dtype=np.float64)})
+    return predict_b(ep, party, features, mode, settings.frac_bits, engine, roster=roster, **packed)
+
+
+def _score_shared(ep: Endpoint, settings, roster: Roster, kind: str, features, columns, fit_intercept, coordinator,
+                  share, engine=None):
+    """:func:`score_rows` for a model that stays shared: every party scores with its share."""
+    role = ep.role
+    if kind == "coordinator":
+        coordinator.shares = CoordinatorShares(None)
+        coordinator.shares.load_state(share)
+        return shared_protocol.predict_c(ep, coordinator, roster)
+    values = [int(v) for v in (share["values"] if isinstance(share, dict) else share)]
+    if kind == "feature":
+        party = PartyA(features, role=role, columns=columns)
+    else:
+        party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
+    if len(values) != party.params.size:
+        raise DataError(f"party {role}: its share holds {len(values)} values for {party.params.size} parameters")
+    party.share = WeightShare.from_state({"values": values})
+    if kind == "feature":
+        shared_protocol.predict_a(ep, party, features, settings.frac_bits, engine, roster=roster)
+        return len(features)
+    return shared_protocol.predict_b(ep, party, features, settings.frac_bits, engine, roster=roster)
+
