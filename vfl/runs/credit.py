@@ -35,6 +35,7 @@ from vfl.parties.credit.feature_party import WOEFeatureParty
 from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
 from vfl.parties.credit.selection import SelectionRules
+from vfl.parties.labels import event_classes as label_classes
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import credit as protocol
 from vfl.protocols.credit.settings import CreditSettings
@@ -56,7 +57,7 @@ def event_classes(labels, role: str, strategy: str | None, scorecard: bool) -> n
     DataError
         Naming the party, the classes found and why two are needed.
     """
-    classes = np.unique(labels)
+    classes = label_classes(labels, role)      # one row, or one class, is refused as such
     if len(classes) != 2 and (scorecard or strategy == "monotone"):
         found = f"the label column holds {len(classes)} classes ({', '.join(map(repr, classes[:5]))})"
         if scorecard:
