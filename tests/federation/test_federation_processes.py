@@ -219,7 +219,7 @@ def test_bad_configuration_exits_2(tmp_path, federation, capsys):
 def test_demo_runs_end_to_end(capsys):
     from vfl.federation.demo import run_demo
 
-    result = run_demo(iterations=1, key_bits=1024, quiet=True)
+    result = run_demo(iterations=4, key_bits=1024, quiet=True)
     out = capsys.readouterr().out
     folder = out.split("files in the temporary folder ", 1)[1].split(",", 1)[0]
     assert "removed at the end: --keep DIR keeps them" in out and f"removed the temporary folder {folder}" in out
@@ -227,7 +227,7 @@ def test_demo_runs_end_to_end(capsys):
     assert result["auc"] > 0.9 and result["weight_gap"] < 1e-6
     assert "decrypted loss over the epoch" in out and "bytes on each link" in out
     assert "full batches (all training rows) by conjugate gradient" in out and "mini-batch" not in out
-    assert "progress: epoch 1/1" in out and "\r" not in out  # no terminal: plain lines, no bar
+    assert "progress: epoch 4/4" in out and "\r" not in out  # no terminal: plain lines, no bar
     assert result["bytes"]["train A->B"] > 0
 
 
