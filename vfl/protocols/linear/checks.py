@@ -9,7 +9,7 @@ command (:mod:`vfl.federation.runner`), so that both refuse, or warn, alike:
   below the fixed-point precision, is refused naming ``alpha``;
 * :func:`warn_mini_batch_labels`: mini-batch training without differential
   privacy lets a feature party infer most labels from its own gradients (the
-  measured figures are in README.md's threat model and docs/protocol.md);
+  measured figures are in docs/threat_model.md and docs/protocol.md);
 * :func:`check_run`: the parties handed to a run are the roster's, the label
   party's targets fit the objective, and the coordinator's key the settings';
 * :func:`diverged`: the coordinator's rule for a run whose loss runs away.
