@@ -168,7 +168,7 @@ def build(folder: Path, rows: int, key_bits: int) -> dict:
     import pandas as pd
     from sklearn.linear_model import LogisticRegression
 
-    from vfl.deploy.checkpoint import write_shard
+    from vfl.deploy.shards.linear import write_shard
     from vfl.deploy.config import load_config, write_config
     from vfl.parties.scaling import Standardizer
     from vfl.transport.tls import write_federation_certs

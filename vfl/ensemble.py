@@ -24,6 +24,7 @@ from vfl.protocols import Roster
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.trees import BoostingSettings
 from vfl.runs import trees as run
+from vfl.runs.data import RoleData
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
 
@@ -100,7 +101,7 @@ class _VerticalGradientBoosting(BaseEstimator):
         self._check_run_params()
         data.require_label()
         roster = Roster(data.feature_parties, data.label_party, None)
-        roles = {name: run.RoleData(data.columns(name), data.features(name),
+        roles = {name: RoleData(data.columns(name), data.features(name),
                                     data.labels if name == roster.label else None) for name in roster.data_parties}
         self.transcript_ = Transcript()
         held = {}
@@ -178,7 +179,7 @@ class _VerticalGradientBoosting(BaseEstimator):
                 extra = [c for c in given if c not in trained]
                 raise DataError(f"party {name}: prediction columns differ from training "
                                 f"(missing {missing}, unexpected {extra}, or another order)")
-            roles[name] = run.RoleData(given, data.features(name))
+            roles[name] = RoleData(given, data.features(name))
         roster = self._roster.without_coordinator()
         return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster),
                               n_jobs=self.n_jobs)[roster.label]

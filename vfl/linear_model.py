@@ -29,7 +29,8 @@ from vfl.parties.linear.shareholders import whole
 from vfl.protocols import Roster, TrainingSettings
 from vfl.protocols.linear.inference import MODES
 from vfl.runs import linear as run_linear
-from vfl.runs.linear import RoleData, check_warm_models, scaled
+from vfl.runs.data import RoleData
+from vfl.runs.linear import check_warm_models, scaled
 from vfl.runs.threads import run_in_threads
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.span import SpanLedger

@@ -34,7 +34,7 @@ from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.linear_model import VerticalLogisticRegression
 from vfl.parties.binning import Binner
-from vfl.parties.credit import shard as shards
+from vfl.deploy.shards import credit as shards
 from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
 from vfl.parties.credit.selection import SelectionRules
 from vfl.protocols import Roster

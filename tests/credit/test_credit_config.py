@@ -9,7 +9,7 @@ from credit_data import credit_data, credit_frames
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
 from vfl.deploy.config import load_config, write_config
-from vfl.federation.pipeline import read_shard
+from vfl.deploy.shards.credit import read_shard
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
 
 KEYS = {"key_bits": 1024, "insecure": True}

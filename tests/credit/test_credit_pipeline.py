@@ -21,7 +21,7 @@ from credit_data import credit_data, credit_frames
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties.binning import Binner
-from vfl.parties.credit.shard import check
+from vfl.deploy.shards.credit import check
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
 from vfl.stats import population_stability, table_statistics
 

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, PeerError, ProtocolError
-from vfl.deploy.checkpoint import (KEEP, CheckpointStore, read_coordinator_shard, read_shard, shard_models,
-                                      shard_shares, write_coordinator_shard, write_shard)
+from vfl.deploy.checkpoint import KEEP, CheckpointStore
+from vfl.deploy.shards.linear import (read_coordinator_shard, read_shard, shard_models, shard_shares,
+                                      write_coordinator_shard, write_shard)
 from vfl.deploy.config import load_config, write_config
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
@@ -599,7 +600,7 @@ def _deep(path, levels=100_000):
 def test_every_shard_and_checkpoint_reader_refuses_deep_nesting_naming_the_file(tmp_path):
     """A 100,000-level JSON file is a DataError naming it, at every reader: never a RecursionError."""
     from vfl.federation import pipeline
-    from vfl.deploy.checkpoint import read_boosting_shard
+    from vfl.deploy.shards.trees import read_shard as read_boosting_shard
     from vfl.serving.models import load_share
 
     path = _deep(tmp_path / "model_A.json")
@@ -620,7 +621,7 @@ def test_every_shard_and_checkpoint_reader_refuses_deep_nesting_naming_the_file(
 
 
 def test_a_boosting_shard_with_a_huge_leaf_value_is_refused_when_read(tmp_path):
-    from vfl.deploy.checkpoint import BOOSTING_FORMAT, read_boosting_shard
+    from vfl.deploy.shards.trees import FORMAT as BOOSTING_FORMAT, read_shard as read_boosting_shard
 
     tree = {"left": [-1], "right": [-1], "owner": [-1], "value": [0.5], "gain": [0.0]}
     shard = {"format": BOOSTING_FORMAT, "party": "B", "role": "label", "columns": ["x"], "trained_with": "fp",

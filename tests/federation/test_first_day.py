@@ -17,7 +17,7 @@ from sklearn.metrics import r2_score, roc_auc_score
 
 from vfl.cli import main as vfl_main
 from vfl.errors import ConfigurationError, DataError, HandshakeError
-from vfl.deploy.checkpoint import read_shard, write_shard
+from vfl.deploy.shards.linear import read_shard, write_shard
 from vfl.deploy.config import load_config
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, label_metrics

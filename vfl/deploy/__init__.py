@@ -7,7 +7,9 @@
 * :mod:`~vfl.deploy.data` — one party's CSV with an id column, checked.
 * :mod:`~vfl.deploy.session` — connecting: links, hellos, the checks between parties, aborts.
 * :mod:`~vfl.deploy.align` — the private set intersection of the parties' ids.
-* :mod:`~vfl.deploy.checkpoint` — per-epoch checkpoints and the model shards (JSON).
+* :mod:`~vfl.deploy.jsonfile` — every JSON file a party writes (atomically, mode 0600) and reads.
+* :mod:`~vfl.deploy.checkpoint` — per-epoch checkpoints.
+* :mod:`~vfl.deploy.shards` — the model shards, one module per family.
 * :mod:`~vfl.deploy.report` — metrics lines and score files.
 * :mod:`~vfl.deploy.narration` and :mod:`~vfl.deploy.progress` — one line per step, progress bars.
 * :mod:`~vfl.deploy.commands` — one line per failure and the exit codes of every command.

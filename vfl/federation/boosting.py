@@ -14,7 +14,7 @@ fingerprint, the private set intersection), as the linear models' runs do
   which the label party keeps);
 * the shards: a feature party's holds its bin thresholds and, per tree it took
   part in, the shape and its own splits; the label party's the loss, the leaf
-  values and who owns each split (:func:`~vfl.deploy.checkpoint.write_boosting_shard`);
+  values and who owns each split (:func:`~vfl.deploy.shards.trees.write_shard`);
 * the label party's training metrics come from the raw scores it already holds
   (the training rows' leaves are known to it), so no extra round is needed.
 """
@@ -27,7 +27,8 @@ import numpy as np
 
 from vfl.errors import DataError
 from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore, boosting_party, read_boosting_shard, write_boosting_shard
+from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.shards import trees as shards
 from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import load_csv
@@ -95,7 +96,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary["iterations"] = result.n_iter
         summary.update(classes=None if party.classes is None else [plain(c) for c in party.classes],
                        metrics=training_metrics(config, party), trees=len(party.trees))
-    summary["model"] = str(write_boosting_shard(
+    summary["model"] = str(shards.write_shard(
         workdir / f"model_{role}.json", party, kind, config.fingerprint("train"),
         label=config.label if kind == "label" else None, feature_parties=roster.features,
         n_iter=summary["iterations"], validation_scores=result.validation_scores))
@@ -147,10 +148,10 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         return {"party": role, "role": kind, "idle": NO_COORDINATOR}
     workdir = Path(workdir)
     path = model_path or workdir / f"model_{role}.json"
-    shard = read_boosting_shard(path, role, kind)
+    shard = shards.read_shard(path, role, kind)
     with stops_told(config, role, "predict"):
         data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
-    party = boosting_party(shard, data.features, role)
+    party = shards.shard_party(shard, data.features, role)
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from vfl.errors import ConfigurationError, PeerError
-from vfl.deploy.checkpoint import read_json
+from vfl.deploy.jsonfile import read_json
 from vfl.deploy.config import load_config, write_config
 from vfl.protocols import Roster
 from vfl.transport.tls import write_federation_certs

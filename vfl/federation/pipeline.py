@@ -18,7 +18,7 @@ fingerprint):
    (:mod:`vfl.protocols.linear.training`; checkpoints every epoch), then the label
    party's training metrics by one private prediction;
 6. the scorecard: each party its own points per bin; the shard
-   (:mod:`vfl.parties.credit.shard`).
+   (:mod:`vfl.deploy.shards.credit`).
 
 ``vfl predict`` bins and codes each party's new rows with its shard, runs the
 private prediction, and the label party writes each row's scorecard score,
@@ -37,7 +37,10 @@ import pandas as pd
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore, read_json, write_json
+from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.jsonfile import read_json, write_json
+from vfl.deploy.shards import credit as shards
+from vfl.deploy.shards.credit import read_shard
 from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
@@ -49,7 +52,6 @@ from vfl.federation.runner import (agree_on_models, needs_data, release_scores, 
 from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
-from vfl.parties.credit import shard as shards
 from vfl.parties.credit.scorecard import Coder
 from vfl.parties.credit.statistics import describe, population_stability
 from vfl.parties.scaling import Standardizer
@@ -262,15 +264,6 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     frame.to_csv(path)
     return path
-
-
-def read_shard(path, party: str, role: str) -> dict:
-    """Read and check party ``party``'s pipeline shard; a :class:`DataError` naming the file and the field."""
-    shard = read_json(path, "model shard")
-    try:
-        return shards.check(shard, party, role, str(path))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise DataError(f"{path}: not a valid pipeline shard: {exc}") from None
 
 
 # --------------------------------------------------------------------------- prediction

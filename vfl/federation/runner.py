@@ -44,8 +44,10 @@ import numpy as np
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError
 from vfl.deploy.align import alignment_line, min_rows, private_intersection, write_aligned
-from vfl.deploy.checkpoint import (CheckpointStore, read_coordinator_shard, read_shard, shard_models,
-                                      shard_scaler, shard_shares, write_coordinator_shard, write_json, write_shard)
+from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.jsonfile import write_json
+from vfl.deploy.shards.linear import (read_coordinator_shard, read_shard, shard_models, shard_scaler, shard_shares,
+                                      write_coordinator_shard, write_shard)
 from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv

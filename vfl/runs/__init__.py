@@ -1,5 +1,6 @@
 """One run per model family and role, used alike by the estimators (threads) and ``vfl party`` (processes).
 
+* :mod:`~vfl.runs.data` — :class:`RoleData`, one party's rows as every run takes them.
 * :mod:`~vfl.runs.threads` — every role's program in its own thread over the in-process transport.
 * :mod:`~vfl.runs.linear` — linear and logistic regression (one-vs-rest, warm start, the shared protocol).
 * :mod:`~vfl.runs.trees` — gradient-boosted trees (SecureBoost): each role's training and prediction run.

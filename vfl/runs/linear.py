@@ -60,17 +60,6 @@ OnModel = Callable[[int, int, object], tuple]
 
 
 @dataclass
-class RoleData:
-    """One data party's rows as a run takes them (what :class:`vfl.deploy.data.PartyData` also gives)."""
-
-    columns: list
-    features: np.ndarray
-    labels: np.ndarray | None = None
-    #: the label party's row weights (``sample_weight``), or None
-    weights: np.ndarray | None = None
-
-
-@dataclass
 class Trained:
     """What a role's training run leaves: per model, the trained party (data parties) or C's result."""
 

@@ -10,7 +10,7 @@ the same error, on both paths.
 ``data`` is any object with ``columns`` (list of str), ``features`` (rows ×
 columns, aligned, NaN a missing value) and, at the label party, ``labels``
 (:class:`vfl.deploy.data.PartyData` has them; the estimators build a
-:class:`RoleData` from their :class:`vfl.VerticalDataset`).  Hooks are plain
+:class:`vfl.runs.data.RoleData` from their :class:`vfl.VerticalDataset`).  Hooks are plain
 callables: ``checkpoints`` (a completed iteration -> the party's saved state),
 ``on_iteration(iteration, state)`` after every completed iteration (progress bars,
 checkpoint saving), the crypto ``engine``.
@@ -30,24 +30,6 @@ from vfl.protocols import Roster
 from vfl.protocols import trees as protocol
 from vfl.protocols.trees import BoostingSettings
 from vfl.transport import Endpoint
-
-
-@dataclass
-class RoleData:
-    """One party's aligned rows, as a run takes them.
-
-    Parameters
-    ----------
-    columns : list of str
-    features : ndarray (rows, columns)
-        NaN is a missing value.
-    labels : ndarray (rows,), optional
-        The label party's labels; None elsewhere.
-    """
-
-    columns: list
-    features: np.ndarray
-    labels: np.ndarray | None = None
 
 
 @dataclass

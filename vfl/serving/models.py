@@ -5,8 +5,8 @@ every party (``models/3/model_bank.json`` at the label party,
 ``models/3/model_telco.json`` at telco).  The shards are the files ``vfl party``
 writes, in their documented JSON formats (``vfl-model-shard/2`` for the linear
 models, ``vfl-boosting-shard/1`` for trees), read with every check of batch
-prediction (:func:`vfl.deploy.checkpoint.read_shard`,
-:func:`~vfl.deploy.checkpoint.read_boosting_shard`).
+prediction (:func:`vfl.deploy.shards.linear.read_shard`,
+:func:`~vfl.deploy.shards.trees.read_shard`).
 
 What a service needs of a shard is here: :class:`LinearShare` turns rows into
 this party's partial scores, :class:`TreeShare` into leaf masks (a feature party)
@@ -23,7 +23,8 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
-from vfl.deploy.checkpoint import boosting_party, read_boosting_shard, read_shard, shard_models, shard_scaler
+from vfl.deploy.shards import trees as tree_shards
+from vfl.deploy.shards.linear import read_shard, shard_models, shard_scaler
 from vfl.deploy.report import plain
 from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
 from vfl.deploy.serving_settings import VERSION, check_version
@@ -107,7 +108,7 @@ class TreeShare:
         self.role = shard["role"]
         self.columns = list(shard["columns"])
         self.trained_with = shard["trained_with"]
-        self.party = boosting_party(shard, np.empty((0, len(self.columns))), shard["party"])
+        self.party = tree_shards.shard_party(shard, np.empty((0, len(self.columns))), shard["party"])
         if self.role == "feature":
             self.trees = [int(t["index"]) for t in shard["trees"]]
             return
@@ -135,5 +136,5 @@ def load_share(models: Path, version: str, party: str, kind: str, boosting: bool
     if not path.is_file():
         raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
     if boosting:
-        return TreeShare(read_boosting_shard(path, party, kind), version, features)
+        return TreeShare(tree_shards.read_shard(path, party, kind), version, features)
     return LinearShare(read_shard(path, party, kind), version)

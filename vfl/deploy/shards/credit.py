@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.crypto.encoding import MAX_PARAMETER
+from vfl.deploy.jsonfile import read_json
+from vfl.errors import DataError
 from vfl.parties.binning import Binner
 from vfl.parties.credit.scorecard import Coder, ScorecardScale
 
@@ -41,6 +43,15 @@ def build(party: str, role: str, columns, binner: Binner, bin_counts, coder: Cod
     if scorecard is not None:
         shard["scorecard"] = scorecard
     return shard
+
+
+def read_shard(path, party: str, role: str) -> dict:
+    """Read and check party ``party``'s pipeline shard; a :class:`DataError` naming the file and the field."""
+    shard = read_json(path, "model shard")
+    try:
+        return check(shard, party, role, str(path))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise DataError(f"{path}: not a valid pipeline shard: {exc}") from None
 
 
 def check(shard: dict, party: str, role: str, where: str = "the shard") -> dict:

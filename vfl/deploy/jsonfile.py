@@ -1,0 +1,46 @@
+"""Every JSON file vfl writes and reads for a party: written atomically, mode 0600, read with one set of errors."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from vfl.errors import ConfigurationError, DataError
+
+
+def write_json(path, obj, private: bool = True) -> Path:
+    """Write ``obj`` as JSON atomically; ``private`` files get mode 0600."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "w") as f:
+        json.dump(obj, f, indent=1, allow_nan=False)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return path
+
+
+
+def read_json(path, what: str) -> dict:
+    """The JSON object in ``path`` (a model shard, a checkpoint): every shard and checkpoint is read here.
+
+    A missing file is a :class:`ConfigurationError`; a file that is not JSON, or
+    whose nesting is too deep for the parser (no file vfl writes nests more than
+    a few levels), a :class:`DataError` naming it.
+    """
+    try:
+        with open(path) as f:
+            obj = json.load(f)
+    except FileNotFoundError:
+        raise ConfigurationError(f"the {what} {path} does not exist") from None
+    except RecursionError:
+        raise DataError(f"cannot read the {what} {path}: its JSON nests too deeply to be read (no file vfl writes "
+                        "nests more than a few levels; the file is corrupt, or not one of vfl's)") from None
+    except (OSError, ValueError) as exc:
+        raise DataError(f"cannot read the {what} {path}: {exc}") from None
+    if not isinstance(obj, dict):
+        raise DataError(f"the {what} {path} is not a JSON object")
+    return obj
