@@ -1,35 +1,43 @@
-"""The prime-order group of Edwards25519 for Diffie–Hellman blinding (libsodium through PyNaCl).
+"""Curve25519 in Montgomery form (X25519) for Diffie–Hellman blinding: libsodium's ladder through PyNaCl.
 
 Numbers only: messages in, points out.  What a message *is* (an id, its
-canonical form) is the caller's business.
+canonical form) is the caller's business.  A point travels as its 32-byte
+little-endian u-coordinate (:data:`POINT_BYTES`); ``P`` and ``-P`` share it,
+which x-only Diffie–Hellman never needs to tell apart.
 
-* :func:`hash_to_group` — SHA-512 of the domain-separated message; each half of
-  the digest goes through libsodium's Elligator 2 map
-  (``crypto_core_ed25519_from_uniform``, which also clears the cofactor) and
-  the two points are added.  This is the shape of RFC 9380's random-oracle
-  ``hash_to_curve`` (two maps and a sum), so hashed points are spread over the
-  whole subgroup rather than over the image of one map.
-* :func:`random_scalar` — a fresh secret scalar: 64 bytes from the operating
-  system's CSPRNG reduced modulo the group order ``L``; never zero.
-* :func:`blind` — ``scalar · P`` for every point, with
-  ``crypto_scalarmult_ed25519_noclamp``.  libsodium refuses any input that is
-  not the canonical encoding of a point of the prime-order subgroup other than
-  the identity (it checks canonical form, on the curve, small order, and
-  ``L · P = 0``), so every point blinded has been fully validated; a refused
-  point raises :class:`InvalidPointError` with its position.
-* :func:`validate` — the same checks without blinding
-  (``crypto_core_ed25519_is_valid_point``, and not the identity).
+* :func:`hash_to_group` — a message to a point *of the curve* (never its twist):
+  ``seed = SHA-512(len(domain) ‖ domain ‖ message)``, then the first of
+  ``u_t = SHA-512(tag ‖ seed ‖ t) mod p`` (t = 0, 1, ...) for which
+  ``u³ + 486662·u² + u`` is a non-zero square (a Jacobi symbol): about two
+  tries per message.  Each ``u_t`` is uniform in the field up to 2⁻²⁵⁷, so the
+  point is uniform over the curve's points (up to sign).  Hashing straight to a
+  u-coordinate without the test would put half the ids on the twist, and which
+  curve a blinded point lies on is public: a peer could test a guessed id's
+  curve against it.  Here every hashed point is on the curve.
+* :func:`random_scalar` — 32 bytes from the operating system's CSPRNG, clamped as
+  X25519 clamps (``8·k`` with ``2²⁵¹ <= k < 2²⁵²``): the factor 8 clears the
+  cofactor, so every blinded point lies in the prime-order subgroup (order
+  ``L = 2²⁵² + 27742317777372353535851937790883648493``).
+* :func:`blind` — ``scalar · P`` for every point with ``crypto_scalarmult``
+  (X25519's Montgomery ladder, constant time).  Every point received is checked
+  first: a canonical encoding (``u < p``), on the curve rather than the twist
+  (a Jacobi symbol), and libsodium refuses the points of small order (an
+  all-zero result); a refused point raises :class:`InvalidPointError` with its
+  position.  Clamping alone would make any point harmless to the scalar (the
+  twist's group order is 4 times a 253-bit prime, so no small subgroup leaks
+  bits of it); the checks also refuse a peer that does not follow the protocol.
+* :func:`blind_digests` — blinding a peer's points and hashing each result to a
+  short digest in one pass (what the PSI sends back instead of points).
 
-Points travel as one ``bytes`` string of fixed-width 32-byte encodings
-(:data:`POINT_BYTES`).  Work on many points is split into tasks and spread over
-the worker processes of :mod:`vfl.crypto.workers` (both cores); a task's points
-and results cross the pipe as arrays of 64-bit words (the scalar as hex
-text), never pickled.  The secret scalar thus reaches the party's own worker
-processes (its children, on its machine), or under a joblib backend the party's
-own cluster (:mod:`vfl.crypto.compute`), and nothing else.  cffi releases the
-GIL inside libsodium, so threads would use both cores too; measured on a 2-core
-machine, two threads blinded at about 1.75 times one core's rate and the two
-worker processes at about 2 times, and the pool was already there.
+Work on many points is split into tasks and spread over the worker processes
+of :mod:`vfl.crypto.workers` (both cores); a task's points and results cross
+the pipe as arrays of 64-bit words (the scalar as hex text), never pickled.
+The secret scalar thus reaches the party's own worker processes (its children,
+on its machine), or under a joblib backend the party's own cluster
+(:mod:`vfl.crypto.compute`), and nothing else.  The cost is libsodium's ladder,
+about 31 µs per point on one core of the AMD EPYC of docs/benchmarks.md (OpenSSL's
+X25519 through ``cryptography`` measured the same, 31 µs); the hashing, checks and
+digests add about 4 µs per id in Python.
 """
 
 from __future__ import annotations
@@ -37,26 +45,33 @@ from __future__ import annotations
 import hashlib
 import os
 
+import gmpy2
 import numpy as np
 from nacl import bindings as sodium
 
 from vfl.crypto import workers
 from vfl.errors import ProtocolError
 
-#: Bytes of an encoded point.
+#: Bytes of an encoded point (its u-coordinate).
 POINT_BYTES = 32
-#: Bytes of an encoded scalar (little-endian, below :data:`ORDER`).
+#: Bytes of a scalar.
 SCALAR_BYTES = 32
-#: The order ``L`` of the prime-order subgroup.
+#: The field's prime.
+PRIME = 2 ** 255 - 19
+#: The order ``L`` of the curve's prime-order subgroup.
 ORDER = 2 ** 252 + 27742317777372353535851937790883648493
-#: The identity's encoding (y = 1).
-IDENTITY = b"\x01" + bytes(31)
-#: Most points in one worker task (a task of this size takes about a second).
+#: The Montgomery coefficient ``A`` of ``v² = u³ + A·u² + u``.
+A = 486662
+#: Most points in one worker task (a task of this size takes about a quarter of a second).
 TASK_POINTS = 1 << 13
+#: Bytes of a seed (the first hash of a message).
+SEED_BYTES = 32
+_MAP_TAG = b"vfl-x25519/map"
+_P = gmpy2.mpz(PRIME)
 
 
 class InvalidPointError(ProtocolError):
-    """A point that is not the encoding of an element of the prime-order subgroup (or is the identity).
+    """A point that is not the canonical u-coordinate of a curve point of large order.
 
     Attributes
     ----------
@@ -84,7 +99,7 @@ def split(points: bytes) -> list[bytes]:
 
 
 def _words(data: bytes) -> np.ndarray:
-    # Bytes cross the worker pipe as little-endian 64-bit words (lengths here are multiples of 32).
+    # Bytes cross the worker pipe as little-endian 64-bit words (lengths here are multiples of 8).
     return np.frombuffer(data, dtype="<u8").astype(np.uint64)
 
 
@@ -100,9 +115,9 @@ def _tasks(n: int, width: int) -> list[tuple[int, int]]:
 
 
 def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
-    """Run ``fn(words, *extra)`` on slices of ``data`` (items of ``width`` bytes); join the points returned.
+    """Run ``fn(words, *extra)`` on slices of ``data`` (items of ``width`` bytes); join what the tasks return.
 
-    Each task returns ``(points as words, index of the first refused item or -1)``.
+    Each task returns ``(result as words, index of the first refused item or -1)``.
     """
     n = len(data) // width
     if n == 0:
@@ -113,32 +128,31 @@ def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     for (lo, _), (words, bad) in zip(ranges, results):
         if bad >= 0:
             index = lo // width + bad
-            raise InvalidPointError(index, f"point {index} is not an element of the prime-order subgroup "
-                                           f"of Edwards25519 (bad encoding, not on the curve, small order or "
-                                           f"outside the subgroup)")
+            raise InvalidPointError(index, f"point {index} is not the u-coordinate of a point of large order on "
+                                           "Curve25519 (not canonical, on the twist, or of small order)")
         out.append(_unwords(words))
     return b"".join(out)
 
 
 # -- scalars --------------------------------------------------------------------------------
 def random_scalar() -> bytes:
-    """A fresh secret scalar in ``[1, L)``: 64 CSPRNG bytes reduced modulo ``L`` (bias below 2⁻²⁵⁰)."""
-    while True:
-        scalar = sodium.crypto_core_ed25519_scalar_reduce(os.urandom(64))
-        if any(scalar):
-            return scalar
+    """A fresh secret scalar: 32 CSPRNG bytes, clamped (a multiple of 8, bit 254 set, bit 255 clear)."""
+    scalar = bytearray(os.urandom(SCALAR_BYTES))
+    scalar[0] &= 248
+    scalar[31] = (scalar[31] & 127) | 64
+    return bytes(scalar)
 
 
 def _check_scalar(scalar: bytes) -> bytes:
     scalar = bytes(scalar)
-    if len(scalar) != SCALAR_BYTES or not 0 < int.from_bytes(scalar, "little") < ORDER:
-        raise ValueError("a blinding scalar is 32 little-endian bytes encoding an integer in [1, L)")
+    if len(scalar) != SCALAR_BYTES or scalar[0] & 7 or scalar[31] & 0xC0 != 0x40:
+        raise ValueError("a blinding scalar is 32 bytes, clamped as X25519 clamps (see random_scalar)")
     return scalar
 
 
 # -- hashing -----------------------------------------------------------------------------------
-def _digests(messages, domain: bytes) -> bytes:
-    """SHA-512 of ``len(domain) ‖ domain ‖ message`` for every message, back to back (64 bytes each)."""
+def _seeds(messages, domain: bytes) -> bytes:
+    """``SHA-512(len(domain) ‖ domain ‖ message)[:32]`` for every message, back to back."""
     domain = bytes(domain)
     if len(domain) > 255:
         raise ValueError("a hashing domain is at most 255 bytes")
@@ -147,12 +161,27 @@ def _digests(messages, domain: bytes) -> bytes:
     for message in messages:
         h = prefix.copy()
         h.update(message)
-        out += h.digest()
+        out += h.digest()[:SEED_BYTES]
     return bytes(out)
 
 
+def _on_curve(u) -> bool:
+    """Whether ``u`` (in ``[0, p)``) is the u-coordinate of a curve point other than the one of order 2."""
+    return gmpy2.jacobi(u * (u * (u + A) + 1) % _P, _P) == 1
+
+
+def _map_to_curve(seed: bytes) -> bytes:
+    """The first ``SHA-512(tag ‖ seed ‖ t) mod p`` that is on the curve, as 32 bytes."""
+    t = 0
+    while True:
+        u = gmpy2.mpz(int.from_bytes(hashlib.sha512(_MAP_TAG + seed + bytes([t])).digest(), "little")) % _P
+        if _on_curve(u):
+            return int(u).to_bytes(POINT_BYTES, "little")
+        t += 1      # each try succeeds with probability 1/2: 256 failures in a row is a 2^-256 event
+
+
 def hash_to_group(messages, domain: bytes) -> bytes:
-    """Hash each message to a point of the prime-order subgroup.
+    """Hash each message to a point of the curve (its u-coordinate).
 
     Parameters
     ----------
@@ -165,73 +194,76 @@ def hash_to_group(messages, domain: bytes) -> bytes:
     bytes
         The points, 32 bytes each, in the order of ``messages``.
     """
-    return _parallel(_task_hash, _digests(messages, domain), 64, "")
+    return _parallel(_task_hash, _seeds(messages, domain), SEED_BYTES, "")
 
 
 def hash_and_blind(messages, domain: bytes, scalar: bytes) -> bytes:
     """``blind(hash_to_group(messages, domain), scalar)`` in one pass over the workers."""
-    return _parallel(_task_hash, _digests(messages, domain), 64, _check_scalar(scalar).hex())
+    return _parallel(_task_hash, _seeds(messages, domain), SEED_BYTES, _check_scalar(scalar).hex())
 
 
 def blind(points: bytes, scalar: bytes) -> bytes:
-    """``scalar · P`` for every point ``P``; every input point is validated first.
+    """``scalar · P`` for every point ``P``; every point is checked first.
 
     Raises
     ------
     InvalidPointError
-        A point is not a canonical encoding of a non-identity element of the
-        prime-order subgroup; ``index`` is its position.
+        A point is not canonical, not on the curve, or of small order; ``index`` is its position.
     """
     count(points)
-    return _parallel(_task_blind, bytes(points), POINT_BYTES, _check_scalar(scalar).hex())
+    return _parallel(_task_blind, bytes(points), POINT_BYTES, _check_scalar(scalar).hex(), "", 0)
 
 
-def validate(points: bytes) -> None:
-    """Check every point: canonical, on the curve, in the prime-order subgroup, not the identity.
+def blind_digests(points: bytes, scalar: bytes, key: bytes, size: int) -> bytes:
+    """``SHA-256(key ‖ scalar · P)[:size]`` for every point ``P`` (checked as :func:`blind` checks it).
 
-    Raises
-    ------
-    InvalidPointError
-        Naming the position of the first bad point.
+    ``size`` is a multiple of 8 from 8 to 32.
     """
     count(points)
-    _parallel(_task_validate, bytes(points), POINT_BYTES)
+    if size % 8 or not 8 <= size <= 32:
+        raise ValueError("a digest is 8, 16, 24 or 32 bytes")
+    return _parallel(_task_blind, bytes(points), POINT_BYTES, _check_scalar(scalar).hex(), bytes(key).hex(), size)
 
 
 # -- worker tasks (also run in this process when there are no workers) --------------------------
 def _task_hash(words: np.ndarray, scalar_hex: str) -> tuple:
-    """Map 64-byte digests to points (two Elligator 2 maps, added); blind them if a scalar is given."""
-    data = _unwords(words)
-    scalar = bytes.fromhex(scalar_hex)
-    from_uniform, add, mul = (sodium.crypto_core_ed25519_from_uniform, sodium.crypto_core_ed25519_add,
-                              sodium.crypto_scalarmult_ed25519_noclamp)
-    out = []
-    for i in range(0, len(data), 64):
-        point = add(from_uniform(data[i:i + 32]), from_uniform(data[i + 32:i + 64]))
-        out.append(mul(scalar, point) if scalar else point)
-    return _words(b"".join(out)), -1
+    """Map seeds to curve points; blind them if a scalar is given."""
+    seeds = _unwords(words)
+    points = b"".join(_map_to_curve(seeds[i:i + SEED_BYTES]) for i in range(0, len(seeds), SEED_BYTES))
+    if not scalar_hex:
+        return _words(points), -1
+    out, bad = _ladder(points, bytes.fromhex(scalar_hex))
+    return _words(out), bad
 
 
-def _task_blind(words: np.ndarray, scalar_hex: str) -> tuple:
-    """``scalar · P`` for each point; stops at the first point libsodium refuses."""
-    data = _unwords(words)
-    scalar = bytes.fromhex(scalar_hex)
-    mul = sodium.crypto_scalarmult_ed25519_noclamp
+def _task_blind(words: np.ndarray, scalar_hex: str, key_hex: str, size: int) -> tuple:
+    """Check and blind each point; digest the results if a key is given; stop at the first refused point."""
+    points = _unwords(words)
+    for k, i in enumerate(range(0, len(points), POINT_BYTES)):
+        u = int.from_bytes(points[i:i + POINT_BYTES], "little")
+        if u >= PRIME or not _on_curve(gmpy2.mpz(u)):
+            return np.zeros(0, dtype=np.uint64), k
+    out, bad = _ladder(points, bytes.fromhex(scalar_hex))
+    if bad >= 0:
+        return np.zeros(0, dtype=np.uint64), bad
+    if key_hex:
+        prefix = hashlib.sha256(bytes.fromhex(key_hex))
+        digests = bytearray()
+        for i in range(0, len(out), POINT_BYTES):
+            h = prefix.copy()
+            h.update(out[i:i + POINT_BYTES])
+            digests += h.digest()[:size]
+        out = bytes(digests)
+    return _words(out), -1
+
+
+def _ladder(points: bytes, scalar: bytes) -> tuple[bytes, int]:
+    """libsodium's X25519 of every point: ``(results, index of a refused point or -1)``."""
+    mul = sodium.crypto_scalarmult
     out = []
-    for k, i in enumerate(range(0, len(data), POINT_BYTES)):
+    for k, i in enumerate(range(0, len(points), POINT_BYTES)):
         try:
-            out.append(mul(scalar, data[i:i + POINT_BYTES]))
-        except Exception:  # libsodium returned -1: not a valid subgroup point (PyNaCl raises RuntimeError)
-            return np.zeros(0, dtype=np.uint64), k
-    return _words(b"".join(out)), -1
-
-
-def _task_validate(words: np.ndarray) -> tuple:
-    data = _unwords(words)
-    valid = sodium.crypto_core_ed25519_is_valid_point
-    for k, i in enumerate(range(0, len(data), POINT_BYTES)):
-        point = data[i:i + POINT_BYTES]
-        if point == IDENTITY or not valid(point):
-            return np.zeros(0, dtype=np.uint64), k
-    return np.zeros(0, dtype=np.uint64), -1
-
+            out.append(mul(scalar, points[i:i + POINT_BYTES]))
+        except Exception:   # libsodium returned -1 (PyNaCl raises RuntimeError): a point of small order
+            return b"", k
+    return b"".join(out), -1

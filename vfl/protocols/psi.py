@@ -2,8 +2,8 @@
 
 The hub (the label party) learns which of its rows every spoke (feature party)
 also holds; every party ends with its own rows of the intersection, in one
-common order, without any id leaving its owner.  ``H`` hashes an id to the
-prime-order group of Edwards25519 (:mod:`vfl.crypto.group`) under the run's
+common order, without any id leaving its owner.  ``H`` hashes an id to a point
+of Curve25519 (:mod:`vfl.crypto.group`; blinding is X25519) under the run's
 salt; ``a`` is the hub's secret scalar, ``b_j`` spoke j's, all fresh per run::
 
     Step  Hub                                           Spoke j
@@ -17,8 +17,8 @@ salt; ``a`` is the hub's secret scalar, ``b_j`` spoke j's, all fresh per run::
                                                         maps them back to its own rows
 
 Only the hub matches.  Points cross the transport in chunks
-(:data:`CHUNK_IDS` ids per message); every received point is validated as it
-is blinded (:func:`vfl.crypto.group.blind`), and a bad one is a
+(:data:`CHUNK_IDS` ids per message); every received point is checked as it
+is blinded (:func:`vfl.crypto.group.blind_digests`), and a bad one is a
 :class:`~vfl.errors.ProtocolError` naming the peer.  What crosses back at step
 3 are 16-byte SHA-256 digests of double-blinded points (keyed with the salt),
 not points: nothing to validate, half the bytes.
@@ -56,7 +56,7 @@ from vfl.crypto import group
 from vfl.errors import DataError, ProtocolError
 from vfl.transport import Endpoint
 
-VERSION = "vfl-psi-1"
+VERSION = "vfl-psi-2"
 #: Ids per message of points or digests (a 1 MiB frame of points).
 CHUNK_IDS = 1 << 15
 #: Bytes of each party's salt share.
@@ -64,9 +64,9 @@ SALT_BYTES = 32
 #: Bytes of a matching digest (collisions among 10^6 x 10^6 pairs: about 2^-88).
 DIGEST_BYTES = 16
 _DIGEST = np.dtype(f"V{DIGEST_BYTES}")
-_HASH_TAG = b"vfl-psi-1/id"
-_SALT_TAG = b"vfl-psi-1/salt"
-_MATCH_TAG = b"vfl-psi-1/match"
+_HASH_TAG = b"vfl-psi-2/id"
+_SALT_TAG = b"vfl-psi-2/salt"
+_MATCH_TAG = b"vfl-psi-2/match"
 
 OnProgress = Callable[[int, int], None]
 
@@ -109,17 +109,6 @@ def _combine_salt(shares: Sequence[bytes]) -> bytes:
     return hashlib.sha256(_SALT_TAG + b"".join(sorted(shares))).digest()
 
 
-def _match_digests(points: bytes, salt: bytes) -> bytes:
-    """Truncated SHA-256 of every (double-blinded) point, keyed with the run's salt."""
-    prefix = hashlib.sha256(_MATCH_TAG + salt)
-    out = bytearray()
-    for i in range(0, len(points), group.POINT_BYTES):
-        h = prefix.copy()
-        h.update(points[i:i + group.POINT_BYTES])
-        out += h.digest()[:DIGEST_BYTES]
-    return bytes(out)
-
-
 def _too_small(sizes: dict[str, int], min_rows: int, intersection: int | None = None) -> str | None:
     """The reason the intersection cannot serve (or ``None``)."""
     need = max(1, int(min_rows))
@@ -157,13 +146,14 @@ def _recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
         done += len(data) // width
 
 
-def _blind_from(ep: Endpoint, peer: str, name: str, points: bytes, scalar: bytes, start: int) -> bytes:
+def _blind_from(ep: Endpoint, peer: str, name: str, points: bytes, scalar: bytes, salt: bytes, start: int) -> bytes:
+    """The matching digests of ``scalar`` times the peer's points: truncated SHA-256, keyed with the run's salt."""
     try:
-        return group.blind(points, scalar)
+        return group.blind_digests(points, scalar, _MATCH_TAG + salt, DIGEST_BYTES)
     except group.InvalidPointError as exc:
         raise ProtocolError(f"{ep.role}: {peer} sent an invalid point (item {start + exc.index} of "
-                            f"{name!r}): not an element of the prime-order subgroup of Edwards25519, or the "
-                            "identity; stopping") from None
+                            f"{name!r}): not the u-coordinate of a point of large order on Curve25519 (not "
+                            "canonical, on the twist, or of small order); stopping") from None
 
 
 class _Progress:
@@ -243,7 +233,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     for spoke in spokes:
         theirs = bytearray()
         for start, points in _recv_chunks(ep, spoke, "psi_spoke_points", sizes[spoke], group.POINT_BYTES):
-            theirs += _match_digests(_blind_from(ep, spoke, "psi_spoke_points", points, scalar, start), salt)
+            theirs += _blind_from(ep, spoke, "psi_spoke_points", points, scalar, salt, start)
             progress.add(len(points) // group.POINT_BYTES)
         mine = bytearray()
         for _, digests in _recv_chunks(ep, spoke, "psi_hub_digests", len(ids), DIGEST_BYTES):
@@ -328,8 +318,8 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
 
     # Step 3: b·(a·H(x)), hashed, back to the hub in its order
     for start, points in _recv_chunks(ep, hub, "psi_hub_points", n_hub, group.POINT_BYTES):
-        double = _blind_from(ep, hub, "psi_hub_points", points, scalar, start)
-        ep.send(hub, "psi_hub_digests", "masked", start=start, data=_match_digests(double, salt))
+        digests = _blind_from(ep, hub, "psi_hub_points", points, scalar, salt, start)
+        ep.send(hub, "psi_hub_digests", "masked", start=start, data=digests)
         progress.add(len(points) // group.POINT_BYTES)
 
     # Step 4: my rows of the intersection, in the common order
