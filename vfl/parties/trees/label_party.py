@@ -101,7 +101,7 @@ class TreeLabelParty(BinnedColumns):
         values = np.empty((len(self.train_rows), 2 * len(classes)), dtype=np.int64)
         values[:, 0::2] = big_g[self.train_rows][:, classes.start:classes.stop]
         values[:, 1::2] = big_h[self.train_rows][:, classes.start:classes.stop]
-        return self.context.engine.encrypt(self.context.public_key, group.pack(values))
+        return self._encrypt(group.pack(values))
 
     def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int, loss_name: str) -> list:
         """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere."""
@@ -117,7 +117,14 @@ class TreeLabelParty(BinnedColumns):
         values[inside, 3 * where[inside] + 1] = h[rows]
         values[inside, 3 * where[inside] + 2] = 1
         group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name)
-        return self.context.engine.encrypt(self.context.public_key, group.pack(values))
+        return self._encrypt(group.pack(values))
+
+    def _encrypt(self, plaintexts: list) -> list:
+        """Fresh encryptions under its own key: as the key owner (half-size tables) where the engine can."""
+        engine = self.context.engine
+        if hasattr(engine, "encrypt_owned"):
+            return engine.encrypt_owned(self.context.private_key, plaintexts)
+        return engine.encrypt(self.context.public_key, plaintexts)
 
     # -- splits ---------------------------------------------------------------------------------
     def own_best(self, node, values: np.ndarray, rules: SplitRules) -> tuple[float, tuple | None]:
