@@ -138,3 +138,27 @@ def test_gradients_split_over_many_messages_give_the_same_trees(monkeypatch, hid
     assert_same_trees(model, pooled(model, y, 2))
     parts = model.transcript_.to_frame()
     assert (parts["name"] == ("round_gradients" if hide else "gradients")).sum() >= 2 * 4
+
+
+@pytest.mark.parametrize("min_samples_leaf, travel", [(1, False), (4, False), (5, True)])
+def test_hidden_membership_sends_no_row_counts_when_min_child_weight_implies_them(monkeypatch, min_samples_leaf,
+                                                                                 travel):
+    """Log loss (h <= 1/4) with min_child_weight 1: a valid child has 4 rows at least, so with min_samples_leaf <= 4
+    the count slot does not travel (2 slots per node, not 3) and the trees are still the pooled ones."""
+    from vfl.parties.trees.label_party import ForeignSums
+
+    columns = []
+    original = ForeignSums.__init__
+
+    def spy(self, count):
+        columns.append(count)
+        original(self, count)
+
+    monkeypatch.setattr(ForeignSums, "__init__", spy)
+    data, y = make_tree_data(240, seed=11, missing=0.05)
+    model = VerticalGradientBoostingClassifier(max_iter=2, max_depth=4, learning_rate=0.3,
+                                               min_samples_leaf=min_samples_leaf, min_child_weight=1.0,
+                                               l2_regularization=0.1, label_party_trees=0, early_stopping=False,
+                                               hide_membership=True, **FAST).fit(data)
+    assert_same_trees(model, pooled(model, y, 2))
+    assert columns and set(columns) == {3 if travel else 2}          # (G, H, N) or (G, H) per candidate

@@ -103,20 +103,24 @@ class TreeLabelParty(BinnedColumns):
         values[:, 1::2] = big_h[self.train_rows][:, classes.start:classes.stop]
         return self._encrypt(group.pack(values))
 
-    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int, loss_name: str) -> list:
-        """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere."""
+    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int, loss_name: str,
+                      counts: bool = True) -> list:
+        """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere
+        (``(G, H)`` without ``counts``: :func:`~vfl.parties.trees.layout.counts_travel`)."""
         n_train = len(self.train_rows)
+        width = 3 if counts else 2
         position = np.full(self.n_rows, -1, dtype=np.int64)
         for slot, node in enumerate(nodes):
             position[node.rows] = slot
-        values = np.zeros((n_train, 3 * len(nodes)), dtype=np.int64)
+        values = np.zeros((n_train, width * len(nodes)), dtype=np.int64)
         where = position[self.train_rows]
         inside = np.flatnonzero(where >= 0)
         rows = self.train_rows[inside]
-        values[inside, 3 * where[inside]] = g[rows]
-        values[inside, 3 * where[inside] + 1] = h[rows]
-        values[inside, 3 * where[inside] + 2] = 1
-        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name)
+        values[inside, width * where[inside]] = g[rows]
+        values[inside, width * where[inside] + 1] = h[rows]
+        if counts:
+            values[inside, width * where[inside] + 2] = 1
+        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name, counts)
         return self._encrypt(group.pack(values))
 
     def _encrypt(self, plaintexts: list) -> list:
@@ -195,7 +199,7 @@ class ForeignSums:
     """
 
     def __init__(self, columns: int):
-        #: sums per candidate: (G, H) in the standard mode, (G, H, N) with hidden membership
+        #: sums per candidate: (G, H), or (G, H, N) with hidden membership when the counts travel
         self.columns = columns
         self.sums: dict[int, np.ndarray] = {}
         self.positions: dict[int, np.ndarray] = {}
