@@ -162,3 +162,29 @@ def test_hidden_membership_sends_no_row_counts_when_min_child_weight_implies_the
                                                hide_membership=True, **FAST).fit(data)
     assert_same_trees(model, pooled(model, y, 2))
     assert columns and set(columns) == {3 if travel else 2}          # (G, H, N) or (G, H) per candidate
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["standard", "hidden-membership"])
+def test_small_nodes_with_extreme_gradients_stay_exact(hide):
+    """Lanes sized by the bounds, not by the data: three outliers whose gradients sit near the loss's bound (the
+    target scale is set by them), isolated in nodes of a row or two (min_samples_leaf 1, depth 6), every other
+    gradient tiny; every sum decodes exactly, so the trees are the pooled ones, leaf values bit for bit."""
+    import pandas as pd
+
+    from vfl import VerticalDataset
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(160, 4))
+    y = 10 * x[:, 0] - 5 * (x[:, 2] > 0) + rng.normal(size=160)
+    y[[3, 50, 51]] = [1e6, -1e6, 9.9e5]
+    ids = np.arange(160)
+    frames = {"A": pd.DataFrame({"id": ids, "a0": x[:, 0], "a1": x[:, 1]}),
+              "B": pd.DataFrame({"id": ids, "b0": x[:, 2], "b1": x[:, 3], "y": y})}
+    data = VerticalDataset(frames, label="y", id_column="id")
+    model = VerticalGradientBoostingRegressor(max_iter=2, max_depth=6, min_samples_leaf=1, min_child_weight=0.0,
+                                              learning_rate=1.0, early_stopping=False, label_party_trees=0,
+                                              hide_membership=hide, **FAST).fit(data)
+    reference = pooled(model, y)
+    assert_same_trees(model, reference)
+    np.testing.assert_array_equal(model.predict(data), reference.raw[:, 0])
+    assert abs(model.predict(data)[3] - 1e6) < 1e5              # the outlier got a leaf of its own (or nearly)

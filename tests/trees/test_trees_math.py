@@ -112,9 +112,9 @@ def test_the_row_count_slot_travels_only_when_min_samples_leaf_asks_more_than_mi
     assert not layout.counts_travel(SplitRules(min_samples_leaf=2, min_child_weight=1.5), "squared_error")
     assert layout.counts_travel(SplitRules(), "log_loss")                 # vfl's defaults: 20 rows, 1e-3
     g, h, n = layout.widths(569, 16, "log_loss")
-    assert layout.node_group(range(2), 569, 16, "log_loss").widths == (g, h, n, g, h, n)
-    assert layout.node_group(range(2), 569, 16, "log_loss", counts=False).widths == (g, h, g, h)
-    assert len(layout.node_chunks(40, 569, 16, "log_loss", 2048, counts=False)[0]) == 2046 // (g + h)
+    assert layout.node_group(range(2), 569, 16, "log_loss", 2048).widths == (g, h, n, g, h, n)
+    assert layout.node_group(range(2), 569, 16, "log_loss", 2048, counts=False).widths == (g, h, g, h)
+    assert len(layout.node_chunks(40, 569, 16, "log_loss", 2048, counts=False)[0]) == 2046 // (2 * g)
 
 
 def grow(g, h, codes, rules, **kwargs):

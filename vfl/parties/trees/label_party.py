@@ -97,7 +97,8 @@ class TreeLabelParty(BinnedColumns):
     def encrypt_classes(self, big_g: np.ndarray, big_h: np.ndarray, classes: range, frac_bits: int,
                         loss_name: str) -> list:
         """One ciphertext per training row holding ``(G_k, H_k)`` of ``classes`` (standard mode)."""
-        group = layout.class_group(classes, len(self.train_rows), frac_bits, loss_name)
+        group = layout.class_group(classes, len(self.train_rows), frac_bits, loss_name,
+                                   self.context.public_key.key_bits)
         values = np.empty((len(self.train_rows), 2 * len(classes)), dtype=np.int64)
         values[:, 0::2] = big_g[self.train_rows][:, classes.start:classes.stop]
         values[:, 1::2] = big_h[self.train_rows][:, classes.start:classes.stop]
@@ -120,7 +121,8 @@ class TreeLabelParty(BinnedColumns):
         values[inside, width * where[inside] + 1] = h[rows]
         if counts:
             values[inside, width * where[inside] + 2] = 1
-        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name, counts)
+        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name, self.context.public_key.key_bits,
+                                  counts)
         return self._encrypt(group.pack(values))
 
     def _encrypt(self, plaintexts: list) -> list:

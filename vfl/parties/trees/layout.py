@@ -14,13 +14,18 @@ needs ``f + a + bits(n) + 1`` signed bits, of ``0 <= H <= 2^(f+b)`` needs
   every other slot zero.  The row count ``N`` travels only when the split rules
   need it (:func:`counts_travel`): when ``min_child_weight`` already asks more rows
   of a child than ``min_samples_leaf`` does, ``(G, H)`` suffice.
+
+Each value has a lane of its own in the plaintext (:class:`~vfl.crypto.slots.Lanes`):
+when a feature party combines candidate sums many to a ciphertext, one shift of
+``max(widths)`` bits moves a candidate's ``G`` and ``H`` (and ``N``) at once,
+where side by side slots would cost the sum of the widths in squarings.
 """
 
 from __future__ import annotations
 
 import math
 
-from vfl.crypto.slots import Group
+from vfl.crypto.slots import Lanes
 from vfl.errors import FixedPointOverflowError
 from vfl.parties.trees.loss import BOUNDS
 
@@ -60,12 +65,13 @@ def _fit(count: int, slot_width: int, key_bits: int, what: str) -> list[range]:
 def class_chunks(n_classes: int, n_rows: int, frac_bits: int, loss: str, key_bits: int) -> list[range]:
     """The classes each per-row ciphertext holds (standard mode): consecutive ranges, as many as fit."""
     g, h, _ = widths(n_rows, frac_bits, loss)
-    return _fit(n_classes, g + h, key_bits, "class")
+    return _fit(n_classes, 2 * max(g, h), key_bits, "class")
 
 
-def class_group(classes: range, n_rows: int, frac_bits: int, loss: str) -> Group:
+def class_group(classes: range, n_rows: int, frac_bits: int, loss: str, key_bits: int) -> Lanes:
+    """The lanes of one per-row ciphertext (standard mode): ``(G_k, H_k)`` of each class of ``classes``."""
     g, h, _ = widths(n_rows, frac_bits, loss)
-    return Group((g, h) * len(classes))
+    return Lanes((g, h) * len(classes), key_bits)
 
 
 def node_widths(n_rows: int, frac_bits: int, loss: str, counts: bool = True) -> tuple[int, ...]:
@@ -76,8 +82,10 @@ def node_widths(n_rows: int, frac_bits: int, loss: str, counts: bool = True) -> 
 def node_chunks(n_nodes: int, n_rows: int, frac_bits: int, loss: str, key_bits: int,
                 counts: bool = True) -> list[range]:
     """The nodes each per-row ciphertext of a round holds (hidden membership): consecutive ranges."""
-    return _fit(n_nodes, sum(node_widths(n_rows, frac_bits, loss, counts)), key_bits, "node")
+    slots = node_widths(n_rows, frac_bits, loss, counts)
+    return _fit(n_nodes, len(slots) * max(slots), key_bits, "node")
 
 
-def node_group(nodes: range, n_rows: int, frac_bits: int, loss: str, counts: bool = True) -> Group:
-    return Group(node_widths(n_rows, frac_bits, loss, counts) * len(nodes))
+def node_group(nodes: range, n_rows: int, frac_bits: int, loss: str, key_bits: int, counts: bool = True) -> Lanes:
+    """The lanes of one per-row ciphertext of a round (hidden membership): ``(G, H[, N])`` of each of ``nodes``."""
+    return Lanes(node_widths(n_rows, frac_bits, loss, counts) * len(nodes), key_bits)

@@ -136,7 +136,8 @@ def train_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingS
                 chunk = next(i for i, c in enumerate(chunks) if column in c)
                 party.start_tree(settings.rules, None if settings.hide_membership else gradients[chunk])
                 _feature_rounds(ep, party, settings, roster, iteration * n_trees + column,
-                                layout.class_group(chunks[chunk], len(train), settings.frac_bits, settings.loss))
+                                layout.class_group(chunks[chunk], len(train), settings.frac_bits, settings.loss,
+                                                   key_bits))
             if len(held):
                 masks = party.leaf_masks(range(iteration * n_trees, (iteration + 1) * n_trees), party.codes[held])
                 ep.send(b, "validation_masks", "plaintext", **bits(masks.ravel()))
@@ -173,7 +174,8 @@ def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: Boostin
                 if slots else []
             received = [recv_ciphertexts(ep, b, "round_gradients", party, n_train) for _ in chunks]
             combined = party.round_candidates(received, [layout.node_group(c, n_train, settings.frac_bits,
-                                                                           settings.loss, counts) for c in chunks])
+                                                                           settings.loss, key_bits, counts)
+                                                         for c in chunks])
             ep.send(b, "candidates", "ciphertext", count=len(party.table), **_ciphertexts(party, combined))
         else:
             combined, counts, keep = party.node_candidates(ints(message, "evaluate"), group)
@@ -261,7 +263,8 @@ def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: Boosting
     for column in range(party.n_trees):
         classes = next(c for c in chunks if column in c)
         _grow(ep, party, settings, roster, features, big_g[:, column], big_h[:, column], column,
-              layout.class_group(classes, n_train, f, settings.loss), column - classes.start)
+              layout.class_group(classes, n_train, f, settings.loss, party.context.public_key.key_bits),
+              column - classes.start)
     # Step 7: the validation rows' leaves, by the parties' masks
     held = party.validation_rows
     if not len(held):
@@ -375,7 +378,7 @@ def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSet
         counts = layout.counts_travel(settings.rules, settings.loss)
         width = 3 if counts else 2
         chunks = layout.node_chunks(len(plan), n_train, settings.frac_bits, settings.loss, key_bits, counts)
-        groups = [layout.node_group(c, n_train, settings.frac_bits, settings.loss, counts) for c in chunks]
+        groups = [layout.node_group(c, n_train, settings.frac_bits, settings.loss, key_bits, counts) for c in chunks]
         used = [-(-count // grp.per_plaintext(key_bits)) for grp in groups]
         ciphertexts = _received(party, message, sum(used))
         at = 0
