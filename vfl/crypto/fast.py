@@ -212,10 +212,10 @@ class FastEngine:
     def encrypt_owned(self, private_key, plaintexts):
         """What :meth:`encrypt` gives, computed by the key owner with half-size tables (the CRT).
 
-        The same ciphertext distribution; about 40% less work.  The tasks carry ``p``
-        and ``q``, so they run here or in vfl's local worker processes, on a joblib
-        backend only under a plan made with ``send_private_key=True``; otherwise this
-        is :meth:`encrypt`.
+        The same ciphertext distribution; about 30% less CPU (0.33 against 0.48 ms
+        at 2048 bits).  The tasks carry ``p`` and ``q``, so they run here or in vfl's
+        local worker processes, on a joblib backend only under a plan made with
+        ``send_private_key=True``; otherwise this is :meth:`encrypt`.
         """
         plaintexts = list(plaintexts)
         plan = compute.current()
