@@ -110,6 +110,13 @@ def test_private_key_stays_unless_allowed(keypair_1024, low_thresholds, spy):
         with compute.use(compute.capture(send_private_key=True)):
             assert engine.decrypt(sk, cts) == values
     assert "_task_decrypt" in spy
+    with joblib.parallel_config(backend="threading", n_jobs=2):   # the owner's encryption: its key stays too
+        spy.clear()
+        assert engine.decrypt(sk, engine.encrypt_owned(sk, values)) == values
+        assert "_task_encrypt_owned" not in spy and "_task_encrypt" in spy
+        with compute.use(compute.capture(send_private_key=True)):
+            assert engine.decrypt(sk, engine.encrypt_owned(sk, values)) == values
+    assert "_task_encrypt_owned" in spy
 
 
 def test_a_worker_runs_only_vfl_crypto_tasks():

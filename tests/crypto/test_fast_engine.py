@@ -59,6 +59,30 @@ def test_comb_powers_equal_powmod(keys):
         assert power == pow(7, small.exponent(row), 1000003)
 
 
+def test_owner_comb_gives_the_public_tables_group_elements(keys):
+    """The key owner's CRT tables give h_s^r mod n^2 for the same r as the public table: the same obfuscator."""
+    pk, sk = keys
+    hs, comb = djn.djn_tables(pk.n)
+    owner = djn.owner_tables(sk.p, sk.q)
+    assert owner is djn.owner_tables(sk.p, sk.q)                # built once per process
+    rows = comb.random_indices(6)
+    assert owner.powers(rows) == comb.powers(rows)
+    for row, power in zip(rows[:2], owner.powers(rows[:2])):
+        assert power == gmpy2.powmod(hs, comb.exponent(row), pk.nsquare)
+    large = djn.OwnerComb(sk.p, sk.q, 14, 8)
+    rows = djn.djn_tables(pk.n, 14, 8)[1].random_indices(2)
+    assert large.powers(rows) == djn.djn_tables(pk.n, 14, 8)[1].powers(rows)
+
+
+def test_owner_encryptions_decrypt_and_are_fresh(keys, fast, low_thresholds):
+    pk, sk = keys
+    values = [0, 1, -1, 2 ** 40 + 3, -(2 ** 70), int(pk.max_int)] * 30       # several tasks
+    cts = fast.encrypt_owned(sk, values)
+    assert [signed(r, int(pk.n)) for r in fast.decrypt(sk, cts)] == values
+    assert len(set(cts)) == len(cts)                              # a fresh obfuscator each
+    assert SIMPLE.encrypt_owned(sk, [5]) != SIMPLE.encrypt_owned(sk, [5])
+
+
 def test_obfuscator_randomness_comes_from_os_urandom(monkeypatch, keys):
     calls = []
     real = djn.os.urandom

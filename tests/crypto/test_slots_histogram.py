@@ -7,7 +7,7 @@ import pytest
 from vfl import FixedPointOverflowError
 from vfl.crypto import compute, get_engine
 from vfl.crypto.histogram import bucket_products, running_products
-from vfl.crypto.slots import Group, _task_combine, combine
+from vfl.crypto.slots import Group, Lanes, _task_combine, combine
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +38,50 @@ def test_a_value_outside_its_slot_is_refused_and_an_overflowed_plaintext_is_dete
     too_big = engine.encrypt(public, [gmpy2.mpz(1) << 20])             # more than two 8-bit slots hold
     with pytest.raises(FixedPointOverflowError, match="overflowed"):
         group.unpack(engine.decrypt(private, too_big), public.n, 1, group.per_plaintext(public.key_bits))
+
+
+@pytest.mark.parametrize("widths", [(27, 25), (27, 25, 11), (20, 20, 20, 20, 9, 9)])
+def test_lanes_round_trip_sums_at_their_bounds_with_borrows(keys, widths):
+    """Items summed from rows, combined many to a plaintext (one shift of max(widths) bits each), decoded exactly;
+    every value at its extremes (+-(2^(w-1) - 1)) and signs alternating, so that borrows cross lanes."""
+    public, private = keys
+    lanes = Lanes(widths, public.key_bits)
+    per = lanes.per_plaintext(public.key_bits)
+    assert lanes.width == max(widths) and per == (1022 // len(widths)) // max(widths)
+    count = 3 * per + 2                                          # a last plaintext only partly filled
+    top = np.array([(1 << (w - 1)) - 1 for w in widths])
+    rng = np.random.default_rng(len(widths))
+    values = np.where(rng.random((count, len(widths))) < 0.5, top, -top)
+    values[::3] = rng.integers(-top, top + 1, size=(len(values[::3]), len(widths)))
+    values[1] = 0
+    # each item the sum of two rows' items, as a feature party's bucket sums are
+    halves = values // 2
+    engine = get_engine()
+    rows = engine.encrypt(public, lanes.pack(halves) + lanes.pack(values - halves))
+    items = [a * b % public.nsquare for a, b in zip(rows[:count], rows[count:])]
+    combined = combine(public, engine, items, lanes)
+    assert len(combined) == -(-count // per)
+    decoded = lanes.unpack(engine.decrypt(private, combined), public.n, count, per)
+    np.testing.assert_array_equal(decoded, values)
+
+
+def test_lanes_refuse_what_does_not_fit_and_detect_an_overflowed_plaintext(keys):
+    public, private = keys
+    lanes = Lanes((8, 6), public.key_bits)
+    with pytest.raises(FixedPointOverflowError, match="8-bit signed slot"):
+        lanes.pack(np.array([[128, 0]]))
+    with pytest.raises(FixedPointOverflowError, match="6-bit signed slot"):
+        lanes.pack(np.array([[0, -32]]))
+    with pytest.raises(FixedPointOverflowError, match="do not fit"):
+        Lanes((600, 600), public.key_bits)
+    with pytest.raises(ValueError, match="laid out for"):
+        lanes.per_plaintext(2048)
+    engine = get_engine()
+    per = lanes.per_plaintext(public.key_bits)
+    # a digit in the gap between the lane of one item and the next lane; a value above the last lane
+    for stray in (gmpy2.mpz(1) << 100, gmpy2.mpz(1) << (2 * lanes.lane_bits + 3)):
+        with pytest.raises(FixedPointOverflowError, match="overflowed"):
+            lanes.unpack(engine.decrypt(private, engine.encrypt(public, [stray])), public.n, 1, per)
 
 
 def test_combined_ciphertexts_are_rerandomized(keys):

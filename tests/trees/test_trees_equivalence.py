@@ -138,3 +138,53 @@ def test_gradients_split_over_many_messages_give_the_same_trees(monkeypatch, hid
     assert_same_trees(model, pooled(model, y, 2))
     parts = model.transcript_.to_frame()
     assert (parts["name"] == ("round_gradients" if hide else "gradients")).sum() >= 2 * 4
+
+
+@pytest.mark.parametrize("min_samples_leaf, travel", [(1, False), (4, False), (5, True)])
+def test_hidden_membership_sends_no_row_counts_when_min_child_weight_implies_them(monkeypatch, min_samples_leaf,
+                                                                                 travel):
+    """Log loss (h <= 1/4) with min_child_weight 1: a valid child has 4 rows at least, so with min_samples_leaf <= 4
+    the count slot does not travel (2 slots per node, not 3) and the trees are still the pooled ones."""
+    from vfl.parties.trees.label_party import ForeignSums
+
+    columns = []
+    original = ForeignSums.__init__
+
+    def spy(self, count):
+        columns.append(count)
+        original(self, count)
+
+    monkeypatch.setattr(ForeignSums, "__init__", spy)
+    data, y = make_tree_data(240, seed=11, missing=0.05)
+    model = VerticalGradientBoostingClassifier(max_iter=2, max_depth=4, learning_rate=0.3,
+                                               min_samples_leaf=min_samples_leaf, min_child_weight=1.0,
+                                               l2_regularization=0.1, label_party_trees=0, early_stopping=False,
+                                               hide_membership=True, **FAST).fit(data)
+    assert_same_trees(model, pooled(model, y, 2))
+    assert columns and set(columns) == {3 if travel else 2}          # (G, H, N) or (G, H) per candidate
+
+
+@pytest.mark.parametrize("hide", [False, True], ids=["standard", "hidden-membership"])
+def test_small_nodes_with_extreme_gradients_stay_exact(hide):
+    """Lanes sized by the bounds, not by the data: three outliers whose gradients sit near the loss's bound (the
+    target scale is set by them), isolated in nodes of a row or two (min_samples_leaf 1, depth 6), every other
+    gradient tiny; every sum decodes exactly, so the trees are the pooled ones, leaf values bit for bit."""
+    import pandas as pd
+
+    from vfl import VerticalDataset
+
+    rng = np.random.default_rng(12)
+    x = rng.normal(size=(160, 4))
+    y = 10 * x[:, 0] - 5 * (x[:, 2] > 0) + rng.normal(size=160)
+    y[[3, 50, 51]] = [1e6, -1e6, 9.9e5]
+    ids = np.arange(160)
+    frames = {"A": pd.DataFrame({"id": ids, "a0": x[:, 0], "a1": x[:, 1]}),
+              "B": pd.DataFrame({"id": ids, "b0": x[:, 2], "b1": x[:, 3], "y": y})}
+    data = VerticalDataset(frames, label="y", id_column="id")
+    model = VerticalGradientBoostingRegressor(max_iter=2, max_depth=6, min_samples_leaf=1, min_child_weight=0.0,
+                                              learning_rate=1.0, early_stopping=False, label_party_trees=0,
+                                              hide_membership=hide, **FAST).fit(data)
+    reference = pooled(model, y)
+    assert_same_trees(model, reference)
+    np.testing.assert_array_equal(model.predict(data), reference.raw[:, 0])
+    assert abs(model.predict(data)[3] - 1e6) < 1e5              # the outlier got a leaf of its own (or nearly)

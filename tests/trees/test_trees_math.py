@@ -102,6 +102,21 @@ def test_worth_sending_keeps_the_first_candidate_of_each_partition():
     assert [(int(table.bin[i]), bool(table.missing_left[i])) for i in kept] == [(0, True)]
 
 
+def test_the_row_count_slot_travels_only_when_min_samples_leaf_asks_more_than_min_child_weight():
+    from vfl.parties.trees import layout
+
+    # log loss: h <= 1/4, so min_child_weight 1 needs 4 rows; squared error: h = 1
+    assert not layout.counts_travel(SplitRules(min_samples_leaf=4, min_child_weight=1.0), "log_loss")
+    assert layout.counts_travel(SplitRules(min_samples_leaf=5, min_child_weight=1.0), "log_loss")
+    assert layout.counts_travel(SplitRules(min_samples_leaf=1, min_child_weight=0.0), "log_loss")
+    assert not layout.counts_travel(SplitRules(min_samples_leaf=2, min_child_weight=1.5), "squared_error")
+    assert layout.counts_travel(SplitRules(), "log_loss")                 # vfl's defaults: 20 rows, 1e-3
+    g, h, n = layout.widths(569, 16, "log_loss")
+    assert layout.node_group(range(2), 569, 16, "log_loss", 2048).widths == (g, h, n, g, h, n)
+    assert layout.node_group(range(2), 569, 16, "log_loss", 2048, counts=False).widths == (g, h, g, h)
+    assert len(layout.node_chunks(40, 569, 16, "log_loss", 2048, counts=False)[0]) == 2046 // (2 * g)
+
+
 def grow(g, h, codes, rules, **kwargs):
     """A tree over one party's columns, every split the best candidate (the reference's loop)."""
     binner = Binner(8).fit(codes)

@@ -37,6 +37,13 @@ squarings.  With ``h = 12, v = 8`` (the default, 32,768 entries, about 17 MB for
 operations for ``powmod``; calls with thousands of values use ``h = 14`` (131,072
 entries, ~73 MB, 74 multiplications and 9 squarings).  Because the exponent is uniformly random, its table
 indices are drawn directly from the CSPRNG: each index is ``h`` fresh random bits.
+
+The key owner's obfuscators.  Whoever holds ``p`` and ``q`` computes the same
+``h_s^r mod n^2`` from two tables of ``h_s mod p^2`` and ``h_s mod q^2`` with the
+same index rows (so the same ``r``), and joins the halves by the CRT
+(:class:`OwnerComb`): each table multiplication is modulo a ``k``-bit number instead
+of a ``2k``-bit one, about a third of the cost; the obfuscator is the very same
+group element, drawn from the very same distribution.
 """
 
 from __future__ import annotations
@@ -174,6 +181,44 @@ class FixedBaseComb:
         return self.powers(self.random_indices(count)) if count else []
 
 
+class OwnerComb:
+    """``h_s^r mod n^2`` for the key owner: two half-size combs (mod ``p^2``, ``q^2``) and the CRT.
+
+    :meth:`powers` of an index row equals :meth:`FixedBaseComb.powers` of the
+    same row on the public table of ``h_s`` modulo ``n^2`` (the same ``r``).
+
+    Parameters
+    ----------
+    p, q : int
+        The factors of the modulus ``n``.
+    rows, blocks : int
+        As for :class:`FixedBaseComb`.
+    """
+
+    def __init__(self, p, q, rows: int = 12, blocks: int = 8):
+        p, q = gmpy2.mpz(p), gmpy2.mpz(q)
+        n = p * q
+        hs = derive_hs(n)
+        bits = exponent_bits(int(n.bit_length()))
+        self.p2, self.q2 = p * p, q * q
+        self.halves = (FixedBaseComb(hs % self.p2, self.p2, bits, rows, blocks),
+                       FixedBaseComb(hs % self.q2, self.q2, bits, rows, blocks))
+        self._p2_inverse = gmpy2.invert(self.p2, self.q2)
+
+    def random_indices(self, count: int) -> np.ndarray:
+        return self.halves[0].random_indices(count)
+
+    def powers(self, indices) -> list:
+        """``h_s^r mod n^2`` for each row of ``indices``: each half's power, joined by the CRT."""
+        on_p, on_q = (half.powers(indices) for half in self.halves)
+        p2, q2, inverse = self.p2, self.q2, self._p2_inverse
+        return [a + p2 * ((b - a) * inverse % q2) for a, b in zip(on_p, on_q)]
+
+    def random_powers(self, count: int) -> list:
+        """``count`` values ``h_s^r mod n^2`` with fresh uniformly random ``r``."""
+        return self.powers(self.random_indices(count)) if count else []
+
+
 _CACHE: "OrderedDict[tuple, tuple]" = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _BUILD_LOCK = threading.Lock()
@@ -201,3 +246,24 @@ def djn_tables(n, rows: int = 12, blocks: int = 8) -> tuple:
             while len(_CACHE) > _CACHE_SIZE:
                 _CACHE.popitem(last=False)
         return hs, comb
+
+
+def owner_tables(p, q, rows: int = 12, blocks: int = 8) -> OwnerComb:
+    """The key owner's :class:`OwnerComb` for the primes ``p``, ``q``, built once per process and cached."""
+    key = ("owner", int(p), int(q), rows, blocks)
+    with _CACHE_LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None:
+            _CACHE.move_to_end(key)
+            return hit
+    with _BUILD_LOCK:
+        with _CACHE_LOCK:
+            hit = _CACHE.get(key)
+        if hit is not None:
+            return hit
+        comb = OwnerComb(p, q, rows, blocks)
+        with _CACHE_LOCK:
+            _CACHE[key] = comb
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+        return comb

@@ -56,6 +56,10 @@ class SimpleEngine:
         nude = [(1 + (gmpy2.mpz(m) % n) * n) % n2 for m in plaintexts]
         return [c * o % n2 for c, o in zip(nude, self.obfuscators(public_key, len(nude)))]
 
+    def encrypt_owned(self, private_key, plaintexts):
+        """Encryption by the key owner: here the same as :meth:`encrypt`."""
+        return self.encrypt(private_key.public_key, plaintexts)
+
     def rerandomize(self, public_key, ciphertexts):
         n2 = public_key.nsquare
         return [c * o % n2 for c, o in zip(ciphertexts, self.obfuscators(public_key, len(ciphertexts)))]

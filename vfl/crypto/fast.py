@@ -6,7 +6,9 @@ what changes is how the work is done:
 * **encrypt / rerandomize** multiply by ``h_s^r`` (:mod:`vfl.crypto.djn`): about 96
   modular multiplications from a precomputed table instead of a 2048-bit ``powmod``
   (about 0.5 ms instead of 9 ms at 2048 bits); obfuscators may come from a pool
-  computed ahead of need (:mod:`vfl.crypto.pool`), each used once.
+  computed ahead of need (:mod:`vfl.crypto.pool`), each used once.  The key owner
+  encrypts with :meth:`FastEngine.encrypt_owned`: the same ``h_s^r`` from half-size
+  tables modulo ``p^2`` and ``q^2`` (about 0.3 ms).
 * **lincomb** (``X^T [[d]]``) is one simultaneous multi-exponentiation over all
   columns (:mod:`vfl.crypto.multiexp`); its results are the same group elements as
   the term-by-term product of the simple engine.
@@ -30,7 +32,7 @@ import gmpy2
 import numpy as np
 
 from vfl.crypto import compute, multiexp, workers
-from vfl.crypto.djn import djn_tables
+from vfl.crypto.djn import djn_tables, owner_tables
 from vfl.crypto.engine import SimpleEngine
 
 #: Below this many modular multiplications (~8 ms at 2048 bits) a call runs in the calling
@@ -66,6 +68,16 @@ def _task_obfuscators(n: int, count: int, large: bool = False) -> list:
 def _task_encrypt(n: int, plaintexts: list, large: bool = False) -> list:
     obfuscators = _comb(n, large).random_powers(len(plaintexts))
     return _combine(gmpy2.mpz(n), plaintexts, obfuscators)
+
+
+def _task_encrypt_owned(p: int, q: int, plaintexts: list, large: bool = False) -> list:
+    """Encryption by the key owner (the task carries ``p`` and ``q``): obfuscators by the CRT."""
+    obfuscators = owner_tables(p, q, *(LARGE_COMB if large else SMALL_COMB)).random_powers(len(plaintexts))
+    return _combine(gmpy2.mpz(p) * gmpy2.mpz(q), plaintexts, obfuscators)
+
+
+#: :func:`vfl.crypto.compute.run_joblib` refuses to send this task to a joblib backend unless allowed.
+_task_encrypt_owned.carries_private_key = True
 
 
 def _task_rerandomize(n: int, ciphertexts: list, large: bool = False) -> list:
@@ -184,7 +196,9 @@ class FastEngine:
         return taken
 
     def encrypt(self, public_key, plaintexts):
-        plaintexts = list(plaintexts)
+        return self._encrypt(public_key, list(plaintexts))
+
+    def _encrypt(self, public_key, plaintexts: list) -> list:
         if self.pool is not None and self.pool.available(public_key):
             return _combine(public_key.n, plaintexts, self.obfuscators(public_key, len(plaintexts)))
         n = int(public_key.n)
@@ -192,6 +206,26 @@ class FastEngine:
         out = []
         large = len(plaintexts) >= LARGE_COMB_CALL
         for chunk in workers.run(_task_encrypt, [(n, plaintexts[lo:hi], large) for lo, hi in ranges]):
+            out.extend(chunk)
+        return out
+
+    def encrypt_owned(self, private_key, plaintexts):
+        """What :meth:`encrypt` gives, computed by the key owner with half-size tables (the CRT).
+
+        The same ciphertext distribution; about 30% less CPU (0.33 against 0.48 ms
+        at 2048 bits).  The tasks carry ``p`` and ``q``, so they run here or in vfl's
+        local worker processes, on a joblib backend only under a plan made with
+        ``send_private_key=True``; otherwise this is :meth:`encrypt`.
+        """
+        plaintexts = list(plaintexts)
+        plan = compute.current()
+        if plan.kind == "joblib" and not plan.send_private_key:
+            return self._encrypt(private_key.public_key, plaintexts)
+        p, q = int(private_key.p), int(private_key.q)
+        ranges = task_ranges(len(plaintexts), 60, MAX_OBFUSCATORS_PER_TASK)
+        large = len(plaintexts) >= LARGE_COMB_CALL
+        out = []
+        for chunk in workers.run(_task_encrypt_owned, [(p, q, plaintexts[lo:hi], large) for lo, hi in ranges]):
             out.extend(chunk)
         return out
 

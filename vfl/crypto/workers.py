@@ -14,8 +14,11 @@ The workers import ``vfl.crypto`` and nothing else of the package:
   the main script in every worker);
 * a worker whose parent dies reads end-of-file and exits; at interpreter exit
   the pool closes the pipes and waits for the workers (killing any that hang);
-* workers hold no private key: they draw obfuscators from their own
-  ``os.urandom``, multiply ciphertexts and raise them to public exponents.
+* workers draw obfuscators from their own ``os.urandom``, multiply ciphertexts
+  and raise them to public exponents; the one task that carries a private key is
+  the key owner's encryption (:meth:`~vfl.crypto.fast.FastEngine.encrypt_owned`:
+  ``p`` and ``q`` to its own child processes over their pipes, which then keep the
+  half-size tables), never sent to a joblib backend unless its plan allows the key out.
 
 ``VFL_WORKERS`` sets the number of processes (``0`` or ``1``: no pool, all work in
 the calling thread); by default one per usable core; an estimator's ``n_jobs``

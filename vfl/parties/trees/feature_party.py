@@ -34,7 +34,7 @@ import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.crypto.histogram import bucket_products, running_products
-from vfl.crypto.slots import Group, combine
+from vfl.crypto.slots import Lanes, combine
 from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
 from vfl.parties.trees.columns import BinnedColumns
@@ -110,7 +110,7 @@ class TreeFeatureParty(BinnedColumns):
         if at != len(directions):
             raise ProtocolError(f"{self.role}: {len(directions)} directions for {at} rows of the split nodes")
 
-    def node_candidates(self, nodes, group: Group) -> tuple[list, list, np.ndarray]:
+    def node_candidates(self, nodes, group: Lanes) -> tuple[list, list, np.ndarray]:
         """The round's candidates (standard mode): combined, re-randomized ciphertexts, their counts, and bits.
 
         For each entry of :func:`sums_to_send`: the left sums of the sent node over

@@ -97,27 +97,40 @@ class TreeLabelParty(BinnedColumns):
     def encrypt_classes(self, big_g: np.ndarray, big_h: np.ndarray, classes: range, frac_bits: int,
                         loss_name: str) -> list:
         """One ciphertext per training row holding ``(G_k, H_k)`` of ``classes`` (standard mode)."""
-        group = layout.class_group(classes, len(self.train_rows), frac_bits, loss_name)
+        group = layout.class_group(classes, len(self.train_rows), frac_bits, loss_name,
+                                   self.context.public_key.key_bits)
         values = np.empty((len(self.train_rows), 2 * len(classes)), dtype=np.int64)
         values[:, 0::2] = big_g[self.train_rows][:, classes.start:classes.stop]
         values[:, 1::2] = big_h[self.train_rows][:, classes.start:classes.stop]
-        return self.context.engine.encrypt(self.context.public_key, group.pack(values))
+        return self._encrypt(group.pack(values))
 
-    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int, loss_name: str) -> list:
-        """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere."""
+    def encrypt_nodes(self, nodes: list, g: np.ndarray, h: np.ndarray, frac_bits: int, loss_name: str,
+                      counts: bool = True) -> list:
+        """One ciphertext per training row with ``(G, H, 1)`` in its node's slots among ``nodes``, zeros elsewhere
+        (``(G, H)`` without ``counts``: :func:`~vfl.parties.trees.layout.counts_travel`)."""
         n_train = len(self.train_rows)
+        width = 3 if counts else 2
         position = np.full(self.n_rows, -1, dtype=np.int64)
         for slot, node in enumerate(nodes):
             position[node.rows] = slot
-        values = np.zeros((n_train, 3 * len(nodes)), dtype=np.int64)
+        values = np.zeros((n_train, width * len(nodes)), dtype=np.int64)
         where = position[self.train_rows]
         inside = np.flatnonzero(where >= 0)
         rows = self.train_rows[inside]
-        values[inside, 3 * where[inside]] = g[rows]
-        values[inside, 3 * where[inside] + 1] = h[rows]
-        values[inside, 3 * where[inside] + 2] = 1
-        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name)
-        return self.context.engine.encrypt(self.context.public_key, group.pack(values))
+        values[inside, width * where[inside]] = g[rows]
+        values[inside, width * where[inside] + 1] = h[rows]
+        if counts:
+            values[inside, width * where[inside] + 2] = 1
+        group = layout.node_group(range(len(nodes)), n_train, frac_bits, loss_name, self.context.public_key.key_bits,
+                                  counts)
+        return self._encrypt(group.pack(values))
+
+    def _encrypt(self, plaintexts: list) -> list:
+        """Fresh encryptions under its own key: as the key owner (half-size tables) where the engine can."""
+        engine = self.context.engine
+        if hasattr(engine, "encrypt_owned"):
+            return engine.encrypt_owned(self.context.private_key, plaintexts)
+        return engine.encrypt(self.context.public_key, plaintexts)
 
     # -- splits ---------------------------------------------------------------------------------
     def own_best(self, node, values: np.ndarray, rules: SplitRules) -> tuple[float, tuple | None]:
@@ -188,7 +201,7 @@ class ForeignSums:
     """
 
     def __init__(self, columns: int):
-        #: sums per candidate: (G, H) in the standard mode, (G, H, N) with hidden membership
+        #: sums per candidate: (G, H), or (G, H, N) with hidden membership when the counts travel
         self.columns = columns
         self.sums: dict[int, np.ndarray] = {}
         self.positions: dict[int, np.ndarray] = {}

@@ -136,7 +136,8 @@ def train_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingS
                 chunk = next(i for i, c in enumerate(chunks) if column in c)
                 party.start_tree(settings.rules, None if settings.hide_membership else gradients[chunk])
                 _feature_rounds(ep, party, settings, roster, iteration * n_trees + column,
-                                layout.class_group(chunks[chunk], len(train), settings.frac_bits, settings.loss))
+                                layout.class_group(chunks[chunk], len(train), settings.frac_bits, settings.loss,
+                                                   key_bits))
             if len(held):
                 masks = party.leaf_masks(range(iteration * n_trees, (iteration + 1) * n_trees), party.codes[held])
                 ep.send(b, "validation_masks", "plaintext", **bits(masks.ravel()))
@@ -168,9 +169,12 @@ def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: Boostin
             slots = message["slots"]
             if not isinstance(slots, int) or isinstance(slots, bool) or not 0 <= slots <= 1 << 16:
                 raise ProtocolError(f"{party.role}: a malformed 'round' from {b}")
-            chunks = layout.node_chunks(slots, n_train, settings.frac_bits, settings.loss, key_bits) if slots else []
+            counts = layout.counts_travel(settings.rules, settings.loss)
+            chunks = layout.node_chunks(slots, n_train, settings.frac_bits, settings.loss, key_bits, counts) \
+                if slots else []
             received = [recv_ciphertexts(ep, b, "round_gradients", party, n_train) for _ in chunks]
-            combined = party.round_candidates(received, [layout.node_group(c, n_train, settings.frac_bits, settings.loss)
+            combined = party.round_candidates(received, [layout.node_group(c, n_train, settings.frac_bits,
+                                                                           settings.loss, key_bits, counts)
                                                          for c in chunks])
             ep.send(b, "candidates", "ciphertext", count=len(party.table), **_ciphertexts(party, combined))
         else:
@@ -259,7 +263,8 @@ def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: Boosting
     for column in range(party.n_trees):
         classes = next(c for c in chunks if column in c)
         _grow(ep, party, settings, roster, features, big_g[:, column], big_h[:, column], column,
-              layout.class_group(classes, n_train, f, settings.loss), column - classes.start)
+              layout.class_group(classes, n_train, f, settings.loss, party.context.public_key.key_bits),
+              column - classes.start)
     # Step 7: the validation rows' leaves, by the parties' masks
     held = party.validation_rows
     if not len(held):
@@ -289,7 +294,8 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
     values = np.column_stack([g, h, np.ones(len(g), dtype=np.int64)])
     me = len(roster.features)                       # this party's index among the data parties (the last)
     index_of = {k: i for i, k in enumerate(roster.features)}
-    known = {k: ForeignSums(3 if settings.hide_membership else 2) for k in features}
+    counts = settings.hide_membership and layout.counts_travel(rules, settings.loss)
+    known = {k: ForeignSums(3 if counts else 2) for k in features}
     applied: list = []
     foreign: dict = {}                              # a feature party's split: its column index, by node
     while True:
@@ -318,7 +324,7 @@ def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, r
             for node in nodes:
                 sums = known[k].sums[node.id]
                 gain, tied = best(gains(sums[:, 0], sums[:, 1], node.g, node.h, rules,
-                                        *((sums[:, 2], len(node.rows)) if settings.hide_membership else ())))
+                                        *((sums[:, 2], len(node.rows)) if counts else ())))
                 if gain > found[node.id][0]:
                     found[node.id] = (gain, (index_of[k], known[k].positions[node.id][tied]))
         for node in nodes:
@@ -352,9 +358,11 @@ def _applied(applied: list) -> dict:
 def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settings: BoostingSettings) -> list:
     """Hidden membership: per chunk of the sent nodes, one ciphertext per training row (its node's slots filled)."""
     sent = [grower.nodes[s] for s, _, _ in plan]
+    counts = layout.counts_travel(settings.rules, settings.loss)
     chunks = layout.node_chunks(len(sent), len(party.train_rows), settings.frac_bits, settings.loss,
-                                party.context.public_key.key_bits)
-    return [party.encrypt_nodes([sent[j] for j in chunk], g, h, settings.frac_bits, settings.loss) for chunk in chunks]
+                                party.context.public_key.key_bits, counts)
+    return [party.encrypt_nodes([sent[j] for j in chunk], g, h, settings.frac_bits, settings.loss, counts)
+            for chunk in chunks]
 
 
 def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, k: str, known: ForeignSums,
@@ -367,8 +375,10 @@ def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSet
         count = message["count"]
         if not isinstance(count, int) or isinstance(count, bool) or not 0 <= count <= MAX_ROWS:
             raise ProtocolError(f"{party.role}: {k} sent a malformed candidate count")
-        chunks = layout.node_chunks(len(plan), n_train, settings.frac_bits, settings.loss, key_bits)
-        groups = [layout.node_group(c, n_train, settings.frac_bits, settings.loss) for c in chunks]
+        counts = layout.counts_travel(settings.rules, settings.loss)
+        width = 3 if counts else 2
+        chunks = layout.node_chunks(len(plan), n_train, settings.frac_bits, settings.loss, key_bits, counts)
+        groups = [layout.node_group(c, n_train, settings.frac_bits, settings.loss, key_bits, counts) for c in chunks]
         used = [-(-count // grp.per_plaintext(key_bits)) for grp in groups]
         ciphertexts = _received(party, message, sum(used))
         at = 0
@@ -376,7 +386,7 @@ def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSet
             sums = party.decrypt_groups(ciphertexts[at:at + n_used], grp, count)
             at += n_used
             for place, j in enumerate(chunk):
-                known.add(*plan[j], sums[:, 3 * place:3 * place + 3])
+                known.add(*plan[j], sums[:, width * place:width * (place + 1)])
         return
     counts = ints(message, "counts", 0, MAX_ROWS)
     if len(counts) != len(plan):
