@@ -61,6 +61,13 @@ DESCRIPTIONS = {
     "validation_gradient_share": "validation rows: encrypted gradient plus the party's mask",
     "validation_loss_share": "validation rows: encrypted share of the loss",
     "validation_loss": "validation rows: encrypted loss less the coordinator's part: it learns the validation loss",
+    "packed_gradient_share": "encrypted gradient products, packed, every slot masked: the coordinator keeps slot "
+                             "s-1, X_k^T d + rho_k, as its share, the party -rho_k",
+    "returned_gradient_share": "the coordinator's share of the party's gradient, encrypted afresh [[X_k^T d + rho_k]]",
+    "validation_packed_scores": "validation rows: encrypted partial scores [[u_k]], packed",
+    "validation_packed_residual": "validation rows: encrypted residuals [[d]], packed",
+    "validation_packed_gradient_share": "validation rows: encrypted gradient products, packed, every slot masked",
+    "validation_returned_gradient_share": "validation rows: the coordinator's share of the gradient, encrypted",
     # gradient boosting (SecureBoost): the label party holds the key
     "iteration": "a new boosting iteration; whether the feature parties take part in its trees",
     "gradients": "encrypted gradients and hessians [[g, h]], one packed ciphertext per row",
