@@ -47,7 +47,7 @@ DESCRIPTIONS = {
     "masked_packed_gradient": "encrypted gradient products, every slot masked",
     "packed_loss_part": "encrypted loss part [[a u_k.d + penalty]] in slot s-1",
     "packed_loss": "encrypted batch loss [[L]] in slot s-1, every other slot masked",
-    "masked_packed_scores": "encrypted scores plus per-slot masks [[z + 2^v + R]], packed",
+    "masked_packed_scores": "encrypted scores, packed, plus one mask uniform over Z_n per ciphertext [[Z + R]]",
     # the shared protocol (vfl.protocols.linear.shared): no party learns a gradient
     "parameters": "how many parameters it holds a share of (its weights, and the label party's intercept)",
     "weight_share": "the coordinator's share of the party's weights, encrypted [[c_k]]",
@@ -122,7 +122,7 @@ def describe(message) -> tuple[str, int]:
     elif message.name == "scores" and message.kind == "masked":
         text = "decrypted scores, still masked: z + R"
     elif message.name == "packed_scores" and message.kind == "masked":
-        text = "decrypted packed scores, every slot still masked: z + 2^v + R"
+        text = "decrypted packed scores, still masked: Z + R"
     if isinstance(message.fields.get("slots"), int):
         text += f" ({message.fields['slots']} values per ciphertext)"
     return text, count
