@@ -2,7 +2,8 @@
 
 Both variants run the real role programs (:func:`vfl.inprocess.predict`, three
 threads, messages framed as bytes) on the same rows, the same weights and the
-same key; the key and the DJN tables are made before timing.  Runs alternate
+same key; the key and the DJN tables are made before timing.  Each run's CPU seconds
+(this process's and its worker processes') are taken beside the wall clock.  Runs alternate
 (unpacked, packed, unpacked, ...) so that a load change on a shared machine hits
 both; the figures are medians, and the load average is recorded with each run.
 The two variants' scores are compared bit for bit.
@@ -28,6 +29,7 @@ def predict_series(rows: int, features: int = 30, key_bits: int = 2048, repeats:
     """Seconds and bytes of private prediction of ``rows`` rows, unpacked and packed, ``repeats`` runs each."""
     from vfl import inprocess
     from benchmarks.data import make_data
+    from benchmarks.trees import cpu_seconds
     from vfl.parties import Coordinator, PartyA, PartyB
     from vfl.transport import Transcript
 
@@ -48,18 +50,19 @@ def predict_series(rows: int, features: int = 30, key_bits: int = 2048, repeats:
         for name, packing in (("unpacked", False), ("packed", True)):
             load_before = _load()
             transcript = Transcript()
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), cpu_seconds()
             scores[name] = inprocess.predict(parties, c, x, transcript=transcript, engine=engine, packing=packing)
-            seconds = time.perf_counter() - began
+            seconds, cpu = time.perf_counter() - began, cpu_seconds() - cpu
             frame = transcript.to_frame()
-            runs[name].append({"seconds": seconds, "bytes": int(frame.bytes.sum()), "load_before": load_before,
-                               "load_after": _load()})
+            runs[name].append({"seconds": seconds, "cpu_seconds": cpu, "bytes": int(frame.bytes.sum()),
+                               "load_before": load_before, "load_after": _load()})
             if progress:
                 progress(1)
     out = {"rows": rows, "features": features, "key_bits": key_bits, "runs": runs,
            "identical": bool(np.array_equal(scores["unpacked"], scores["packed"]))}
     for name in runs:
         out[name] = {"median_seconds": float(np.median([r["seconds"] for r in runs[name]])),
+                     "median_cpu_seconds": float(np.median([r["cpu_seconds"] for r in runs[name]])),
                      "bytes": runs[name][-1]["bytes"]}
     out["speedup"] = out["unpacked"]["median_seconds"] / out["packed"]["median_seconds"]
     return out

@@ -2,7 +2,7 @@
 
 ``python -m benchmarks.run_shared PROTOCOL ROWS FEATURES KEY_BITS EPOCHS [BATCH_SIZE [FEATURE_PARTIES]]``
 
-``PROTOCOL`` is ``yang`` (unpacked), ``yang-packed`` or ``shared``.  The parties
+``PROTOCOL`` is ``yang`` (unpacked), ``yang-packed``, ``shared`` (unpacked) or ``shared-packed``.  The parties
 run in threads (:func:`vfl.inprocess.train`) on the benchmark's data
 (:mod:`benchmarks.data`: breast cancer at 569 x 30, else generated), logistic
 regression by gradient steps (SGD, learning rate 0.1, L2 0.01) from zero weights
@@ -12,6 +12,7 @@ is counted per party (:class:`CountingEngine`), and the JSON line reports:
 
 * ``epochs``: the seconds of each epoch, as the coordinator completes it (the
   first includes key generation, the DJN tables and starting the worker processes);
+  ``cpu_epochs``: the CPU seconds of each, this process's and its worker processes';
 * ``counts``: per party, per steady epoch (after the first): ``encryptions``
   (fresh encryptions, masks included), ``rerandomizations``, ``multiexp_terms``
   (ciphertext-to-plaintext-power terms of the multi-exponentiations ``X^T [[d]]``,
@@ -96,11 +97,12 @@ def main(argv=None) -> None:
     rows, features, key_bits, epochs = (int(v) for v in argv[1:5])
     batch_size = int(argv[5]) if len(argv) > 5 and int(argv[5]) > 0 else None
     k = int(argv[6]) if len(argv) > 6 else 1
-    if protocol not in ("yang", "yang-packed", "shared"):
-        raise SystemExit(f"unknown protocol {protocol!r}: yang, yang-packed or shared")
+    if protocol not in ("yang", "yang-packed", "shared", "shared-packed"):
+        raise SystemExit(f"unknown protocol {protocol!r}: yang, yang-packed, shared or shared-packed")
 
     from vfl import inprocess
     from benchmarks.data import feature_party_blocks
+    from benchmarks.trees import cpu_seconds
     from vfl.crypto import get_engine, workers
     from vfl.parties import Coordinator, PartyA, PartyB
     from vfl.protocols import TrainingSettings
@@ -113,13 +115,13 @@ def main(argv=None) -> None:
     coordinator = Coordinator(key_bits, key_bits < 2048, engine=engine)
     settings = TrainingSettings(objective="logistic", solver="gd", learning_rate=0.1, alpha=0.01, max_iter=epochs,
                                 batch_size=batch_size, tol=None, key_bits=key_bits, insecure=True,  # for init zeros
-                                init="zeros", random_state=0, packing=protocol == "yang-packed",
-                                protocol="shared" if protocol == "shared" else "yang")
+                                init="zeros", random_state=0, packing=protocol.endswith("-packed"),
+                                protocol="shared" if protocol.startswith("shared") else "yang")
     transcript = Transcript()
-    stamps, counts = [], []
-    start = time.perf_counter()
+    stamps, counts, cpu = [], [], []
+    start, cpu_start = time.perf_counter(), cpu_seconds()
     result = inprocess.train(parties, coordinator, settings, transcript, engine=engine, roster=roster,
-                             on_epoch=lambda epoch, loss: (stamps.append(time.perf_counter()),
+                             on_epoch=lambda epoch, loss: (stamps.append(time.perf_counter()), cpu.append(cpu_seconds()),
                                                            counts.append(engine.snapshot())))
     workers.shutdown()
 
@@ -135,6 +137,7 @@ def main(argv=None) -> None:
     print(json.dumps({
         "protocol": protocol, "rows": rows, "features": features, "data": name, "key_bits": key_bits,
         "batch_size": batch_size, "feature_parties": k, "epochs": [b - a for a, b in zip([start] + stamps, stamps)],
+        "cpu_epochs": [b - a for a, b in zip([cpu_start] + cpu, cpu)],
         "counts": per_epoch, "seconds": seconds,
         "bytes": {role: int(sent.get(role, 0)) / steady for role in roster.everyone} | {"all": int(sent.sum()) / steady},
         "params": {role: party.params.tolist() for role, party in parties.items()},

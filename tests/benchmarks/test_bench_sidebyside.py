@@ -206,16 +206,24 @@ def test_the_shared_benchmark_sets_cpu_seconds_beside_the_clock():
     def run(epoch_s, cpu_s):
         counts = {key: 1 for key in ("encryptions", "rerandomizations", "multiexp_terms", "long_exponent_terms",
                                      "scalar_products", "decryptions")}
-        return {"epochs": [9.0, epoch_s, epoch_s], "cpu_s": cpu_s, "load_before": "1.00 1.00 1.00",
+        return {"epochs": [9.0, epoch_s, epoch_s], "cpu_epochs": [20.0, cpu_s / 5, cpu_s / 5], "cpu_s": cpu_s,
+                "load_before": "1.00 1.00 1.00",
                 "bytes": {"all": 2048, "A": 1024, "B": 1024}, "counts": {"A": counts, "B": counts},
                 "seconds": {"A scores": epoch_s / 2}}
 
     runs = {"yang": [run(1.0, 10.0), run(1.2, 12.0)], "yang-packed": [run(0.5, 5.0), run(0.5, 6.0)],
-            "shared": [run(2.0, 30.0), run(3.0, 33.0)]}
+            "shared": [run(2.0, 30.0), run(3.0, 33.0)], "shared-packed": [run(0.6, 6.0), run(0.5, 6.6)]}
     result = {"rows": 569, "features": 30, "epochs": 3, "runs": runs,
-              "median_seconds": {"yang": 1.1, "yang-packed": 0.5, "shared": 2.5},
-              "shared_over_yang": [2.0, 2.5], "shared_over_yang_packed": [4.0, 6.0],
-              "max_weight_difference_shared_yang": 1e-10}
+              "median_seconds": {"yang": 1.1, "yang-packed": 0.5, "shared": 2.5, "shared-packed": 0.55},
+              "median_cpu_seconds": {"yang": 2.2, "yang-packed": 1.1, "shared": 6.3, "shared-packed": 1.26},
+              "ratios": {"shared / yang": {"wall": [2.0, 2.5], "cpu": [3.0, 2.75], "cpu_epoch": 6.3 / 2.2},
+                         "shared-packed / yang-packed": {"wall": [1.2, 1.0], "cpu": [1.2, 1.1],
+                                                         "cpu_epoch": 1.26 / 1.1}},
+              "max_weight_differences": {"shared-packed - shared": 0.0}}
     text = tables([result], table)
-    assert " 30.0, 33.0 |" in text
-    assert "CPU seconds of the whole run, shared / Yang unpacked 2.86x, / Yang packed 5.73x" in text
+    assert " 30.0, 33.0 |" in text and " 6.0, 6.6 |" in text
+    assert " 6.00, 6.60 |" in text                     # CPU seconds per epoch of each shared run
+    assert "569 rows: shared / yang 2.86x in CPU seconds per epoch (ratio of the medians); 2.25x wall per epoch " \
+           "(median of the rounds: 2.00, 2.50); CPU seconds of the whole run 2.88x" in text
+    assert "569 rows: shared-packed / yang-packed 1.15x in CPU seconds per epoch" in text and "run 1.15x" in text
+    assert "largest weight difference shared-packed - shared 0.0e+00" in text

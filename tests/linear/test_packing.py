@@ -11,7 +11,7 @@ from vfl.crypto import Context, FixedPoint, packing
 from vfl.crypto.packing import STATISTICAL_BITS, SlotLayout
 from vfl.errors import FixedPointOverflowError
 from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.parties.linear.packed import bound_bits, prediction_layout
+from vfl.parties.linear.packed import bound_bits, prediction_layout, prediction_slots
 from vfl.protocols import Roster
 from vfl.transport import BigInts, Transcript
 
@@ -101,12 +101,17 @@ def test_packed_prediction_equals_unpacked_bit_for_bit(k):
     packed = inprocess.predict(parties, c, x, roster=roster, packing=True, transcript=transcript)
     assert np.array_equal(plain, packed)
     frame = transcript.to_frame()
-    layout = prediction_layout(c.context, 2 ** 12, k + 1)
+    slots = len(prediction_slots(c.context, 2 ** 12, k + 1).widths)
     sent = frame[frame.name == "masked_packed_scores"]
-    assert len(sent) == 1 and layout.slots >= 7
+    assert len(sent) == 1 and slots >= 20
     # n / s ciphertexts instead of n
     width = c.context.public_key.ciphertext_bytes
-    assert sent.bytes.iloc[0] < (math.ceil(37 / layout.slots) + 1) * width + 400
+    assert sent.bytes.iloc[0] < (math.ceil(37 / slots) + 1) * width + 400
+
+
+def test_prediction_slots_at_2048_bits_hold_forty_three_scores():
+    group = prediction_slots(Context(_FakeKey(2048), FixedPoint(32)), 2 ** 12, 2)
+    assert group.widths == (47,) * 43          # |z| < 2^46 as a signed digit; 43 of them in 2046 bits
 
 
 def test_a_score_beyond_the_declared_bound_is_refused_before_anything_is_encrypted():
@@ -132,29 +137,44 @@ def test_the_label_party_checks_its_own_scores_too():
         inprocess.predict(parties, Coordinator(1024, insecure=True), x, roster=roster, packing=True)
 
 
-def test_coordinator_sees_every_slot_only_behind_a_wide_mask():
+def test_coordinator_sees_packed_scores_only_under_a_mask_uniform_over_z_n():
     parties, x, roster = _parties(2, n=60, seed=5)
     c = Coordinator(1024, insecure=True)
     transcript = Transcript(keep_payloads=True)
     scores = inprocess.predict(parties, c, x, roster=roster, packing=True, transcript=transcript)
-    layout = prediction_layout(c.context, 2 ** 12, 3)
+    group = prediction_slots(c.context, 2 ** 12, 3)
+    per = len(group.widths)
     to_c = [m for _, to, m in transcript.messages() if to == "C"]
     assert [m.name for m in to_c] == ["masked_packed_scores"]
+    assert (to_c[0]["slots"], to_c[0]["slot_bits"]) == (per, group.widths[0])
     width = c.context.public_key.ciphertext_bytes
     ciphertexts = to_c[0]["ciphertexts"]
-    assert isinstance(ciphertexts, BigInts) and ciphertexts.width == width
+    assert isinstance(ciphertexts, BigInts) and ciphertexts.width == width and len(ciphertexts) == math.ceil(60 / per)
     plaintexts = c.context.engine.decrypt(c.context.private_key, ciphertexts.to_ints())
-    digits = packing.unpack(plaintexts, layout, 60)
-    exact = [int(v) for v in np.rint(np.ldexp(scores, 32)).astype(np.int64)]
-    masks = [d - z - layout.offset for d, z in zip(digits, exact)]
-    # every slot is the score plus the offset plus a non-negative mask drawn from mask_bits bits...
-    assert all(0 <= r < 2 ** layout.mask_bits for r in masks)
-    # ...that is wide (none of 60 uniform draws falls below 2^(mask_bits - 12) but by a 2^-6 chance), and fresh
-    assert sum(r < 2 ** (layout.mask_bits - 12) for r in masks) <= 1
-    assert len(set(masks)) == 60
+    exact = [int(v) for v in np.rint(np.ldexp(scores, 32)).astype(np.int64)] + [0] * (-60 % per)
+    packed = group.pack(np.array(exact, dtype=object).reshape(-1, per))
+    n = int(c.context.public_key.n)
+    masks = [(int(p) - int(z)) % n for p, z in zip(plaintexts, packed)]
+    # what C decrypts is the packed scores plus a mask as wide as Z_n (none of these draws falls below
+    # 2^(key bits - 16) but by a 2^-13 chance), fresh for every ciphertext
+    assert all(r.bit_length() > 1024 - 16 for r in masks) and len(set(masks)) == len(masks)
+    assert all(int(p).bit_length() > 1024 - 16 for p in plaintexts)
     # the feature parties receive nothing but the key and the row count
     for name in roster.features:
         assert {m.name for _, to, m in transcript.messages() if to == name} == {"public_key", "rows"}
+
+
+def test_the_label_party_refuses_padding_that_is_not_zero():
+    from vfl.parties.linear.packed import mask_scores, unmask_scores
+
+    c = Coordinator(1024, insecure=True)
+    c.generate_keys()
+    group = prediction_slots(c.context, 2 ** 12, 2)
+    masked, masks = mask_scores(c.context, [1.5, -2.25], group)
+    residues = c.context.decrypt_residues(masked)
+    assert unmask_scores(c.context, residues, masks, group, 2).tolist() == [1.5, -2.25]
+    with pytest.raises(FixedPointOverflowError, match="do not hold 1 values and zero padding"):
+        unmask_scores(c.context, residues, masks, group, 1)
 
 
 def test_table3_is_unaffected_by_packing():

@@ -12,7 +12,7 @@ import pytest
 
 from vfl import ConfigurationError, DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
-from vfl.errors import LabelLeakWarning
+from vfl.errors import FixedPointOverflowError, LabelLeakWarning
 from vfl.parties import row_weights
 from vfl.parties.linear.shares import SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed, mask_bits, to_fixed
 
@@ -60,12 +60,47 @@ def assert_equal_to(model, ref):
     (3, "logistic", dict(optimizer="momentum", batch_size=21, init="zeros")),
     (3, "linear", dict(alpha=0.02)),
 ])
-def test_shared_training_equals_centralized_gradient_descent(k, task, options):
+@pytest.mark.parametrize("packing", [False, "auto"])
+def test_shared_training_equals_centralized_gradient_descent(k, task, options, packing):
     data, x, y = k_party_data(k, task=task, seed=k)
     cls = VerticalLogisticRegression if task == "logistic" else VerticalLinearRegression
-    model = cls(**{"learning_rate": 0.1, "max_iter": 4, "tol": None, "random_state": 3, **SHARED, **options}).fit(data)
+    model = cls(**{"learning_rate": 0.1, "max_iter": 4, "tol": None, "random_state": 3, **SHARED, **options},
+                packing=packing).fit(data)
     assert model.solver_ == "gd"
+    assert ("packed_residual" in set(model.transcript_["name"])) == (packing == "auto")
     assert_equal_to(model, reference(model, x, y))
+
+
+@pytest.mark.parametrize("k,options", [(1, dict(alpha=0.05)),
+                                       (2, dict(optimizer="momentum", batch_size=21, early_stopping=True))])
+def test_packed_and_unpacked_shared_training_agree_to_the_shares_rounding(k, options):
+    """The same gradients, exactly; the shares then round apart by at most a unit ``2^-f`` each per step.
+
+    Not bit-identical, and no two unpacked runs are either: each holder rounds its own
+    share's update, and where the two roundings fall depends on the random masks.
+    """
+    data, _, _ = k_party_data(k, n_rows=90, seed=20 + k)
+    fits = [VerticalLogisticRegression(learning_rate=0.2, max_iter=3, tol=None, init="zeros", random_state=4,
+                                       packing=packing, **SHARED, **options).fit(data) for packing in (False, True)]
+    unpacked, packed = fits
+    assert "packed_gradient_share" in set(packed.transcript_["name"])
+    assert "packed_gradient_share" not in set(unpacked.transcript_["name"])
+    units = 2.0 ** -32 * 4 * 3 * 5          # frac_bits 32; a unit per holder per step, momentum, 3 epochs of <= 5 steps
+    for name in (*unpacked.feature_parties_, unpacked.label_party_):
+        np.testing.assert_allclose(packed.coef_[name], unpacked.coef_[name], atol=units, rtol=0)
+    assert packed.intercept_ == pytest.approx(unpacked.intercept_, abs=units)
+    np.testing.assert_allclose(packed.loss_curve_, unpacked.loss_curve_, atol=1e-8, rtol=0)
+    if "early_stopping" in options:
+        assert len(packed.validation_scores_) == 3
+        np.testing.assert_allclose(packed.validation_scores_, unpacked.validation_scores_, atol=1e-8, rtol=0)
+
+
+def test_a_label_beyond_the_packed_slots_is_refused_by_name():
+    data, x, y = k_party_data(1, task="linear", seed=6)
+    big = split(x, y * 20.0, 1)
+    with pytest.raises(FixedPointOverflowError, match="party bank: label .* beyond the declared feature_bound"):
+        VerticalLinearRegression(max_iter=2, tol=None, packing=True, feature_bound=16.0, **SHARED).fit(big)
+    VerticalLinearRegression(max_iter=2, tol=None, packing=False, feature_bound=16.0, **SHARED).fit(big)
 
 
 def test_weighted_rows_early_stopping_and_one_vs_rest_equal_centralized():
@@ -117,7 +152,6 @@ def test_a_model_that_stays_shared_predicts_the_same_scores_and_no_party_gets_it
     (dict(penalty="l1"), "L1 needs the weights' signs"),
     (dict(solver="cg"), "use solver='gd'"),
     (dict(dp_epsilon=1.0, dp_delta=1e-5, tol=None), "they learn none"),
-    (dict(packing=True), "does not pack"),
     (dict(early_stopping=True, scoring="roc_auc"), "use scoring='loss'"),
     (dict(protocol="caesar"), "protocol must be one of"),
     (dict(protocol="yang", reveal="never"), "only protocol='shared' does"),
@@ -191,3 +225,54 @@ def test_masks_are_sized_from_public_bounds_80_bits_and_more_above_any_gradient(
     assert bounds.loss_within(bounds.residual_limit ** 2) and not bounds.loss_within(4 * bounds.residual_limit ** 2)
     weighted = SharedBounds(32, 569, 2, 2.0 ** 8, 2.0 ** 12, weighted=True)
     assert weighted.residual_exponent == 96 and weighted.value_bits == bounds.value_bits + 32 + 16
+
+
+# -- packed passes: what the coordinator reads, and what it refuses -------------------------------------------------
+def _packed_product(layout, values, masks):
+    """A product's plaintext: ``values[p] + 2^V' + masks[p]`` at every position ``p`` (signed, exact)."""
+    return sum((v + layout.offset + r) << (layout.slot_bits * p) for p, (v, r) in enumerate(zip(values, masks)))
+
+
+def test_the_coordinator_keeps_position_s_minus_1_and_refuses_a_slot_that_overflowed():
+    """C reads ``G + rho`` from position ``s - 1``; a position past its guard bit, or a borrow, stops the run.
+
+    Without the guard, a value below ``-2^V'`` at position ``s - 2`` would borrow one unit from
+    position ``s - 1`` and C would keep a wrong share silently.
+    """
+    from vfl.crypto import EncryptedVector, packing
+    from vfl.errors import FixedPointOverflowError
+    from vfl.parties import Coordinator
+    from vfl.parties.linear.shareholders import CoordinatorShares
+
+    coordinator = Coordinator(1024, True)
+    coordinator.generate_keys()
+    context = coordinator.context
+    shares = CoordinatorShares(context)
+    shares.begin({"A": [True]})
+    bounds = SharedBounds(32, 64, 2, 256.0, 4096.0)
+    layout = bounds.layout(1024)
+    assert layout.mask_bits == mask_bits(bounds.value_bits) and layout.slots >= 2
+    positions = 2 * layout.slots - 1
+    masks = draw_masks(positions, bounds.value_bits)
+    gradient = -(1 << bounds.value_bits) + 12345
+    values = [7] * positions
+    values[layout.slots - 1] = gradient
+
+    def send(values):
+        plain = _packed_product(layout, values, masks) % int(context.public_key.n)
+        vector = EncryptedVector(context, context.engine.encrypt(context.public_key, [plain]), bounds.gradient_exponent)
+        return shares.receive_packed_gradient("A", vector, bounds, layout)
+
+    returned = send(values)
+    assert shares._gradients["A"] == [gradient + masks[layout.slots - 1]]
+    assert [int(v) for v in context.decrypt_residues(returned)] == [gradient + masks[layout.slots - 1]]
+    guard = 1 << (layout.slot_bits - 1)
+    for position, value in [(layout.slots - 2, -(layout.offset + masks[layout.slots - 2]) - 1),   # a borrow
+                            (0, guard - layout.offset - masks[0]),                                # the guard bit
+                            (positions - 1, 1 << layout.slot_bits)]:                              # past the top
+        bad = list(values)
+        bad[position] = value
+        with pytest.raises(FixedPointOverflowError, match="party A's packed gradient overflowed its slots"):
+            send(bad)
+    assert packing.guarded_position_value(_packed_product(layout, values, masks), layout, layout.slots - 1) \
+        == gradient + layout.offset + masks[layout.slots - 1]

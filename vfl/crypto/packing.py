@@ -81,20 +81,21 @@ class SlotLayout:
 
 
 def layout_for(plaintext_bits: int, value_bits: int, product: bool = False,
-               statistical_bits: int = STATISTICAL_BITS) -> SlotLayout:
+               statistical_bits: int = STATISTICAL_BITS, guard_bits: int = 0) -> SlotLayout:
     """The layout with the most slots for values below ``2^value_bits`` in a ``plaintext_bits``-bit modulus.
 
     With ``product`` the plaintext must hold ``2s - 1`` slot positions: the product
     of a packed plaintext with an exponent packing ``s`` values in reverse slot
     order spans that many.  Packed integers stay below ``2^(plaintext_bits - 2)``,
-    far from ``n / 2``.
+    far from ``n / 2``.  ``guard_bits`` widen every slot above its masked value
+    (:func:`guarded_position_value` checks that they stay clear).
 
     Raises
     ------
     FixedPointOverflowError
         When not even one slot fits.
     """
-    width = value_bits + 2 + statistical_bits
+    width = value_bits + 2 + statistical_bits + guard_bits
     positions = (plaintext_bits - 2) // width
     slots = (positions + 1) // 2 if product else positions
     if slots < 1:
@@ -123,6 +124,17 @@ def pack(values, layout: SlotLayout) -> list:
     values = [int(v) for v in values]
     check_values(values, layout)
     return _combine(values, layout)
+
+
+def pack_exact(values, layout: SlotLayout) -> list:
+    """Signed integers of any size packed as :func:`pack` does, unchecked: for one term of a packed sum.
+
+    A value beyond its slot spills into its neighbours, but the packed integer is
+    still exactly ``sum_j v_j 2^(j w)``, so a sum of such terms whose slot sums are in
+    range packs those sums (the shared protocol's ``X a + X c``: each term as large
+    as the shares, the sum a score).
+    """
+    return _combine([int(v) for v in values], layout)
 
 
 def pack_unsigned(values, layout: SlotLayout) -> list:
@@ -275,6 +287,36 @@ def position_masks(count: int, layout: SlotLayout, keep: int | None = None) -> t
         rows.append(row)
         kept.append(row[layout.slots - 1] - offset if keep != layout.slots - 1 else 0)
     return pack_positions(rows, layout), kept
+
+
+def guarded_position_value(residue, layout: SlotLayout, position: int, guard_bits: int = 1) -> int:
+    """The masked value at ``position`` of a decrypted product whose every position is masked and guarded.
+
+    Every position ``p`` of the product holds ``V_p + 2^value_bits + r_p`` below
+    ``2^(w - guard_bits)`` when ``|V_p| < 2^value_bits``; a position that left that range
+    (a value beyond its slot, or a borrow or carry from the position below) shows in
+    its guard bits or in the residue's range, and the lowest such position always does
+    while every ``|V_p| < 2^(w - 2)``.
+
+    Raises
+    ------
+    FixedPointOverflowError
+        When the residue is negative or beyond the product's positions, or a guard bit is set.
+    """
+    p = gmpy2.mpz(residue)
+    w, count = layout.slot_bits, positions(layout)
+    if not 0 <= p < gmpy2.mpz(1) << (w * count):
+        raise FixedPointOverflowError(f"a packed product is outside its {count} positions of {w} bits")
+    guarded = gmpy2.mpz(1) << (w - guard_bits)
+    digit = (gmpy2.mpz(1) << w) - 1
+    values = []
+    for p_index in range(count):
+        value = p & digit
+        if value >= guarded:
+            raise FixedPointOverflowError(f"position {p_index} of a packed product overflowed its slot")
+        values.append(value)
+        p >>= w
+    return int(values[position])
 
 
 def position_value(residue, n, layout: SlotLayout, position: int, signed: bool = False) -> int:

@@ -47,7 +47,7 @@ DESCRIPTIONS = {
     "masked_packed_gradient": "encrypted gradient products, every slot masked",
     "packed_loss_part": "encrypted loss part [[a u_k.d + penalty]] in slot s-1",
     "packed_loss": "encrypted batch loss [[L]] in slot s-1, every other slot masked",
-    "masked_packed_scores": "encrypted scores plus per-slot masks [[z + 2^v + R]], packed",
+    "masked_packed_scores": "encrypted scores, packed, plus one mask uniform over Z_n per ciphertext [[Z + R]]",
     # the shared protocol (vfl.protocols.linear.shared): no party learns a gradient
     "parameters": "how many parameters it holds a share of (its weights, and the label party's intercept)",
     "weight_share": "the coordinator's share of the party's weights, encrypted [[c_k]]",
@@ -61,6 +61,13 @@ DESCRIPTIONS = {
     "validation_gradient_share": "validation rows: encrypted gradient plus the party's mask",
     "validation_loss_share": "validation rows: encrypted share of the loss",
     "validation_loss": "validation rows: encrypted loss less the coordinator's part: it learns the validation loss",
+    "packed_gradient_share": "encrypted gradient products, packed, every slot masked: the coordinator keeps slot "
+                             "s-1, X_k^T d + rho_k, as its share, the party -rho_k",
+    "returned_gradient_share": "the coordinator's share of the party's gradient, encrypted afresh [[X_k^T d + rho_k]]",
+    "validation_packed_scores": "validation rows: encrypted partial scores [[u_k]], packed",
+    "validation_packed_residual": "validation rows: encrypted residuals [[d]], packed",
+    "validation_packed_gradient_share": "validation rows: encrypted gradient products, packed, every slot masked",
+    "validation_returned_gradient_share": "validation rows: the coordinator's share of the gradient, encrypted",
     # gradient boosting (SecureBoost): the label party holds the key
     "iteration": "a new boosting iteration; whether the feature parties take part in its trees",
     "gradients": "encrypted gradients and hessians [[g, h]], one packed ciphertext per row",
@@ -115,7 +122,7 @@ def describe(message) -> tuple[str, int]:
     elif message.name == "scores" and message.kind == "masked":
         text = "decrypted scores, still masked: z + R"
     elif message.name == "packed_scores" and message.kind == "masked":
-        text = "decrypted packed scores, every slot still masked: z + 2^v + R"
+        text = "decrypted packed scores, still masked: Z + R"
     if isinstance(message.fields.get("slots"), int):
         text += f" ({message.fields['slots']} values per ciphertext)"
     return text, count

@@ -19,6 +19,8 @@ import numpy as np
 from vfl.crypto import Context, EncryptedVector
 from vfl.crypto import packing
 from vfl.crypto.packing import SlotLayout
+from vfl.crypto.randomness import uniform_below
+from vfl.crypto.slots import Group
 from vfl.errors import FixedPointOverflowError, ProtocolError
 
 #: Default declared bound on ``|x|`` for every feature (packed training).
@@ -35,13 +37,82 @@ def bound_bits(bound: float) -> int:
     return bits + 1 if math.ldexp(1.0, bits) < bound else bits
 
 
-def prediction_layout(context: Context, score_bound: float, n_parties: int) -> SlotLayout:
-    """Slots for the sum of ``m`` partial scores, each ``|u| <= score_bound``, at ``frac_bits``.
+def _score_bits(context: Context, score_bound: float, n_parties: int) -> int:
+    """``|z| <= m S 2^f < 2^(f + ceil(log2 S) + ceil(log2 m) + 1)``: the bits of a sum of ``m`` partial scores."""
+    return context.frac_bits + bound_bits(score_bound) + math.ceil(math.log2(max(1, n_parties))) + 1
 
-    ``|z| <= m S 2^f < 2^(f + ceil(log2 S) + ceil(log2 m) + 1)``.
+
+def prediction_layout(context: Context, score_bound: float, n_parties: int) -> SlotLayout:
+    """Slots with per-slot masks for the sum of ``m`` partial scores, each ``|u| <= score_bound``, at ``frac_bits``.
+
+    (Online scoring, :mod:`vfl.serving.rounds`; batch prediction packs :func:`prediction_slots`.)
     """
-    value_bits = context.frac_bits + bound_bits(score_bound) + math.ceil(math.log2(max(1, n_parties))) + 1
-    return packing.layout_for(int(context.public_key.n).bit_length(), value_bits)
+    return packing.layout_for(int(context.public_key.n).bit_length(), _score_bits(context, score_bound, n_parties))
+
+
+# -- private prediction: whole plaintexts under one mask uniform over Z_n --------------------------
+
+def prediction_slots(context: Context, score_bound: float, n_parties: int) -> Group:
+    """The scores' slots in private prediction: one balanced signed digit of ``V + 1`` bits per score.
+
+    ``|z| < 2^V`` (``V`` as :func:`prediction_layout`'s); a plaintext holds
+    ``(key bits - 2) // (V + 1)`` of them.  There is no room for per-slot masks
+    and none is needed: the label party, who learns every slot, hides the whole
+    plaintext from the coordinator under one mask uniform over Z_n
+    (:func:`mask_scores`), as unpacked prediction hides each score.
+    """
+    width = _score_bits(context, score_bound, n_parties) + 1
+    per = (int(context.public_key.n).bit_length() - 2) // width
+    if per < 1:
+        raise FixedPointOverflowError(f"a {width}-bit score does not fit a {context.public_key.key_bits}-bit key")
+    return Group((width,) * per)
+
+
+def _pack_scores(context: Context, values, group: Group, what: str) -> list:
+    """The scores at ``frac_bits``, ``len(group.widths)`` per plaintext (the last padded with zeros)."""
+    encoded = context.encode(values, what=what)
+    per = len(group.widths)
+    padded = np.array(encoded + [0] * (-len(encoded) % per), dtype=object)
+    return group.pack(padded.reshape(-1, per))
+
+
+def encrypt_scores(context: Context, values, group: Group, what: str = "score") -> EncryptedVector:
+    """``[[Z]]``: the scores packed by :func:`prediction_slots`, a fresh encryption."""
+    plaintexts = _pack_scores(context, values, group, what)
+    return EncryptedVector(context, context.engine.encrypt(context.public_key, plaintexts), context.frac_bits,
+                           fresh=True)
+
+
+def mask_scores(context: Context, values, group: Group, what: str = "score") -> tuple[EncryptedVector, list]:
+    """``[[Z + R]]`` for this party's own scores, ``R`` fresh and uniform over Z_n per ciphertext (CSPRNG).
+
+    One fresh encryption carries both; adding the other parties' ``[[Z_k]]`` to it
+    leaves the sum re-randomized and uniformly masked.  Returns it and ``R``.
+    """
+    n = int(context.public_key.n)
+    plaintexts = _pack_scores(context, values, group, what)
+    masks = uniform_below(n, len(plaintexts))
+    masked = context.engine.encrypt(context.public_key, [(int(p) + r) % n for p, r in zip(plaintexts, masks)])
+    return EncryptedVector(context, masked, context.frac_bits, fresh=True), masks
+
+
+def unmask_scores(context: Context, residues, masks, group: Group, count: int, what: str = "score") -> np.ndarray:
+    """The ``count`` scores (floats) from the decrypted ``Z + R`` and the masks ``R``.
+
+    Raises
+    ------
+    FixedPointOverflowError
+        When a plaintext holds more than its slots, or a padding slot is not zero.
+    """
+    if len(residues) != len(masks):
+        raise ProtocolError(f"{what}: got {len(residues)} masked values for {len(masks)} masks")
+    n = int(context.public_key.n)
+    plaintexts = [(int(r) - int(m)) % n for r, m in zip(residues, masks)]
+    values = np.asarray(group.unpack(plaintexts, n, len(plaintexts), 1), dtype=object).ravel()
+    if len(values) < count or any(int(v) for v in values[count:]):
+        raise FixedPointOverflowError(f"{what}: the packed scores do not hold {count} values and zero padding")
+    f = context.frac_bits
+    return np.array([math.ldexp(float(v), -f) for v in values[:count]], dtype=np.float64)
 
 
 def check_declared(role: str, values, bound: float, what: str, setting: str = "score_bound",

@@ -13,6 +13,13 @@ key, and C decrypts only masked values and the batch loss.  One batch, with
     P -> B -> C           [[a_P . G_P - rho_P . c_P + penalty]]      C adds c_P . (G_P + rho_P): the loss
     P and C               a_P, c_P <- the update rule on their shares of G_P
 
+Packed (``settings.packed``, :meth:`SharedBounds.layout`): ``[[u_P]]`` and ``[[d]]`` hold ``s``
+rows per ciphertext (``X_P [[c_P]]`` from ``[[c_P 2^(j w)]]``, ``j < s``, and ``X_P a_P``
+packed as one exact integer per ciphertext); ``X_P^T [[d]]`` is Yang's packed
+product (:func:`vfl.crypto.packing.slot_products`) with every position masked;
+C checks every position's guard bit, keeps ``G_P + rho_P`` from position ``s - 1``
+and returns it encrypted afresh, from which P forms ``[[G_P]]`` for its loss share.
+
 :class:`DataShares` is a data party's side (feature parties and the label party
 alike, B with its labels and row weights), :class:`CoordinatorShares` C's.
 """
@@ -23,11 +30,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from vfl.crypto import EncryptedVector
+from vfl.crypto import EncryptedVector, packing
+from vfl.crypto.packing import SlotLayout
 from vfl.errors import FixedPointOverflowError, ProtocolError
+from vfl.parties.linear import packed
 from vfl.parties.linear.data_party import FeatureParty
 from vfl.parties.linear.objectives import Objective
-from vfl.parties.linear.shares import SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed, to_fixed
+from vfl.parties.linear.shares import (GUARD_BITS, SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed,
+                                       to_fixed)
 
 
 def penalty_coefficient(alpha: float, n: int, objective: Objective, bounds: SharedBounds) -> Fraction:
@@ -153,20 +163,105 @@ class DataShares:
         if d.exponent != bounds.residual_exponent:
             raise ProtocolError(f"party {self.party.role}: the residual arrived at exponent {d.exponent}, not "
                                 f"{bounds.residual_exponent}")
-        x = self._encoded(rows, features)
         own = self.party.params.size
-        if isinstance(x, np.ndarray) and all(isinstance(c, np.ndarray) for c in extra_columns or []):
-            columns = np.vstack([x.T, *(extra_columns or [])]) if extra_columns else np.ascontiguousarray(x.T)
-        else:
-            columns = [list(map(int, row)) for row in np.asarray(x, dtype=object).T]
-            columns += [list(map(int, c)) for c in (extra_columns or [])]
-        products = combine(d, columns, bounds.gradient_exponent)
+        products = combine(d, self._columns(rows, features, extra_columns), bounds.gradient_exponent)
         gradient = products[:own]
         masks = draw_masks(own, bounds.value_bits)
         masked = gradient + encrypt_integers(self.context, [bounds.offset + r for r in masks], gradient.exponent)
         masked.fresh = True             # the fresh encryption of the masks re-randomizes the sum
         self._pending = (gradient, masks)
         return masked, (products[own:] if extra_columns else None)
+
+    def _columns(self, rows=None, features=None, extra_columns=None):
+        """``X^T`` (one row per parameter) and the ``extra_columns`` below it: int64 where they fit, else lists."""
+        x = self._encoded(rows, features)
+        if isinstance(x, np.ndarray) and all(isinstance(c, np.ndarray) for c in extra_columns or []):
+            return np.vstack([x.T, *(extra_columns or [])]) if extra_columns else np.ascontiguousarray(x.T)
+        columns = [list(map(int, row)) for row in np.asarray(x, dtype=object).T]
+        return columns + [list(map(int, c)) for c in (extra_columns or [])]
+
+    # -- packed passes: s rows per ciphertext ---------------------------------------------
+    def _packed_forward(self, c: EncryptedVector, layout: SlotLayout, rows=None, features=None):
+        """``X [[c]]`` packed ``s`` rows per ciphertext (at ``2f``), and ``X a`` (exact integers, zero-padded).
+
+        Row ``i s + j`` of ``X`` raises ``[[c 2^(j w)]]``: one multi-exponentiation of ``s``
+        times the parameters with the short feature exponents per packed ciphertext.
+        """
+        self._check_share(c)
+        x = self._encoded(rows, features)
+        s, w = layout.slots, layout.slot_bits
+        n, p = len(x), len(self.share)
+        pad = layout.ciphertexts(n) * s - n
+        engine, key = self.context.engine, self.context.public_key
+        shifted = list(c.ciphertexts) + engine.mul_plain(key, list(c.ciphertexts) * (s - 1),
+                                                         [1 << (j * w) for j in range(1, s) for _ in range(p)])
+        if isinstance(x, np.ndarray):
+            exponents = np.vstack([x, np.zeros((pad, p), dtype=np.int64)]).reshape(-1, s * p)
+        else:
+            rows_ = [list(map(int, r)) for r in x] + [[0] * p] * pad
+            exponents = [sum(rows_[i:i + s], []) for i in range(0, len(rows_), s)]
+        encrypted = combine(EncryptedVector(self.context, shifted, c.exponent), exponents, 2 * c.exponent)
+        return encrypted, _object_product(x, self.share.values) + [0] * pad
+
+    def packed_scores(self, c: EncryptedVector, layout: SlotLayout, rows=None, features=None) -> EncryptedVector:
+        """``[[X w]]`` packed: ``X [[c]]`` plus a fresh encryption of ``X a`` packed (which re-randomizes it)."""
+        encrypted, plain = self._packed_forward(c, layout, rows, features)
+        out = encrypted + encrypt_integers(self.context, packing.pack_exact(plain, layout), encrypted.exponent)
+        out.fresh = True
+        return out
+
+    def packed_residual(self, c: EncryptedVector, scores: list[EncryptedVector], objective: Objective,
+                        layout: SlotLayout, rows=None, features=None, labels=None) -> EncryptedVector:
+        """The label party's ``[[d]] = sum_k [[u_k]] + X [[c]] + pack(X a - kappa y)``, packed, re-randomized."""
+        y = self.party.labels[rows] if labels is None else labels
+        total, plain = self._packed_forward(c, layout, rows, features)
+        for other in scores:
+            if other.exponent != total.exponent or len(other) != len(total):
+                raise ProtocolError(f"party {self.party.role}: a feature party's packed scores have {len(other)} "
+                                    f"ciphertexts at exponent {other.exponent}, not {len(total)} at {total.exponent}")
+            total = total + other
+        label = self.context.encode(-objective.kappa * np.asarray(y, dtype=np.float64), total.exponent,
+                                    what=f"party {self.party.role} label")
+        plain = [int(u) + int(k) for u, k in zip(plain, label)] + plain[len(label):]
+        total = EncryptedVector(self.context, self.context.engine.add_plain(
+            self.context.public_key, total.ciphertexts, packing.pack_exact(plain, layout)), total.exponent)
+        return total.rerandomize()
+
+    def packed_gradient_share(self, d: EncryptedVector, bounds: SharedBounds, layout: SlotLayout, rows=None,
+                              features=None, extra_columns=None) -> EncryptedVector:
+        """``[[X^T d]]`` (and the ``extra_columns``' products) from the packed ``[[d]]``, every position masked.
+
+        Position ``s - 1`` of each holds ``G + 2^V' + rho`` (``V'`` the layout's value
+        bits) for C; this party keeps ``rho`` until C returns ``[[G + rho]]``
+        (:meth:`take_packed_gradient`).
+        """
+        if d.exponent != bounds.residual_exponent:
+            raise ProtocolError(f"party {self.party.role}: the residual arrived at exponent {d.exponent}, not "
+                                f"{bounds.residual_exponent}")
+        products = packing.slot_products(self.context.public_key, self.context.engine, d.ciphertexts,
+                                         self._columns(rows, features, extra_columns), layout)
+        masked, masks = packed.mask_products(self.context,
+                                             EncryptedVector(self.context, products, bounds.gradient_exponent),
+                                             layout)
+        self._pending = (None, masks.masks)
+        return masked
+
+    def take_packed_gradient(self, returned: EncryptedVector, bounds: SharedBounds) -> EncryptedVector | None:
+        """From C's ``[[G + rho]]``: ``[[G]]`` for the loss share (this party's share stays ``-rho``).
+
+        Returns the products of the extra columns, ``[[e . d]]``, or None.
+        """
+        if self._pending is None or self._pending[0] is not None:
+            raise ProtocolError(f"party {self.party.role} got its packed gradient back before sending it")
+        _, masks = self._pending
+        own = len(self.share)
+        if len(returned) != len(masks) or returned.exponent != bounds.gradient_exponent:
+            raise ProtocolError(f"party {self.party.role}: the coordinator returned {len(returned)} values at "
+                                f"exponent {returned.exponent}, not {len(masks)} at {bounds.gradient_exponent}")
+        values = EncryptedVector(self.context, self.context.engine.add_plain(
+            self.context.public_key, returned.ciphertexts, [-r for r in masks]), returned.exponent)
+        self._pending = (values[:own], masks[:own])
+        return values[own:] if len(masks) > own else None
 
     def loss_share(self, c: EncryptedVector, bounds: SharedBounds, penalty: Fraction) -> EncryptedVector:
         """``[[a . G - rho . c + K (||a||^2 + 2 a . c)]]`` at the loss's exponent (not re-randomized).
@@ -212,9 +307,17 @@ class DataShares:
             total = total * weights
         return total.rerandomize()
 
-    def label_column(self, objective: Objective, rows=None, labels=None) -> np.ndarray:
-        """The exponents ``-kappa y`` (at ``f`` bits) of the loss's label term ``-kappa y . d``."""
+    def label_column(self, objective: Objective, rows=None, labels=None, bound: float | None = None) -> np.ndarray:
+        """The exponents ``-kappa y`` (at ``f`` bits) of the loss's label term ``-kappa y . d``.
+
+        With ``bound`` (packed: the label term rides in slots sized for ``|x| <= feature_bound``)
+        a ``|kappa y|`` beyond it is refused, naming the party and the row.
+        """
         y = self.party.labels[rows] if labels is None else labels
+        if bound is not None:
+            packed.check_declared(self.party.role, objective.kappa * np.asarray(y, dtype=np.float64), bound,
+                                  "label (times the objective's kappa)", setting="feature_bound",
+                                  advice="scale the label down, or set packing=False")
         return self.context.encode_matrix(-objective.kappa * np.asarray(y, dtype=np.float64)[None, :],
                                           what=f"party {self.party.role} label")[0]
 
@@ -264,6 +367,30 @@ class CoordinatorShares:
                 f"{bounds.residual_limit:g} per residual): the training diverges (lower learning_rate), or the "
                 "declared feature_bound or score_bound is too small for the data")
         self._gradients[name] = [v - bounds.offset for v in values]
+
+    def receive_packed_gradient(self, name: str, masked: EncryptedVector, bounds: SharedBounds, layout: SlotLayout,
+                                extra: int = 0) -> EncryptedVector:
+        """Decrypt the packed ``G + 2^V' + rho`` (position ``s - 1``), keep ``G + rho``; return it encrypted afresh.
+
+        Every position of every product must keep its guard bit clear (a slot that
+        overflowed, or a borrow or carry into a neighbour, shows there): the run then
+        stops before anything is computed from it.  ``extra`` more products (the label
+        party's label term) are returned the same way, not kept.
+        """
+        own = len(self.shares[name])
+        if len(masked) != own + extra or masked.exponent != bounds.gradient_exponent:
+            raise ProtocolError(f"coordinator: party {name} sent {len(masked)} packed gradient values at exponent "
+                                f"{masked.exponent}, not {own + extra} at {bounds.gradient_exponent}")
+        try:
+            values = [packing.guarded_position_value(r, layout, layout.slots - 1, GUARD_BITS) - layout.offset
+                      for r in self.context.decrypt_residues(masked)]
+        except FixedPointOverflowError as error:
+            raise FixedPointOverflowError(
+                f"coordinator: party {name}'s packed gradient overflowed its slots ({error}): the training diverges "
+                "(lower learning_rate), or the declared feature_bound or score_bound is too small for the data") \
+                from None
+        self._gradients[name] = values[:own]
+        return encrypt_integers(self.context, values, masked.exponent)
 
     def loss(self, encrypted: EncryptedVector, bounds: SharedBounds, objective: Objective,
              penalty: Fraction) -> float:

@@ -28,7 +28,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from vfl.crypto.packing import STATISTICAL_BITS
+from vfl.crypto import packing
+from vfl.crypto.packing import STATISTICAL_BITS, SlotLayout
 
 #: The update rules the shared protocol runs on shares.
 SHARED_OPTIMIZERS = ("sgd", "momentum", "nesterov")
@@ -37,6 +38,8 @@ SHARED_PENALTIES = ("l2", "none")
 #: Bits of mask beyond the statistical 80: room for a run whose residuals outgrow the declared bound for a
 #: batch before the coordinator's check of that batch's loss stops it (:meth:`SharedBounds.check_loss`).
 GROWTH_BITS = 16
+#: Guard bits above every masked slot of a packed pass, which the coordinator checks are clear.
+GUARD_BITS = 1
 #: Largest row weight (``vfl.parties.linear.data_party.WEIGHT_BITS``): weighted residuals are at most this times larger.
 WEIGHT_BITS = 16
 
@@ -138,6 +141,18 @@ class SharedBounds:
     def masked_limit(self) -> int:
         """Every masked gradient the coordinator decrypts is below this (``2^(value_bits + 1)`` plus the mask)."""
         return (1 << (self.value_bits + 1)) + (1 << mask_bits(self.value_bits))
+
+    def layout(self, plaintext_bits: int) -> SlotLayout:
+        """The slots of a packed pass: ``[[u]]``, ``[[d]]`` and the products ``X^T [[d]]`` (``2s - 1`` positions).
+
+        Every product position holds a sum of ``n`` terms ``x d`` (a gradient, or a cross
+        term of two slots), below ``2^value_bits`` while every residual keeps
+        :attr:`residual_limit`; the slots leave :data:`GROWTH_BITS` of room above that,
+        80 bits of mask above the room (so the mask of a gradient value is
+        :func:`mask_bits` wide, as unpacked) and :data:`GUARD_BITS` above the mask.
+        """
+        return packing.layout_for(plaintext_bits, self.value_bits + GROWTH_BITS, product=True,
+                                  guard_bits=GUARD_BITS)
 
     def gradient_scale(self, grad_scale: float) -> Fraction:
         """``k``: an integer share ``G`` of ``X^T d`` is ``k G`` in weight units (``2a/n X^T d``, at ``f`` bits)."""

@@ -9,12 +9,12 @@ Two variants:
     plaintext partial scores never leave them, and C sees only masked values.  (B can of course subtract its own ``u_B`` from a score: learning
     the scores means learning ``u_A`` for those rows.  That is what prediction is.)
 Packed (``packing=True``, with ``"private"``)
-    The same, with ``s`` scores per ciphertext (slots sized from the declared
-    ``score_bound``, :func:`vfl.parties.linear.packed.prediction_layout`): every feature
-    party packs its ``[[u_k]]``; B adds its packed scores plus, in every slot, an
-    offset and a fresh statistical mask 80 bits wider than the score, and
-    re-randomizes; C decrypts ``n / s`` ciphertexts and returns the masked
-    plaintexts; B unmasks.  C sees each slot only as ``z + 2^v + r``.  The scores
+    The same, with ``s`` scores per ciphertext (signed slots sized from the declared
+    ``score_bound``, :func:`vfl.parties.linear.packed.prediction_slots`): every feature
+    party packs its ``[[u_k]]``; B encrypts its own packed scores plus a fresh mask
+    ``R`` uniform over Z_n per ciphertext (while the feature parties encrypt theirs),
+    adds theirs; C decrypts ``n / s`` ciphertexts and returns ``Z + R``; B removes
+    ``R`` and reads the slots.  C sees only uniform values, as unpacked.  The scores
     are the same integers as unpacked, so the same floats bit for bit.
 ``"table3"``
     Yang et al. 2019, Table 3, for teaching: every party sends its plaintext partial
@@ -30,8 +30,8 @@ from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties import (Coordinator, PartyA, PartyB, pack_residues, pack_vector, prediction_bound, unpack_residues,
                          unpack_vector)
-from vfl.parties.linear.packed import (DEFAULT_SCORE_BOUND, check_declared, encrypt_packed, mask_packed,
-                                prediction_layout, unmask_packed)
+from vfl.parties.linear.packed import (DEFAULT_SCORE_BOUND, check_declared, encrypt_scores, mask_scores,
+                                       prediction_slots, unmask_scores)
 from vfl.protocols.roster import TWO_PARTY, Roster
 from vfl.transport import Endpoint
 
@@ -73,9 +73,9 @@ def predict_feature(ep: Endpoint, party: PartyA, features, mode: str = "private"
     u_a = party.scores(features=x)
     if mode == "private" and packing:
         check_declared(party.role, u_a, score_bound, "partial score", advice=_SCALE)
-        layout = prediction_layout(party.context, score_bound, party.n_parties)
-        ep.send(roster.label, "packed_scores", "ciphertext", slots=layout.slots,
-                **pack_vector(encrypt_packed(party.context, u_a, layout, what=f"party {party.role} score")))
+        group = prediction_slots(party.context, score_bound, party.n_parties)
+        ep.send(roster.label, "packed_scores", "ciphertext", slots=len(group.widths),
+                **pack_vector(encrypt_scores(party.context, u_a, group, what=f"party {party.role} score")))
     elif mode == "private":
         send_scores(ep, party, u_a, roster, "scores", "partial scores", advice=_SCALE)
     else:
@@ -143,33 +143,37 @@ def decrypt_masked_total(ep: Endpoint, coordinator: Coordinator, roster: Roster,
 
 
 def _predict_b_packed(ep: Endpoint, party: PartyB, u_b, roster: Roster, score_bound: float) -> np.ndarray:
-    """B's packed private prediction: sum the packed ``[[u_k]]``, add ``u_B`` and per-slot masks, ask C, unmask."""
+    """B's packed private prediction: its own packed ``u_B`` under a mask uniform over Z_n, the packed ``[[u_k]]``
+    added, C decrypts, B unmasks.
+
+    B encrypts its own part before the feature parties' arrive, while they encrypt theirs.
+    """
     check_declared(party.role, u_b, score_bound, "partial score", advice=_SCALE)
-    layout = prediction_layout(party.context, score_bound, party.n_parties)
-    count = layout.ciphertexts(len(u_b))
-    total = None
+    group = prediction_slots(party.context, score_bound, party.n_parties)
+    what = f"party {party.role} score"
+    masked, masks = mask_scores(party.context, u_b, group, what=what)
     for a in roster.features:
-        packed = unpack_vector(party.context, ep.recv(a, "packed_scores"), count)
-        total = packed if total is None else total + packed
-    masked, masks = mask_packed(party.context, total, u_b, layout, what=f"party {party.role} score")
+        masked = masked + unpack_vector(party.context, ep.recv(a, "packed_scores"), len(masks))
+    masked.fresh = True             # its own fresh encryption re-randomizes the sum
     ep.send(roster.coordinator, "masked_packed_scores", "ciphertext", **pack_vector(masked), n_values=len(u_b),
-            **layout.to_fields())
-    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "packed_scores"), count)
-    return unmask_packed(party.context, residues, masks, layout, what=f"party {party.role} score")
+            slot_bits=group.widths[0], slots=len(group.widths))
+    residues = unpack_residues(party.context, ep.recv(roster.coordinator, "packed_scores"), len(masks))
+    return unmask_scores(party.context, residues, masks, group, len(u_b), what=what)
 
 
 def _predict_c_packed(ep: Endpoint, coordinator: Coordinator, roster: Roster, score_bound: float) -> int:
-    """C's packed prediction: check the layout is the public one, decrypt ``n / s`` ciphertexts, return them."""
+    """C's packed prediction: check the slots are the public ones, decrypt ``n / s`` ciphertexts, return them."""
     message = ep.recv(roster.label, "masked_packed_scores")
-    layout = prediction_layout(coordinator.context, score_bound, len(roster.data_parties))
-    if any(message[k] != v for k, v in layout.to_fields().items()):
+    group = prediction_slots(coordinator.context, score_bound, len(roster.data_parties))
+    expected = {"slot_bits": group.widths[0], "slots": len(group.widths)}
+    if any(message[k] != v for k, v in expected.items()):
         raise ProtocolError(f"coordinator: {roster.label} packed the scores as "
-                            f"{ {k: message[k] for k in layout.to_fields()} }, not as the settings say "
-                            f"({layout.to_fields()}); the parties' score_bound or frac_bits differ")
+                            f"{ {k: message[k] for k in expected} }, not as the settings say "
+                            f"({expected}); the parties' score_bound or frac_bits differ")
     n_values = message["n_values"]
     if not isinstance(n_values, int) or n_values < 1:
         raise ProtocolError(f"coordinator: bad row count {n_values!r} from {roster.label}")
-    masked = unpack_vector(coordinator.context, message, layout.ciphertexts(n_values))
+    masked = unpack_vector(coordinator.context, message, -(-n_values // len(group.widths)))
     ep.send(roster.label, "packed_scores", "masked", **pack_residues(coordinator.decrypt_masked(masked),
                                                                      coordinator.context))
     return n_values

@@ -137,7 +137,7 @@ class TrainingSettings:
         additively shared between each data party and the coordinator for the whole
         run, and no party learns any gradient (:mod:`vfl.protocols.linear.shared`); it runs
         ``solver="gd"`` with ``optimizer`` sgd, momentum or nesterov, an L2 penalty or
-        none, no DP, unpacked, and early stopping on the validation loss.
+        none, no DP, and early stopping on the validation loss; packed as Yang's (``packing``).
     reveal : {"respectively", "never"}
         With ``protocol="shared"``: at the end each data party learns its own weights
         (FATE's "respectively"), or none does and the model stays shared (prediction
@@ -287,8 +287,6 @@ class TrainingSettings:
         _check(not self.dp, "differential privacy protects the labels in the gradients the feature parties learn; "
                "with protocol='shared' they learn none: leave dp_epsilon out, or use protocol='yang'",
                self.dp_epsilon)
-        _check(self.packing is not True, "the shared protocol does not pack its ciphertexts: use packing='auto' "
-               "(prediction still packs) or False", self.packing)
         _check(not self.early_stopping or self.scoring == "loss", "with protocol='shared' no party sees a "
                "validation score, only the coordinator the validation loss, computed under encryption: use "
                "scoring='loss'", self.scoring)
@@ -315,8 +313,6 @@ class TrainingSettings:
     @property
     def packed(self) -> bool:
         """Whether training packs its ciphertexts (``packing``, with ``"auto"`` resolved)."""
-        if self.shared:
-            return False
         return self.packing is True or (self.packing == "auto" and not self.weighted)
 
     @property

@@ -65,35 +65,68 @@ def _penalty(settings: TrainingSettings, bounds: SharedBounds) -> Fraction:
 
 
 # -- one pass, per role -------------------------------------------------------------------
+def _layout(holder, bounds: SharedBounds, packed: bool):
+    """The packed slots of a pass (public: key size and bounds), or None unpacked."""
+    return bounds.layout(int(holder.context.public_key.n).bit_length()) if packed else None
+
+
 def _pass_a(ep: Endpoint, holder: DataShares, roster: Roster, bounds: SharedBounds, penalty: Fraction,
-            rows=None, features=None, prefix: str = "") -> None:
-    """A feature party: ``[[u_P]]`` to B; ``[[G_P + 2^V + rho_P]]`` to C; its loss share to B."""
+            rows=None, features=None, prefix: str = "", packed: bool = False) -> None:
+    """A feature party: ``[[u_P]]`` to B; ``[[G_P + 2^V + rho_P]]`` to C; its loss share to B.
+
+    Packed: ``s`` rows per ciphertext of ``[[u_P]]`` and ``[[d]]``, every position of the
+    products masked; C returns ``[[G_P + rho_P]]``, from which the loss share follows.
+    """
     b, c = roster.label, roster.coordinator
     context = holder.context
     share = unpack_vector(context, ep.recv(c, prefix + "weight_share"), len(holder.share))
-    ep.send(b, prefix + "scores", "ciphertext", **pack_vector(holder.scores(share, rows, features)))
-    d = unpack_vector(context, ep.recv(b, prefix + "residual"), bounds.n)
-    masked, _ = holder.gradient_share(d, bounds, rows, features)
-    ep.send(c, prefix + "gradient_share", "ciphertext", **pack_vector(masked))
+    layout = _layout(holder, bounds, packed)
+    if layout is None:
+        ep.send(b, prefix + "scores", "ciphertext", **pack_vector(holder.scores(share, rows, features)))
+        d = unpack_vector(context, ep.recv(b, prefix + "residual"), bounds.n)
+        masked, _ = holder.gradient_share(d, bounds, rows, features)
+        ep.send(c, prefix + "gradient_share", "ciphertext", **pack_vector(masked))
+    else:
+        ep.send(b, prefix + "packed_scores", "ciphertext", slots=layout.slots,
+                **pack_vector(holder.packed_scores(share, layout, rows, features)))
+        d = unpack_vector(context, ep.recv(b, prefix + "packed_residual"), layout.ciphertexts(bounds.n))
+        masked = holder.packed_gradient_share(d, bounds, layout, rows, features)
+        ep.send(c, prefix + "packed_gradient_share", "ciphertext", **pack_vector(masked))
+        holder.take_packed_gradient(unpack_vector(context, ep.recv(c, prefix + "returned_gradient_share"),
+                                                  len(holder.share)), bounds)
     ep.send(b, prefix + "loss_share", "ciphertext",
             **pack_vector(holder.loss_share(share, bounds, penalty).rerandomize()))
 
 
 def _pass_b(ep: Endpoint, holder: DataShares, roster: Roster, bounds: SharedBounds, penalty: Fraction, objective,
-            rows=None, features=None, labels=None, weights=None, prefix: str = "") -> None:
+            rows=None, features=None, labels=None, weights=None, prefix: str = "", packed: bool = False) -> None:
     """The label party: ``[[d]]`` to every feature party; its masked gradient and the summed loss share to C."""
     c = roster.coordinator
     context = holder.context
     share = unpack_vector(context, ep.recv(c, prefix + "weight_share"), len(holder.share))
-    own = holder.partial_scores(share, rows, features)
-    scores = [unpack_vector(context, ep.recv(a, prefix + "scores"), bounds.n) for a in roster.features]
-    d = holder.residual(scores, own, objective, rows, labels, weights)
-    residual = pack_vector(d)
-    for a in roster.features:
-        ep.send(a, prefix + "residual", "ciphertext", **residual)
-    masked, label_term = holder.gradient_share(d, bounds, rows, features,
-                                               extra_columns=[holder.label_column(objective, rows, labels)])
-    ep.send(c, prefix + "gradient_share", "ciphertext", **pack_vector(masked))
+    layout = _layout(holder, bounds, packed)
+    if layout is None:
+        own = holder.partial_scores(share, rows, features)
+        scores = [unpack_vector(context, ep.recv(a, prefix + "scores"), bounds.n) for a in roster.features]
+        d = holder.residual(scores, own, objective, rows, labels, weights)
+        residual = pack_vector(d)
+        for a in roster.features:
+            ep.send(a, prefix + "residual", "ciphertext", **residual)
+        masked, label_term = holder.gradient_share(d, bounds, rows, features,
+                                                   extra_columns=[holder.label_column(objective, rows, labels)])
+        ep.send(c, prefix + "gradient_share", "ciphertext", **pack_vector(masked))
+    else:
+        count = layout.ciphertexts(bounds.n)
+        scores = [unpack_vector(context, ep.recv(a, prefix + "packed_scores"), count) for a in roster.features]
+        d = holder.packed_residual(share, scores, objective, layout, rows, features, labels)
+        residual = pack_vector(d)
+        for a in roster.features:
+            ep.send(a, prefix + "packed_residual", "ciphertext", slots=layout.slots, **residual)
+        label = holder.label_column(objective, rows, labels, bound=bounds.feature_bound)
+        masked = holder.packed_gradient_share(d, bounds, layout, rows, features, extra_columns=[label])
+        ep.send(c, prefix + "packed_gradient_share", "ciphertext", **pack_vector(masked))
+        label_term = holder.take_packed_gradient(
+            unpack_vector(context, ep.recv(c, prefix + "returned_gradient_share"), len(holder.share) + 1), bounds)
     loss = holder.loss_share(share, bounds, penalty) + label_term
     loss = loss + np.array([holder.label_constant(objective, rows, labels, weights)])
     for a in roster.features:
@@ -106,13 +139,22 @@ def _pass_b(ep: Endpoint, holder: DataShares, roster: Roster, bounds: SharedBoun
 
 
 def _pass_c(ep: Endpoint, shares: CoordinatorShares, roster: Roster, bounds: SharedBounds, penalty: Fraction,
-            objective, prefix: str = "") -> float:
-    """C: every party's ``[[c_P]]``; keep each masked gradient as C's share; the batch's mean loss."""
+            objective, prefix: str = "", packed: bool = False) -> float:
+    """C: every party's ``[[c_P]]``; keep each masked gradient as C's share; the batch's mean loss.
+
+    Packed: C reads position ``s - 1`` of each masked product and returns what it keeps, encrypted afresh.
+    """
     for peer in roster.data_parties:
         ep.send(peer, prefix + "weight_share", "ciphertext", **pack_vector(shares.encrypted_share(peer)))
+    layout = _layout(shares, bounds, packed)
     for peer in roster.data_parties:
-        shares.receive_gradient(peer, unpack_vector(shares.context, ep.recv(peer, prefix + "gradient_share")),
-                                bounds)
+        if layout is None:
+            shares.receive_gradient(peer, unpack_vector(shares.context, ep.recv(peer, prefix + "gradient_share")),
+                                    bounds)
+            continue
+        masked = unpack_vector(shares.context, ep.recv(peer, prefix + "packed_gradient_share"))
+        returned = shares.receive_packed_gradient(peer, masked, bounds, layout, int(peer == roster.label))
+        ep.send(peer, prefix + "returned_gradient_share", "ciphertext", **pack_vector(returned))
     message = ep.recv(roster.label, prefix + "loss")
     if message["n"] != bounds.n:
         raise ProtocolError(f"coordinator: {roster.label} sent the loss of {message['n']!r} rows, not {bounds.n}")
@@ -126,10 +168,11 @@ def steps_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, start: int,
     objective = get_objective(settings.objective)
 
     def one_pass(holder, rows, bounds, penalty):
-        _pass_a(ep, holder, roster, bounds, penalty, rows)
+        _pass_a(ep, holder, roster, bounds, penalty, rows, packed=settings.packed)
 
     def validate(holder, bounds):
-        _pass_a(ep, holder, roster, bounds, Fraction(0), features=party.validation, prefix=VALIDATION)
+        _pass_a(ep, holder, roster, bounds, Fraction(0), features=party.validation, prefix=VALIDATION,
+                packed=settings.packed)
 
     _data_steps(ep, party, settings, start, roster, seed, objective, one_pass, validate,
                 lambda epoch: on_epoch(epoch, party.state()) if on_epoch else None)
@@ -144,11 +187,11 @@ def steps_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, start: int,
         weights = None
         if settings.weighted:           # public: every party's bounds and exponents take it into account
             weights = party.weights[rows] if party.weights is not None else np.ones(len(rows))
-        _pass_b(ep, holder, roster, bounds, penalty, objective, rows, weights=weights)
+        _pass_b(ep, holder, roster, bounds, penalty, objective, rows, weights=weights, packed=settings.packed)
 
     def validate(holder, bounds):
         _pass_b(ep, holder, roster, bounds, Fraction(0), objective, features=party.validation,
-                labels=party.validation_labels, prefix=VALIDATION)
+                labels=party.validation_labels, prefix=VALIDATION, packed=settings.packed)
 
     _data_steps(ep, party, settings, start, roster, seed, objective, one_pass, validate,
                 lambda epoch: on_epoch(epoch, {**party.state(), "seed": seed}) if on_epoch else None)
@@ -218,7 +261,8 @@ def steps_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, 
         losses = []
         for batch, size in enumerate(sizes):
             bounds = _bounds(settings, size, roster, settings.weighted)
-            losses.append(_pass_c(ep, shares, roster, bounds, _penalty(settings, bounds), objective))
+            losses.append(_pass_c(ep, shares, roster, bounds, _penalty(settings, bounds), objective,
+                                  packed=settings.packed))
             shares.update(bounds, objective, rule, settings.step_size(epoch * len(sizes) + batch + 1, epoch))
             if on_batch_loss:
                 on_batch_loss(epoch, batch, losses[-1])
@@ -228,7 +272,7 @@ def steps_c(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, 
             if not n_validation:
                 raise ProtocolError("coordinator: early stopping without validation rows")
             score = _pass_c(ep, shares, roster, _bounds(settings, n_validation, roster, False), Fraction(0), objective,
-                            VALIDATION)
+                            VALIDATION, packed=settings.packed)
             shares.forget()
             shares.snapshot(epoch)
             converged = tracker.add(epoch, score)
