@@ -197,6 +197,7 @@ def test_a_spoke_refuses_positions_outside_its_pairwise_list(federation_certs):
                                     psi_secretflow.EngineLinks(ports, federation_certs[0]["B"]), link_id)
         try:
             matched = pair.rows()
+            hub.recv("A", "sfpsi_done")
         finally:
             pair.stop()
         hub.send("A", "sfpsi_result", "masked", refusal="", size=len(matched),

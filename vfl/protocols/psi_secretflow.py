@@ -133,9 +133,10 @@ def _engine_spec(folder: Path, rank: int, parties: list, links: EngineLinks, lin
 def run_engine(spec: dict) -> dict:
     """Run one party's side of RR22 as ``spec`` says; write its counts to ``spec["report"]``.  In the child process.
 
-    The report is written as soon as the engine returns; the child then waits at a barrier until the peer's
-    engine has returned too (so neither closes its link while the other still needs it) and leaves at once:
-    brpc's TLS links may fail as the peer closes them, after the work is done.
+    The report is written as soon as the engine returns; the child then keeps its link open until the
+    party closes its standard input (:meth:`_Pair.stop`), which it does once the peer's engine has returned
+    too (the peer says so over vfl's session): an engine that left first could take with it a message its
+    peer still waits for.
     """
     import spu.libspu.link as link
     import spu.psi as psi
@@ -163,16 +164,13 @@ def run_engine(spec: dict) -> dict:
     report = psi.psi_execute(config, context)
     counts = {"original": report.original_count, "intersection": report.intersection_count}
     Path(spec["report"]).write_text(json.dumps(counts))
-    try:
-        context.barrier()        # the peer's engine has returned too: nothing more crosses this link
-    except RuntimeError:
-        pass                     # the peer left after the barrier's message: its work was done
     return counts
 
 
 def _engine_main(argv) -> int:
     run_engine(json.loads(Path(argv[0]).read_text()))
     sys.stdout.flush()
+    sys.stdin.read()             # until the party says both engines are done
     os._exit(0)                  # no link teardown: brpc's may fail once the peer has gone
 
 
@@ -188,23 +186,21 @@ class _Pair:
         self.log = open(self.folder / "engine.log", "wb")
         self.deadline = links.connect_timeout + 4 * links.timeout
         self.process = subprocess.Popen([sys.executable, "-m", "vfl.protocols.psi_secretflow", "engine", str(spec)],
-                                        stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT)
+                                        stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT)
 
     def rows(self) -> np.ndarray:
-        """This party's rows (positions in its ids) of the pairwise intersection, in the order of the ids' bytes."""
-        try:
-            code = self._wait()
-            self.log.close()
+        """This party's rows (positions in its ids) of the pairwise intersection, in the order of the ids' bytes.
+
+        The engine process stays (its link open) until :meth:`stop`.
+        """
+        code = self._wait()
+        if code is not None or not (self.folder / "report.json").exists():
             log = (self.folder / "engine.log").read_text("utf-8", "replace")
             _remove_traces(log)
-            if not (self.folder / "report.json").exists():        # written once the engine returned
-                raise ProtocolError(f"{self.me}: SecretFlow's PSI engine with {self.peer} failed (exit code {code}): "
-                                    f"{_last_error(log)}")
-            matched = _read_ids(self.folder / "out.csv")
-        finally:
-            if not self.log.closed:
-                self.log.close()
-            shutil.rmtree(self.folder, ignore_errors=True)
+            raise ProtocolError(f"{self.me}: SecretFlow's PSI engine with {self.peer} failed (exit code {code}): "
+                                f"{_last_error(log)}")
+        matched = _read_ids(self.folder / "out.csv")
+        (self.folder / "out.csv").unlink()
         position = {value: row for row, value in enumerate(self.ids)}
         rows = [position.get(value, -1) for value in sorted(matched)]
         if len(set(rows)) != len(rows) or -1 in rows:
@@ -212,14 +208,17 @@ class _Pair:
                                 "not hold, or one id twice; stopping")
         return np.asarray(rows, dtype=np.int64)
 
-    def _wait(self) -> int:
-        """The engine's exit code; a refused TLS handshake or the deadline end it with a ProtocolError."""
+    def _wait(self) -> int | None:
+        """None once the engine has written its report, else its exit code; a refused TLS handshake or the
+        deadline end it with a ProtocolError."""
         waited = 0.0
         while True:
+            if (self.folder / "report.json").exists():
+                return None
             try:
-                return self.process.wait(0.5)
+                return self.process.wait(0.2)
             except subprocess.TimeoutExpired:
-                waited += 0.5
+                waited += 0.2
             refused = _tls_refusal((self.folder / "engine.log").read_text("utf-8", "replace"))
             if refused or waited >= self.deadline:
                 self.process.kill()
@@ -233,11 +232,19 @@ class _Pair:
                                     f"{self.deadline:.0f} s; stopping")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
+        """End the engine process (closing its input: it leaves at once) and remove the private folder."""
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.process.wait(10)
+        except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
         if not self.log.closed:
             self.log.close()
+        _remove_traces((self.folder / "engine.log").read_text("utf-8", "replace"))
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
@@ -297,6 +304,8 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
              for j, spoke in enumerate(spokes)]
     try:
         pairwise = _all_rows(pairs)
+        for spoke in spokes:           # each spoke's engine has returned too: the engines may leave
+            ep.recv(spoke, "sfpsi_done")
     finally:
         for pair in pairs:
             pair.stop()
@@ -358,9 +367,10 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, index: int, min_rows
     pair = _Pair(ep.role, hub, ids, 1, links.pair(hub, ep.role, index), links, setup["link_id"])
     try:
         pairwise = pair.rows()
+        ep.send(hub, "sfpsi_done", "public")
+        result = ep.recv(hub, "sfpsi_result")     # sent once the hub's engines have returned
     finally:
         pair.stop()
-    result = ep.recv(hub, "sfpsi_result")
     if result["refusal"]:
         raise DataError(f"{ep.role}: {result['refusal']}")
     positions = result["positions"]
