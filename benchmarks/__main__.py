@@ -9,7 +9,8 @@ second).  It generates its own data (:mod:`benchmarks.data`).  The full run take
 about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
 
-``--psi`` benchmarks the private set intersection instead (:mod:`benchmarks.psi`).
+``--psi`` benchmarks the private set intersection instead (:mod:`benchmarks.psi`); with ``--against
+secretflow``, beside SecretFlow's (:mod:`benchmarks.psi_secretflow`).
 ``--quality --data DIR`` measures model quality instead: default_credit in original
 units, scikit-learn and the exact optimum of vfl's objective beside vfl's training over
 many random starts, and issue 19's goals (:mod:`benchmarks.quality`).

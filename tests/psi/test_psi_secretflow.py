@@ -235,3 +235,33 @@ def test_vfl_align_with_the_engine_writes_one_common_order(tmp_path, federation_
         assert "aligned by private set intersection (SecretFlow RR22): A 100 rows, B 100 rows; 70 shared" in stdout
     a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
     assert list(a["id"]) == list(b["id"]) == sorted(shared_ids)
+
+
+# -- the side-by-side bench ----------------------------------------------------------------------------
+
+def test_the_bench_says_how_to_install_secretflow():
+    from benchmarks.psi_secretflow import SecretFlowMissing, check_secretflow_python
+
+    with pytest.raises(SecretFlowMissing, match="no --secretflow-python, no VFL_SECRETFLOW_PYTHON.*spu==0.9.5"):
+        check_secretflow_python(None)
+    with pytest.raises(SecretFlowMissing, match="cannot import spu"):
+        check_secretflow_python("/bin/false")
+
+
+def test_the_bench_overlap_is_a_parameter():
+    from benchmarks.psi import party_ids
+
+    assert len(set(party_ids("A", 1000, 0.8)) & set(party_ids("B", 1000, 0.8))) == 800
+    assert party_ids("B", 1000) == party_ids("B", 1000, 0.5)
+
+
+@pytest.mark.slow
+def test_secretflows_side_finds_the_same_intersection_and_counts_its_bytes():
+    pytest.importorskip("spu")
+    import sys
+
+    from benchmarks.psi_secretflow import run_size
+
+    reports = run_size(1000, 0.8, "RR22", sys.executable, timeout=120)
+    assert [reports[r]["intersection"] for r in ("A", "B")] == [800, 800]
+    assert all(reports[r]["bytes_sent"] > 8 * 800 and reports[r]["cpu_seconds"] > 0 for r in ("A", "B"))
