@@ -96,12 +96,12 @@ def _engine_ports(roles, spokes):
             return base
 
 
-def _run(ids, hub, spokes, certs, min_rows=1, timeout=60.0, tls_of=None):
+def _run(ids, hub, spokes, certs, min_rows=1, timeout=60.0, tls_of=None, transcript=None):
     pytest.importorskip("spu")
     roles = [hub, *spokes]
     ports = _engine_ports(roles, spokes)
     network = InProcessNetwork(roles)
-    endpoints = {r: Endpoint(network.transport(r), [p for p in roles if p != r]) for r in roles}
+    endpoints = {r: Endpoint(network.transport(r), [p for p in roles if p != r], transcript) for r in roles}
     sizes = {r: {} for r in roles}
 
     def program(role):
@@ -156,6 +156,34 @@ def test_two_spokes_keep_only_the_rows_every_spoke_matched(federation_certs):
     assert picked["A"] == picked["B"] == picked["C"] and set(picked["B"]) == set(_ids(range(100, 200)))
     ours = _vfl_sets(ids, "B", ["A", "C"])
     assert all(sorted(rows[r]) == sorted(ours[r]) for r in ids)      # vfl's own PSI: the same rows
+
+
+@pytest.mark.slow
+def test_over_vfls_session_no_id_crosses_and_a_spoke_is_told_positions_only(federation_certs, monkeypatch):
+    """What docs/psi.md says of this backend: ids reach only the engine; with K = 2 each spoke's engine
+    hands it its whole pairwise intersection with the hub (more than the final one), vfl's session
+    carries counts, a link id, a done and positions."""
+    from vfl.transport import Transcript
+
+    seen = {}
+    rows_of = psi_secretflow._Pair.rows
+
+    def recording(pair):
+        rows = rows_of(pair)
+        seen[(pair.me, pair.peer)] = len(rows)
+        return rows
+
+    monkeypatch.setattr(psi_secretflow._Pair, "rows", recording)
+    ids = {"B": _ids(range(200)), "A": _ids(range(50, 260)), "C": _ids(range(100, 300))}
+    transcript = Transcript(keep_payloads=True)
+    rows, _ = _run(ids, "B", ["A", "C"], federation_certs[0], transcript=transcript)
+    assert len(rows["A"]) == len(rows["C"]) == 100
+    assert seen[("A", "B")] == 150 and seen[("C", "B")] == 100      # A's engine told it 150 shared ids with B
+    names = {m.name for _, _, m in transcript.messages()}
+    assert names == {"sfpsi_hello", "sfpsi_setup", "sfpsi_done", "sfpsi_result"}
+    every_id = {v for values in ids.values() for v in values}
+    for frame in transcript.payloads:
+        assert not any(v in frame or v.hex().encode() in frame for v in every_id)
 
 
 @pytest.mark.slow
