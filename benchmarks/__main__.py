@@ -9,7 +9,8 @@ second).  It generates its own data (:mod:`benchmarks.data`).  The full run take
 about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
 
-``--psi`` benchmarks the private set intersection instead (:mod:`benchmarks.psi`).
+``--psi`` benchmarks the private set intersection instead (:mod:`benchmarks.psi`); with ``--against
+secretflow``, beside SecretFlow's (:mod:`benchmarks.psi_secretflow`).
 ``--quality --data DIR`` measures model quality instead: default_credit in original
 units, scikit-learn and the exact optimum of vfl's objective beside vfl's training over
 many random starts, and issue 19's goals (:mod:`benchmarks.quality`).
@@ -54,6 +55,13 @@ def _positive(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"must be a share of the ids in (0, 1], got {value}")
+    return value
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog="python -m benchmarks", description="vfl against the textbook phe implementation, side by side: seconds and bytes per training iteration, micro figures.",
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -81,6 +89,14 @@ def parse_args(argv=None):
                         "half in common; about 10 minutes on 2 cores)")
     p.add_argument("--psi-sizes", type=_parse_sizes, default=None, metavar="N,N,...",
                    help="ids per party for --psi (implies --psi), e.g. 10000,100000")
+    p.add_argument("--psi-overlap", type=_fraction, default=0.5, metavar="F",
+                   help="with --psi: the share of each party's ids the other holds too (default 0.5)")
+    p.add_argument("--against", choices=["secretflow"], default=None,
+                   help="with --psi: also SecretFlow's PSI (spu 0.9.5: ECDH on curve 25519, RR22, KKRT) on the same "
+                        "ids, side by side (benchmarks.psi_secretflow; SecretFlow in a virtualenv of its own)")
+    p.add_argument("--secretflow-python", metavar="PATH", default=None,
+                   help="with --against secretflow: the interpreter of the virtualenv holding spu 0.9.5 "
+                        "(default: $VFL_SECRETFLOW_PYTHON)")
     p.add_argument("--predict", type=int, default=None, metavar="ROWS",
                    help="instead: private prediction of ROWS rows, unpacked against packed ciphertexts, "
                         "interleaved runs (--repeats each), same rows, weights and key")
@@ -213,7 +229,10 @@ def main(argv=None) -> int:
     if args.psi:
         from benchmarks.psi import main_psi
 
-        return main_psi(args.psi_sizes, args.json)
+        from benchmarks.psi_secretflow import default_secretflow_python
+
+        return main_psi(args.psi_sizes, args.json, overlap=args.psi_overlap, against=args.against,
+                        secretflow_python=args.secretflow_python or default_secretflow_python())
     if args.shared:
         from benchmarks.shared import main_shared
 

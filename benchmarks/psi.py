@@ -4,7 +4,8 @@ For each size, the hub (B) and one spoke (A) run as two processes talking TLS
 1.3 over loopback (fresh certificates in a temporary folder), exactly as two
 parties of a federation would, each with its own worker processes.  B holds
 ids ``0..n-1`` and A holds ``n/2..3n/2-1``, each in its own random order, so
-half are in common.  Each party process reports, as one JSON line:
+half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones, so
+``F*n`` are in common).  Each party process reports, as one JSON line:
 
 * ``seconds``: wall time from connected to aligned;
 * ``own_seconds``: of which hashing and blinding its own ids;
@@ -19,7 +20,11 @@ On one 2-core machine **the two parties share the two cores**, so their wall
 times are about twice what each would take on two cores of its own; the
 report prints that estimate as a party's CPU seconds over 2.
 
-``python -m benchmarks.psi party ROLE N FOLDER PORT_A PORT_B [--progress]`` is one party (used by the bench).
+``--against secretflow`` runs SecretFlow's PSI on the same ids beside it
+(:mod:`benchmarks.psi_secretflow`, in SecretFlow's own interpreter).
+
+``python -m benchmarks.psi party ROLE N FOLDER PORT_A PORT_B [--progress] [--overlap F]`` is one party (used
+by the bench).
 """
 
 from __future__ import annotations
@@ -34,19 +39,23 @@ import time
 from pathlib import Path
 
 HUB, SPOKE = "B", "A"
+#: The share of each party's ids the other holds too, by default.
+OVERLAP = 0.5
 
 
-def party_ids(role: str, n: int) -> list[bytes]:
-    """The bench's ids: B holds 0..n-1, A holds n/2..3n/2-1; each in its own (non-secret) shuffled order."""
+def party_ids(role: str, n: int, overlap: float = OVERLAP) -> list[bytes]:
+    """The bench's ids: B holds 0..n-1, A the n following n - overlap*n (by default n/2..3n/2-1); each in its
+    own (non-secret) shuffled order.  benchmarks/secretflow_side/sf_psi.py makes the same ones."""
     import numpy as np
 
-    start = 0 if role == HUB else n // 2
+    start = 0 if role == HUB else n - int(round(overlap * n))
     values = np.arange(start, start + n)
     np.random.default_rng(1 if role == HUB else 2).shuffle(values)   # data layout only, nothing secret
     return [b"customer-%09d" % v for v in values.tolist()]
 
 
-def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: bool = False) -> dict:
+def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: bool = False,
+              overlap: float = OVERLAP) -> dict:
     """One party of the bench: connect, intersect, report."""
     from vfl.crypto import workers
     from vfl.protocols.psi import align_rows
@@ -54,7 +63,7 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
     from vfl.transport.network import NetworkTransport
     from vfl.transport.tls import TLSFiles
 
-    ids = party_ids(role, n)
+    ids = party_ids(role, n, overlap)
     addresses = {SPOKE: ("127.0.0.1", ports[0]), HUB: ("127.0.0.1", ports[1])}
     transport = NetworkTransport.connect(role, addresses, TLSFiles.in_folder(folder, role))
     peer = SPOKE if role == HUB else HUB
@@ -142,7 +151,7 @@ def micro(count: int = 1 << 15) -> list[dict]:
     return out
 
 
-def run_size(n: int, progress: bool = True) -> dict:
+def run_size(n: int, progress: bool = True, overlap: float = OVERLAP) -> dict:
     """Both parties of one size as two processes; their reports by role."""
     from vfl.federation.demo import free_ports
     from vfl.transport.tls import write_federation_certs
@@ -153,7 +162,7 @@ def run_size(n: int, progress: bool = True) -> dict:
         procs = {}
         for role in (HUB, SPOKE):
             cmd = [sys.executable, "-m", "benchmarks.psi", "party", role, str(n), folder, str(ports[0]),
-                   str(ports[1])] + (["--progress"] if progress and role == HUB else [])
+                   str(ports[1]), "--overlap", repr(overlap)] + (["--progress"] if progress and role == HUB else [])
             procs[role] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
         outputs = {}
         threads = [threading.Thread(target=lambda r=r: outputs.__setitem__(r, procs[r].communicate()[0]))
@@ -170,8 +179,17 @@ def run_size(n: int, progress: bool = True) -> dict:
     return reports
 
 
-def main_psi(sizes, json_path=None) -> int:
-    """Run the PSI bench for ``sizes`` (ids per party) and print the table."""
+def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | None = None,
+             secretflow_python: str | None = None) -> int:
+    """Run the PSI bench for ``sizes`` (ids per party) and print the table.
+
+    ``against="secretflow"`` also runs SecretFlow's PSI (ECDH, RR22, KKRT) on the same ids under the
+    interpreter ``secretflow_python`` and prints both side by side.
+    """
+    if against == "secretflow":
+        from benchmarks.psi_secretflow import check_secretflow_python
+
+        check_secretflow_python(secretflow_python)          # before any run: a missing venv is said at once
     from benchmarks.machine import _fmt_s, load, machine
     from benchmarks.sidebyside import table
 
@@ -179,11 +197,11 @@ def main_psi(sizes, json_path=None) -> int:
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")
     print(f"load average at start: {load()}")
     print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own worker processes;")
-    print("on one machine they share its cores.  Half of each party's ids are in common.")
+    print(f"on one machine they share its cores.  {overlap:.0%} of each party's ids are in common.")
     rates = micro()
     results = []
     for n in sizes:
-        reports = run_size(n)
+        reports = run_size(n, overlap=overlap)
         results.append({"n": n, "reports": reports, "load_after": load()})
     print()
     header = ["ids per party", "party", "wall s (cores shared)", "of which own ids", "CPU s", "ids/s (wall)",
@@ -204,16 +222,29 @@ def main_psi(sizes, json_path=None) -> int:
                   _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
                 ["one party alone", "own ids hashed + blinded /s", "peer points validated + blinded /s",
                  "crypto s for 10^6 x 10^6"]))
+    others = []
+    if against == "secretflow":
+        from benchmarks.psi_secretflow import compare, rows
+
+        print()
+        others = compare(sizes, overlap, secretflow_python)
+        print(table(rows(others, results), ["ids per party", "system", "party", "wall s (cores shared)",
+                                            "CPU s (process, threads, children)", "sent", "intersection"]))
+        print("both systems found the same intersection at every size (checked); SecretFlow's bytes are counted "
+              "on the wire (TLS records), vfl's are its messages' bytes")
     print(f"\nload average at end: {load()}")
     if json_path:
         with open(json_path, "w") as f:
-            json.dump({"machine": info, "psi": results, "micro": rates}, f, indent=2)
+            json.dump({"machine": info, "overlap": overlap, "psi": results, "micro": rates,
+                       "secretflow": others}, f, indent=2)
     return 0
 
 
 def _party_main(argv) -> int:
     role, n, folder, port_a, port_b = argv[:5]
-    report = run_party(role, int(n), folder, (int(port_a), int(port_b)), progress="--progress" in argv)
+    overlap = float(argv[argv.index("--overlap") + 1]) if "--overlap" in argv else OVERLAP
+    report = run_party(role, int(n), folder, (int(port_a), int(port_b)), progress="--progress" in argv,
+                       overlap=overlap)
     print(json.dumps(report))
     return 0
 

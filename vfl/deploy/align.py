@@ -9,6 +9,11 @@ a resumed run finds the same order again).  No id leaves its owner; every party 
 row counts and how many rows are shared (see docs/psi.md).  The coordinator
 takes no part.  With ``align = "same-ids"`` every CSV must hold the same ids,
 which the parties check by a salted digest instead.
+
+With ``[data] psi_backend = "secretflow-rr22"`` SecretFlow's engine computes
+each hub–spoke pairwise intersection instead (:mod:`vfl.protocols.psi_secretflow`,
+its own brpc links with the parties' certificates); vfl keeps the ids, the
+checks, the refusal, the order and the narration.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import pandas as pd
 
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
+from vfl.protocols import psi_secretflow
 from vfl.protocols.psi import align_rows
 
 
@@ -39,20 +45,32 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
             bar.total = total
             bar.n = done
             bar.refresh()
-    rows = align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, on_progress, sizes)
+    if config.psi_backend == psi_secretflow.BACKEND:
+        links = psi_secretflow.EngineLinks(config.engine_addresses(), config.tls(role),
+                                           config.network.connect_timeout, config.timeout)
+        rows = psi_secretflow.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, links,
+                                         sizes)
+    else:
+        rows = align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, on_progress, sizes)
     # In id order (the CSV was read sorted by id): the same order at every party, chosen by none of them,
     # and the same in every run, so a resumed run meets its rows in the order it left them.
     rows = np.sort(rows)
     report = {"rows": sizes, "shared": int(len(rows))}
+    if config.psi_backend != "vfl":
+        report["backend"] = config.psi_backend
     if narrator is not None:
         narrator.say(alignment_line(role, report))
     return data.take(rows), report
 
 
 def alignment_line(role: str, report: dict) -> str:
-    """``"party telco: aligned by private set intersection: bank 800 rows, telco 1,000 rows; 700 shared"``."""
+    """``"party telco: aligned by private set intersection: bank 800 rows, telco 1,000 rows; 700 shared"``.
+
+    With SecretFlow's engine the line says so: ``"... by private set intersection (SecretFlow RR22): ..."``.
+    """
     counts = ", ".join(f"{name} {n:,} rows" for name, n in sorted(report["rows"].items()))
-    return f"party {role}: aligned by private set intersection: {counts}; {report['shared']:,} shared"
+    how = " (SecretFlow RR22)" if report.get("backend") == psi_secretflow.BACKEND else ""
+    return f"party {role}: aligned by private set intersection{how}: {counts}; {report['shared']:,} shared"
 
 
 def write_aligned(path, data: PartyData, id_column: str, label: str | None = None) -> Path:

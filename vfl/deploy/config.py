@@ -95,6 +95,10 @@ coordinator takes part in the model only); every key is optional::
     id_column = "id"
     align = "psi"                       # rows aligned by private set intersection; "same-ids": each CSV
                                         # must hold the same ids (checked by a salted digest)
+    psi_backend = "vfl"                 # vfl's own PSI; "secretflow-rr22": SecretFlow's engine (RR22, pairwise
+                                        # hub-spoke; pip install vfl[secretflow]; docs/psi.md)
+    psi_port_offset = 1000              # secretflow-rr22: each party's engine listens on its port + this
+                                        # (the label party on K consecutive ports from there, one per spoke)
     label = "label"                     # the label party's label column
     sample_weight = "w"                 # optional: a column of the label party's CSV weighing each row's loss
 
@@ -142,6 +146,7 @@ from vfl.protocols import Roster, TrainingSettings
 from vfl.protocols.trees import BoostingSettings
 from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.deploy.serving_settings import ServingSettings, parse_serving
+from vfl.protocols import psi_secretflow
 from vfl.transport.network import NetworkSettings, parse_address
 from vfl.transport.tls import ROLE_PATTERN, TLSFiles
 
@@ -155,6 +160,10 @@ _TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"
 _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute", "pipeline", "serving"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
+#: Who computes the private set intersection (``[data] psi_backend``): vfl's own protocol, or SecretFlow's engine.
+PSI_BACKENDS = ("vfl", psi_secretflow.BACKEND)
+#: ``[data] psi_port_offset``: the SecretFlow engine's port is a party's own port plus this.
+PSI_PORT_OFFSET = 1000
 #: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
 BOOSTING = "gradient_boosting"
 _BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
@@ -187,6 +196,10 @@ class FederationConfig:
     id_column: str = "id"
     #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
     align: str = "psi"
+    #: who computes the intersection: "vfl" (vfl's own PSI) or "secretflow-rr22" (SecretFlow's engine, pairwise)
+    psi_backend: str = "vfl"
+    #: secretflow-rr22: each party's engine listens on its own port plus this
+    psi_port_offset: int = PSI_PORT_OFFSET
     label: str = "label"
     #: the label party's column of row weights (``[data] sample_weight``), or None
     sample_weight: str | None = None
@@ -239,6 +252,15 @@ class FederationConfig:
     def addresses(self) -> dict[str, tuple[str, int]]:
         return {name: entry.address for name, entry in self.parties.items()}
 
+    def engine_addresses(self) -> dict[str, tuple[str, int]]:
+        """Where SecretFlow's PSI engine of each data party listens: its host, its port + ``psi_port_offset``.
+
+        The label party listens on that port and the next ones, one per feature party (in roster order).
+        """
+        roster = self.roster
+        return {name: (self.parties[name].address[0], self.parties[name].address[1] + self.psi_port_offset)
+                for name in (roster.label, *roster.features)}
+
     def shared(self, task: str) -> dict:
         """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
         shared = {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
@@ -251,6 +273,8 @@ class FederationConfig:
             shared["report_metrics"] = False
         if self.pipeline is not None:
             shared["pipeline"] = self.pipeline.to_dict()
+        if self.psi_backend != "vfl":
+            shared["psi_backend"] = [self.psi_backend, self.psi_port_offset]
         return shared
 
     def fingerprint(self, task: str) -> str:
@@ -301,10 +325,12 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [prediction]: mode {mode!r} is Yang et al.'s Table 3 for linear models; "
                                  "gradient boosting predicts privately only (leave mode out)")
     data = _section(where, raw, "data", required=False)
-    _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight"})
+    _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight", "psi_backend",
+                                       "psi_port_offset"})
     align = data.get("align", "psi")
     if align not in ALIGNMENTS:
         raise ConfigurationError(f"{where} [data]: align must be one of {list(ALIGNMENTS)}, got {align!r}")
+    psi_backend, psi_port_offset = _psi_backend(f"{where} [data]", data, align, parties)
     if data.get("id_column", "id") == data.get("label", "label"):
         raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
                                  "the label must be another column than the row ids")
@@ -344,8 +370,49 @@ def load_config(path) -> FederationConfig:
     serving = parse_serving(where, _section(where, raw, "serving", required=False), list(parties), base)
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
-                            align=align, sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
+                            align=align, psi_backend=psi_backend, psi_port_offset=psi_port_offset,
+                            sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
                             network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving)
+
+
+def _psi_backend(where: str, table: dict, align: str, parties: dict) -> tuple[str, int]:
+    """``[data] psi_backend`` and ``psi_port_offset``: who computes the intersection, and the engine's ports.
+
+    SecretFlow's engine is checked here, before any connection: its package must be installed, and its
+    ports (each data party's port + the offset; the label party's next ones, one per feature party) must
+    be valid and clash with no party's port on the same host.
+    """
+    backend = table.get("psi_backend", "vfl")
+    if backend not in PSI_BACKENDS:
+        raise ConfigurationError(f"{where}: psi_backend must be one of {list(PSI_BACKENDS)}, got {backend!r}")
+    offset = table.get("psi_port_offset", PSI_PORT_OFFSET)
+    if isinstance(offset, bool) or not isinstance(offset, int) or not -65535 < offset < 65536 or offset == 0:
+        raise ConfigurationError(f"{where}: psi_port_offset must be a non-zero whole number of ports, got {offset!r}")
+    if backend == "vfl":
+        if "psi_port_offset" in table:
+            raise ConfigurationError(f"{where}: psi_port_offset sets SecretFlow's engine's ports: it needs "
+                                     f"psi_backend = {psi_secretflow.BACKEND!r} (leave it out)")
+        return backend, offset
+    if align != "psi":
+        raise ConfigurationError(f"{where}: psi_backend = {backend!r} computes a private set intersection; "
+                                 f"align = {align!r} does not run one (set align = \"psi\" or leave psi_backend out)")
+    psi_secretflow.require_spu(where)
+    taken = {entry.address: f"party {name}'s own port" for name, entry in parties.items()}
+    label = next(n for n, e in parties.items() if e.role == "label")
+    features = sorted(n for n, e in parties.items() if e.role == "feature")
+    wanted = [(label, parties[label].address[1] + offset + j) for j in range(len(features))]
+    wanted += [(name, parties[name].address[1] + offset) for name in features]
+    for name, port in wanted:
+        host = parties[name].address[0]
+        if not 0 < port < 65536:
+            raise ConfigurationError(f"{where}: party {name}'s PSI engine port would be {port} (its port + "
+                                     f"psi_port_offset {offset}), not a valid port: choose another psi_port_offset")
+        clash = taken.get((host, port))
+        if clash:
+            raise ConfigurationError(f"{where}: party {name}'s PSI engine port {host}:{port} (its port + "
+                                     f"psi_port_offset {offset}) is {clash}: choose another psi_port_offset")
+        taken[(host, port)] = f"party {name}'s PSI engine port"
+    return backend, offset
 
 
 def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
@@ -484,7 +551,8 @@ def _number(where: str, table: dict, key: str, default: float) -> float:
 def write_config(path, ca, parties: dict, training: dict, network: dict | None = None,
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
                  align: str = "psi", sample_weight: str | None = None, pipeline: dict | None = None,
-                 serving: dict | None = None) -> Path:
+                 serving: dict | None = None, psi_backend: str | None = None,
+                 psi_port_offset: int | None = None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
@@ -497,7 +565,8 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
         lines += [f"{k} = {_toml(v if isinstance(v, bool) else str(v))}" for k, v in parties[name].items()]
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
-                         ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight}),
+                         ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight,
+                                   "psi_backend": psi_backend, "psi_port_offset": psi_port_offset}),
                          ("network", network or {})) + ((("pipeline", pipeline),) if pipeline is not None else ()):
         lines.append(f"[{title}]")
         lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
