@@ -125,7 +125,7 @@ def rows(results: list, vfl_results: list) -> list:
     body = []
     for vfl_result in vfl_results:
         n = vfl_result["n"]
-        systems = [("vfl (Edwards25519 DH-PSI)", vfl_result["reports"])]
+        systems = [("vfl (X25519 DH-PSI)", vfl_result["reports"])]
         systems += [(f"SecretFlow {r['protocol']}", r["reports"]) for r in results if r["n"] == n]
         expected = vfl_result["reports"][HUB]["intersection"]
         for name, reports in systems:
