@@ -87,7 +87,8 @@ def _show(value: bytes) -> str:
     return repr(text if len(text) <= 40 else text[:37] + "...")
 
 
-def _check_ids(ids: Sequence[bytes], party: str) -> list[bytes]:
+def check_ids(ids: Sequence[bytes], party: str) -> list[bytes]:
+    """The ids as bytes; refuses no ids and a repeated id, naming the party."""
     ids = [bytes(v) for v in ids]
     if not ids:
         raise DataError(f"party {party}: no ids to intersect")
@@ -109,7 +110,7 @@ def _combine_salt(shares: Sequence[bytes]) -> bytes:
     return hashlib.sha256(_SALT_TAG + b"".join(sorted(shares))).digest()
 
 
-def _too_small(sizes: dict[str, int], min_rows: int, intersection: int | None = None) -> str | None:
+def too_small(sizes: dict[str, int], min_rows: int, intersection: int | None = None) -> str | None:
     """The reason the intersection cannot serve (or ``None``)."""
     need = max(1, int(min_rows))
     parties = ", ".join(f"{p}: {n}" for p, n in sizes.items())
@@ -191,7 +192,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     spokes = list(spokes)
     if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
         raise ValueError("the hub needs one or more distinct spokes other than itself")
-    ids = _check_ids(ids, ep.role)
+    ids = check_ids(ids, ep.role)
     share, scalar = os.urandom(SALT_BYTES), group.random_scalar()
 
     # Step 1: salt shares and row counts
@@ -207,7 +208,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         shares.append(hello["salt_share"])
     if sizes_out is not None:
         sizes_out.update(sizes)
-    refusal = _too_small(sizes, min_rows)
+    refusal = too_small(sizes, min_rows)
     for spoke in spokes:
         ep.send(spoke, "psi_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
                 refusal=refusal or "")
@@ -251,7 +252,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         del mine, theirs, mine_d, theirs_d
 
     common = matched_rows[np.argsort(first_keys[matched_rows], kind="stable")]
-    refusal = _too_small(sizes, min_rows, len(common))
+    refusal = too_small(sizes, min_rows, len(common))
     for spoke in spokes:
         hub_pos, spoke_pos = pairs[spoke]
         at = np.searchsorted(hub_pos, common)   # hub_pos is sorted, and holds every row of common
@@ -284,13 +285,13 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
     numpy.ndarray
         The spoke's rows (positions in ``ids``) in the intersection, in the common order.
     """
-    ids = _check_ids(ids, ep.role)
+    ids = check_ids(ids, ep.role)
     share, scalar = os.urandom(SALT_BYTES), group.random_scalar()
 
     # Step 1: salt shares and row counts
     ep.send(hub, "psi_hello", "public", version=VERSION, salt_share=share, rows=len(ids))
     setup = ep.recv(hub, "psi_setup")
-    shares, sizes = setup["salt_shares"], _parse_sizes(ep, hub, setup["sizes"])
+    shares, sizes = setup["salt_shares"], parse_sizes(ep, hub, setup["sizes"])
     if not isinstance(shares, bytes) or len(shares) % SALT_BYTES or sizes.get(ep.role) != len(ids) \
             or hub not in sizes or len(shares) != SALT_BYTES * len(sizes):
         raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'psi_setup'")
@@ -299,7 +300,7 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
         raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
     if sizes_out is not None:
         sizes_out.update(sizes)
-    refusal = setup["refusal"] or _too_small(sizes, min_rows)
+    refusal = setup["refusal"] or too_small(sizes, min_rows)
     if refusal:
         raise DataError(f"{ep.role}: {refusal}")
     salt = _combine_salt(shares)
@@ -324,17 +325,24 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
 
     # Step 4: my rows of the intersection, in the common order
     result = ep.recv(hub, "psi_result")
+    positions = final_positions(ep, hub, result, len(ids), sizes, min_rows, "psi_result")
+    return order[positions]
+
+
+def final_positions(ep: Endpoint, hub: str, result, n: int, sizes: dict[str, int], min_rows: int,
+                    message: str) -> np.ndarray:
+    """A spoke's check of the hub's result: distinct positions below ``n``, as many as ``size``, enough of them."""
     if result["refusal"]:
         raise DataError(f"{ep.role}: {result['refusal']}")
     positions = result["positions"]
     if not isinstance(positions, np.ndarray) or positions.ndim != 1 or len(positions) != result["size"] \
-            or (len(positions) and (positions.min() < 0 or positions.max() >= len(ids))) \
+            or (len(positions) and (positions.min() < 0 or positions.max() >= n)) \
             or len(np.unique(positions)) != len(positions):
-        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'psi_result'")
-    refusal = _too_small(sizes, min_rows, len(positions))
+        raise ProtocolError(f"{ep.role}: {hub} sent a malformed {message!r}")
+    refusal = too_small(sizes, min_rows, len(positions))
     if refusal:
         raise DataError(f"{ep.role}: {refusal}")
-    return order[positions].astype(np.int64)
+    return positions.astype(np.int64)
 
 
 def _check_distinct(ep: Endpoint, spoke: str, *digest_lists: np.ndarray) -> None:
@@ -346,14 +354,15 @@ def _check_distinct(ep: Endpoint, spoke: str, *digest_lists: np.ndarray) -> None
                                 "or a fault); stopping")
 
 
-def _parse_sizes(ep: Endpoint, hub: str, text) -> dict[str, int]:
+def parse_sizes(ep: Endpoint, hub: str, text, message: str = "psi_setup") -> dict[str, int]:
+    """The row counts a hub sent (JSON ``{party: rows}``); a :class:`ProtocolError` naming the hub if malformed."""
     try:
         sizes = json.loads(text)
         if not isinstance(sizes, dict) or not all(isinstance(k, str) and type(v) is int and v >= 0
                                                   for k, v in sizes.items()):
             raise ValueError
     except (TypeError, ValueError, RecursionError):
-        raise ProtocolError(f"{ep.role}: {hub} sent malformed row counts in 'psi_setup'") from None
+        raise ProtocolError(f"{ep.role}: {hub} sent malformed row counts in {message!r}") from None
     return sizes
 
 

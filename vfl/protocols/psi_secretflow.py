@@ -48,7 +48,7 @@ from typing import Sequence
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.protocols.psi import _too_small, check_unique
+from vfl.protocols.psi import check_ids, final_positions, parse_sizes, too_small
 from vfl.transport import Endpoint
 from vfl.transport.tls import TLSFiles
 
@@ -281,7 +281,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     spokes = list(spokes)
     if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
         raise ValueError("the hub needs one or more distinct spokes other than itself")
-    ids = _checked(ids, ep.role)
+    ids = check_ids(ids, ep.role)
     sizes = {ep.role: len(ids)}
     for spoke in spokes:
         hello = ep.recv(spoke, "sfpsi_hello")
@@ -292,7 +292,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         sizes[spoke] = hello["rows"]
     if sizes_out is not None:
         sizes_out.update(sizes)
-    refusal = _too_small(sizes, min_rows)
+    refusal = too_small(sizes, min_rows)
     link_ids = {spoke: os.urandom(16).hex() for spoke in spokes}
     for spoke in spokes:
         ep.send(spoke, "sfpsi_setup", "public", sizes=json.dumps(sizes), refusal=refusal or "",
@@ -312,7 +312,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     common = pairwise[0]
     for rows in pairwise[1:]:
         common = common[np.isin(common, rows)]               # keeps the first pair's order: the ids' bytes
-    refusal = _too_small(sizes, min_rows, len(common))
+    refusal = too_small(sizes, min_rows, len(common))
     for spoke, rows in zip(spokes, pairwise):
         order = np.argsort(rows, kind="stable")
         positions = order[np.searchsorted(rows, common, sorter=order)]
@@ -353,15 +353,15 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, index: int, min_rows
     numpy.ndarray
         The spoke's rows (positions in ``ids``) of the intersection, in the order of the ids' bytes.
     """
-    ids = _checked(ids, ep.role)
+    ids = check_ids(ids, ep.role)
     ep.send(hub, "sfpsi_hello", "public", version=VERSION, rows=len(ids))
     setup = ep.recv(hub, "sfpsi_setup")
-    sizes = _parse_sizes(ep, hub, setup["sizes"])
+    sizes = parse_sizes(ep, hub, setup["sizes"], "sfpsi_setup")
     if sizes.get(ep.role) != len(ids) or hub not in sizes or not re.fullmatch(r"[0-9a-f]{32}", str(setup["link_id"])):
         raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'sfpsi_setup'")
     if sizes_out is not None:
         sizes_out.update(sizes)
-    refusal = setup["refusal"] or _too_small(sizes, min_rows)
+    refusal = setup["refusal"] or too_small(sizes, min_rows)
     if refusal:
         raise DataError(f"{ep.role}: {refusal}")
     pair = _Pair(ep.role, hub, ids, 1, links.pair(hub, ep.role, index), links, setup["link_id"])
@@ -371,36 +371,8 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, index: int, min_rows
         result = ep.recv(hub, "sfpsi_result")     # sent once the hub's engines have returned
     finally:
         pair.stop()
-    if result["refusal"]:
-        raise DataError(f"{ep.role}: {result['refusal']}")
-    positions = result["positions"]
-    if not isinstance(positions, np.ndarray) or positions.ndim != 1 or len(positions) != result["size"] \
-            or (len(positions) and (positions.min() < 0 or positions.max() >= len(pairwise))) \
-            or len(np.unique(positions)) != len(positions):
-        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'sfpsi_result'")
-    refusal = _too_small(sizes, min_rows, len(positions))
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
-    return pairwise[positions.astype(np.int64)]
-
-
-def _checked(ids: Sequence[bytes], party: str) -> list[bytes]:
-    ids = [bytes(v) for v in ids]
-    if not ids:
-        raise DataError(f"party {party}: no ids to intersect")
-    check_unique(ids, party)
-    return ids
-
-
-def _parse_sizes(ep: Endpoint, hub: str, text) -> dict[str, int]:
-    try:
-        sizes = json.loads(text)
-        if not isinstance(sizes, dict) or not all(isinstance(k, str) and type(v) is int and v >= 0
-                                                  for k, v in sizes.items()):
-            raise ValueError
-    except (TypeError, ValueError, RecursionError):
-        raise ProtocolError(f"{ep.role}: {hub} sent malformed row counts in 'sfpsi_setup'") from None
-    return sizes
+    positions = final_positions(ep, hub, result, len(pairwise), sizes, min_rows, "sfpsi_result")
+    return pairwise[positions]
 
 
 def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[str], min_rows: int,
