@@ -102,7 +102,7 @@ LR = {
         "epochs": 16,
         "fate": ["--lr", "0.12", "--alpha", "0.1", "--batch_size", "10000", "--init", "zeros",
                  "--scheduler", "linear", "--start_factor", "0.7", "--total_iters", "1000"],
-        "vfl": dict(learning_rate=0.12 * 0.7, alpha=0.1, batch_size=10000, init="zeros", insecure=True, solver="gd"),
+        "vfl": dict(learning_rate=0.12 * 0.7, alpha=0.1, batch_size=10000, init="zeros", solver="gd"),
     },
 }
 
