@@ -245,15 +245,15 @@ def test_the_coordinator_restarted_with_a_new_key(served):
 def test_model_reload_without_dropping_requests(served):
     s, ids, expected = served["services"], served["ids"], served["expected"]
     key = ids[8]
-    answers, stop = [], threading.Event()
+    per_client, stop = [[], [], []], threading.Event()
 
-    def client():
+    def client(answers):
         with httpx.Client(timeout=30) as http:
             while not stop.is_set():
                 response = http.post(f"{s.url}/score", json={"ids": [key]})
                 answers.append((response.status_code, response.json()))
 
-    threads = [threading.Thread(target=client) for _ in range(3)]
+    threads = [threading.Thread(target=client, args=(answers,)) for answers in per_client]
     for t in threads:
         t.start()
     time.sleep(1.0)
@@ -264,9 +264,11 @@ def test_model_reload_without_dropping_requests(served):
         t.join(60)
     assert response.status_code == 200, response.text
     assert response.json() == {"model_version": "2", "previous": "1"}
+    answers = [answer for answers in per_client for answer in answers]
     assert answers and all(code == 200 for code, _ in answers), [a for a in answers if a[0] != 200][:3]
-    versions = [body["model_version"] for _, body in answers]
-    assert versions[0] == "1" and versions[-1] == "2" and versions == sorted(versions)
+    for own in per_client:                        # each client's requests, one after another: 1s, then 2s
+        versions = [body["model_version"] for _, body in own]
+        assert versions[0] == "1" and versions[-1] == "2" and versions == sorted(versions)
     for _, body in answers:                       # each answer is one consistent version's score
         version = int(body["model_version"]) - 1
         assert "score" in body["results"][0], body
