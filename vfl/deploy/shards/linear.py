@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from vfl.deploy.jsonfile import read_json, write_json
-from vfl.deploy.shards.fields import finite as _finite, short as _short
+from vfl.deploy.shards.fields import check_head, finite as _finite, short as _short
 from vfl.errors import DataError
 from vfl.parties.scaling import Standardizer
 
@@ -97,15 +97,8 @@ def read_shard(path, party: str, role: str) -> dict:
     shard = read_json(path, "model shard")
     if shard.get("format") == LEGACY_FORMAT and shard.get("role") in ("A", "B") and "party" not in shard:
         shard = dict(shard, format=FORMAT, party=shard["role"], role="feature" if shard["role"] == "A" else "label")
-    if shard.get("format") != FORMAT or shard.get("party") != party:
-        raise DataError(f"{path} is not party {party}'s model shard (party {_short(shard.get('party'))}, "
-                        f"format {_short(shard.get('format'))})")
-    if shard.get("role") != role:
-        raise DataError(f"{path} is the model shard of a {_short(shard.get('role'))} party; party {party} is the "
-                        f"{role} party of this federation")
-    columns, coef = shard.get("columns"), shard.get("coef")
-    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-        raise DataError(f"{path}: 'columns' must be a list of column names, got {_short(columns)}")
+    columns = check_head(path, shard, party, role, FORMAT, "model shard")
+    coef = shard.get("coef")
     if "share" in shard:
         rows = _share_rows(path, shard, len(columns) + (role == "label" and shard.get("fit_intercept") is True))
     else:

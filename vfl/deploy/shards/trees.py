@@ -8,7 +8,7 @@ import numpy as np
 
 from vfl.crypto.encoding import MAX_PARAMETER
 from vfl.deploy.jsonfile import read_json, write_json
-from vfl.deploy.shards.fields import short as _short
+from vfl.deploy.shards.fields import check_head, short as _short
 from vfl.errors import DataError, ProtocolError
 from vfl.parties.binning import Binner
 from vfl.parties.trees import Tree, check_shape, loss_from_dict
@@ -54,15 +54,7 @@ def read_shard(path, party: str, role: str) -> dict:
         whose trees, splits, thresholds or values do not hold together.
     """
     shard = read_json(path, "model shard")
-    if shard.get("format") != FORMAT or shard.get("party") != party:
-        raise DataError(f"{path} is not party {party}'s gradient-boosting shard (party {_short(shard.get('party'))}, "
-                        f"format {_short(shard.get('format'))})")
-    if shard.get("role") != role:
-        raise DataError(f"{path} is the model shard of a {_short(shard.get('role'))} party; party {party} is the "
-                        f"{role} party of this federation")
-    columns = shard.get("columns")
-    if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
-        raise DataError(f"{path}: 'columns' must be a list of column names, got {_short(columns)}")
+    columns = check_head(path, shard, party, role, FORMAT, "gradient-boosting shard")
     if not isinstance(shard.get("trained_with"), str):
         raise DataError(f"{path}: 'trained_with' (the training settings' fingerprint) is missing")
     try:
