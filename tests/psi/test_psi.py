@@ -15,7 +15,7 @@ from vfl.crypto import group
 from vfl.protocols import psi as protocol
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
-from crypto.test_psi_group import REFUSED, bad_points
+from crypto.test_psi_group import REFUSED, bad_points, is_square
 
 
 def random_sets(sizes, common, universe, seed, as_text=False):
@@ -246,6 +246,26 @@ def test_no_message_carries_an_id_or_an_unblinded_hash():
     sent_points = {p for _, _, m in messages if m.name in ("psi_hub_points", "psi_spoke_points")
                    for p in group.split(m["data"])}
     assert len(sent_points) == 120 + 100 + 90 and not sent_points & set(unblinded)
+
+
+def test_the_curve_or_twist_bit_of_a_peers_points_tells_nothing_about_its_ids():
+    """The attack docs/psi.md describes: a u-coordinate's curve (or twist) is public and blinding keeps it, so
+    with ids hashed straight to u-coordinates a party could test one bit of ``H(guess)`` per blinded point.
+
+    Against vfl it fails: every point a party receives lies on the curve, so the bit is the same for every id
+    (checked on the real messages); against the straight hash the bit splits a party's ids about in half.
+    """
+    id_lists = random_sets((200, 180), 100, 10 ** 9, seed=8, as_text=True)
+    transcript = Transcript(keep_payloads=True)
+    vfl.psi.intersect(frames_for(id_lists, ["B", "A"]), "id", label="y", transcript=transcript)
+    received = [p for _, _, m in transcript.messages() if m.name in ("psi_hub_points", "psi_spoke_points")
+                for p in group.split(m["data"])]
+    assert len(received) == 380
+    assert all(is_square(int.from_bytes(p, "little")) for p in received)   # one value for every id: no information
+    straight = [int.from_bytes(hashlib.sha512(str(v).encode()).digest()[:32], "little") & ((1 << 255) - 1)
+                for v in id_lists[0]]
+    on_curve = sum(is_square(u % (2 ** 255 - 19)) for u in straight)
+    assert 60 < on_curve < 140              # the straight hash would leak this bit for each of the 200 ids
 
 
 # -- a model trained after PSI equals one trained on the plaintext join ----------------------------
