@@ -22,10 +22,12 @@ from vfl.errors import (ConfigurationError, DataError, DivergenceError, FixedPoi
                         ProtocolError, VFLError)
 from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
 from vfl.linear_model import VerticalLinearRegression, VerticalLogisticRegression
+from vfl.neural_network import VerticalMLPClassifier, VerticalMLPRegressor
 
 __version__ = "0.1.0"
 
 __all__ = ["ConfigurationError", "DataError", "DivergenceError", "FixedPointOverflowError", "NotFittedError", "PeerError",
            "ProtocolError", "VFLError", "VerticalDataset", "VerticalGradientBoostingClassifier",
            "VerticalGradientBoostingRegressor", "VerticalLinearRegression", "VerticalLogisticRegression",
+           "VerticalMLPClassifier", "VerticalMLPRegressor",
            "__version__"]

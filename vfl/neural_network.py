@@ -1,0 +1,264 @@
+"""Scikit-learn style neural networks across parties (split learning), named as ``sklearn.neural_network``.
+
+Thin: they validate their parameters, hand every party's data to the family's
+run (:mod:`vfl.runs.mlp`) in threads, and expose the fitted attributes.  The
+arithmetic lives in :mod:`vfl.parties.mlp`, the programs in
+:mod:`vfl.protocols.mlp`, and :mod:`vfl.centralized.mlp` is the same network on
+the pooled table, which the federated network equals up to the fixed-point
+precision (docs/mlp.md).
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import accuracy_score, r2_score
+
+from vfl.dataset import VerticalDataset, check_fit_arguments
+from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.parties.mlp.split import SplitNetwork
+from vfl.progressbar import ProgressBar, check_verbose
+from vfl.protocols import Roster
+from vfl.protocols.mlp import MLPSettings
+from vfl.runs import mlp as run
+from vfl.runs.data import RoleData
+from vfl.runs.threads import run_in_threads
+from vfl.transport import Transcript
+
+#: The coordinator's name in the in-process run (it must not clash with a party's).
+_COORDINATOR = "coordinator"
+
+
+class _VerticalMLP(BaseEstimator):
+    _task = ""
+
+    def __init__(self, hidden_layer_sizes=(100,), *, bottom_sizes=(), activation="relu", solver="adam",
+                 alpha=0.0001, batch_size="auto", learning_rate_init=0.001, max_iter=200, shuffle=True,
+                 random_state=None, tol=1e-4, verbose="auto", momentum=0.9, nesterovs_momentum=True,
+                 early_stopping=False, validation_fraction=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8,
+                 n_iter_no_change=10, frac_bits=40):
+        self.hidden_layer_sizes = hidden_layer_sizes
+        self.bottom_sizes = bottom_sizes
+        self.activation = activation
+        self.solver = solver
+        self.alpha = alpha
+        self.batch_size = batch_size
+        self.learning_rate_init = learning_rate_init
+        self.max_iter = max_iter
+        self.shuffle = shuffle
+        self.random_state = random_state
+        self.tol = tol
+        self.verbose = verbose
+        self.momentum = momentum
+        self.nesterovs_momentum = nesterovs_momentum
+        self.early_stopping = early_stopping
+        self.validation_fraction = validation_fraction
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.n_iter_no_change = n_iter_no_change
+        self.frac_bits = frac_bits
+
+    def _settings(self, task: str) -> MLPSettings:
+        per_party = dict(self.bottom_sizes) if isinstance(self.bottom_sizes, dict) else {}
+        default = () if isinstance(self.bottom_sizes, dict) else self.bottom_sizes
+        hidden = self.hidden_layer_sizes
+        if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
+            hidden = (int(hidden),)
+        return MLPSettings(task=task, hidden_layer_sizes=hidden, bottom_sizes=per_party,
+                           default_bottom=tuple(default) if isinstance(default, (tuple, list)) else default,
+                           activation=self.activation, solver=self.solver, alpha=self.alpha,
+                           batch_size=self.batch_size, learning_rate_init=self.learning_rate_init,
+                           max_iter=self.max_iter, shuffle=self.shuffle, tol=self.tol, momentum=self.momentum,
+                           nesterovs_momentum=self.nesterovs_momentum, early_stopping=self.early_stopping,
+                           validation_fraction=self.validation_fraction, beta_1=self.beta_1, beta_2=self.beta_2,
+                           epsilon=self.epsilon, n_iter_no_change=self.n_iter_no_change, frac_bits=self.frac_bits,
+                           random_state=self.random_state)
+
+    def _fit_task(self, data: VerticalDataset) -> str:
+        return self._task
+
+    def fit(self, data: VerticalDataset, y=None):
+        """Train the split network on aligned vertical data; the party holding the label is the label party.
+
+        Parameters
+        ----------
+        data : VerticalDataset
+            Every party's frame, the label column inside one of them (that party may hold no other column).
+        y : None
+            Not used: present only to answer scikit-learn's ``fit(X, y)``.
+
+        Returns
+        -------
+        self
+        """
+        check_fit_arguments(data, y)
+        data.require_label()
+        data.require_complete()
+        check_verbose(self.verbose)
+        settings = self._settings(self._fit_task(data))
+        if _COORDINATOR in data.parties:
+            raise ConfigurationError(f"a party is named {_COORDINATOR!r}, the name of the in-process coordinator: "
+                                     "rename it")
+        roster = Roster(data.feature_parties, data.label_party, _COORDINATOR)
+        roles = {name: RoleData(data.columns(name), data.features(name),
+                                data.labels if name == roster.label else None) for name in roster.data_parties}
+        self.transcript_ = Transcript()
+        with ProgressBar(self.verbose, settings.max_iter, "vfl mlp", "epoch") as bar:
+            results = run_in_threads(roster, run.training_programs(
+                roles, settings, roster, on_epoch=lambda epoch, state: bar.step(state["loss"])), self.transcript_)
+        record = results[roster.label].record
+        self._parties = {name: results[name].party for name in roster.data_parties}
+        self._roster, self._settings_ = roster, settings
+        self.label_party_, self.feature_parties_ = roster.label, roster.features
+        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self.n_iter_ = record["n_iter"]
+        self.loss_curve_ = list(record["loss_curve"])
+        self.loss_ = self.loss_curve_[-1]
+        self.best_loss_ = None if settings.early_stopping else record["best_loss"]
+        self.validation_scores_ = list(record["validation_scores"]) if settings.early_stopping else None
+        self.best_validation_score_ = max(self.validation_scores_) if settings.early_stopping else None
+        label = self._parties[roster.label]
+        self.n_outputs_ = label.n_outputs
+        self.out_activation_ = {"binary": "logistic", "multiclass": "softmax", "regression": "identity"}[label.task]
+        if label.classes is not None:
+            self.classes_ = label.classes.copy()
+        if not record["converged"] and self.n_iter_ == settings.max_iter:
+            warnings.warn(f"the split network did not converge in max_iter={settings.max_iter} epochs (the loss "
+                          f"changed by more than tol={settings.tol} within the last n_iter_no_change epochs)",
+                          ConvergenceWarning)
+        return self
+
+    @property
+    def network_(self) -> SplitNetwork:
+        """Every party's weights as one :class:`~vfl.parties.mlp.SplitNetwork` (parties in the roster's order).
+
+        Only the in-process estimator holds them all; in a deployment each party holds its own
+        bottom and block, and the label party the intercept and the top.
+        """
+        self._check_fitted()
+        order = [*self._roster.features, self._roster.label]
+        parties = [self._parties[name] for name in order]
+        label = parties[-1]
+        has_block = [p.block is not None for p in parties]
+        return SplitNetwork([p.bottom for p, b in zip(parties, has_block) if b],
+                            [p.block for p, b in zip(parties, has_block) if b], label.bias, label.top)
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "n_iter_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _output(self, data: VerticalDataset) -> np.ndarray:
+        """The outputs (after the output activation), by private prediction: only the label party learns them."""
+        self._check_fitted()
+        if not isinstance(data, VerticalDataset):
+            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
+        if set(data.parties) != set(self.feature_names_):
+            raise DataError(f"prediction data has parties {list(data.parties)}, "
+                            f"the model was trained with {list(self.feature_names_)}")
+        roles = {}
+        for name, trained in self.feature_names_.items():
+            given = data.columns(name)
+            if not (data.positional.get(name) and len(given) == len(trained)) and given != trained:
+                missing = [c for c in trained if c not in given]
+                extra = [c for c in given if c not in trained]
+                raise DataError(f"party {name}: prediction columns differ from training "
+                                f"(missing {missing}, unexpected {extra}, or another order)")
+            roles[name] = RoleData(given, data.features(name))
+        roster = self._roster
+        return run_in_threads(roster, run.prediction_programs(roles, self._parties, self._settings_,
+                                                              roster))[roster.label]
+
+
+class VerticalMLPClassifier(_VerticalMLP):
+    """A neural network for classification across parties (split learning), as scikit-learn's ``MLPClassifier``.
+
+    Every data party runs a *bottom* network on its own columns (``bottom_sizes``;
+    none by default: its columns go straight into the interactive layer); the
+    interactive layer sums each party's output times that party's block of
+    weights; the label party runs the *top* network (``hidden_layer_sizes[1:]``)
+    and the output layer.  Each party's weights stay with it.  The backward pass
+    into a feature party runs on secret shares with a dealer (docs/mlp.md): a
+    feature party learns its own gradients summed over each batch, never a row's
+    gradient — the vector split learning's label-leak attacks read.  With the same
+    start and batches the network equals :func:`vfl.centralized.mlp.fit_mlp` on the
+    pooled table, which equals scikit-learn's ``MLPClassifier``.
+
+    Parameters
+    ----------
+    hidden_layer_sizes : tuple of int, default=(100,)
+        The interactive layer's width, then the top's hidden widths (at least one).
+    bottom_sizes : tuple of int or dict, default=()
+        Every party's bottom layers' widths, or ``{party: widths}`` (a party not named gets none).
+    activation : {"identity", "logistic", "tanh", "relu"}, default="relu"
+    solver : {"adam", "sgd"}, default="adam"
+    alpha : float, default=0.0001
+        L2 penalty, scaled as scikit-learn's (every weight matrix, bottoms included).
+    batch_size : int or "auto", default="auto"
+        ``min(200, rows)``; the last batch takes the remainder (no short batch).  Refused when so small
+        that a feature party's summed gradients would determine its rows' gradients.
+    learning_rate_init : float, default=0.001
+    max_iter : int, default=200
+        Epochs at most.
+    shuffle : bool, default=True
+        A new order of the rows every epoch, from the shared seed.
+    random_state : int or None, default=None
+        Seed of the public schedule (batches, validation rows); never of a weight: starts are secret.
+    tol, n_iter_no_change, early_stopping, validation_fraction : scikit-learn's meanings
+        (the validation rows are drawn from the seed, not stratified by label).
+    verbose : bool or "auto", default="auto"
+        A progress bar over the epochs with the loss.
+    momentum, nesterovs_momentum, beta_1, beta_2, epsilon : scikit-learn's meanings
+    frac_bits : int, default=40
+        Fixed-point precision of the shared backward pass.
+
+    Attributes
+    ----------
+    classes_, n_iter_, loss_, loss_curve_, best_loss_, validation_scores_, best_validation_score_, n_outputs_,
+    out_activation_ : scikit-learn's meanings
+    network_ : SplitNetwork
+        Every party's weights (the in-process estimator only).
+    transcript_ : Transcript
+        Every message of the training.
+    label_party_, feature_parties_, feature_names_
+    """
+
+    def _fit_task(self, data: VerticalDataset) -> str:
+        return "binary" if np.unique(np.asarray(data.labels)).size <= 2 else "multiclass"
+
+    def predict_proba(self, data: VerticalDataset) -> np.ndarray:
+        """Class probabilities, shape (n, n_classes)."""
+        out = self._output(data)
+        return np.column_stack([1 - out[:, 0], out[:, 0]]) if out.shape[1] == 1 else out
+
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        return self.classes_[np.argmax(self.predict_proba(data), axis=1)]
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """Accuracy on ``data`` (which holds the labels)."""
+        if data.labels is None:
+            raise DataError("score needs the labels: name the label column in the VerticalDataset")
+        return float(accuracy_score(data.labels, self.predict(data)))
+
+
+class VerticalMLPRegressor(_VerticalMLP):
+    """A neural network for regression across parties (split learning), as scikit-learn's ``MLPRegressor``.
+
+    The same parameters as :class:`VerticalMLPClassifier`; the output layer is the identity and the loss half
+    the mean squared error.
+    """
+
+    _task = "regression"
+
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        out = self._output(data)
+        return out[:, 0] if out.shape[1] == 1 else out
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """R^2 on ``data`` (which holds the targets)."""
+        if data.labels is None:
+            raise DataError("score needs the targets: name the label column in the VerticalDataset")
+        return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))

@@ -1,0 +1,185 @@
+"""The settings every party of a split-network run shares, named as scikit-learn's ``MLPClassifier``.
+
+scikit-learn's names: ``hidden_layer_sizes`` (the interactive layer's width, then
+the top's hidden widths), ``activation``, ``solver`` (``"adam"``, ``"sgd"``),
+``alpha``, ``batch_size``, ``learning_rate_init``, ``max_iter``, ``shuffle``,
+``tol``, ``momentum``, ``nesterovs_momentum``, ``early_stopping``,
+``validation_fraction``, ``beta_1``, ``beta_2``, ``epsilon``,
+``n_iter_no_change``; vfl's own: ``bottom_sizes`` (each party's bottom model)
+and ``frac_bits`` (the fixed-point precision of the shared backward pass).  ``random_state``
+seeds the public schedule only (the batches' order, the validation rows); every
+starting weight is secret, drawn by its party from the CSPRNG.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from vfl.errors import ConfigurationError, DataError
+from vfl.parties.mlp.activations import HIDDEN as HIDDEN_ACTIVATIONS
+from vfl.parties.mlp.losses import check_task
+
+#: Fractional bits of the ring encoding: a real ``x`` is held as ``round(x 2^40)``.
+DEFAULT_FRAC_BITS = 40
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _check(ok: bool, message: str, value) -> None:
+    if not ok:
+        raise ConfigurationError(f"{message}, got {value!r}")
+
+
+def _sizes(value, what: str) -> tuple[int, ...]:
+    _check(isinstance(value, (tuple, list)) and all(_is_int(v) and v >= 1 for v in value),
+           f"{what} must be a tuple of positive integers", value)
+    return tuple(int(v) for v in value)
+
+
+@dataclass(frozen=True)
+class MLPSettings:
+    """Shared settings of a split-network run (see the module's docstring for the names).
+
+    ``bottom_sizes`` maps each data party's name to its bottom layers' widths
+    (``()``: its columns go straight into the interactive layer); a party it does
+    not name gets ``default_bottom``.
+    """
+
+    task: str = "binary"
+    hidden_layer_sizes: tuple = (100,)
+    bottom_sizes: dict = field(default_factory=dict)
+    default_bottom: tuple = ()
+    activation: str = "relu"
+    solver: str = "adam"
+    alpha: float = 0.0001
+    batch_size: int | str = "auto"
+    learning_rate_init: float = 0.001
+    max_iter: int = 200
+    shuffle: bool = True
+    tol: float = 1e-4
+    momentum: float = 0.9
+    nesterovs_momentum: bool = True
+    early_stopping: bool = False
+    validation_fraction: float = 0.1
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8
+    n_iter_no_change: int = 10
+    frac_bits: int = DEFAULT_FRAC_BITS
+    random_state: int | None = None
+
+    def __post_init__(self):
+        check_task(self.task)
+        hidden = _sizes(self.hidden_layer_sizes, "hidden_layer_sizes")
+        _check(len(hidden) >= 1, "hidden_layer_sizes needs the interactive layer's width at least", hidden)
+        object.__setattr__(self, "hidden_layer_sizes", hidden)
+        object.__setattr__(self, "default_bottom", _sizes(self.default_bottom, "bottom_sizes"))
+        _check(isinstance(self.bottom_sizes, dict), "bottom_sizes must map party names to tuples of widths",
+               self.bottom_sizes)
+        object.__setattr__(self, "bottom_sizes", {str(k): _sizes(v, f"bottom_sizes[{k!r}]")
+                                                  for k, v in self.bottom_sizes.items()})
+        _check(self.activation in HIDDEN_ACTIVATIONS, f"activation must be one of {sorted(HIDDEN_ACTIVATIONS)}",
+               self.activation)
+        _check(self.solver in ("adam", "sgd"), "solver must be 'adam' or 'sgd' ('lbfgs' needs whole-data line "
+               "searches, which the federation does not run)", self.solver)
+        _check(_is_real(self.alpha) and self.alpha >= 0, "alpha must be a finite number >= 0", self.alpha)
+        _check(self.batch_size == "auto" or (_is_int(self.batch_size) and self.batch_size >= 1),
+               "batch_size must be 'auto' or a positive integer", self.batch_size)
+        _check(_is_real(self.learning_rate_init) and self.learning_rate_init > 0,
+               "learning_rate_init must be a finite number > 0", self.learning_rate_init)
+        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
+        _check(isinstance(self.shuffle, bool), "shuffle must be a bool", self.shuffle)
+        _check(_is_real(self.tol) and self.tol >= 0, "tol must be a finite number >= 0", self.tol)
+        _check(_is_real(self.momentum) and 0 <= self.momentum <= 1, "momentum must be in [0, 1]", self.momentum)
+        _check(isinstance(self.nesterovs_momentum, bool), "nesterovs_momentum must be a bool",
+               self.nesterovs_momentum)
+        _check(isinstance(self.early_stopping, bool), "early_stopping must be a bool", self.early_stopping)
+        _check(_is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
+               "validation_fraction must be in (0, 1)", self.validation_fraction)
+        for name in ("beta_1", "beta_2"):
+            value = getattr(self, name)
+            _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
+        _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a finite number > 0", self.epsilon)
+        _check(_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
+               "n_iter_no_change must be a positive integer", self.n_iter_no_change)
+        _check(self.random_state is None or (_is_int(self.random_state) and self.random_state >= 0),
+               "random_state must be None or an integer >= 0 (it seeds the batches and the validation split only)",
+               self.random_state)
+        _check(_is_int(self.frac_bits) and 16 <= self.frac_bits <= 60, "frac_bits must be an integer in [16, 60]",
+               self.frac_bits)
+
+    @property
+    def units(self) -> int:
+        """The interactive layer's width."""
+        return self.hidden_layer_sizes[0]
+
+    def bottom_of(self, party: str) -> tuple[int, ...]:
+        """Party ``party``'s bottom layers' widths."""
+        return self.bottom_sizes.get(party, self.default_bottom)
+
+    def optimizer_options(self) -> dict:
+        """The keyword arguments of :func:`vfl.parties.mlp.make_optimizer`."""
+        return {"learning_rate_init": self.learning_rate_init, "momentum": self.momentum,
+                "nesterovs_momentum": self.nesterovs_momentum, "beta_1": self.beta_1, "beta_2": self.beta_2,
+                "epsilon": self.epsilon}
+
+    def effective_batch(self, n_rows: int) -> int:
+        """scikit-learn's batch size: ``min(200, rows)`` for ``"auto"``, else clipped to the rows."""
+        size = min(200, n_rows) if self.batch_size == "auto" else int(self.batch_size)
+        return int(np.clip(size, 1, n_rows))
+
+
+def batch_sizes(n_rows: int, batch_size: int) -> list[int]:
+    """Sizes of one epoch's batches: full batches, the remainder folded into the last one.
+
+    Every batch therefore has at least ``batch_size`` rows (or all rows, if fewer): a short last
+    batch would let a feature party solve for its rows' gradients (:func:`check_batch_size`).
+    """
+    if batch_size >= n_rows:
+        return [n_rows]
+    count = n_rows // batch_size
+    sizes = [batch_size] * count
+    sizes[-1] += n_rows - count * batch_size
+    return sizes
+
+
+def batches(n_rows: int, batch_size: int, seed: int, epoch: int, shuffle: bool) -> list[np.ndarray]:
+    """The row indices of each batch of ``epoch``: every party computes the same list from the shared seed.
+
+    The order depends on the seed and the epoch only, never on labels or features (it is public
+    within the federation, as the rows are).
+    """
+    sizes = batch_sizes(n_rows, batch_size)
+    order = np.random.default_rng([int(seed), int(epoch)]).permutation(n_rows) if shuffle else np.arange(n_rows)
+    return np.split(order, np.cumsum(sizes)[:-1])
+
+
+def gradient_count(in_dim: int, bottom: tuple[int, ...], units: int) -> int:
+    """How many gradient values a feature party learns per batch: its bottom's weights and intercepts, its block."""
+    widths = [in_dim, *bottom]
+    return sum(a * b + b for a, b in zip(widths[:-1], widths[1:])) + widths[-1] * units
+
+
+def check_batch_size(role: str, in_dim: int, bottom: tuple[int, ...], units: int, smallest_batch: int) -> None:
+    """Refuse batches so small that a feature party's gradients determine its rows' ``delta``.
+
+    A feature party learns ``g`` gradient values per batch, linear in the batch's
+    ``rows x units`` values of ``delta`` with coefficients it knows; with
+    ``rows x units <= g`` it could solve for ``delta`` row by row (the per-row
+    gradient the shared backward pass hides).  Refused with a margin of two.
+    """
+    g = gradient_count(in_dim, bottom, units)
+    if smallest_batch * units <= 2 * g:
+        raise DataError(f"party {role}: a batch of {smallest_batch} rows gives {smallest_batch * units} values of the "
+                        f"interactive layer's gradient, not more than twice the {g} gradient values party {role} "
+                        f"learns per batch, so it could solve for them row by row; use batch_size > "
+                        f"{2 * g // units} (or a narrower bottom model for party {role})")
