@@ -217,3 +217,38 @@ def test_prediction_columns_must_be_the_training_columns():
     frames["A"] = frames["A"].rename(columns={"a": "z"})
     with pytest.raises(DataError, match="party A: prediction columns differ"):
         model.predict(vfl.VerticalDataset(frames, label="y"))
+
+
+def test_a_resumed_run_equals_an_uninterrupted_one():
+    """The label party fails after saving epoch 2 of 5 while the feature party saved epoch 3: the run resumes
+    after epoch 2 (the last every party completed) and ends with the uninterrupted run's network."""
+    import json
+
+    xs, y = _data(n=300)
+    settings = MLPSettings(task="binary", hidden_layer_sizes=(4, 3), default_bottom=(3,), activation="tanh",
+                           batch_size=60, max_iter=5, tol=0.0, learning_rate_init=0.02, random_state=5,
+                           early_stopping=True, validation_fraction=0.2)
+    roster = Roster(("A",), "B", "C")
+    start = initial_network([4, 3], [(3,), (3,)], (4, 3), 1, "tanh")
+    starts = {"A": (start.bottoms[0], start.blocks[0]), "B": (start.bottoms[1], start.blocks[1], start.bias, start.top)}
+    data = {"A": RoleData(list("abcd"), xs[0]), "B": RoleData(list("efg"), xs[1], labels=y)}
+    whole = run_in_threads(roster, run.training_programs(data, settings, roster, starts=starts))
+    saved = {"A": {}, "B": {}}
+
+    def keep(name):
+        def hook(epoch, state):
+            if name == "B" and epoch == 3:
+                raise RuntimeError("the label party's machine went down")
+            saved[name][epoch] = json.loads(json.dumps(state))          # as a checkpoint file keeps it
+        return hook
+
+    with pytest.raises(Exception, match="went down"):
+        run_in_threads(roster, run.training_programs(data, settings, roster, starts=starts,
+                                                     hooks={"A": keep("A"), "B": keep("B")}))
+    assert max(saved["A"]) == 3 and max(saved["B"]) == 2
+    resumed = run_in_threads(roster, run.training_programs(data, settings, roster, checkpoints=saved))
+    np.testing.assert_allclose(resumed["B"].record["loss_curve"], whole["B"].record["loss_curve"], atol=1e-9)
+    assert resumed["B"].record["validation_scores"] == whole["B"].record["validation_scores"]
+    for name in ("A", "B"):
+        for a, b in zip(resumed[name].party.parameters(), whole[name].party.parameters()):
+            np.testing.assert_allclose(a, b, atol=1e-9)

@@ -45,7 +45,7 @@ def _run(xa, xb, y, transcript):
 def test_the_norm_and_direction_attacks_read_the_labels_off_plain_split_learning():
     """The baseline the shared backward pass removes: plain split learning's per-row gradient on h_A.
 
-    After 10 epochs on 11% positives: the norm attack's AUC 0.98, the direction attack's (the dot
+    After 10 epochs on 11% positives: the norm attack's AUC 0.93 to 0.98, the direction attack's (the dot
     product with one known positive's gradient) 1.0.
     """
     xa, xb, y = _imbalanced()
@@ -54,7 +54,7 @@ def test_the_norm_and_direction_attacks_read_the_labels_off_plain_split_learning
                   max_iter=10)["network"]
     state = split_forward(net, [xa, xb], "tanh", "logistic")
     _, grad_h = split_backward(net, state, output_delta(y.reshape(-1, 1), state["top"][-1]), "tanh", "logistic")
-    assert roc_auc_score(y, np.linalg.norm(grad_h[0], axis=1)) > 0.95                    # measured 0.98
+    assert roc_auc_score(y, np.linalg.norm(grad_h[0], axis=1)) > 0.85          # measured 0.93 to 0.98 (secret starts)
     known_positive = grad_h[0][np.flatnonzero(y)[0]]
     assert roc_auc_score(y, grad_h[0] @ known_positive) > 0.95                               # measured 1.0
 
@@ -96,7 +96,7 @@ def test_the_coordinator_receives_only_the_plan_and_the_verdicts():
     to_c = {(s, m.name, m.kind) for s, r, m in transcript.messages() if r == "C"}
     assert to_c == {("B", "plan", "public"), ("B", "epoch", "public")}
     plan = next(m for s, r, m in transcript.messages() if r == "C" and m.name == "plan")
-    assert set(plan.fields) == {"seed", "rows", "validation_rows", "in_dims"}
+    assert set(plan.fields) == {"rows", "validation_rows", "in_dims", "resume_from", "finished"}   # not the seed
 
 
 def test_the_label_party_receives_only_the_sum_of_parts_openings_and_the_penalty():
@@ -107,4 +107,4 @@ def test_the_label_party_receives_only_the_sum_of_parts_openings_and_the_penalty
     assert to_b == {("A", "widths", "public"), ("A", "part", "plaintext"), ("A", "opening", "masked"),
                     ("A", "penalty", "plaintext"), ("C", "triples", "masked")}
     widths = next(m for s, r, m in transcript.messages() if r == "B" and m.name == "widths")
-    assert set(widths.fields) == {"rows", "columns", "out"}
+    assert set(widths.fields) == {"rows", "columns", "out", "last_epoch"}

@@ -66,20 +66,23 @@ def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
 
 
 def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,
-                  on_epoch=None) -> Trained:
-    """A feature party's training run."""
+                  on_epoch=None, checkpoints: Mapping[int, dict] | None = None) -> Trained:
+    """A feature party's training run (``checkpoints``: its saved states by epoch, to resume)."""
     check_settings_for(roster, settings)
     party = feature_party(data, role, settings)
-    record = protocol.train_feature(ep, party, settings, roster, start, on_epoch)
+    record = protocol.train_feature(ep, party, settings, roster, start, on_epoch, checkpoints)
     return Trained(party, record)
 
 
 def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,
-                on_epoch=None) -> Trained:
-    """The label party's training run: it keeps the loss curve, the validation scores and the stopping rule."""
+                on_epoch=None, checkpoints: Mapping[int, dict] | None = None) -> Trained:
+    """The label party's training run: it keeps the loss curve, the validation scores and the stopping rule.
+
+    ``on_epoch(epoch, state)`` gets the loss, the validation score and the state a checkpoint keeps.
+    """
     check_settings_for(roster, settings)
     party = label_party(data, role, settings)
-    return Trained(party, protocol.train_label(ep, party, settings, roster, start, on_epoch))
+    return Trained(party, protocol.train_label(ep, party, settings, roster, start, on_epoch, checkpoints))
 
 
 def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> dict:
@@ -89,13 +92,22 @@ def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> di
 
 
 def training_programs(data: Mapping[str, object], settings: MLPSettings, roster: Roster, *,
-                      starts: Mapping[str, object] | None = None, on_epoch=None) -> dict:
-    """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`."""
-    starts = starts or {}
-    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, start=starts.get(k)))
+                      starts: Mapping[str, object] | None = None, on_epoch=None, hooks=None,
+                      checkpoints: Mapping[str, Mapping[int, dict]] | None = None) -> dict:
+    """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
+
+    ``on_epoch`` goes to the label party; ``hooks`` (by party name) to any data party, e.g. to save
+    checkpoints; ``checkpoints`` (by party name) resume a run.
+    """
+    starts, hooks, checkpoints = starts or {}, dict(hooks or {}), checkpoints or {}
+    if on_epoch is not None:
+        hooks[roster.label] = on_epoch
+    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, start=starts.get(k),
+                                                  on_epoch=hooks.get(k), checkpoints=checkpoints.get(k)))
                 for k in roster.features}
     programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster, role=roster.label,
-                                                    start=starts.get(roster.label), on_epoch=on_epoch)
+                                                    start=starts.get(roster.label), on_epoch=hooks.get(roster.label),
+                                                    checkpoints=checkpoints.get(roster.label))
     programs[roster.coordinator] = lambda ep: train_coordinator(ep, settings, roster)
     return programs
 

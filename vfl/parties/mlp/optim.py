@@ -45,6 +45,13 @@ class SGD:
             updates = [self.momentum * v - self.learning_rate * g for v, g in zip(self.velocities, grads)]
         return [p + u for p, u in zip(params, updates)]
 
+    def state(self) -> dict:
+        """What a checkpoint keeps: the velocities (as nested lists)."""
+        return {"velocities": [v.tolist() for v in self.velocities]}
+
+    def load_state(self, state: dict) -> None:
+        self.velocities = _arrays(state["velocities"], self.velocities)
+
 
 class Adam:
     """Adam, as scikit-learn's ``AdamOptimizer``.
@@ -74,6 +81,22 @@ class Adam:
         self.vs = [self.beta_2 * v + (1 - self.beta_2) * (g ** 2) for v, g in zip(self.vs, grads)]
         rate = self.learning_rate_init * np.sqrt(1 - self.beta_2 ** self.t) / (1 - self.beta_1 ** self.t)
         return [p + (-rate * m / (np.sqrt(v) + self.epsilon)) for p, m, v in zip(params, self.ms, self.vs)]
+
+    def state(self) -> dict:
+        """What a checkpoint keeps: the step count and both moments (as nested lists)."""
+        return {"t": self.t, "ms": [m.tolist() for m in self.ms], "vs": [v.tolist() for v in self.vs]}
+
+    def load_state(self, state: dict) -> None:
+        self.t = int(state["t"])
+        self.ms, self.vs = _arrays(state["ms"], self.ms), _arrays(state["vs"], self.vs)
+
+
+def _arrays(values, like: list[np.ndarray]) -> list[np.ndarray]:
+    """Saved arrays back, each checked against the shape it replaces."""
+    out = [np.asarray(v, dtype=np.float64) for v in values]
+    if len(out) != len(like) or any(a.shape != b.shape for a, b in zip(out, like)):
+        raise ConfigurationError("a checkpoint's optimizer state does not fit this network's shapes")
+    return out
 
 
 def make_optimizer(solver: str, shapes, **hyper):

@@ -5,8 +5,8 @@ sums ``h_k W_k`` over the parties; the label party runs the top model.  Read
 the three programs side by side with the table (``<>``: shares, :mod:`vfl.crypto.ring`)::
 
     Step  Feature party k                       Label party B                          Coordinator C
-    0     its widths -> B                       checks the batches; seed, fan-in,
-                                                validation rows -> k, C
+    0     its widths, last saved epoch -> B     checks the batches; seed, fan-in,
+                                                validation rows, resume point -> k, C
     per batch (every party computes the same rows from the seed):
     1                                                                                  masks summing to 0 -> each k
                                                                                        (two feature parties or more);
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import math
 import secrets
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -53,6 +53,7 @@ from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 
 OnEpoch = Callable[[int, dict], None]
+Checkpoints = Mapping[int, dict]
 
 
 def pack(arrays) -> bytes:
@@ -129,19 +130,27 @@ def validation_count(n_rows: int, settings: MLPSettings) -> int:
 
 
 def train_feature(ep: Endpoint, party: MLPFeatureParty, settings: MLPSettings, roster: Roster, start=None,
-                  on_epoch: OnEpoch | None = None) -> dict:
-    """Feature party ``k``'s program (``start``: its ``(bottom, block)``; by default a secret one)."""
+                  on_epoch: OnEpoch | None = None, checkpoints: Checkpoints | None = None) -> dict:
+    """Feature party ``k``'s program.
+
+    ``start``: its ``(bottom, block)`` (by default a secret one); ``checkpoints``: its saved states by
+    completed epoch (``on_epoch(epoch, state)`` hands each over), to resume after the last epoch every
+    party completed.
+    """
     label, coordinator = roster.label, roster.coordinator
     n_rows, in_dim = party.x.shape
-    ep.send(label, "widths", "public", rows=n_rows, columns=in_dim, out=party.out_width)
+    ep.send(label, "widths", "public", rows=n_rows, columns=in_dim, out=party.out_width,
+            last_epoch=max(checkpoints) if checkpoints else -1)
     plan_msg = ep.recv(label, "plan")
     seed, fan_in, n_val = int(plan_msg["seed"]), int(plan_msg["fan_in"]), int(plan_msg["validation_rows"])
+    first = int(plan_msg["resume_from"])
     party.start(fan_in, settings.units, settings.solver, settings.optimizer_options(), start)
+    best = _resume(party, first, checkpoints) if first >= 0 else None
     train_rows, val_rows = _schedule(n_rows, settings, seed, n_val)
     masked = len(roster.features) > 1
     batch = settings.effective_batch(len(train_rows))
-    best = None
-    for epoch in range(settings.max_iter):
+    n_iter = first + 1
+    for epoch in range(first + 1, 0 if flag(plan_msg, "finished") else settings.max_iter):
         ep.iteration = epoch
         norms = 0.0
         for idx in batches(len(train_rows), batch, seed, epoch, settings.shuffle):
@@ -157,13 +166,22 @@ def train_feature(ep: Endpoint, party: MLPFeatureParty, settings: MLPSettings, r
         verdict = ep.recv(label, "epoch")
         if flag(verdict, "best"):
             best = [a.copy() for a in party.parameters()]
+        n_iter = epoch + 1
         if on_epoch:
-            on_epoch(epoch, {})
+            on_epoch(epoch, party.state(best))
         if flag(verdict, "stop"):
             break
     if settings.early_stopping and best is not None:
         party._set(best)
-    return {"n_iter": epoch + 1}
+    return {"n_iter": n_iter}
+
+
+def _resume(party, first: int, checkpoints):
+    """Load the party's state after epoch ``first``; returns its best arrays (early stopping) or None."""
+    if first not in (checkpoints or {}):
+        raise ProtocolError(f"party {party.role}: asked to resume after epoch {first + 1}, which it has no "
+                            "checkpoint for")
+    return party.load_state(checkpoints[first])
 
 
 def send_part(ep, part, label, coordinator, settings, masked, name) -> None:
@@ -195,8 +213,8 @@ def _feature_backward(ep, party: MLPFeatureParty, settings: MLPSettings, roster:
 
 
 def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roster: Roster, start=None,
-                on_epoch: OnEpoch | None = None) -> dict:
-    """The label party's program: the top model, the loss, ``delta``, the stopping rule."""
+                on_epoch: OnEpoch | None = None, checkpoints: Checkpoints | None = None) -> dict:
+    """The label party's program: the top model, the loss, ``delta``, the stopping rule, the resume point."""
     n_rows = party.x.shape[0]
     widths = {k: ep.recv(k, "widths") for k in roster.features}
     for k, msg in widths.items():
@@ -210,16 +228,31 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
     for k in roster.features:
         check_batch_size(k, in_dims[k], settings.bottom_of(k), settings.units, smallest)
     fan_in = sum(int(msg["out"]) for msg in widths.values()) + party.out_width
-    seed = secrets.randbits(62) if settings.random_state is None else int(settings.random_state)
+    first = min([int(msg["last_epoch"]) for msg in widths.values()] + [max(checkpoints) if checkpoints else -1])
+    saved = None
+    if first >= 0:
+        if first not in (checkpoints or {}):
+            raise ProtocolError(f"party {party.role}: asked to resume after epoch {first + 1}, which it has no "
+                                "checkpoint for")
+        saved = checkpoints[first]
+    seed = (int(saved["seed"]) if saved else
+            secrets.randbits(62) if settings.random_state is None else int(settings.random_state))
+    tracker = _Stopping(settings)
+    if saved:
+        tracker.load(saved["tracker"])
+    finished = tracker.count > settings.n_iter_no_change
     for k in roster.features:
-        ep.send(k, "plan", "public", seed=seed, fan_in=fan_in, validation_rows=n_val)
-    ep.send(roster.coordinator, "plan", "public", seed=seed, rows=n_rows, validation_rows=n_val,
-            in_dims=np.array([in_dims[k] for k in roster.features], dtype=np.int64))
+        ep.send(k, "plan", "public", seed=seed, fan_in=fan_in, validation_rows=n_val, resume_from=first,
+                finished=finished)
+    ep.send(roster.coordinator, "plan", "public", rows=n_rows, validation_rows=n_val, resume_from=first,
+            finished=finished, in_dims=np.array([in_dims[k] for k in roster.features], dtype=np.int64))
     party.start(fan_in, settings.solver, settings.optimizer_options(), start)
+    if saved:
+        tracker.best_params = party.load_state(saved["party"])
     train_rows, val_rows = _schedule(n_rows, settings, seed, n_val)
     batch = settings.effective_batch(len(train_rows))
-    tracker = _Stopping(settings)
-    for epoch in range(settings.max_iter):
+    stop = finished
+    for epoch in range(first + 1, 0 if finished else settings.max_iter):
         ep.iteration = epoch
         total, norms = 0.0, 0.0
         for idx in batches(len(train_rows), batch, seed, epoch, settings.shuffle):
@@ -245,12 +278,13 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
         if best:
             tracker.keep(party.parameters())
         if on_epoch:
-            on_epoch(epoch, {"loss": loss, "validation_score": score})
+            on_epoch(epoch, {"loss": loss, "validation_score": score, "seed": seed, "tracker": tracker.state(),
+                             "party": party.state(tracker.best_params)})
         if stop:
             break
     if settings.early_stopping and tracker.best_params is not None:
         party._set(tracker.best_params)
-    return {"n_iter": epoch + 1, "loss_curve": tracker.losses, "validation_scores": tracker.scores,
+    return {"n_iter": len(tracker.losses), "loss_curve": tracker.losses, "validation_scores": tracker.scores,
             "best_loss": tracker.best_loss, "converged": stop, "seed": seed}
 
 
@@ -325,23 +359,43 @@ class _Stopping:
     def keep(self, params) -> None:
         self.best_params = [a.copy() for a in params]
 
+    def state(self) -> dict:
+        """The rule's counters and curves, for a checkpoint (the best arrays go with the party's state)."""
+        return {"losses": list(self.losses), "scores": list(self.scores), "best_loss": _finite(self.best_loss),
+                "best_score": _finite(self.best_score), "count": self.count}
+
+    def load(self, state: dict) -> None:
+        self.losses = [float(v) for v in state["losses"]]
+        self.scores = [None if v is None else float(v) for v in state["scores"]]
+        self.best_loss = math.inf if state["best_loss"] is None else float(state["best_loss"])
+        self.best_score = -math.inf if state["best_score"] is None else float(state["best_score"])
+        self.count = int(state["count"])
+
+
+def _finite(value: float):
+    """A value JSON can hold: None for an infinity (nothing recorded yet)."""
+    return value if math.isfinite(value) else None
+
 
 # ------------------------------------------------------------------------------------------------- coordinator
 
 
 def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> dict:
-    """The coordinator's program: it deals the masks and Beaver triples of every batch, and receives nothing else."""
+    """The coordinator's program: it deals the masks and Beaver triples of every batch, and receives nothing else.
+
+    It keeps no state between epochs, so it needs no checkpoint: the label party's plan says where to start.
+    """
     label = roster.label
     msg = ep.recv(label, "plan")
-    seed, n_rows, n_val = int(msg["seed"]), int(msg["rows"]), int(msg["validation_rows"])
+    n_rows, n_val, first = int(msg["rows"]), int(msg["validation_rows"]), int(msg["resume_from"])
     in_dims = dict(zip(roster.features, (int(v) for v in msg["in_dims"])))
     if len(in_dims) != len(roster.features):
         raise ProtocolError(f"the plan names {len(in_dims)} feature parties, the roster {len(roster.features)}")
     n_train = n_rows - n_val
     batch = settings.effective_batch(n_train)
     masked = len(roster.features) > 1
-    epochs = 0
-    for epoch in range(settings.max_iter):
+    n_iter = first + 1
+    for epoch in range(first + 1, 0 if flag(msg, "finished") else settings.max_iter):
         ep.iteration = epoch
         for size in batch_sizes(n_train, batch):
             if masked:
@@ -353,10 +407,10 @@ def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> di
                 ep.send(label, "triples", "masked", values=_pack_halves(label_half, rounds))
         if n_val and masked:
             deal_masks(ep, roster, "validation_part", n_val, settings.units)
-        epochs += 1
+        n_iter = epoch + 1
         if flag(ep.recv(label, "epoch"), "stop"):
             break
-    return {"n_iter": epochs}
+    return {"n_iter": n_iter}
 
 
 def deal_masks(ep: Endpoint, roster: Roster, name: str, rows: int, units: int) -> None:
