@@ -19,6 +19,7 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.parties.linear import dp as label_dp
 from vfl.parties.mlp.split import SplitNetwork
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols import Roster
@@ -39,7 +40,7 @@ class _VerticalMLP(BaseEstimator):
                  alpha=0.0001, batch_size="auto", learning_rate_init=0.001, max_iter=200, shuffle=True,
                  random_state=None, tol=1e-4, verbose="auto", momentum=0.9, nesterovs_momentum=True,
                  early_stopping=False, validation_fraction=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8,
-                 n_iter_no_change=10, frac_bits=40):
+                 n_iter_no_change=10, frac_bits=40, dp_epsilon=None, dp_delta=None, dp_label_bound=None):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.bottom_sizes = bottom_sizes
         self.activation = activation
@@ -61,6 +62,9 @@ class _VerticalMLP(BaseEstimator):
         self.epsilon = epsilon
         self.n_iter_no_change = n_iter_no_change
         self.frac_bits = frac_bits
+        self.dp_epsilon = dp_epsilon
+        self.dp_delta = dp_delta
+        self.dp_label_bound = dp_label_bound
 
     def _settings(self, task: str) -> MLPSettings:
         per_party = dict(self.bottom_sizes) if isinstance(self.bottom_sizes, dict) else {}
@@ -76,7 +80,8 @@ class _VerticalMLP(BaseEstimator):
                            nesterovs_momentum=self.nesterovs_momentum, early_stopping=self.early_stopping,
                            validation_fraction=self.validation_fraction, beta_1=self.beta_1, beta_2=self.beta_2,
                            epsilon=self.epsilon, n_iter_no_change=self.n_iter_no_change, frac_bits=self.frac_bits,
-                           random_state=self.random_state)
+                           random_state=self.random_state, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
+                           dp_label_bound=self.dp_label_bound)
 
     def _fit_task(self, data: VerticalDataset) -> str:
         return self._task
@@ -126,7 +131,10 @@ class _VerticalMLP(BaseEstimator):
         self.out_activation_ = {"binary": "logistic", "multiclass": "softmax", "regression": "identity"}[label.task]
         if label.classes is not None:
             self.classes_ = label.classes.copy()
-        if not record["converged"] and self.n_iter_ == settings.max_iter:
+        self.dp_noise_std_ = record["noise_std"] if settings.dp else None
+        self.dp_spent_ = ((label_dp.epsilon_spent(record["noise_std"] / settings.dp_sensitivity(), settings.dp_delta,
+                                                  self.n_iter_), settings.dp_delta) if settings.dp else None)
+        if not settings.dp and not record["converged"] and self.n_iter_ == settings.max_iter:
             warnings.warn(f"the split network did not converge in max_iter={settings.max_iter} epochs (the loss "
                           f"changed by more than tol={settings.tol} within the last n_iter_no_change epochs)",
                           ConvergenceWarning)
@@ -214,6 +222,14 @@ class VerticalMLPClassifier(_VerticalMLP):
     momentum, nesterovs_momentum, beta_1, beta_2, epsilon : scikit-learn's meanings
     frac_bits : int, default=40
         Fixed-point precision of the shared backward pass.
+    dp_epsilon, dp_delta : float or None, default=None
+        Label differential privacy: the label party adds Gaussian noise to every row's output delta
+        ``out - y`` each epoch, calibrated so that everything the feature parties and the coordinator
+        receive over ``max_iter`` epochs is ``(dp_epsilon, dp_delta)``-DP for the labels (every epoch
+        runs; ``early_stopping`` is refused).  A feature party's summed gradients otherwise let it guess
+        labels better than chance over many epochs (docs/mlp.md gives the measured figures).
+    dp_label_bound : float or None, default=None
+        Regression with DP: the targets are clipped to ``[-dp_label_bound, dp_label_bound]``.
 
     Attributes
     ----------
@@ -221,6 +237,10 @@ class VerticalMLPClassifier(_VerticalMLP):
     out_activation_ : scikit-learn's meanings
     network_ : SplitNetwork
         Every party's weights (the in-process estimator only).
+    dp_spent_ : tuple (epsilon, delta) or None
+        The privacy spent over the epochs run.
+    dp_noise_std_ : float or None
+        The noise's standard deviation on each output delta.
     transcript_ : Transcript
         Every message of the training.
     label_party_, feature_parties_, feature_names_

@@ -201,6 +201,8 @@ def test_a_diverging_fit_says_which_setting_to_change():
     ({"bottom_sizes": {"Z": (3,)}}, r"bottom_sizes names \['Z'\]"),
     ({"activation": "softmax"}, "activation must be one of"),
     ({"batch_size": 0}, "batch_size must be"),
+    ({"dp_epsilon": 1.0}, "both dp_epsilon and dp_delta"),
+    ({"dp_epsilon": 1.0, "dp_delta": 1e-5, "early_stopping": True}, "set early_stopping=False"),
 ])
 def test_bad_settings_are_refused_by_name(params, message):
     data = vfl.VerticalDataset(_frames(), label="y")
@@ -252,3 +254,16 @@ def test_a_resumed_run_equals_an_uninterrupted_one():
     for name in ("A", "B"):
         for a, b in zip(resumed[name].party.parameters(), whole[name].party.parameters()):
             np.testing.assert_allclose(a, b, atol=1e-9)
+
+
+def test_label_dp_spends_the_budget_asked_for_and_runs_every_epoch():
+    data = vfl.VerticalDataset(_frames(), label="y")
+    model = vfl.VerticalMLPClassifier((4,), max_iter=4, batch_size=60, tol=0.5, n_iter_no_change=1,
+                                      dp_epsilon=2.0, dp_delta=1e-5, verbose=False).fit(data)
+    assert model.n_iter_ == 4                     # tol would have stopped it: with DP every epoch runs
+    assert model.dp_spent_[0] == pytest.approx(2.0, rel=1e-3) and model.dp_spent_[1] == 1e-5
+    assert model.dp_noise_std_ > 1.0
+    frames = _frames()
+    regression = vfl.VerticalDataset(frames, label="y")
+    with pytest.raises(ConfigurationError, match="dp_label_bound"):
+        vfl.VerticalMLPRegressor((4,), dp_epsilon=1.0, dp_delta=1e-5, verbose=False).fit(regression)

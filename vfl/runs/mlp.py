@@ -62,7 +62,8 @@ def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
     if data.weights is not None:
         raise DataError(f"party {role}: the split network does not take row weights (sample_weight) yet")
     return MLPLabelParty(role, features, data.columns, data.labels, settings.task, settings.bottom_of(role),
-                         settings.hidden_layer_sizes, settings.activation)
+                         settings.hidden_layer_sizes, settings.activation,
+                         settings.dp_label_bound if settings.dp else None)
 
 
 def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,

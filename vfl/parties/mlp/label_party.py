@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from vfl.crypto.randomness import gaussian
 from vfl.errors import ConfigurationError, DataError, DivergenceError, FixedPointOverflowError
 from vfl.parties.mlp.activations import activate, derivative
 from vfl.parties.mlp.feature_party import draw_start
@@ -37,15 +38,19 @@ class MLPLabelParty:
     hidden_layer_sizes : tuple of int
         The interactive layer's width, then the top's hidden widths.
     activation : str
+    label_bound : float, optional
+        Regression targets are clipped to ``[-label_bound, label_bound]`` (label differential privacy).
     """
 
     def __init__(self, role: str, features, columns, labels, task: str, bottom_sizes, hidden_layer_sizes,
-                 activation: str):
+                 activation: str, label_bound: float | None = None):
         self.role = role
         self.x = np.asarray(features, dtype=np.float64).reshape(len(labels), -1)
         self.columns = list(columns)
         self.task = task
         self.y, self.classes = targets(labels, task)
+        if task == "regression" and label_bound is not None:
+            self.y = np.clip(self.y, -label_bound, label_bound)
         self.bottom_sizes = tuple(bottom_sizes) if self.x.shape[1] else ()
         self.hidden_layer_sizes = tuple(hidden_layer_sizes)
         self.activation = activation
@@ -131,11 +136,19 @@ class MLPLabelParty:
         with np.errstate(over="ignore", invalid="ignore"):
             return loss(self.task, self.y[rows], out)
 
-    def backward(self, rows: np.ndarray) -> tuple[np.ndarray, list]:
-        """``delta`` (raw: sums over the rows) and its own raw gradients, in :meth:`parameters`' order."""
+    def backward(self, rows: np.ndarray, noise_std: float = 0.0) -> tuple[np.ndarray, list]:
+        """``delta`` (raw: sums over the rows) and its own raw gradients, in :meth:`parameters`' order.
+
+        With ``noise_std > 0`` every row's output delta ``out - y`` gets Gaussian noise from the CSPRNG
+        before anything is computed from it (label differential privacy: the label party's own
+        weights move by the noisy deltas too, so everything that leaves it is post-processing of them).
+        """
         upper, hidden = self._names()
         acts, top = self._state
-        top_grads, grad_a = backward(self.top, top, output_delta(self.y[rows], top[-1]), upper[1:])
+        delta_out = output_delta(self.y[rows], top[-1])
+        if noise_std > 0:
+            delta_out = delta_out + noise_std * gaussian(delta_out.size).reshape(delta_out.shape)
+        top_grads, grad_a = backward(self.top, top, delta_out, upper[1:])
         delta = derivative(upper[0], top[0], grad_a)
         own = []
         if self.has_columns:

@@ -8,7 +8,9 @@ the top's hidden widths), ``activation``, ``solver`` (``"adam"``, ``"sgd"``),
 ``n_iter_no_change``; vfl's own: ``bottom_sizes`` (each party's bottom model)
 and ``frac_bits`` (the fixed-point precision of the shared backward pass).  ``random_state``
 seeds the public schedule only (the batches' order, the validation rows); every
-starting weight is secret, drawn by its party from the CSPRNG.
+starting weight is secret, drawn by its party from the CSPRNG.  ``dp_epsilon``,
+``dp_delta`` and ``dp_label_bound`` (regression) turn on label differential
+privacy (:mod:`vfl.protocols.mlp.training`, docs/mlp.md).
 """
 
 from __future__ import annotations
@@ -76,6 +78,9 @@ class MLPSettings:
     n_iter_no_change: int = 10
     frac_bits: int = DEFAULT_FRAC_BITS
     random_state: int | None = None
+    dp_epsilon: float | None = None
+    dp_delta: float | None = None
+    dp_label_bound: float | None = None
 
     def __post_init__(self):
         check_task(self.task)
@@ -114,8 +119,36 @@ class MLPSettings:
         _check(self.random_state is None or (_is_int(self.random_state) and self.random_state >= 0),
                "random_state must be None or an integer >= 0 (it seeds the batches and the validation split only)",
                self.random_state)
+        self._check_dp()
         _check(_is_int(self.frac_bits) and 16 <= self.frac_bits <= 60, "frac_bits must be an integer in [16, 60]",
                self.frac_bits)
+
+    def _check_dp(self) -> None:
+        if (self.dp_epsilon is None) != (self.dp_delta is None):
+            raise ConfigurationError("label differential privacy needs both dp_epsilon and dp_delta (or neither)")
+        if not self.dp:
+            return
+        _check(_is_real(self.dp_epsilon) and self.dp_epsilon > 0, "dp_epsilon must be a finite number > 0",
+               self.dp_epsilon)
+        _check(_is_real(self.dp_delta) and 0 < self.dp_delta < 1, "dp_delta must be in (0, 1)", self.dp_delta)
+        _check(not self.early_stopping, "with label differential privacy every epoch runs (when to stop would "
+               "depend on the labels): set early_stopping=False", self.early_stopping)
+        if self.task == "regression":
+            _check(_is_real(self.dp_label_bound) and self.dp_label_bound > 0, "label differential privacy for "
+                   "regression needs dp_label_bound > 0 (the targets are clipped to it)", self.dp_label_bound)
+
+    @property
+    def dp(self) -> bool:
+        """Whether the label party adds Gaussian noise to its output deltas (label differential privacy)."""
+        return self.dp_epsilon is not None
+
+    def dp_sensitivity(self) -> float:
+        """L2 sensitivity of one row's output delta ``out - y`` to its label (one-hot for several classes)."""
+        if self.task == "binary":
+            return 1.0
+        if self.task == "multiclass":
+            return math.sqrt(2.0)
+        return 2.0 * float(self.dp_label_bound)
 
     @property
     def units(self) -> int:

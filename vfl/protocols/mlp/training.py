@@ -44,6 +44,7 @@ import numpy as np
 
 from vfl.crypto import ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.parties.linear import dp as label_dp
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.parties.mlp.shared_backward import FEATURE, LABEL, deal, openings, plan, shares_from
@@ -252,6 +253,7 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
     train_rows, val_rows = _schedule(n_rows, settings, seed, n_val)
     batch = settings.effective_batch(len(train_rows))
     stop = finished
+    noise_std = dp_noise_std(settings)
     for epoch in range(first + 1, 0 if finished else settings.max_iter):
         ep.iteration = epoch
         total, norms = 0.0, 0.0
@@ -260,7 +262,7 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
             parts = receive_parts(ep, roster, "part", len(rows), settings)
             total += party.batch_loss(rows, parts) * len(rows)
             norms += party.squared_norm()
-            delta, own = party.backward(rows)
+            delta, own = party.backward(rows, noise_std)
             _label_backward(ep, party, settings, roster, delta, in_dims)
             party.step(own, settings.alpha, len(rows))
         if settings.alpha > 0:
@@ -273,6 +275,8 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
             parts = receive_parts(ep, roster, "validation_part", len(val_rows), settings)
             score = party.score(val_rows, parts)
         stop, best = tracker.update(loss, score)
+        if settings.dp:
+            stop = False            # every epoch runs: a stop decided on the loss would depend on the labels
         for name in (*roster.features, roster.coordinator):
             ep.send(name, "epoch", "public", stop=stop, best=best)
         if best:
@@ -285,7 +289,21 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
     if settings.early_stopping and tracker.best_params is not None:
         party._set(tracker.best_params)
     return {"n_iter": len(tracker.losses), "loss_curve": tracker.losses, "validation_scores": tracker.scores,
-            "best_loss": tracker.best_loss, "converged": stop, "seed": seed}
+            "best_loss": tracker.best_loss, "converged": stop, "seed": seed, "noise_std": noise_std}
+
+
+def dp_noise_std(settings: MLPSettings) -> float:
+    """The standard deviation of the label party's noise on each output delta (0 without DP).
+
+    Each row's label meets the Gaussian mechanism once per epoch (each row is in one batch), with L2
+    sensitivity :meth:`~vfl.protocols.mlp.settings.MLPSettings.dp_sensitivity`; over ``max_iter`` epochs
+    that composes to one Gaussian mechanism, calibrated by ``dp_accounting``'s PLD accountant
+    (:mod:`vfl.parties.linear.dp`, shared with the linear models).
+    """
+    if not settings.dp:
+        return 0.0
+    z = label_dp.noise_multiplier(settings.dp_epsilon, settings.dp_delta, settings.max_iter)
+    return z * settings.dp_sensitivity()
 
 
 def _diverged(role: str, epoch: int):
