@@ -170,7 +170,7 @@ def attack_auc(scores: np.ndarray, labels: np.ndarray, *, either_orientation: bo
 
 def party_gradients(stack: list[Layer], acts: list[np.ndarray], block: np.ndarray, activation: str,
                     delta: np.ndarray) -> np.ndarray:
-    """A feature party's raw gradients (sums over the rows) flattened, from ``delta``: the order of :func:`gradient_map`.
+    """A feature party's raw gradients (sums over the rows), flattened in :func:`gradient_map`'s order, from ``delta``.
 
     Parameters
     ----------
