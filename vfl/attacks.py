@@ -13,6 +13,17 @@ own columns alone, the baseline no protocol can take away, and
 :func:`own_split_patterns` what its own splits alone say of each row (which
 leaves they allow, per tree): the leaves a feature party can use when it is
 told no row's node.
+
+For the split network (:mod:`vfl.parties.mlp`), :func:`norm_attack` and
+:func:`direction_attack` are Li et al.'s label attacks ("Label Leakage and
+Protection in Two-party Split Learning", ICLR 2022) on the per-row gradients
+``grad_h`` plain split learning sends back to a feature party, scored by
+:func:`attack_auc`.  When a party learns only its own parameters' gradients
+summed over a batch, :func:`gradient_map` gives the linear map from the
+interactive layer's per-row gradients ``delta`` to those sums, and
+:func:`recover_deltas` the least-squares estimate of ``delta`` the party can
+make from them: exact when that map is injective (never beyond
+:func:`injective_batch_limit` rows), a projection of ``delta`` otherwise.
 """
 
 from __future__ import annotations
@@ -20,8 +31,14 @@ from __future__ import annotations
 import numpy as np
 from sklearn.linear_model import LogisticRegression
 from sklearn.impute import SimpleImputer
+from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+from vfl.errors import ConfigurationError
+from vfl.parties.mlp.activations import derivative
+from vfl.parties.mlp.layers import Layer, backward
+from vfl.parties.mlp.split import join_backward
 
 
 def instance_spaces(transcript, party: str, train_rows) -> np.ndarray:
@@ -80,3 +97,193 @@ def own_columns_attack(features: np.ndarray, known: np.ndarray, labels: np.ndarr
     """Guess every row's label from the party's own columns alone (missing values imputed by the column mean)."""
     model = make_pipeline(SimpleImputer(), StandardScaler(), LogisticRegression(C=1.0, max_iter=2000))
     return model.fit(features[known], labels[known]).predict(features)
+
+
+def norm_attack(grad_h: np.ndarray) -> np.ndarray:
+    """Li et al.'s norm attack: each row's score is the L2 norm of its gradient (larger: more likely positive).
+
+    On imbalanced binary data the rare positives are the rows the model fits worst, so their output
+    delta ``p - y`` (and with it the whole gradient) is larger in size than the negatives'.
+
+    Parameters
+    ----------
+    grad_h : ndarray
+        (rows, width): the gradient on each row's bottom output, one row per example.
+
+    Returns
+    -------
+    ndarray
+        (rows,) scores, larger for rows more likely positive.
+    """
+    return np.linalg.norm(np.asarray(grad_h, dtype=np.float64), axis=1)
+
+
+def direction_attack(grad_h: np.ndarray, known_row: int) -> np.ndarray:
+    """Li et al.'s direction attack: each row's cosine similarity with the gradient of one row of known label.
+
+    With one output unit the gradient of row ``i`` is ``(p_i - y_i)`` times a vector that changes little
+    from row to row, and ``p_i - y_i`` is negative for positives and positive for negatives: a
+    **positive cosine means the same label as** ``known_row``, a negative cosine the other label (a row
+    with a zero gradient scores 0).  With a positive ``known_row`` the scores rank rows as positives
+    first (as Li et al. use it); with a negative one, negate them.
+
+    Parameters
+    ----------
+    grad_h : ndarray
+        (rows, width): the gradient on each row's bottom output.
+    known_row : int
+        The row whose label the attacker knows (its own score is 1: leave it out of an AUC).
+
+    Returns
+    -------
+    ndarray
+        (rows,) cosine similarities in [-1, 1].
+    """
+    grad_h = np.asarray(grad_h, dtype=np.float64)
+    norms = np.linalg.norm(grad_h, axis=1)
+    scale = norms * norms[known_row]
+    return np.divide(grad_h @ grad_h[known_row], scale, out=np.zeros(len(grad_h)), where=scale > 0)
+
+
+def attack_auc(scores: np.ndarray, labels: np.ndarray, *, either_orientation: bool = False) -> float:
+    """The AUC of ``scores`` ranking the rows with label 1 above the others (``roc_auc_score``).
+
+    Li et al.'s leak AUC keeps each attack's fixed orientation — the norm attack ranks large norms as
+    positive, the direction attack ranks large cosines with a *positive* row's gradient as positive — and
+    never flips a score (their code, ``compute_auc`` in ``model.py`` of OscarcarLi/label-protection,
+    is ``roc_auc_score`` of the min-max scaled score); so is the default here.  ``either_orientation``
+    returns ``max(AUC, 1 - AUC)``, which the paper does not use: the leak of an attacker free to pick
+    the orientation after the fact, an upper bound used where no orientation is known in advance (the
+    estimates of :func:`recover_deltas`), so that a figure near 0.5 there cannot hide a flipped leak.
+
+    Parameters
+    ----------
+    scores : ndarray
+        (rows,) attack scores.
+    labels : ndarray
+        (rows,) true labels, 0 or 1, both present.
+    either_orientation : bool, default False
+    """
+    auc = float(roc_auc_score(np.asarray(labels), np.asarray(scores, dtype=np.float64)))
+    return max(auc, 1.0 - auc) if either_orientation else auc
+
+
+def party_gradients(stack: list[Layer], acts: list[np.ndarray], block: np.ndarray, activation: str,
+                    delta: np.ndarray) -> np.ndarray:
+    """A feature party's raw gradients (sums over the rows), flattened in :func:`gradient_map`'s order, from ``delta``.
+
+    Parameters
+    ----------
+    stack : list of (W, b)
+        The party's bottom layers (``[]``: none).
+    acts : list of ndarray
+        :func:`~vfl.parties.mlp.layers.forward`'s activations of that stack on the batch (``acts[-1]``: ``h_k``).
+    block : ndarray
+        The party's block ``W_k`` of the interactive weights.
+    activation : str
+        The hidden activation.
+    delta : ndarray
+        (rows, units): the gradient on the interactive layer's pre-activation ``z``.
+
+    Returns
+    -------
+    ndarray
+        Each bottom layer's ``dW`` then ``db`` (C order), then ``dW_k``.
+    """
+    (block_grad,), _, (grad_h,) = join_backward([acts[-1]], [block], delta)
+    parts = [block_grad]
+    if stack:
+        grads, _ = backward(stack, acts, derivative(activation, acts[-1], grad_h), [activation] * len(stack))
+        parts = [a for layer in grads for a in layer] + parts
+    return np.concatenate([a.ravel() for a in parts])
+
+
+def gradient_map(stack: list[Layer], acts: list[np.ndarray], block: np.ndarray, activation: str) -> np.ndarray:
+    """The matrix ``J`` with ``party_gradients(..., delta) == J @ delta.ravel()`` for this batch.
+
+    Every gradient of a feature party's own parameters — its bottom layers' weights and intercepts,
+    then its interactive block ``W_k`` — is linear in ``delta`` (the (rows, units) gradient on the
+    interactive layer's pre-activation), with coefficients only that party knows: its columns, its
+    activations and its weights.  Column ``j`` of ``J`` is :func:`party_gradients` of the ``j``-th basis
+    matrix (row ``j // units``, unit ``j % units``), computed on that row alone (the gradients are sums
+    over the rows, and the basis matrix is zero on every other row).
+
+    Parameters
+    ----------
+    stack, acts, block, activation
+        As :func:`party_gradients`.
+
+    Returns
+    -------
+    ndarray
+        (parameter count, rows * units).
+    """
+    rows, units = acts[-1].shape[0], block.shape[1]
+    basis = np.eye(units)
+    columns = []
+    for i in range(rows):
+        row = [a[i:i + 1] for a in acts]
+        columns.extend(party_gradients(stack, row, block, activation, basis[l:l + 1]) for l in range(units))
+    return np.column_stack(columns)
+
+
+def recover_deltas(jacobian: np.ndarray, gradients: np.ndarray, rows: int, units: int) -> np.ndarray:
+    """The minimum-norm least-squares ``delta`` (rows, units) with ``J @ delta.ravel() = gradients``.
+
+    The attack of a feature party that learns only its own parameters' gradients summed over a batch
+    (never a per-row gradient): ``gradients`` are the raw sums in :func:`party_gradients`' order (a party
+    told scikit-learn's scaled gradients ``(raw + alpha W) / s`` gets the raw sums back from its own
+    ``W``, ``alpha`` and batch size ``s``).  When ``J`` has full column rank — possible only while
+    ``rows * units`` is at most the gradient count (:func:`injective_batch_limit`) — the map is injective
+    and the recovery is **exact**: the party learns every row's ``delta``, as plain split learning
+    tells it.  Beyond, the estimate is ``delta``'s orthogonal projection onto ``J``'s row space, a
+    subspace of dimension at most the gradient count out of ``rows * units``.
+
+    Parameters
+    ----------
+    jacobian : ndarray
+        :func:`gradient_map` for the batch.
+    gradients : ndarray
+        The party's raw batch gradients, flattened as :func:`party_gradients`.
+    rows, units : int
+        The batch's row count and the interactive layer's width.
+
+    Returns
+    -------
+    ndarray
+        (rows, units): the estimate of ``delta``.
+    """
+    if jacobian.shape[1] != rows * units:
+        raise ConfigurationError(f"the gradient map has {jacobian.shape[1]} columns for {rows} rows of "
+                                 f"{units} units")
+    solution, *_ = np.linalg.lstsq(jacobian, np.asarray(gradients, dtype=np.float64), rcond=None)
+    return solution.reshape(rows, units)
+
+
+def injective_batch_limit(param_count: int, units: int) -> int:
+    """The largest batch at which a party's gradient map can be injective: ``param_count // units``.
+
+    A batch of ``rows`` rows has ``rows * units`` unknowns in ``delta`` and the party sees
+    ``param_count`` gradient entries; the map from one to the other can be injective (exact recovery by
+    :func:`recover_deltas`) only when ``rows * units <= param_count``: above the limit, never.  The limit
+    is an upper bound, reached with smooth activations (``tanh``, ``logistic``) when the party's last
+    bottom layer is at least as wide as the interactive layer (a narrower one keeps, of each row's
+    ``delta``, only the part ``delta W_k^T`` sees; with no bottom, the limit is the party's column count,
+    the rank of its columns in the batch at most).  A ReLU layer is
+    positively homogeneous, so each of its units ties its gradients by one linear relation (its incoming
+    weights and intercept dotted with their gradients equal its outgoing weights dotted with theirs):
+    ``J``'s rank is at most ``param_count`` minus the party's ReLU bottom units, and a given batch can
+    fall lower still (a unit off in a row hides that row from the unit's gradients).  Whether a batch's
+    map is injective is ``np.linalg.matrix_rank(J) == rows * units``.
+
+    Parameters
+    ----------
+    param_count : int
+        The feature party's parameter count: bottom weights and intercepts, and its block ``W_k``.
+    units : int
+        The interactive layer's width.
+    """
+    if param_count < 1 or units < 1:
+        raise ConfigurationError(f"the gradient count and the interactive width must be positive, got "
+                                 f"{param_count} and {units}")
+    return param_count // units
