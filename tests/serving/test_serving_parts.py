@@ -274,3 +274,47 @@ def test_the_coordinator_refuses_scores_packed_in_another_layout():
     with pytest.raises(ProtocolError, match=r"bank packed the scores as \[128, 7\], not as the settings say"):
         decrypted(layout, c.context, _wire("decrypt", "ciphertext", request), "bank", 10 ** 6)
 
+
+# -- the serving protocol -------------------------------------------------------------------------------------
+class _HelloPeer:
+    """One end of a link whose peer answers the hello with ``reply``."""
+
+    role, peer = "bank", "telco"
+
+    def __init__(self, reply: dict):
+        self.reply, self.sent = reply, []
+
+    def send(self, name: str, kind: str, **fields) -> None:
+        self.sent.append(fields)
+
+    def recv(self, timeout: float) -> Message:
+        return _wire("serve_hello", "public", self.reply)
+
+
+def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
+    import hashlib
+    import json
+    from types import SimpleNamespace
+
+    from vfl.errors import HandshakeError
+    from vfl.serving.links import hello, serving_settings
+    from vfl.serving.messages import PROTOCOL
+
+    config = SimpleNamespace(parties={"bank": SimpleNamespace(role="label"), "telco": SimpleNamespace(role="feature")},
+                             boosting=True)
+    mine = serving_settings(config)
+    assert mine["protocol"] == PROTOCOL == "vfl-serve/2"
+
+    def said(shared: dict) -> dict:
+        text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
+        return {"fingerprint": hashlib.sha256(text.encode()).hexdigest(), "shared": text}
+
+    assert hello(_HelloPeer(said(mine)), config)["fingerprint"] == said(mine)["fingerprint"]
+    older = {k: v for k, v in mine.items() if k != "protocol"}         # a release before the field
+    for theirs, spoken in ((older, "vfl-serve/1"), (dict(mine, protocol="vfl-serve/3"), "vfl-serve/3"),
+                           (dict(mine, protocol=["\x1b[2J"]), "unknown")):
+        with pytest.raises(HandshakeError, match=rf"party telco speaks the serving protocol {spoken} and party bank "
+                                                 r"vfl-serve/2: they run different vfl releases"):
+            hello(_HelloPeer(said(theirs)), config)
+    # and the older release, comparing fingerprints, refuses this one too
+    assert said(older)["fingerprint"] != said(mine)["fingerprint"]
