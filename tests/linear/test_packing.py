@@ -11,7 +11,7 @@ from vfl.crypto import Context, FixedPoint, packing
 from vfl.crypto.packing import STATISTICAL_BITS, SlotLayout
 from vfl.errors import FixedPointOverflowError
 from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.parties.linear.packed import bound_bits, prediction_layout, prediction_slots
+from vfl.parties.linear.packed import bound_bits, prediction_slots
 from vfl.protocols import Roster
 from vfl.transport import BigInts, Transcript
 
@@ -27,12 +27,6 @@ def test_layout_fits_the_plaintext_with_room_for_masks():
         packing.layout_for(256, 200)
     with pytest.raises(ValueError):
         SlotLayout(value_bits=40, slot_bits=100, slots=3)       # no room for 80 bits of masking
-
-
-def test_prediction_layout_at_2048_bits_holds_fifteen_or_more_scores():
-    pk, _ = _FakeKey(2048), None
-    layout = prediction_layout(Context(pk, FixedPoint(32)), 2 ** 12, 2)
-    assert layout.value_bits == 32 + 12 + 1 + 1 and layout.slots >= 15
 
 
 def test_bound_bits_is_the_least_power_of_two_at_or_above():

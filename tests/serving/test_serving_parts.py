@@ -219,3 +219,102 @@ def test_inline_features_beyond_a_float_are_refused_by_name():
             check_request(body, ServingSettings(allow_inline_features=True), share)
     body = ScoreRequest.model_validate_json('{"ids": ["a"], "features": [{"income": 52000}]}')
     assert check_request(body, ServingSettings(allow_inline_features=True), share)[1] == [{"income": 52000.0}]
+
+
+# -- linear rounds: scores packed and masked as batch prediction packs them ---------------------------------
+def _wire(name: str, kind: str, fields: dict) -> Message:
+    return decode(encode(Message(name, kind, -1, fields)))
+
+
+@pytest.mark.parametrize("width", [1, 3])
+def test_a_packed_round_packs_and_masks_the_scores_as_batch_prediction(width):
+    import math
+
+    from vfl.parties import Coordinator
+    from vfl.parties.linear.packed import prediction_slots
+    from vfl.serving.rounds import Layout, decrypted, encrypted_scores, masked_total, unmasked
+
+    c = Coordinator(1024, insecure=True)
+    c.generate_keys()
+    layout = Layout(c.context, True, 2 ** 12, 3)        # the label party bank and two feature parties
+    group = prediction_slots(c.context, 2 ** 12, 3)
+    per = len(group.widths)
+    assert layout.fields() == {"slot_bits": group.widths[0], "slots": per} and per >= 20
+    n = 2 * per // width + 5
+    rng = np.random.default_rng(3)                      # test data only
+    u = {k: rng.uniform(-4096, 4096, (n, width)) for k in ("telco", "shop", "bank")}
+    answers = {k: _wire("scores", "ciphertext", encrypted_scores(layout, u[k], k)) for k in ("telco", "shop")}
+    request, secret = masked_total(layout, answers, u["bank"], "bank")
+    assert request["n_values"] == n * width and len(request["ciphertexts"]) == math.ceil(n * width / per)
+    reply = _wire("decrypted", "masked",
+                  decrypted(layout, c.context, _wire("decrypt", "ciphertext", request), "bank", 10 ** 6))
+    z = unmasked(layout, reply, secret, n * width, "bank")
+    # the sum of the parties' fixed-point scores, exactly
+    exact = sum(np.rint(np.ldexp(u[k].ravel(), 32)).astype(np.int64) for k in u)
+    assert np.array_equal(z, np.ldexp(exact.astype(np.float64), -32))
+    # what the coordinator decrypts: the packed sums plus a mask as wide as Z_n, fresh for every ciphertext
+    # (none of these draws falls below 2^(key bits - 16) but by a 2^-13 chance)
+    padded = np.array([int(v) for v in exact] + [0] * (-len(exact) % per), dtype=object)
+    packed = group.pack(padded.reshape(-1, per))
+    modulus = int(c.context.public_key.n)
+    masks = [(int(p) - int(s)) % modulus for p, s in zip(reply["residues"].to_ints(), packed)]
+    assert masks == [int(r) for r in secret]
+    assert all(r.bit_length() > 1024 - 16 for r in masks) and len(set(masks)) == len(masks)
+
+
+def test_the_coordinator_refuses_scores_packed_in_another_layout():
+    from vfl.parties import Coordinator
+    from vfl.serving.rounds import Layout, decrypted, masked_total
+
+    c = Coordinator(1024, insecure=True)
+    c.generate_keys()
+    layout = Layout(c.context, True, 2 ** 12, 2)
+    request, _ = masked_total(layout, {}, np.ones((3, 1)), "bank")
+    request.update(slots=7, slot_bits=128, value_bits=46)   # vfl-serve/1's per-slot-masked layout at 1024 bits
+    with pytest.raises(ProtocolError, match=r"bank packed the scores as \[128, 7\], not as the settings say"):
+        decrypted(layout, c.context, _wire("decrypt", "ciphertext", request), "bank", 10 ** 6)
+
+
+# -- the serving protocol -------------------------------------------------------------------------------------
+class _HelloPeer:
+    """One end of a link whose peer answers the hello with ``reply``."""
+
+    role, peer = "bank", "telco"
+
+    def __init__(self, reply: dict):
+        self.reply, self.sent = reply, []
+
+    def send(self, name: str, kind: str, **fields) -> None:
+        self.sent.append(fields)
+
+    def recv(self, timeout: float) -> Message:
+        return _wire("serve_hello", "public", self.reply)
+
+
+def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
+    import hashlib
+    import json
+    from types import SimpleNamespace
+
+    from vfl.errors import HandshakeError
+    from vfl.serving.links import hello, serving_settings
+    from vfl.serving.messages import PROTOCOL
+
+    config = SimpleNamespace(parties={"bank": SimpleNamespace(role="label"), "telco": SimpleNamespace(role="feature")},
+                             boosting=True)
+    mine = serving_settings(config)
+    assert mine["protocol"] == PROTOCOL == "vfl-serve/2"
+
+    def said(shared: dict) -> dict:
+        text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
+        return {"fingerprint": hashlib.sha256(text.encode()).hexdigest(), "shared": text}
+
+    assert hello(_HelloPeer(said(mine)), config)["fingerprint"] == said(mine)["fingerprint"]
+    older = {k: v for k, v in mine.items() if k != "protocol"}         # a release before the field
+    for theirs, spoken in ((older, "vfl-serve/1"), (dict(mine, protocol="vfl-serve/3"), "vfl-serve/3"),
+                           (dict(mine, protocol=["\x1b[2J"]), "unknown")):
+        with pytest.raises(HandshakeError, match=rf"party telco speaks the serving protocol {spoken} and party bank "
+                                                 r"vfl-serve/2: they run different vfl releases"):
+            hello(_HelloPeer(said(theirs)), config)
+    # and the older release, comparing fingerprints, refuses this one too
+    assert said(older)["fingerprint"] != said(mine)["fingerprint"]

@@ -51,10 +51,10 @@ class Group:
         values = np.asarray(values)
         if values.ndim != 2 or values.shape[1] != len(self.widths):
             raise ValueError(f"a group of {len(self.widths)} slots and values of shape {values.shape}")
-        for j, w in enumerate(self.widths):
-            column = values[:, j]
-            if len(column) and int(np.max(np.abs(column))) >= 1 << (w - 1):
-                raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
+        if values.size:                 # every slot's largest in one pass over the values, not one per slot
+            for w, largest in zip(self.widths, np.abs(values).max(axis=0).tolist()):
+                if int(largest) >= 1 << (w - 1):
+                    raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
         out = []
         shifts = np.concatenate([[0], np.cumsum(self.widths)[:-1]]).tolist()
         for row in values.tolist():
@@ -145,10 +145,10 @@ class Lanes:
         values = np.asarray(values)
         if values.ndim != 2 or values.shape[1] != len(self.widths):
             raise ValueError(f"lanes of {len(self.widths)} values and values of shape {values.shape}")
-        for j, w in enumerate(self.widths):
-            column = values[:, j]
-            if len(column) and int(np.max(np.abs(column))) >= 1 << (w - 1):
-                raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
+        if values.size:                 # every slot's largest in one pass over the values, not one per slot
+            for w, largest in zip(self.widths, np.abs(values).max(axis=0).tolist()):
+                if int(largest) >= 1 << (w - 1):
+                    raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
         lane = self.lane_bits
         return [gmpy2.mpz(sum(int(v) << (t * lane) for t, v in enumerate(row))) for row in values.tolist()]
 

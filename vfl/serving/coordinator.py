@@ -8,9 +8,9 @@ the coordinator no longer holds.
 
 The only request is the label party's ``decrypt``: the sum of every party's
 partial scores plus the label party's fresh mask, in the public packed layout
-(checked before anything is decrypted).  What it decrypts is ``z + mask``: a
-statistically hidden value per slot (an 80-bit mask), or a uniform residue
-unpacked; it never learns a score.
+(checked before anything is decrypted).  What it decrypts is ``Z + R mod n``,
+``R`` uniform over Z_n and fresh for every ciphertext (packed or not): a uniform
+residue; it never learns a score.
 """
 
 from __future__ import annotations

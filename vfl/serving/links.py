@@ -27,7 +27,8 @@ import time
 
 from vfl.errors import HandshakeError, PeerError, ProtocolError, VFLError
 from vfl.deploy.session import check_hello, differences, check_own_certificate
-from vfl.transport.message import Message, decode, encode
+from vfl.serving.messages import FIRST_PROTOCOL, PROTOCOL
+from vfl.transport.message import Message, decode, encode, parse_json
 from vfl.transport.service import ServiceTransport
 
 log = logging.getLogger("vfl.serving")
@@ -125,13 +126,15 @@ class Channel:
 
 
 def serving_settings(config) -> dict:
-    """What every serving party must agree on: the names and roles, the model family and, for a linear
-    model, what the rounds' arithmetic depends on (key size, fixed point, packing, the declared score bound).
+    """What every serving party must agree on: the wire protocol (:data:`~vfl.serving.messages.PROTOCOL`), the
+    names and roles, the model family and, for a linear model, what the rounds' arithmetic depends on (key
+    size, fixed point, packing, the declared score bound).
 
     Training-only settings (iterations, learning rate...) are left out: a model version
     trained with others is served by the same running parties.
     """
-    shared = {"task": "serve", "roles": {name: entry.role for name, entry in sorted(config.parties.items())},
+    shared = {"task": "serve", "protocol": PROTOCOL,
+              "roles": {name: entry.role for name, entry in sorted(config.parties.items())},
               "model": "gradient_boosting" if config.boosting else "linear"}
     if not config.boosting:
         t = config.training
@@ -146,7 +149,8 @@ def hello(channel: Channel, config, **extra) -> dict:
     Raises
     ------
     HandshakeError
-        The peer's serving settings differ (:func:`serving_settings`; the message lists the differences).
+        The peer speaks another serving protocol (another vfl release), or its serving settings differ
+        (:func:`serving_settings`; the message lists the differences).
     ProtocolError, PeerError
         A malformed hello, a link that failed, or no hello within :data:`HELLO_TIMEOUT`.
     """
@@ -160,11 +164,37 @@ def hello(channel: Channel, config, **extra) -> dict:
     if message.name != "serve_hello":
         raise ProtocolError(f"{channel.peer} sent {message.name!r} instead of its hello")
     check_hello(channel.role, channel.peer, message)
+    check_protocol(channel.role, channel.peer, message["shared"])
     if message["fingerprint"] != mine["fingerprint"]:
         raise HandshakeError(f"the model settings differ between {channel.role} and {channel.peer}: "
                              f"{differences(shared, message['shared'], channel.role, channel.peer)}; every party "
                              "must serve with the same federation file's parties and [training] key settings")
     return message.fields
+
+
+def check_protocol(role: str, peer: str, theirs_json: str) -> None:
+    """The peer's hello must name this party's :data:`~vfl.serving.messages.PROTOCOL`.
+
+    A hello that names none comes from a release that spoke ``vfl-serve/1``.
+    Unreadable settings are left to the fingerprint's comparison.
+
+    Raises
+    ------
+    HandshakeError
+        Naming both protocols: the parties run different vfl releases.
+    """
+    try:
+        theirs = parse_json(str(theirs_json).encode("utf-8"), "settings", max_depth=4, max_items=1024,
+                            max_containers=64)
+    except ProtocolError:
+        return
+    if not isinstance(theirs, dict):
+        return
+    spoken = theirs.get("protocol", FIRST_PROTOCOL)
+    if spoken != PROTOCOL:
+        spoken = spoken if isinstance(spoken, str) and spoken.isprintable() and len(spoken) <= 64 else "unknown"
+        raise HandshakeError(f"party {peer} speaks the serving protocol {spoken} and party {role} {PROTOCOL}: "
+                             "they run different vfl releases; run the same release at every serving party")
 
 
 class Runtime:

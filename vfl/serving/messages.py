@@ -8,8 +8,9 @@ others answer:
 =================  ===================  ==========  ===================================================
 name               from -> to           kind        fields
 =================  ===================  ==========  ===================================================
-``serve_hello``    every linked pair    public      ``fingerprint``, ``shared`` (the model settings);
-                                                    the coordinator adds ``key`` (its public key)
+``serve_hello``    every linked pair    public      ``fingerprint``, ``shared`` (the model settings and
+                                                    :data:`PROTOCOL`); the coordinator adds ``key``
+                                                    (its public key)
 ``load``           label -> feature     public      ``round``, ``version``, ``keep`` (versions to keep)
 ``loaded``         feature -> label     public      ``round``, ``trained_with``, ``width`` (values per row)
 ``score``          label -> feature     public      ``round``, ``version``, ``key`` (the key's fingerprint),
@@ -20,7 +21,7 @@ name               from -> to           kind        fields
                                                     holding its splits; tree models)
 ``leaf_masks``     feature -> label     plaintext   ``round``, ``status``, ``bits``, ``count`` (trees)
 ``decrypt``        label -> coordinator ciphertext  ``round``, ``ciphertexts``, ``exponent``,
-                                                    ``n_values`` and, packed, the slot layout
+                                                    ``n_values`` and, packed, ``slot_bits``, ``slots``
 ``decrypted``      coordinator -> label masked      ``round``, ``residues``
 ``failed``         any answer           public      ``round``, ``reason`` (one line, no values)
 =================  ===================  ==========  ===================================================
@@ -44,6 +45,12 @@ from vfl.errors import ProtocolError
 from vfl.deploy.serving_settings import VERSION
 from vfl.transport.message import Message
 
+#: The serving wire protocol, in every ``serve_hello``: a peer speaking another is refused by name.
+#: ``vfl-serve/2``: packed scores as batch prediction packs them (signed slots, one mask uniform over Z_n per
+#: ciphertext); ``vfl-serve/1`` (hellos without the field) gave each slot its own 80-bit mask.
+PROTOCOL = "vfl-serve/2"
+#: What a hello without a ``protocol`` speaks.
+FIRST_PROTOCOL = "vfl-serve/1"
 #: Longest id, in UTF-8 bytes.
 MAX_ID_BYTES = 256
 #: Longest ``reason`` of a ``failed`` answer, in characters.

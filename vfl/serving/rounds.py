@@ -4,11 +4,15 @@
 
     Feature party k                      Label party B                          Coordinator C
     looks its rows up; u_k per id
-    [[u_k]] (packed) -> B                 sum_k [[u_k]] + [[u_B + mask]] -> C    decrypts z + mask -> B
-                                          removes the mask: z per id
+    [[u_k]] (packed) -> B                 [[u_B + R]] + sum_k [[u_k]] -> C       decrypts z + R -> B
+                                          removes R: z per id
 
-The arithmetic is :mod:`vfl.protocols.linear.inference`'s (the same layouts, masks and
-range checks, :mod:`vfl.parties.linear.packed`), with two differences a service needs:
+The arithmetic is :mod:`vfl.protocols.linear.inference`'s (the same slots, masks and
+range checks, :mod:`vfl.parties.linear.packed`): packed, ``s`` scores per plaintext as
+signed digits (:func:`~vfl.parties.linear.packed.prediction_slots`, 43 at 2048 bits with
+the default ``score_bound``) under one mask ``R`` uniform over Z_n per ciphertext, so
+the coordinator decrypts uniform residues; unpacked, one score per ciphertext under
+its own uniform mask.  Two differences a service needs:
 
 * a row that cannot be scored (an unknown id, a missing value, a partial score
   beyond its bound) is *one id's* answer: its slot carries 0 and its status says
@@ -24,7 +28,7 @@ import numpy as np
 from vfl.crypto import Context
 from vfl.errors import ProtocolError
 from vfl.parties import prediction_bound
-from vfl.parties.linear.packed import encrypt_packed, mask_packed, prediction_layout, unmask_packed
+from vfl.parties.linear.packed import encrypt_scores, mask_scores, prediction_slots, unmask_scores
 from vfl.parties.wire import pack_residues, pack_vector, unpack_residues, unpack_vector
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN, integer
 
@@ -38,22 +42,24 @@ def row_status(values: np.ndarray, found: np.ndarray, complete: bool) -> np.ndar
 
 
 class Layout:
-    """How a round's values travel: packed (``score_bound``-sized slots) or one per ciphertext."""
+    """How a round's values travel: packed (``score_bound``-sized signed slots, as batch prediction) or one per
+    ciphertext."""
 
     def __init__(self, context: Context, packed: bool, score_bound: float, n_parties: int):
         self.context, self.packed = context, packed
         if packed:
-            self.slots = prediction_layout(context, score_bound, n_parties)
+            self.slots = prediction_slots(context, score_bound, n_parties)
             self.bound = float(score_bound)
         else:
             self.slots = None
             self.bound = prediction_bound(context, n_parties)
 
     def ciphertexts(self, n_values: int) -> int:
-        return self.slots.ciphertexts(n_values) if self.packed else n_values
+        return -(-n_values // len(self.slots.widths)) if self.packed else n_values
 
     def fields(self) -> dict:
-        return self.slots.to_fields() if self.packed else {}
+        """The public slot layout a ``decrypt`` request names (as batch prediction's ``masked_packed_scores``)."""
+        return {"slot_bits": self.slots.widths[0], "slots": len(self.slots.widths)} if self.packed else {}
 
 
 def partial_scores(share, values: np.ndarray, status: np.ndarray, bound: float) -> tuple[np.ndarray, np.ndarray]:
@@ -74,16 +80,18 @@ def encrypted_scores(layout: Layout, u: np.ndarray, role: str) -> dict:
     """A feature party's answer fields: ``[[u]]``, fresh, every id's ``width`` values in a row."""
     flat = u.ravel()
     if layout.packed:
-        vector = encrypt_packed(layout.context, flat, layout.slots, what=f"party {role} score")
+        vector = encrypt_scores(layout.context, flat, layout.slots, what=f"party {role} score")
     else:
         vector = layout.context.encrypt(flat, what=f"party {role} score")
     return pack_vector(vector)
 
 
 def masked_total(layout: Layout, answers: dict, u_b: np.ndarray, role: str) -> tuple[dict, object]:
-    """The label party: ``sum_k [[u_k]] + [[u_B + mask]]`` as the ``decrypt`` fields, and what removes the mask.
+    """The label party: ``[[u_B + R]] + sum_k [[u_k]]`` as the ``decrypt`` fields, and what removes the mask.
 
     ``answers`` maps each feature party to its ``scores`` message, checked here.
+    Packed, ``R`` is uniform over Z_n per ciphertext and its fresh encryption
+    re-randomizes the sum (:func:`~vfl.parties.linear.packed.mask_scores`).
     """
     context, flat = layout.context, u_b.ravel()
     count = layout.ciphertexts(len(flat))
@@ -95,7 +103,10 @@ def masked_total(layout: Layout, answers: dict, u_b: np.ndarray, role: str) -> t
             raise ProtocolError(f"{peer} sent a malformed 'scores' message: {exc}") from None
         total = part if total is None else total + part
     if layout.packed:
-        masked, masks = mask_packed(context, total, flat, layout.slots, what=f"party {role} score")
+        masked, masks = mask_scores(context, flat, layout.slots, what=f"party {role} score")
+        if total is not None:
+            masked = masked + total
+            masked.fresh = True         # its own fresh encryption re-randomizes the sum
         return dict(pack_vector(masked), n_values=len(flat), **layout.fields()), masks
     masked, mask = context.mask(total + flat)      # the mask is a fresh encryption: re-randomized too
     return dict(pack_vector(masked), n_values=len(flat)), (mask, masked.exponent)
@@ -105,7 +116,7 @@ def unmasked(layout: Layout, message, secret, n_values: int, role: str) -> np.nd
     """The label party: the scores from the coordinator's ``decrypted`` answer and its own mask."""
     residues = unpack_residues(layout.context, message, layout.ciphertexts(n_values))
     if layout.packed:
-        return unmask_packed(layout.context, residues, secret, layout.slots, what=f"party {role} score")
+        return unmask_scores(layout.context, residues, secret, layout.slots, n_values, what=f"party {role} score")
     mask, exponent = secret
     return layout.context.unmask(residues, mask, exponent, what=f"party {role} score")
 

@@ -42,20 +42,13 @@ def _score_bits(context: Context, score_bound: float, n_parties: int) -> int:
     return context.frac_bits + bound_bits(score_bound) + math.ceil(math.log2(max(1, n_parties))) + 1
 
 
-def prediction_layout(context: Context, score_bound: float, n_parties: int) -> SlotLayout:
-    """Slots with per-slot masks for the sum of ``m`` partial scores, each ``|u| <= score_bound``, at ``frac_bits``.
-
-    (Online scoring, :mod:`vfl.serving.rounds`; batch prediction packs :func:`prediction_slots`.)
-    """
-    return packing.layout_for(int(context.public_key.n).bit_length(), _score_bits(context, score_bound, n_parties))
-
-
-# -- private prediction: whole plaintexts under one mask uniform over Z_n --------------------------
+# -- prediction (batch and online): whole plaintexts under one mask uniform over Z_n ---------------
 
 def prediction_slots(context: Context, score_bound: float, n_parties: int) -> Group:
-    """The scores' slots in private prediction: one balanced signed digit of ``V + 1`` bits per score.
+    """The scores' slots in private prediction and online scoring: one balanced signed digit of ``V + 1`` bits
+    per score.
 
-    ``|z| < 2^V`` (``V`` as :func:`prediction_layout`'s); a plaintext holds
+    ``|z| < 2^V`` (``V`` from :func:`_score_bits`: a sum of ``m`` partial scores); a plaintext holds
     ``(key bits - 2) // (V + 1)`` of them.  There is no room for per-slot masks
     and none is needed: the label party, who learns every slot, hides the whole
     plaintext from the coordinator under one mask uniform over Z_n
@@ -134,43 +127,12 @@ def check_declared(role: str, values, bound: float, what: str, setting: str = "s
 
 
 def encrypt_packed(context: Context, values, layout: SlotLayout, what: str = "value") -> EncryptedVector:
-    """``[[P]]`` for the values at ``frac_bits``, ``layout.slots`` per ciphertext: a fresh encryption."""
+    """``[[P]]`` for the values at ``frac_bits``, ``layout.slots`` per ciphertext: a fresh encryption (training)."""
     encoded = context.encode(values, what=what)
     packing.check_values(encoded, layout, what)
     plaintexts = packing.pack(encoded, layout)
     return EncryptedVector(context, context.engine.encrypt(context.public_key, plaintexts), context.frac_bits,
                            fresh=True)
-
-
-def mask_packed(context: Context, total: EncryptedVector | None, values, layout: SlotLayout,
-                what: str = "value") -> tuple[EncryptedVector, list]:
-    """``[[total + pack(v + 2^value_bits + r)]]`` with fresh per-slot masks ``r``; returns it and the masks.
-
-    ``values`` are this party's own plaintext share (floats at ``frac_bits``); the
-    offset and the mask are added to them before they are packed and encrypted
-    afresh, so the result is re-randomized too.
-    """
-    encoded = context.encode(values, what=what)
-    packing.check_values(encoded, layout, what)
-    masks = packing.slot_masks(len(encoded), layout)
-    shares = packing.pack_unsigned(packing.masked_slots(encoded, masks, layout), layout)
-    fresh = EncryptedVector(context, context.engine.encrypt(context.public_key, shares), context.frac_bits,
-                            fresh=True)
-    if total is None:
-        return fresh, masks
-    if len(total) != len(fresh):
-        raise ProtocolError(f"{what}: {len(total)} packed ciphertexts for {len(fresh)} of this party's")
-    out = total + fresh
-    out.fresh = True            # the fresh encryption re-randomizes the sum
-    return out, masks
-
-
-def unmask_packed(context: Context, residues, masks, layout: SlotLayout, what: str = "value") -> np.ndarray:
-    """Floats from the decrypted packed residues and the masks."""
-    digits = packing.unpack(residues, layout, len(masks))
-    values = packing.unmask(digits, masks, layout, what)
-    f = context.frac_bits
-    return np.array([math.ldexp(float(v), -f) for v in values], dtype=np.float64)
 
 
 # -- training ------------------------------------------------------------------------------------
