@@ -205,8 +205,8 @@ def gradient_map(stack: list[Layer], acts: list[np.ndarray], block: np.ndarray, 
     then its interactive block ``W_k`` — is linear in ``delta`` (the (rows, units) gradient on the
     interactive layer's pre-activation), with coefficients only that party knows: its columns, its
     activations and its weights.  Column ``j`` of ``J`` is :func:`party_gradients` of the ``j``-th basis
-    matrix (row ``j // units``, unit ``j % units``), computed on that row alone (the gradients are sums
-    over the rows, and the basis matrix is zero on every other row).
+    matrix (row ``j // units``, unit ``j % units``): that row's own gradients (the gradients are sums
+    over the rows, and the basis matrix is zero on every other row), all columns computed at once.
 
     Parameters
     ----------
@@ -219,12 +219,20 @@ def gradient_map(stack: list[Layer], acts: list[np.ndarray], block: np.ndarray, 
         (parameter count, rows * units).
     """
     rows, units = acts[-1].shape[0], block.shape[1]
-    basis = np.eye(units)
-    columns = []
-    for i in range(rows):
-        row = [a[i:i + 1] for a in acts]
-        columns.extend(party_gradients(stack, row, block, activation, basis[l:l + 1]) for l in range(units))
-    return np.column_stack(columns)
+    count = rows * units
+    # one "virtual row" per column: row j // units of the batch with delta = the basis vector j % units
+    virtual = [np.repeat(a, units, axis=0) for a in acts]
+    delta = np.tile(np.eye(units), (rows, 1))
+    parts = [(virtual[-1][:, :, None] * delta[:, None, :]).reshape(count, -1)]
+    if stack:
+        d = derivative(activation, virtual[-1], delta @ block.T)
+        layers = []
+        for i in range(len(stack) - 1, -1, -1):
+            layers.insert(0, ((virtual[i][:, :, None] * d[:, None, :]).reshape(count, -1), d))
+            if i:
+                d = derivative(activation, virtual[i], d @ stack[i][0].T)
+        parts = [a for layer in layers for a in layer] + parts
+    return np.concatenate(parts, axis=1).T
 
 
 def recover_deltas(jacobian: np.ndarray, gradients: np.ndarray, rows: int, units: int) -> np.ndarray:
@@ -287,3 +295,35 @@ def injective_batch_limit(param_count: int, units: int) -> int:
         raise ConfigurationError(f"the gradient count and the interactive width must be positive, got "
                                  f"{param_count} and {units}")
     return param_count // units
+
+
+def accumulated_delta_attack(batches, n_rows: int) -> np.ndarray:
+    """Per row, a label score from a feature party's batch-summed gradients over many epochs.
+
+    The linear models' mini-batch attack (docs/threat_model.md) on a split network: for each batch, the
+    minimum-norm ``delta`` explaining the party's own summed gradients (:func:`recover_deltas`); every
+    row's estimates projected on the estimates' first principal direction (one output's error times a
+    direction shared by the rows: the label's sign) and summed over the epochs.  The sign of the scores
+    is the attacker's to fix (one row of known label does it).
+
+    Parameters
+    ----------
+    batches : iterable of (rows, jacobian, gradients)
+        Per batch: its row indices, :func:`gradient_map` and the raw gradient sums the party learnt.
+    n_rows : int
+
+    Returns
+    -------
+    ndarray
+        (n_rows,) scores.
+    """
+    estimates = []
+    for rows, jacobian, gradients in batches:
+        units = jacobian.shape[1] // len(rows)
+        estimates.append((rows, recover_deltas(jacobian, gradients, len(rows), units)))
+    stacked = np.concatenate([d for _, d in estimates])
+    direction = np.linalg.svd(stacked - stacked.mean(axis=0), full_matrices=False)[2][0]
+    scores = np.zeros(n_rows)
+    for rows, d in estimates:
+        scores[rows] += d @ direction
+    return scores

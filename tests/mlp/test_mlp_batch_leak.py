@@ -2,7 +2,7 @@
 
 In a vfl split network a feature party never sees a row's gradient (test_mlp_transcript.py), but it learns
 its own gradients summed over each batch: ``g = sum_i J_i delta_i`` with every ``J_i`` known to it.  The
-attack (as the linear models' mini-batch attack, docs/threat_model.md): take the minimum-norm ``delta`` that
+attack (vfl.attacks.accumulated_delta_attack, as the linear models' mini-batch attack): take the minimum-norm ``delta`` that
 explains each batch's ``g``, project every row's estimate on the estimates' first principal direction, and
 sum per row over the epochs.  With labels that the feature party's own columns do not predict at all, its
 AUC measures the leak itself.  Measured (1,000 rows, batches of 40, 20 epochs, one-layer bottom of 4,
@@ -16,47 +16,13 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from vfl.parties.mlp.activations import derivative
+from vfl.attacks import accumulated_delta_attack, gradient_map
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.protocols import Roster
 from vfl.protocols.mlp import MLPSettings
 from vfl.runs import mlp as run
 from vfl.runs.data import RoleData
 from vfl.runs.threads import run_in_threads
-
-
-def per_row_jacobians(acts, bottom, block, activation) -> np.ndarray:
-    """Per row ``J_i`` (parameters x units) of a feature party with a bottom of at most one layer.
-
-    Its raw gradients (bottom weights, intercepts, then its block, flattened) are ``sum_i J_i delta_i``.
-    """
-    n, units = acts[0].shape[0], block.shape[1]
-    columns = []
-    for j in range(units):
-        delta = np.zeros((n, units))
-        delta[:, j] = 1.0
-        parts = []
-        if bottom:
-            d = derivative(activation, acts[-1], delta @ block.T)
-            parts = [(acts[0][:, :, None] * d[:, None, :]).reshape(n, -1), d]
-        parts.append((acts[-1][:, :, None] * delta[:, None, :]).reshape(n, -1))
-        columns.append(np.concatenate(parts, axis=1))
-    return np.stack(columns, axis=2)
-
-
-def accumulated_attack(records, n_rows: int) -> np.ndarray:
-    """Per row, the summed projection of its minimum-norm delta estimates on their first principal direction."""
-    estimates = []
-    for rows, jacobians, gradient in records:
-        b, p, u = jacobians.shape
-        matrix = jacobians.transpose(1, 0, 2).reshape(p, b * u)
-        estimates.append((rows, (np.linalg.pinv(matrix) @ gradient).reshape(b, u)))
-    stacked = np.concatenate([d for _, d in estimates])
-    direction = np.linalg.svd(stacked - stacked.mean(axis=0), full_matrices=False)[2][0]
-    scores = np.zeros(n_rows)
-    for rows, d in estimates:
-        scores[rows] += d @ direction
-    return scores
 
 
 def _attack_auc(monkeypatch, seed: int, dp_epsilon=None) -> float:
@@ -71,9 +37,9 @@ def _attack_auc(monkeypatch, seed: int, dp_epsilon=None) -> float:
         return original_part(self, rows)
 
     def step(self, bottom_grads, block_grad, alpha, sw_sum):
-        jacobians = per_row_jacobians(self._acts, self.bottom, self.block, self.activation)
+        jacobian = gradient_map(self.bottom, self._acts, self.block, self.activation)
         gradient = np.concatenate([a.ravel() for gw, gb in bottom_grads for a in (gw, gb)] + [block_grad.ravel()])
-        records.append((self.rows_seen, jacobians, gradient))
+        records.append((self.rows_seen, jacobian, gradient))
         return original_step(self, bottom_grads, block_grad, alpha, sw_sum)
 
     monkeypatch.setattr(MLPFeatureParty, "train_part", part)
@@ -84,7 +50,7 @@ def _attack_auc(monkeypatch, seed: int, dp_epsilon=None) -> float:
     roster = Roster(("A",), "B", "C")
     data = {"A": RoleData(list("abcdef"), xa), "B": RoleData(list("ghij"), xb, labels=y)}
     run_in_threads(roster, run.training_programs(data, settings, roster))
-    auc = roc_auc_score(y, accumulated_attack(records, n))
+    auc = roc_auc_score(y, accumulated_delta_attack(records, n))
     return max(auc, 1 - auc)
 
 

@@ -267,3 +267,18 @@ def test_label_dp_spends_the_budget_asked_for_and_runs_every_epoch():
     regression = vfl.VerticalDataset(frames, label="y")
     with pytest.raises(ConfigurationError, match="dp_label_bound"):
         vfl.VerticalMLPRegressor((4,), dp_epsilon=1.0, dp_delta=1e-5, verbose=False).fit(regression)
+
+
+def test_mini_batches_without_label_dp_warn_of_the_leak_and_with_dp_do_not():
+    import warnings
+
+    from vfl.errors import LabelLeakWarning
+
+    data = vfl.VerticalDataset(_frames(), label="y")
+    with pytest.warns(LabelLeakWarning, match="dp_epsilon"):
+        vfl.VerticalMLPClassifier((4,), max_iter=1, batch_size=60, verbose=False).fit(data)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        vfl.VerticalMLPClassifier((4,), max_iter=1, batch_size=60, dp_epsilon=4.0, dp_delta=1e-5,
+                                  verbose=False).fit(data)
+    assert not [w for w in caught if issubclass(w.category, LabelLeakWarning)]

@@ -23,6 +23,7 @@ from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.protocols import Roster
 from vfl.protocols import mlp as protocol
 from vfl.protocols.mlp import MLPSettings
+from vfl.protocols.mlp.settings import warn_label_leak
 from vfl.protocols.mlp.training import check_settings_for
 from vfl.transport import Endpoint
 
@@ -83,6 +84,7 @@ def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, ro
     """
     check_settings_for(roster, settings)
     party = label_party(data, role, settings)
+    warn_label_leak(settings, len(party.y))
     return Trained(party, protocol.train_label(ep, party, settings, roster, start, on_epoch, checkpoints))
 
 
