@@ -79,3 +79,24 @@ def test_bytes_round_trip_and_a_wrong_size_is_refused():
     assert (ring.from_bytes(data, (4, 3)) == values).all()
     with pytest.raises(ProtocolError, match="bytes for 12 ring elements"):
         ring.from_bytes(data[:-1], (4, 3))
+
+
+def test_a_triple_dealt_by_seeds_gives_shares_of_the_product():
+    rng = np.random.default_rng(9)
+    a, b = rng.normal(size=(6, 5)), rng.normal(size=(5, 4))
+    x, y = ring.encode(a, 40), ring.encode(b, 40)
+    left_seed, right_seed, right_share = ring.deal_seeded("matmul", x.shape, y.shape)
+    left, right = ring.seeded_half(left_seed, x.shape, (6, 4)), ring.seeded_half(right_seed, y.shape, (6, 4),
+                                                                                   right_share)
+    shares = (ring.left_share("matmul", x, ring.opening(y, right), left),
+              ring.right_share("matmul", ring.opening(x, left), right))
+    out = ring.reduce(ring.truncate(shares[0], 40, True) + ring.truncate(shares[1], 40, False))
+    np.testing.assert_allclose(ring.decode(out, 40), a @ b, atol=1e-10)
+
+
+def test_expanding_a_seed_is_deterministic_per_stream_and_checks_the_seed():
+    seed = ring.new_seed()
+    assert (ring.expand(seed, (3, 2), 0) == ring.expand(seed, (3, 2), 0)).all()
+    assert not (ring.expand(seed, (3, 2), 0) == ring.expand(seed, (3, 2), 1)).any()
+    with pytest.raises(ProtocolError, match="a seed of 31 bytes"):
+        ring.expand(seed[:31], (2,), 0)

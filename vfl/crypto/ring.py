@@ -164,6 +164,56 @@ def right_share(operation: str, other_opening, half: Half) -> np.ndarray:
     return reduce(apply(operation, other_opening, half.mask) + half.share)
 
 
+#: Bytes of a seed from which a party expands its masks (:func:`expand`).
+SEED_BYTES = 32
+#: The streams :func:`expand` draws from one seed: a holder's mask, and the left holder's share of the product.
+MASK_STREAM, SHARE_STREAM = 0, 1
+
+
+def new_seed() -> bytes:
+    """A fresh seed from the operating system's CSPRNG."""
+    return os.urandom(SEED_BYTES)
+
+
+def expand(seed: bytes, shape, stream: int) -> np.ndarray:
+    """Ring elements uniform to anyone without ``seed``: AES-256 in counter mode, keyed by the seed.
+
+    A dealer that would send a party ``count`` uniform ring elements sends it the seed instead, and both
+    expand the same elements: 32 bytes on the wire instead of ``32 count``.  ``stream`` separates the
+    arrays drawn from one seed (the counter's starting block).
+    """
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+
+    if len(seed) != SEED_BYTES:
+        raise ProtocolError(f"a seed of {len(seed)} bytes, {SEED_BYTES} expected")
+    count = int(np.prod(shape, dtype=np.int64))
+    nonce = (int(stream) << 64).to_bytes(16, "big")
+    raw = Cipher(algorithms.AES(seed), modes.CTR(nonce)).encryptor().update(bytes(RING_BYTES * count))
+    out = np.empty(count, dtype=object)
+    out[:] = [int.from_bytes(raw[i:i + RING_BYTES], "little") for i in range(0, len(raw), RING_BYTES)]
+    return out.reshape(tuple(shape))
+
+
+def deal_seeded(operation: str, left_shape, right_shape) -> tuple[bytes, bytes, np.ndarray]:
+    """A triple dealt by seeds: the left holder's seed, the right holder's seed and the right holder's share.
+
+    The left holder expands its mask and its share of the product from its seed, the right holder
+    its mask from its own; only the right holder's share (the product of the masks minus the left's
+    share) crosses the wire in full.  :func:`seeded_half` rebuilds each :class:`Half`.
+    """
+    left_seed, right_seed = new_seed(), new_seed()
+    left, right = expand(left_seed, left_shape, MASK_STREAM), expand(right_seed, right_shape, MASK_STREAM)
+    product = apply(operation, left, right)
+    share_left = expand(left_seed, product.shape, SHARE_STREAM)
+    return left_seed, right_seed, reduce(product - share_left)
+
+
+def seeded_half(seed: bytes, mask_shape, product_shape, right_share=None) -> Half:
+    """A holder's :class:`Half` from its seed (and, for the right holder, the share it was sent)."""
+    mask = expand(seed, mask_shape, MASK_STREAM)
+    return Half(mask, expand(seed, product_shape, SHARE_STREAM) if right_share is None else right_share)
+
+
 def to_bytes(values) -> bytes:
     """Ring elements, flattened in C order, as ``RING_BYTES`` little-endian bytes each."""
     return b"".join(int(v).to_bytes(RING_BYTES, "little") for v in np.asarray(values, dtype=object).flat)

@@ -80,14 +80,35 @@ def plan(rows: int, in_dim: int, bottom_sizes, units: int) -> list[list[Product]
     return rounds
 
 
+def product_shape(p: Product) -> tuple:
+    """The shape of a product's result."""
+    return (p.left_shape[0], p.right_shape[1]) if p.operation == "matmul" else tuple(p.left_shape)
+
+
 def deal(rounds: list[list[Product]]) -> tuple[dict, dict]:
-    """The dealer's triples for every product: ``{name: Half}`` for the feature party, then for the label party."""
+    """The dealer's triples for every product, by seeds (:func:`vfl.crypto.ring.deal_seeded`).
+
+    Returns ``{name: (seed, share or None)}`` for the feature party, then for the label party: each
+    side's seed, and the product's share in full for the side holding the right factor.
+    """
     feature, label = {}, {}
     for products in rounds:
         for p in products:
-            left, right = ring.deal(p.operation, p.left_shape, p.right_shape)
+            left_seed, right_seed, right_share = ring.deal_seeded(p.operation, p.left_shape, p.right_shape)
+            left, right = (left_seed, None), (right_seed, right_share)
             feature[p.name], label[p.name] = (left, right) if p.left == FEATURE else (right, left)
     return feature, label
+
+
+def halves(dealt: dict, rounds: list[list[Product]], side: str) -> dict:
+    """This side's :class:`~vfl.crypto.ring.Half` of each product, expanded from what the dealer sent."""
+    out = {}
+    for products in rounds:
+        for p in products:
+            seed, share = dealt[p.name]
+            mask_shape = p.left_shape if p.left == side else p.right_shape
+            out[p.name] = ring.seeded_half(seed, mask_shape, product_shape(p), share)
+    return out
 
 
 def shares_from(products: list[Product], side: str, factors: dict, peer_openings: dict, halves: dict) -> dict:

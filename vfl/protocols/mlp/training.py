@@ -47,7 +47,8 @@ from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties.linear import dp as label_dp
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
-from vfl.parties.mlp.shared_backward import FEATURE, LABEL, deal, openings, plan, shares_from
+from vfl.parties.mlp.shared_backward import FEATURE, LABEL, deal, openings, plan, product_shape, shares_from
+from vfl.parties.mlp.shared_backward import halves as dealt_halves
 from vfl.protocols.fields import flag
 from vfl.protocols.mlp.settings import MLPSettings, batch_sizes, batches, check_batch_size
 from vfl.protocols.roster import Roster
@@ -74,24 +75,22 @@ def unpack(data: bytes, shapes) -> list[np.ndarray]:
     return out
 
 
-def _halves(data: bytes, rounds, side: str) -> dict:
-    """This side's triples, unpacked in plan order (mask, then share, per product)."""
-    shapes = []
-    for products in rounds:
-        for p in products:
-            mine = p.left_shape if p.left == side else p.right_shape
-            shapes += [mine, _product_shape(p)]
-    arrays = unpack(data, shapes)
+def pack_dealt(dealt: dict, rounds) -> bytes:
+    """A side's triples on the wire: every product's seed in plan order, then the shares sent in full."""
     names = [p.name for products in rounds for p in products]
-    return {name: ring.Half(arrays[2 * i], arrays[2 * i + 1]) for i, name in enumerate(names)}
+    return b"".join(dealt[n][0] for n in names) + pack([dealt[n][1] for n in names if dealt[n][1] is not None])
 
 
-def _product_shape(p) -> tuple:
-    return (p.left_shape[0], p.right_shape[1]) if p.operation == "matmul" else p.left_shape
-
-
-def _pack_halves(halves: dict, rounds) -> bytes:
-    return pack([a for products in rounds for p in products for a in (halves[p.name].mask, halves[p.name].share)])
+def unpack_dealt(data: bytes, rounds, side: str) -> dict:
+    """The inverse of :func:`pack_dealt` for ``side`` (it holds the full share of the products it is right of)."""
+    products = [p for r in rounds for p in r]
+    seeds_end = ring.SEED_BYTES * len(products)
+    if len(data) < seeds_end:
+        raise ProtocolError(f"{len(data)} bytes of triples, fewer than the {seeds_end} of their seeds")
+    right = [p for p in products if p.left != side]
+    shares = dict(zip((p.name for p in right), unpack(data[seeds_end:], [product_shape(p) for p in right])))
+    return {p.name: (data[ring.SEED_BYTES * i:ring.SEED_BYTES * (i + 1)], shares.get(p.name))
+            for i, p in enumerate(products)}
 
 
 def _round_bytes(values: dict, products) -> bytes:
@@ -197,7 +196,8 @@ def send_part(ep, part, label, coordinator, settings, masked, name) -> None:
 
 def _feature_backward(ep, party: MLPFeatureParty, settings: MLPSettings, roster: Roster, rows: int, in_dim: int):
     rounds = plan(rows, in_dim, party.bottom_sizes, settings.units)
-    halves = _halves(ep.recv(roster.coordinator, "triples")["values"], rounds, FEATURE)
+    halves = dealt_halves(unpack_dealt(ep.recv(roster.coordinator, "triples")["values"], rounds, FEATURE), rounds,
+                          FEATURE)
     side = party.backward_side(settings.frac_bits)
     for products in rounds:
         factors = side.factors(products)
@@ -327,7 +327,8 @@ def receive_parts(ep, roster: Roster, name: str, rows: int, settings: MLPSetting
 def _label_backward(ep, party: MLPLabelParty, settings: MLPSettings, roster: Roster, delta, in_dims) -> None:
     rows = delta.shape[0]
     plans = {k: plan(rows, in_dims[k], settings.bottom_of(k), settings.units) for k in roster.features}
-    halves = {k: _halves(ep.recv(roster.coordinator, "triples")["values"], plans[k], LABEL) for k in roster.features}
+    halves = {k: dealt_halves(unpack_dealt(ep.recv(roster.coordinator, "triples")["values"], plans[k], LABEL),
+                              plans[k], LABEL) for k in roster.features}
     sides = {k: party.backward_side(delta, settings.frac_bits, len(settings.bottom_of(k))) for k in roster.features}
     for r in range(max(len(p) for p in plans.values())):
         factors = {}
@@ -421,8 +422,8 @@ def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> di
             for k in roster.features:
                 rounds = plan(size, in_dims[k], settings.bottom_of(k), settings.units)
                 feature, label_half = deal(rounds)
-                ep.send(k, "triples", "masked", values=_pack_halves(feature, rounds))
-                ep.send(label, "triples", "masked", values=_pack_halves(label_half, rounds))
+                ep.send(k, "triples", "masked", values=pack_dealt(feature, rounds))
+                ep.send(label, "triples", "masked", values=pack_dealt(label_half, rounds))
         if n_val and masked:
             deal_masks(ep, roster, "validation_part", n_val, settings.units)
         n_iter = epoch + 1
