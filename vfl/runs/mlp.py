@@ -23,7 +23,7 @@ from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.protocols import Roster
 from vfl.protocols import mlp as protocol
 from vfl.protocols.mlp import MLPSettings
-from vfl.protocols.mlp.training import check_settings_for
+from vfl.protocols.mlp.training import _schedule, check_settings_for, validation_count
 from vfl.transport import Endpoint
 
 #: The fewest aligned rows a run takes: a training batch and a validation row besides.
@@ -36,6 +36,11 @@ class Trained:
 
     party: MLPFeatureParty | MLPLabelParty
     record: dict = field(default_factory=dict)
+
+
+def split_rows(n_rows: int, settings: MLPSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The run's training rows and validation rows (early stopping), from its seed (the label party's record)."""
+    return _schedule(n_rows, settings, seed, validation_count(n_rows, settings))
 
 
 def _checked(data, role: str) -> np.ndarray:

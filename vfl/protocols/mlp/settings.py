@@ -13,6 +13,7 @@ starting weight is secret, drawn by its party from the CSPRNG.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -116,6 +117,10 @@ class MLPSettings:
                self.random_state)
         _check(_is_int(self.frac_bits) and 16 <= self.frac_bits <= 60, "frac_bits must be an integer in [16, 60]",
                self.frac_bits)
+
+    def to_dict(self) -> dict:
+        """The settings as plain values (for the fingerprint ``vfl party``'s parties compare)."""
+        return dataclasses.asdict(self)
 
     @property
     def units(self) -> int:
