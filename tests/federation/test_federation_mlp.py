@@ -127,6 +127,7 @@ def test_vfl_predict_gives_the_outputs_of_the_shards_in_process(trained):
     work, data = trained["folder"] / "run", trained["data"]
     results = assert_ok(run_all("predict", trained["whole"], data, work))
     assert "party A: sent its masked part of the interactive layer for 30 rows to B" in results["A"][1]
+    assert "party B: prediction metrics on 30 rows: AUC" in results["B"][1]
     scores = pd.read_csv(work / "B" / "scores.csv", dtype={"id": str}).sort_values("id")
     assert list(scores.columns) == ["id", "score", "probability", "prediction"]
     expected = _in_process_outputs(trained["whole"], work, data)
@@ -196,3 +197,68 @@ def test_bad_training_settings_are_one_clear_line_at_every_party(trained, case):
     for name, (code, out, err) in results.items():
         lines = err.strip().splitlines()
         assert code == 2 and len(lines) == 1 and message in lines[0], f"{name}: {err}"
+
+
+REFUSED = {
+    "warm_start": ({"training": {"warm_start": True}}, "a split network trains afresh (leave warm_start out)"),
+    "table3": ({"prediction_mode": "table3"}, "a split network predicts privately only"),
+    "sample_weight": ({"sample_weight": "w"}, "a split network does not take row weights"),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSED))
+def test_what_a_split_network_does_not_take_is_refused_by_name(trained, case):
+    change, message = REFUSED[case]
+    folder = trained["folder"]
+    base = load_config(trained["whole"])
+    parties = {n: {"role": e.role, "address": f"{e.address[0]}:{e.address[1]}", "certificate": e.certificate,
+                   "key": e.key} for n, e in base.parties.items()}
+    path = write_config(folder / f"refused-{case}.toml", base.ca, parties, dict(TRAINING, **change.get("training", {})),
+                        **{k: v for k, v in change.items() if k != "training"})
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        load_config(path)
+
+
+def test_vfl_serve_refuses_a_split_network_in_one_line(trained, capsys):
+    from vfl.cli import main
+
+    assert main(["serve", "--config", str(trained["whole"]), "--role", "B"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "vfl serve does not serve split networks (model = \"mlp\") yet" in err[0], err
+
+
+def test_the_federation_toml_of_docs_mlp_md_loads_as_written(tmp_path):
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "mlp.md"
+    snippet = next(b for b in re.findall(r"```toml\n(.*?)```", docs.read_text(encoding="utf-8"), flags=re.S)
+                   if 'model = "mlp"' in b)
+    (tmp_path / "federation.toml").write_text(snippet)
+    config = load_config(tmp_path / "federation.toml")
+    settings = config.training
+    assert config.mlp and config.roster == Roster(("telco",), "bank", "C") and config.label == "default"
+    assert settings.task == "binary" and settings.hidden_layer_sizes == (16, 8) and settings.max_iter == 30
+    assert settings.bottom_of("telco") == (8,) and settings.bottom_of("bank") == (4,) and settings.early_stopping
+
+
+TAMPERED = {
+    "a bottom that does not chain": (lambda s: s["bottom"][0].__setitem__(0, s["bottom"][0][0][:2]),
+                                     "bottom[0] weights has shape (2, 4), expected (3, 'any')"),
+    "a weight that is not finite": (lambda s: s["block"][1].__setitem__(2, float("nan")),
+                                    "block holds a value that is not a finite number"),
+    "another party's shard": (lambda s: s.__setitem__("party", "B"), "is not party A's split-network shard"),
+}
+
+
+@pytest.mark.parametrize("case", list(TAMPERED))
+def test_a_tampered_shard_is_refused_naming_the_file_and_the_field(trained, tmp_path, case):
+    from vfl.errors import DataError
+
+    change, message = TAMPERED[case]
+    tampered = shard(trained["folder"] / "run", "A")
+    change(tampered)
+    path = tmp_path / "model_A.json"
+    path.write_text(json.dumps(tampered))          # json writes a NaN as NaN
+    with pytest.raises(DataError, match=re.escape(message)) as caught:
+        shards.read_shard(path, "A", "feature")
+    assert str(path) in str(caught.value)
