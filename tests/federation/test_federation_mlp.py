@@ -37,16 +37,25 @@ TRAINING = {"model": "mlp", "task": "binary", "hidden_layer_sizes": [4, 3], "bot
             "random_state": 3, "early_stopping": True, "validation_fraction": 0.2, "n_iter_no_change": 20}
 
 
-def write_data(folder, n_rows=220, seed=0):
+def _labels(signal, task):
+    if task == "binary":
+        return np.where(signal > 0, "yes", "no")
+    if task == "multiclass":
+        return np.array(["low", "mid", "high"])[np.digitize(signal, [-1.0, 1.0])]
+    return signal
+
+
+def write_data(folder, n_rows=220, seed=0, task="binary"):
     """A's (3 columns) and B's (2 columns and the label) train and test CSVs; A lacks 10 of B's training ids."""
     rng = np.random.default_rng(seed)
     paths = {}
+    folder.mkdir(parents=True, exist_ok=True)
     for split, n in (("train", n_rows), ("test", 30)):
         x = rng.normal(size=(n, 5))
-        y = x @ np.array([1.0, -1.0, 0.5, 2.0, -0.5]) + np.tanh(x[:, 0] * x[:, 3]) + rng.normal(scale=0.4, size=n) > 0
+        signal = x @ np.array([1.0, -1.0, 0.5, 2.0, -0.5]) + np.tanh(x[:, 0] * x[:, 3]) + rng.normal(scale=0.4, size=n)
         ids = [f"r{split}{i:04d}" for i in range(n)]
         a = pd.DataFrame(x[:, :3], columns=["a0", "a1", "a2"]).assign(id=ids)
-        b = pd.DataFrame(x[:, 3:], columns=["b0", "b1"]).assign(id=ids, label=np.where(y, "yes", "no"))
+        b = pd.DataFrame(x[:, 3:], columns=["b0", "b1"]).assign(id=ids, label=_labels(signal, task))
         if split == "train":
             a = a.iloc[10:]
         for name, frame in (("A", a), ("B", b)):
@@ -110,7 +119,31 @@ def test_three_processes_train_a_network_and_the_label_party_reports_it(trained)
     assert not (work / "C" / "model_C.json").exists() and not list((work / "A" / "checkpoints").glob("*.json"))
 
 
-def _in_process_outputs(config_path, work, data, split="test"):
+@pytest.mark.parametrize("task", ["multiclass", "regression"])
+def test_other_tasks_train_and_predict_as_the_shards_do_in_process(trained, task):
+    folder = trained["folder"] / task
+    data = write_data(folder, task=task)
+    config = trained["config"](f"federation-{task}.toml", {"task": task, "iterations": 4, "early_stopping": False})
+    results = assert_ok(run_all("party", config, data, folder / "work"))
+    assert ("training metrics on 210 rows: AUC (one-vs-rest, macro)" if task == "multiclass" else
+            "training metrics on 210 rows: R^2") in results["B"][1]
+    results = assert_ok(run_all("predict", config, data, folder / "work"))
+    assert "party B: prediction metrics on 30 rows" in results["B"][1]
+    scores = pd.read_csv(folder / "work" / "B" / "scores.csv", dtype={"id": str}).sort_values("id")
+    expected = _in_process_outputs(config, folder / "work", data, columns=slice(None))
+    if task == "regression":
+        assert list(scores.columns) == ["id", "score"]
+        np.testing.assert_allclose(scores["score"].to_numpy(), expected[:, 0], rtol=0, atol=1e-12)
+        return
+    classes = ["high", "low", "mid"]
+    assert shard(folder / "work", "B")["classes"] == classes
+    probability = scores[[f"probability_{c}" for c in classes]].to_numpy()
+    np.testing.assert_allclose(probability, expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(probability.sum(axis=1), 1.0, atol=1e-12)
+    assert (scores["prediction"] == np.array(classes)[probability.argmax(axis=1)]).all()
+
+
+def _in_process_outputs(config_path, work, data, split="test", columns=0):
     """The outputs of predicting in-process (vfl.runs.mlp's prediction programs) from the three parties' shards."""
     config = load_config(config_path)
     parties, roles = {}, {}
@@ -120,7 +153,7 @@ def _in_process_outputs(config_path, work, data, split="test"):
         frame = pd.read_csv(data[(name, split)], dtype={"id": str}).sort_values("id")
         roles[name] = RoleData(checked["columns"], frame[checked["columns"]].to_numpy(float))
     roster = Roster(("A",), "B", "C")
-    return run_in_threads(roster, run.prediction_programs(roles, parties, config.training, roster))["B"][:, 0]
+    return run_in_threads(roster, run.prediction_programs(roles, parties, config.training, roster))["B"][:, columns]
 
 
 def test_vfl_predict_gives_the_outputs_of_the_shards_in_process(trained):
@@ -262,3 +295,14 @@ def test_a_tampered_shard_is_refused_naming_the_file_and_the_field(trained, tmp_
     with pytest.raises(DataError, match=re.escape(message)) as caught:
         shards.read_shard(path, "A", "feature")
     assert str(path) in str(caught.value)
+
+
+def test_shards_of_another_network_are_refused_and_every_peer_told(trained):
+    config = trained["config"]("federation-wider.toml", {"hidden_layer_sizes": [5, 3]})
+    results = run_all("predict", config, trained["data"], trained["folder"] / "run", timeout=90)
+    for name in DATA_PARTIES:
+        code, out, err = results[name]
+        assert code == 2 and "has an interactive layer of 4 units, but" in err, f"{name}: {err}"
+        assert "says hidden_layer_sizes [5, 3]" in err, err
+    code, out, err = results["C"]
+    assert code == 1 and "stopped on an error in its data (DataError)" in err, err

@@ -51,7 +51,7 @@ def write_tables(folder, n_rows, seed=0):
     """A's and B's train and test CSVs (same ids, their own row orders); B's has the label."""
     rng = np.random.default_rng(seed)
     paths = {}
-    for split, n in (("train", n_rows), ("test", 40)):
+    for split, n in (("train", n_rows), ("test", 200)):
         x = rng.normal(size=(n, 5))
         y = x @ np.array([1.0, -1.0, 0.5, 2.0, -0.5]) + np.tanh(x[:, 0] * x[:, 3]) + rng.normal(scale=0.4, size=n) > 0
         ids = [f"r{split}{i:04d}" for i in range(n)]
@@ -173,26 +173,29 @@ def test_from_the_same_checkpoint_vfl_party_and_the_estimators_run_end_with_the_
     assert scores["probability"].std() > 0.05
 
 
-@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")    # 5 epochs, tol = 0
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")    # tol = 0: every epoch runs
 def test_from_scratch_the_estimator_and_vfl_party_train_networks_of_the_same_structure_and_quality(federation):
     make, start, finish = federation
-    folder, paths, config = make("scratch")
+    epochs = 20             # the starts differ: long enough for both to get near the best (no early stopping:
+    #                         its best epoch by the accuracy of 40 validation rows varies from start to start)
+    folder, paths, config = make("scratch", table=training(iterations=epochs, early_stopping=False))
     assert_ok(finish(start("party", folder, paths, config)))
     assert_ok(finish(start("predict", folder, paths, config)))
-    model = VerticalMLPClassifier(max_iter=EPOCHS, verbose=False, **PARAMS).fit(dataset(paths))
+    model = VerticalMLPClassifier(max_iter=epochs, verbose=False, **dict(PARAMS, early_stopping=False))
+    model.fit(dataset(paths))
 
     for name in DATA_PARTIES:
         assert [a.shape for a in _arrays(shard(folder, name))] == \
             [a.shape for a in model._parties[name].parameters()], name
     label = shard(folder, "B")
     assert label["classes"] == model.classes_.tolist() == ["no", "yes"]
-    assert label["n_iter"] == model.n_iter_ == EPOCHS and len(label["validation_scores"]) == EPOCHS
+    assert label["n_iter"] == model.n_iter_ == epochs and len(label["loss_curve"]) == epochs
     test = pd.read_csv(paths[("B", "test")], dtype={"id": str}).sort_values("id")
     y = (test["label"] == "yes").to_numpy()
     scores = pd.read_csv(folder / "work" / "B" / "scores.csv", dtype={"id": str}).sort_values("id")
     ours = roc_auc_score(y, scores["probability"])
     theirs = roc_auc_score(y, model.predict_proba(dataset(paths, "test"))[:, 1])
-    assert ours > 0.85 and theirs > 0.85 and abs(ours - theirs) < 0.08, (ours, theirs)
+    assert ours > 0.95 and theirs > 0.95 and abs(ours - theirs) < 0.03, (ours, theirs)   # measured: within 0.01
 
 
 BAD_TABLES = {

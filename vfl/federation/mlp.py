@@ -35,7 +35,6 @@ from vfl.deploy.session import Session, align_data, check_same_training, rows_he
 from vfl.deploy.shards import mlp as shards
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties.mlp.label_party import MLPLabelParty
-from vfl.protocols import mlp as protocol
 from vfl.runs import mlp as run
 
 
@@ -69,7 +68,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             checkpoints = store.load() if resume and data else {}
             if narrator and checkpoints:
                 narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
-            shown.model(settings.max_iter)
+            if data:
+                shown.model(settings.max_iter)
             trained = _train_role(session.endpoint, config, role, kind, data, store, checkpoints, narrator, shown)
             shown.close()
             if config.report_metrics:
@@ -129,13 +129,13 @@ def _report_training(ep, config: FederationConfig, role: str, kind: str, data, t
     """One private prediction of the training rows; the label party's metrics of its training and validation rows."""
     settings, roster = config.training, config.roster
     if kind == "coordinator":
-        protocol.predict_coordinator(ep, settings, roster)
+        run.predict_coordinator(ep, settings, roster)
         return None
     if kind == "feature":
-        protocol.predict_feature(ep, trained.party, data.features, settings, roster)
+        run.predict_feature(ep, data, trained.party, settings, roster)
         return None
     party = trained.party
-    out = protocol.predict_label(ep, party, data.features, settings, roster)
+    out = run.predict_label(ep, data, party, settings, roster)
     train_rows, validation_rows = run.split_rows(len(out), settings, trained.record["seed"])
     report = {"training": _rows_metrics(party, out[train_rows], party.y[train_rows])}
     if len(validation_rows):
@@ -176,11 +176,11 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     shard, data, party = None, None, None
     if kind != "coordinator":
         path = model_path or workdir / f"model_{role}.json"
-        shard = shards.read_shard(path, role, kind)
-        _check_shard(config, role, kind, shard, path)
-        with stops_told(config, role, "predict"):
+        with stops_told(config, role, "predict"):       # a bad shard or table: the peers are told, not left waiting
+            shard = shards.read_shard(path, role, kind)
+            _check_shard(config, role, kind, shard, path)
             data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
-        party = shards.shard_party(shard, role)
+            party = shards.shard_party(shard, role)
     narrator = Narrator(role, phase="predict") if narrate else None
     shown = Progress(role, progress)
     with Session(config, role, "predict", narrator, shown) as session:
@@ -188,7 +188,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         theirs = session.hello(extra)
         summary = {"party": role, "role": kind, "label": roster.label}
         if kind == "coordinator":
-            summary["rows"] = protocol.predict_coordinator(session.endpoint, settings, roster)
+            summary["rows"] = run.predict_coordinator(session.endpoint, settings, roster)
         else:
             data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
             if alignment:
@@ -197,9 +197,9 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             check_same_training(role, roster, theirs, shard["trained_with"])
             summary["rows"] = data.n_rows
             if kind == "feature":
-                protocol.predict_feature(session.endpoint, party, data.features, settings, roster)
+                run.predict_feature(session.endpoint, data, party, settings, roster)
             else:
-                out = protocol.predict_label(session.endpoint, party, data.features, settings, roster)
+                out = run.predict_label(session.endpoint, data, party, settings, roster)
                 summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, out, party,
                                                      config.id_column))
                 summary["classes"] = shard["classes"] or None

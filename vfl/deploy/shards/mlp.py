@@ -152,7 +152,7 @@ def shard_party(shard: dict, role: str):
     else:
         classes = shard["classes"]
         n_out = shard["top"][-1][0].shape[1]
-        labels = np.asarray(classes) if classes else np.zeros((0, n_out))
+        labels = np.asarray(classes) if classes else np.zeros((1, n_out))
         party = MLPLabelParty(role, np.zeros((len(labels), len(columns))), columns, labels, shard["task"],
                               bottom_sizes, tuple(shard["hidden_layer_sizes"]), shard["activation"])
         party.bias, party.top = shard["intercept"], shard["top"]
