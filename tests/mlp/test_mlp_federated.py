@@ -130,10 +130,10 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_it_on_the_validation_row
     assert model.n_iter_ < 60
     assert len(model.validation_scores_) == model.n_iter_
     assert model.best_validation_score_ == max(model.validation_scores_)
-    from vfl.protocols.mlp.training import _schedule, validation_count
+    from vfl.protocols.mlp.training import schedule, validation_count
 
     settings = model._settings_
-    _, val = _schedule(500, settings, 11, validation_count(500, settings))
+    _, val = schedule(500, settings, 11, validation_count(500, settings))
     net = model.network_
     from vfl.centralized.mlp import predict
 

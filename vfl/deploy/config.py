@@ -76,6 +76,28 @@ entry may stay in the file: it takes no part)::
     label_party_trees = 1               # the first trees split on the label party's columns only
     key_bits = 2048
 
+A split neural network (docs/mlp.md) takes scikit-learn's ``MLPClassifier``
+names (:class:`~vfl.protocols.mlp.MLPSettings`).  Its coordinator deals the
+masks and Beaver triples, so the file names one; ``task`` is required (every
+party, the coordinator included, sizes its messages by it before the label
+party reads a label)::
+
+    [training]
+    model = "mlp"
+    task = "binary"                     # or "multiclass", "regression"
+    hidden_layer_sizes = [16, 8]        # the interactive layer's width, then the top's hidden widths
+    bottom_sizes = [8]                  # every data party's bottom layers; or a table: {telco = [8], bank = []}
+                                        # (a party the table leaves out gets none: its columns go straight in)
+    activation = "relu"                 # "identity", "logistic", "tanh"
+    solver = "adam"                     # or "sgd" (momentum, nesterovs_momentum)
+    iterations = 30                     # epochs at most (max_iter)
+    batch_size = 256                    # or "auto": min(200, rows)
+    learning_rate_init = 0.01
+    alpha = 0.0001
+    tol = 1e-4                          # with n_iter_no_change, early_stopping, validation_fraction
+    random_state = 0                    # the public schedule's seed (batches, validation rows), never a weight
+    frac_bits = 40                      # the shared backward pass's fixed point
+
 The credit-scoring pipeline (docs/credit_scoring.md): a ``[pipeline]`` table
 beside logistic regression's ``[training]`` makes ``vfl party`` run PSI,
 binning, WOE/IV, selection, the model and the scorecard in one command (the
@@ -143,6 +165,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
 from vfl.errors import ConfigurationError
 from vfl.deploy.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster, TrainingSettings
+from vfl.protocols.mlp import MLPSettings
 from vfl.protocols.trees import BoostingSettings
 from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.deploy.serving_settings import ServingSettings, parse_serving
@@ -167,6 +190,9 @@ PSI_PORT_OFFSET = 1000
 #: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
 BOOSTING = "gradient_boosting"
 _BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
+#: ``[training] model`` of split neural networks, and the keys its table may hold (scikit-learn's names).
+MLP = "mlp"
+_MLP_KEYS = (set(MLPSettings.__dataclass_fields__) - {"default_bottom"}) | {"model", "iterations", "report_metrics"}
 
 
 @dataclass(frozen=True)
@@ -190,8 +216,8 @@ class FederationConfig:
     path: Path
     ca: Path
     parties: dict[str, PartyEntry]
-    #: the linear models' settings, or gradient boosting's
-    training: TrainingSettings | BoostingSettings
+    #: the linear models' settings, gradient boosting's, or the split network's
+    training: TrainingSettings | BoostingSettings | MLPSettings
     prediction_mode: str = "private"
     id_column: str = "id"
     #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
@@ -220,6 +246,11 @@ class FederationConfig:
     def boosting(self) -> bool:
         """Whether the federation trains gradient-boosted trees (no coordinator takes part)."""
         return isinstance(self.training, BoostingSettings)
+
+    @property
+    def mlp(self) -> bool:
+        """Whether the federation trains a split neural network (its coordinator deals the Beaver triples)."""
+        return isinstance(self.training, MLPSettings)
 
     @property
     def roster(self) -> Roster:
@@ -267,6 +298,8 @@ class FederationConfig:
                   "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
         if self.boosting:
             shared["model"] = BOOSTING
+        if self.mlp:
+            shared["model"] = MLP
         if self.warm_start:
             shared["warm_start"] = True
         if not self.report_metrics:
@@ -302,17 +335,23 @@ def load_config(path) -> FederationConfig:
 
     training_table = dict(_section(where, raw, "training", required=False))   # none: the defaults
     boosting = training_table.get("model") == BOOSTING
+    mlp = training_table.get("model") == MLP
     parties = _parties(where, base, _section(where, raw, "parties"), boosting)
     warm_start = training_table.pop("warm_start", False)
     report_metrics = training_table.pop("report_metrics", True)
     for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
         if not isinstance(value, bool):
             raise ConfigurationError(f"{where} [training]: {name} must be true or false, got {value!r}")
-    if boosting and warm_start:
-        raise ConfigurationError(f"{where} [training]: warm_start continues a linear model's weights; gradient "
-                                 "boosting trains its trees afresh (leave warm_start out)")
-    training = _boosting(f"{where} [training]", training_table) if boosting else \
-        _training(f"{where} [training]", training_table)
+    if (boosting or mlp) and warm_start:
+        raise ConfigurationError(f"{where} [training]: warm_start continues a linear model's weights; "
+                                 f"{'gradient boosting trains its trees' if boosting else 'a split network trains'} "
+                                 "afresh (leave warm_start out)")
+    if boosting:
+        training = _boosting(f"{where} [training]", training_table)
+    elif mlp:
+        training = _mlp(f"{where} [training]", training_table, parties)
+    else:
+        training = _training(f"{where} [training]", training_table)
     if warm_start and getattr(training, "reveal", None) == "never":
         raise ConfigurationError(f"{where} [training]: warm_start continues from each party's weights, and with "
                                  "reveal = \"never\" no party holds its weights: leave one of them out")
@@ -321,9 +360,10 @@ def load_config(path) -> FederationConfig:
     mode = prediction.get("mode", "private")
     if mode not in ("private", "table3"):
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
-    if boosting and mode != "private":
+    if (boosting or mlp) and mode != "private":
         raise ConfigurationError(f"{where} [prediction]: mode {mode!r} is Yang et al.'s Table 3 for linear models; "
-                                 "gradient boosting predicts privately only (leave mode out)")
+                                 f"{'gradient boosting' if boosting else 'a split network'} predicts privately only "
+                                 "(leave mode out)")
     data = _section(where, raw, "data", required=False)
     _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight", "psi_backend",
                                        "psi_port_offset"})
@@ -341,9 +381,10 @@ def load_config(path) -> FederationConfig:
                                      f"party's CSV, got {weight!r}")
         if weight in (data.get("id_column", "id"), data.get("label", "label")):
             raise ConfigurationError(f"{where} [data]: sample_weight {weight!r} is also the id or label column")
-        if boosting:
-            raise ConfigurationError(f"{where} [data]: sample_weight weighs the linear models' loss; gradient "
-                                     "boosting does not take row weights (leave sample_weight out)")
+        if boosting or mlp:
+            raise ConfigurationError(f"{where} [data]: sample_weight weighs the linear models' loss; "
+                                     f"{'gradient boosting' if boosting else 'a split network'} does not take row "
+                                     "weights (leave sample_weight out)")
         try:
             training = replace(training, sample_weighted=True)      # every party sizes its bounds for it
         except ConfigurationError as exc:
@@ -417,7 +458,7 @@ def _psi_backend(where: str, table: dict, align: str, parties: dict) -> tuple[st
 
 def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
     """``[pipeline]``: the credit-scoring steps, around logistic regression (one event class)."""
-    if isinstance(training, BoostingSettings) or training.objective != "logistic":
+    if isinstance(training, (BoostingSettings, MLPSettings)) or training.objective != "logistic":
         raise ConfigurationError(f"{where}: the pipeline's model is logistic regression on the coded bins: set "
                                  "[training] model = \"logistic\"")
     if weight is not None:
@@ -512,6 +553,41 @@ def _boosting(where: str, table: dict) -> BoostingSettings:
         raise ConfigurationError(f"{where}: {exc}") from None
 
 
+def _mlp(where: str, table: dict, parties: dict) -> MLPSettings:
+    """``[training]`` of a split network: scikit-learn's names (``iterations`` for ``max_iter``), ``task`` required.
+
+    ``bottom_sizes`` is an array of widths (every data party's bottom) or a table of arrays by party name
+    (a data party it leaves out gets none).
+    """
+    _unknown(where, table, _MLP_KEYS)
+    values = {k: v for k, v in table.items() if k != "model"}
+    if "iterations" in values:
+        if "max_iter" in values:
+            raise ConfigurationError(f"{where}: 'max_iter' is given twice (as 'iterations' and 'max_iter')")
+        values["max_iter"] = values.pop("iterations")
+    if "task" not in values:
+        raise ConfigurationError(f"{where}: 'task' is missing: set task = \"binary\", \"multiclass\" or "
+                                 "\"regression\" (every party, the coordinator too, needs it before the label party "
+                                 "reads a label)")
+    bottoms = values.pop("bottom_sizes", [])
+    if isinstance(bottoms, dict):
+        data_parties = sorted(n for n, e in parties.items() if e.role != "coordinator")
+        unknown = sorted(set(bottoms) - set(data_parties))
+        if unknown:
+            raise ConfigurationError(f"{where}: bottom_sizes names {unknown}, not data parties of this federation "
+                                     f"({data_parties})")
+        values["bottom_sizes"] = bottoms
+    elif isinstance(bottoms, list):
+        values["default_bottom"] = bottoms
+    else:
+        raise ConfigurationError(f"{where}: bottom_sizes must be an array of widths (every data party's bottom) or "
+                                 f"a table of arrays by party name, got {bottoms!r}")
+    try:
+        return MLPSettings(**values)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{where}: {exc}") from None
+
+
 def _section(where: str, raw: dict, name: str, required: bool = True) -> dict:
     if name not in raw:
         if required:
@@ -588,4 +664,8 @@ def _toml(value) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):                  # an inline table (e.g. a split network's bottom_sizes by party)
+        return "{" + ", ".join(f"{json.dumps(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
     return json.dumps(str(value))  # a JSON string is a valid TOML basic string

@@ -63,7 +63,8 @@ def _register_party(subparsers) -> None:
             "party to the label party and the coordinator, those two to every party. Checks that all "
             "share the same settings, trains, and writes this party's model shard (feature and label "
             "parties) to WORKDIR/model_NAME.json. With [training] model = \"gradient_boosting\" the parties "
-            "boost trees (SecureBoost) and no coordinator takes part."),
+            "boost trees (SecureBoost) and no coordinator takes part; with model = \"mlp\" they train a split "
+            "neural network (docs/mlp.md)."),
         epilog=THREE_MACHINES, formatter_class=argparse.RawDescriptionHelpFormatter)
     _common(p)
     p.add_argument("--resume", action="store_true",
@@ -217,6 +218,8 @@ def _party(args) -> int:
         config = load_config(args.config)
         if config.boosting:
             return _boost(args, config)
+        if config.mlp:
+            return _train_mlp(args, config)
         if config.pipeline is not None:
             return _pipeline(args, config)
         summary = train(config, args.role, args.data, _workdir(args), args.resume,
@@ -257,6 +260,43 @@ def _boost(args, config) -> None:
         print(f"party {args.role}: {summary['iterations']} boosting iterations, {summary['trees']} trees")
     print(f"party {args.role}: model shard written to {summary['model']}")
     _print_label_report(args.role, summary)
+
+
+def _train_mlp(args, config) -> None:
+    """``vfl party`` of a split network: one line on what this party did, and the label party's report."""
+    from vfl.federation.mlp import train
+
+    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
+                    progress=args.progress)
+    if "alignment" in summary:
+        print(alignment_line(args.role, summary["alignment"]))
+    if summary["role"] == "coordinator":
+        print(f"party {args.role}: dealt the masks and Beaver triples of {summary['epochs']} epochs")
+        return
+    if summary["role"] == "label":
+        print(f"party {args.role}: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}")
+    print(f"party {args.role}: model shard written to {summary['model']}")
+    _print_label_report(args.role, summary)
+
+
+def _predict_mlp(args, config) -> None:
+    """``vfl predict`` of a split network: what this party did; the label party's scores and metrics."""
+    from vfl.federation.mlp import predict
+
+    summary = predict(config, args.role, args.data, args.model, _workdir(args), args.output, narrate=args.narrate,
+                      progress=args.progress)
+    if "alignment" in summary:
+        print(alignment_line(args.role, summary["alignment"]))
+    _print_label_report(args.role, summary, metrics=False)
+    if summary["role"] == "label":
+        print(f"party {args.role}: scores of {summary['rows']} rows written to {summary['scores']}")
+    elif summary["role"] == "feature":
+        print(f"party {args.role}: sent its masked part of the interactive layer for {summary['rows']} rows to "
+              f"{summary['label']}")
+    else:
+        print(f"party {args.role}: dealt the masks of {summary['rows']} rows" if summary["rows"] else
+              f"party {args.role}: one feature party: no masks to deal")
+    _print_label_report(args.role, summary, classes=False)
 
 
 def _pipeline(args, config) -> None:
@@ -307,6 +347,8 @@ def _predict(args) -> int:
                   f"{summary['label']}")
             _print_label_report(args.role, summary, classes=False)
             return
+        if config.mlp:
+            return _predict_mlp(args, config)
         if config.pipeline is not None:
             from vfl.federation.pipeline import predict as predict_pipeline
 

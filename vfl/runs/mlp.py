@@ -1,7 +1,9 @@
 """Split networks (vertical neural networks): one run per role, for the estimators and ``vfl party`` alike.
 
 :class:`vfl.VerticalMLPClassifier` / ``Regressor`` run every role in threads
-(:func:`vfl.runs.threads.run_in_threads`).  Each function here builds its party
+(:func:`vfl.runs.threads.run_in_threads`); ``vfl party`` / ``vfl predict`` with
+``model = "mlp"`` (:mod:`vfl.federation.mlp`) run one role over the endpoint of
+its TLS session.  Each function here builds its party
 from its data (any object with ``columns``, ``features`` and, at the label
 party, ``labels``: :class:`vfl.runs.data.RoleData`), makes every check that party
 makes, and runs its protocol program (:mod:`vfl.protocols.mlp`).  ``starts`` (by
@@ -24,7 +26,7 @@ from vfl.protocols import Roster
 from vfl.protocols import mlp as protocol
 from vfl.protocols.mlp import MLPSettings
 from vfl.protocols.mlp.settings import warn_label_leak
-from vfl.protocols.mlp.training import check_settings_for
+from vfl.protocols.mlp.training import schedule, check_settings_for, validation_count
 from vfl.transport import Endpoint
 
 #: The fewest aligned rows a run takes: a training batch and a validation row besides.
@@ -37,6 +39,11 @@ class Trained:
 
     party: MLPFeatureParty | MLPLabelParty
     record: dict = field(default_factory=dict)
+
+
+def split_rows(n_rows: int, settings: MLPSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The run's training rows and validation rows (early stopping), from its seed (the label party's record)."""
+    return schedule(n_rows, settings, seed, validation_count(n_rows, settings))
 
 
 def _checked(data, role: str) -> np.ndarray:
@@ -115,13 +122,26 @@ def training_programs(data: Mapping[str, object], settings: MLPSettings, roster:
     return programs
 
 
+def predict_feature(ep: Endpoint, data, party: MLPFeatureParty, settings: MLPSettings, roster: Roster) -> int:
+    """A feature party's part of private prediction on its rows ``data``; returns how many rows it scored."""
+    return protocol.predict_feature(ep, party, _checked(data, party.role), settings, roster)
+
+
+def predict_label(ep: Endpoint, data, party: MLPLabelParty, settings: MLPSettings, roster: Roster) -> np.ndarray:
+    """The label party's part of private prediction: the network's outputs on its rows ``data``."""
+    return protocol.predict_label(ep, party, _checked(data, party.role), settings, roster)
+
+
+def predict_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> int:
+    """The coordinator's part of private prediction (the masks, with two feature parties or more)."""
+    return protocol.predict_coordinator(ep, settings, roster)
+
+
 def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object], settings: MLPSettings,
                         roster: Roster) -> dict:
     """Every role's prediction run (``parties``: the trained ones, by name); the label party's returns the outputs."""
-    programs = {k: (lambda ep, k=k: protocol.predict_feature(ep, parties[k], _checked(data[k], k), settings, roster))
+    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], settings, roster))
                 for k in roster.features}
-    programs[roster.label] = lambda ep: protocol.predict_label(ep, parties[roster.label],
-                                                               _checked(data[roster.label], roster.label), settings,
-                                                               roster)
-    programs[roster.coordinator] = lambda ep: protocol.predict_coordinator(ep, settings, roster)
+    programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], settings, roster)
+    programs[roster.coordinator] = lambda ep: predict_coordinator(ep, settings, roster)
     return programs

@@ -81,6 +81,9 @@ def serve(args) -> None:
     config = load_config(args.config)
     role = args.role
     kind = config.role_of(role)
+    if config.mlp:
+        raise ConfigurationError(f"{args.config}: vfl serve does not serve split networks (model = \"mlp\") yet; "
+                                 "score them with vfl predict")
     http = parse_address(args.http) if args.http else None
     settings = config.serving_of(role).with_options(models=args.models, version=args.version, http=http,
                                                     token_file=args.token_file,

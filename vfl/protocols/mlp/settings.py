@@ -15,6 +15,7 @@ privacy (:mod:`vfl.protocols.mlp.training`, docs/mlp.md).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import dataclass, field
@@ -150,6 +151,10 @@ class MLPSettings:
         if self.task == "multiclass":
             return math.sqrt(2.0)
         return 2.0 * float(self.dp_label_bound)
+
+    def to_dict(self) -> dict:
+        """The settings as plain values (for the fingerprint ``vfl party``'s parties compare)."""
+        return dataclasses.asdict(self)
 
     @property
     def units(self) -> int:

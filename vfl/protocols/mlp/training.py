@@ -111,7 +111,7 @@ def _grad_shapes(in_dim: int, bottom, units: int) -> dict:
     return shapes
 
 
-def _schedule(n_rows: int, settings: MLPSettings, seed: int, n_validation: int):
+def schedule(n_rows: int, settings: MLPSettings, seed: int, n_validation: int):
     """The training rows and the validation rows, from the shared seed."""
     if not n_validation:
         return np.arange(n_rows), np.arange(0)
@@ -146,7 +146,7 @@ def train_feature(ep: Endpoint, party: MLPFeatureParty, settings: MLPSettings, r
     first = int(plan_msg["resume_from"])
     party.start(fan_in, settings.units, settings.solver, settings.optimizer_options(), start)
     best = _resume(party, first, checkpoints) if first >= 0 else None
-    train_rows, val_rows = _schedule(n_rows, settings, seed, n_val)
+    train_rows, val_rows = schedule(n_rows, settings, seed, n_val)
     masked = len(roster.features) > 1
     batch = settings.effective_batch(len(train_rows))
     n_iter = first + 1
@@ -250,7 +250,7 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
     party.start(fan_in, settings.solver, settings.optimizer_options(), start)
     if saved:
         tracker.best_params = party.load_state(saved["party"])
-    train_rows, val_rows = _schedule(n_rows, settings, seed, n_val)
+    train_rows, val_rows = schedule(n_rows, settings, seed, n_val)
     batch = settings.effective_batch(len(train_rows))
     stop = finished
     noise_std = dp_noise_std(settings)

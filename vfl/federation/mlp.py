@@ -1,0 +1,249 @@
+"""Run one party of a split neural network as its own process: connect, align, train or predict, write its shard.
+
+The family's run (:mod:`vfl.runs.mlp`, the one the estimators run in threads)
+runs over the party's :class:`~vfl.deploy.session.Session` (mutual TLS, the
+settings fingerprint, the private set intersection), as the other families'
+runs do.  What it adds:
+
+* the coordinator takes part: it deals the masks and the Beaver triples of the
+  shared backward pass (it holds no data, no shard and no checkpoint: it keeps
+  no state between epochs);
+* a checkpoint after every epoch at each data party (its weights and optimizer
+  state; the label party's also the schedule's seed and the stopping rule):
+  ``--resume`` continues after the last epoch every party completed and ends with
+  the network the uninterrupted run would have;
+* the shards (:mod:`vfl.deploy.shards.mlp`): each data party's own bottom and
+  block; the label party's also the intercept, the top, the task and classes;
+* the label party's training metrics: one more private prediction, of the
+  training rows, after training (``report_metrics``, on by default).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from vfl.deploy.align import alignment_line
+from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.config import FederationConfig
+from vfl.deploy.data import PartyData, load_csv
+from vfl.deploy.narration import Narrator
+from vfl.deploy.progress import Progress
+from vfl.deploy.report import class_indices, label_metrics, plain, write_scores
+from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
+from vfl.deploy.shards import mlp as shards
+from vfl.errors import ConfigurationError, DataError
+from vfl.parties.mlp.label_party import MLPLabelParty
+from vfl.runs import mlp as run
+
+
+def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
+          narrate: bool = False, progress: bool | None = False) -> dict:
+    """Run party ``role``'s part of training a split network; write its shard (data parties) and transcript.
+
+    Returns a summary dict: ``party``, ``role``, ``epochs``, the transcript's and (data
+    parties) the shard's paths, and at the label party ``loss_curve``, ``classes`` and
+    ``metrics`` (training, and validation with early stopping).
+    """
+    settings, roster = config.training, config.roster
+    kind = config.role_of(role)
+    workdir = Path(workdir)
+    with stops_told(config, role, "train"):
+        data = None if kind == "coordinator" else _load(config, role, kind, data_path)
+    store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
+    if not resume:
+        store.clear()
+    narrator = Narrator(role, settings.max_iter) if narrate else None
+    shown = Progress(role, progress)
+    alignment, metrics = None, None
+    try:
+        with Session(config, role, "train", narrator, shown) as session:
+            extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
+            theirs = session.hello(extra)
+            if data:
+                data, alignment = align_data(session, role, data, extra, theirs, narrator, run.MIN_ROWS)
+                if alignment:
+                    shown.line(alignment_line(role, alignment))
+            checkpoints = store.load() if resume and data else {}
+            if narrator and checkpoints:
+                narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
+            if data:
+                shown.model(settings.max_iter)
+            trained = _train_role(session.endpoint, config, role, kind, data, store, checkpoints, narrator, shown)
+            shown.close()
+            if config.report_metrics:
+                metrics = _report_training(session.endpoint, config, role, kind, data, trained)
+            transcript = session.save_transcript(workdir / "transcript_train.csv")
+    finally:
+        shown.close()
+    summary = {"party": role, "role": kind, "transcript": str(transcript)}
+    if alignment:
+        summary["alignment"] = alignment
+    if kind == "coordinator":
+        summary["epochs"] = trained["n_iter"]
+        return summary
+    record = trained.record
+    if kind == "label":
+        party = trained.party
+        summary.update(epochs=record["n_iter"], loss_curve=list(record["loss_curve"]), metrics=metrics,
+                       classes=None if party.classes is None else [plain(c) for c in party.classes])
+    summary["model"] = str(shards.write_shard(
+        workdir / f"model_{role}.json", trained.party, kind, config.fingerprint("train"),
+        label=config.label if kind == "label" else None, feature_parties=roster.features,
+        record=record if kind == "label" else None))
+    store.clear()                               # finished: the shard is the result
+    return summary
+
+
+def _load(config: FederationConfig, role: str, kind: str, data_path, columns=None,
+          label_required: bool = True) -> PartyData:
+    if data_path is None:
+        raise ConfigurationError(f"party {role} needs its data: --data FILE.csv")
+    return load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
+                    columns=columns, label_required=label_required,
+                    foreign=(config.label,) if kind == "feature" else ())
+
+
+def _train_role(ep, config: FederationConfig, role: str, kind: str, data, store: CheckpointStore, checkpoints,
+                narrator, shown: Progress):
+    """This party's training run (:mod:`vfl.runs.mlp`), checkpointing, narrating and showing every epoch."""
+    settings, roster = config.training, config.roster
+    if kind == "coordinator":
+        return run.train_coordinator(ep, settings, roster)
+
+    def on_epoch(epoch: int, state: dict) -> None:
+        store.save(epoch, state)
+        loss = state.get("loss")
+        if narrator and loss is not None:
+            score = state.get("validation_score")
+            narrator.say(f"epoch {epoch + 1}/{settings.max_iter} done: loss {loss:.6f}"
+                         + (f", validation score {score:.4f}" if score is not None else ""))
+        shown.epoch(epoch, loss)
+
+    train_role = run.train_label if kind == "label" else run.train_feature
+    return train_role(ep, data, settings, roster, role=role, on_epoch=on_epoch, checkpoints=checkpoints)
+
+
+def _report_training(ep, config: FederationConfig, role: str, kind: str, data, trained) -> dict | None:
+    """One private prediction of the training rows; the label party's metrics of its training and validation rows."""
+    settings, roster = config.training, config.roster
+    if kind == "coordinator":
+        run.predict_coordinator(ep, settings, roster)
+        return None
+    if kind == "feature":
+        run.predict_feature(ep, data, trained.party, settings, roster)
+        return None
+    party = trained.party
+    out = run.predict_label(ep, data, party, settings, roster)
+    train_rows, validation_rows = run.split_rows(len(out), settings, trained.record["seed"])
+    report = {"training": _rows_metrics(party, out[train_rows], party.y[train_rows])}
+    if len(validation_rows):
+        report["validation"] = _rows_metrics(party, out[validation_rows], party.y[validation_rows])
+    return report
+
+
+def _rows_metrics(party: MLPLabelParty, out: np.ndarray, targets: np.ndarray) -> dict:
+    """Metrics of the network's outputs against the party's targets (0/1, one-hot, or values)."""
+    if party.task == "regression":
+        return {"rows": len(out), "metrics": label_metrics("linear", out[:, 0] if out.shape[1] == 1 else out,
+                                                           targets[:, 0] if targets.shape[1] == 1 else targets)}
+    if party.task == "binary":
+        return {"rows": len(out), "metrics": label_metrics("logistic", out[:, 0], targets[:, 0].astype(int))}
+    return {"rows": len(out), "metrics": label_metrics("logistic", _log(out), targets.argmax(axis=1),
+                                                       link="softmax")}
+
+
+def _log(probability: np.ndarray) -> np.ndarray:
+    """Log-probabilities: scores whose softmax gives the probabilities back (what :func:`label_metrics` takes)."""
+    with np.errstate(divide="ignore"):
+        return np.log(np.clip(probability, 1e-300, None))
+
+
+# --------------------------------------------------------------------------- prediction
+
+def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
+            narrate: bool = False, progress: bool | None = False) -> dict:
+    """Run party ``role``'s part of private prediction with its shard; the label party writes the scores CSV.
+
+    Returns a summary dict: ``party``, ``role``, ``rows``, ``label`` (the label party's
+    name), the transcript's path, and at the label party the scores' path, its
+    ``classes`` and, when its CSV holds the label column, ``metrics``.
+    """
+    settings, roster = config.training, config.roster
+    kind = config.role_of(role)
+    workdir = Path(workdir)
+    shard, data, party = None, None, None
+    if kind != "coordinator":
+        path = model_path or workdir / f"model_{role}.json"
+        with stops_told(config, role, "predict"):       # a bad shard or table: the peers are told, not left waiting
+            shard = shards.read_shard(path, role, kind)
+            _check_shard(config, role, kind, shard, path)
+            data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
+            party = shards.shard_party(shard, role)
+    narrator = Narrator(role, phase="predict") if narrate else None
+    shown = Progress(role, progress)
+    with Session(config, role, "predict", narrator, shown) as session:
+        extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
+        theirs = session.hello(extra)
+        summary = {"party": role, "role": kind, "label": roster.label}
+        if kind == "coordinator":
+            summary["rows"] = run.predict_coordinator(session.endpoint, settings, roster)
+        else:
+            data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
+            if alignment:
+                shown.line(alignment_line(role, alignment))
+                summary["alignment"] = alignment
+            check_same_training(role, roster, theirs, shard["trained_with"])
+            summary["rows"] = data.n_rows
+            if kind == "feature":
+                run.predict_feature(session.endpoint, data, party, settings, roster)
+            else:
+                out = run.predict_label(session.endpoint, data, party, settings, roster)
+                summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, out, party,
+                                                     config.id_column))
+                summary["classes"] = shard["classes"] or None
+                if data.labels is not None:
+                    summary["metrics"] = _label_metrics(party, out, data.labels, role)
+        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
+    return summary
+
+
+def _check_shard(config: FederationConfig, role: str, kind: str, shard: dict, path) -> None:
+    """The shard fits this federation: the interactive layer's width, and (label party) the same data parties."""
+    if shard["units"] != config.training.units:
+        raise DataError(f"party {role}: {path} has an interactive layer of {shard['units']} units, but "
+                        f"{config.path} says hidden_layer_sizes {list(config.training.hidden_layer_sizes)}: use the "
+                        "federation file the network was trained with")
+    if kind == "label" and shard["data_parties"] != list(config.roster.data_parties):
+        raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
+                        f"{config.path} names {list(config.roster.data_parties)}")
+
+
+def _label_metrics(party: MLPLabelParty, out: np.ndarray, labels, role: str) -> dict:
+    """``vfl predict``'s metrics when the label column is present (or a note saying why there are none)."""
+    if party.classes is None:
+        try:
+            y = np.asarray(labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            return {"rows": len(labels), "metrics": {},
+                    "note": f"party {role}: no metrics: the label column holds values that are not numbers"}
+        return {"rows": len(y), "metrics": label_metrics("linear", out[:, 0], y)}
+    y = class_indices(labels, party.classes)
+    if y is None:
+        return {"rows": len(labels), "metrics": {},
+                "note": f"party {role}: no metrics: the label column holds values that are not classes of the model "
+                        f"({', '.join(map(repr, [plain(c) for c in party.classes]))})"}
+    if party.task == "binary":
+        return {"rows": len(y), "metrics": label_metrics("logistic", out[:, 0], y)}
+    return {"rows": len(y), "metrics": label_metrics("logistic", _log(out), y, link="softmax")}
+
+
+def _write_scores(path, ids, out: np.ndarray, party: MLPLabelParty, id_column: str = "id") -> Path:
+    """The label party's scores CSV: the network's outputs (a classifier's are its class probabilities)."""
+    if party.classes is None:
+        return write_scores(path, ids, out[:, 0] if out.shape[1] == 1 else out, id_column=id_column)
+    classes = [plain(c) for c in party.classes]
+    if party.task == "binary":
+        return write_scores(path, ids, out[:, 0], out[:, 0], classes, id_column)
+    return write_scores(path, ids, out, out, classes, id_column)
