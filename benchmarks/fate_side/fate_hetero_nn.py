@@ -12,34 +12,32 @@ The network (both data sets): guest bottom Linear(q_guest, 8) + ReLU, host botto
 ReLU, the aggregation layer to 8 units, then the guest's top ReLU, Linear(8, 1), Sigmoid; BCELoss,
 torch Adam (learning rate 0.01) on the bottom and top models. Two aggregation layers (``--agg``):
 
-**SSHE** (``SSHEArgument``; ``fate/ml/nn/model_zoo/agg_layer/sshe/agg_layer.py`` over
-``SSHENeuralNetworkAggregator`` in ``fate/arch/protocol/mpc/nn/sshe/nn_layer.py`` and ``SSHE.cross_smm`` /
-``SSHE.smm`` / ``SSHE.phe_to_mpc`` in ``fate/arch/protocol/mpc/primitives/sshe.py``). z = h_host W_a +
-h_guest W_b; W_a (8x8) and W_b (8x8) are additively shared over the ring (``ctx.mpc.init_tensor``,
-drawn by their owner from ``torch.rand``); each party has its own Paillier key (``--key_bits``); the
-layer's own optimizer is plain SGD at ``layer_lr`` (``SSHENeuralNetworkOptimizerSGD``), not Adam.
-*Forward* (``cross_smm``): the host receives the guest's share of W_a encrypted under the guest's key
-and the masked product (h_guest W_b.share_host - r) to decrypt (``phe_to_mpc``: r uniform over the ring):
-nothing in the clear. The guest receives Enc_host(W_b.share_host), its part of the masked product, and
-then the host's share of z: **z is revealed to the guest in the clear** (``SSHENeuralNetworkAggregatorFunction
-.forward``: ``output.get_plain_text(dst=rank_b)``). *Backward* (``SSHENeuralNetworkAggregator.backward``):
-the host sends Enc_host(W_a.share_host^T); the guest returns Enc_host(dz (W_a.share_host + W_a.share_guest)^T)
-= Enc_host(dz W_a^T) without a mask, and the host decrypts it: **the host gets dL/dh_host, the gradient
-of its bottom output, in the clear** (``dha``), which it backpropagates through its bottom model. Then the
-host sends Enc_host(W_b.share_host^T); the guest returns Enc_host(dz W_b.share_host^T), again unmasked; the
-host decrypts it and sends the plaintext to the guest (``dhb``): the host holds dz W_b.share_host^T for its
-own 8x8 share, which a random ring matrix makes invertible, i.e. **the host can solve for dz = dL/dz, the
-gradient at the aggregation output, per row**, and with dz and dz W_a^T over the batches, for W_a itself.
-The weight gradient of W_a goes through ``smm``/``phe_to_mpc`` (masked shares); W_b's (h_guest^T dz) stays at
-the guest. So the weights are shared, but the gradients that reach the host are not protected.
+**SSHE** (``SSHEArgument``), as read in ``fate/ml/nn/model_zoo/agg_layer/sshe/agg_layer.py``,
+``SSHENeuralNetworkAggregator{Function,}`` in ``fate/arch/protocol/mpc/nn/sshe/nn_layer.py`` and ``SSHE.cross_smm``,
+``smm``, ``phe_to_mpc`` in ``fate/arch/protocol/mpc/primitives/sshe.py``. z = h_host W_a + h_guest W_b, W_a and W_b
+(8x8) additively shared over Z_2^64 (``ctx.mpc.init_tensor``, drawn by their owner from ``torch.rand``), a Paillier
+key per party (``--key_bits``), the layer's own plain SGD at ``layer_lr`` (``SSHENeuralNetworkOptimizerSGD``).
+*Forward* (``cross_smm``): the host gets Enc_guest(W_a.share_guest) and (h_guest W_b.share_host - r) to decrypt
+(r uniform over the ring); the guest gets Enc_host(W_b.share_host), its masked share, then the host's share of z:
+**z is revealed to the guest in the clear** (``...Function.forward``: ``get_plain_text(dst=rank_b)``).
+*Backward* (``SSHENeuralNetworkAggregator.backward``): the guest returns Enc_host(dz W_a^T) unmasked for the host
+to decrypt: **the host gets dL/dh_host, the gradient of its bottom output, in the clear** (``dha``) and backprops
+it through its bottom model itself; then it decrypts Enc_host(dz W_b.share_host^T), also unmasked, for its own
+share, and sends that plaintext to the guest (``dhb``): with the share invertible mod 2^64 (odd determinant) it
+solves for dz = dL/dz per row. W_a's gradient goes through ``smm`` (masked shares); W_b's, h_guest^T dz, stays
+at the guest. **The weights' shares are not hidden either**: every ``encrypt_tensor`` here uses
+``PHETensorEncryptor.encrypt_tensor``'s default ``obfuscate=False`` (``fate/arch/tensor/phe/_keypair.py``), and
+fate_utils then returns 1 + m n mod n^2 (checked here: Enc(1) = 1 + n, Enc(5) = 1 + 5n, deterministic), which
+anyone decrypts with the public key: the guest can read W_a.share_host and W_b.share_host, the host
+W_a.share_guest, i.e. both learn W_a and W_b, and the guest then h_host = (z - h_guest W_b) W_a^-1. (Read from
+the code and the encryption checked alone; this run does not mount these attacks.)
 
 **FedPass** (``FedPassArgument``, ``layer_type="linear"``; ``fate/ml/nn/model_zoo/agg_layer/fedpass/agg_layer.py``
-over ``AggLayerHost``/``AggLayerGuest`` in ``agg_layer/agg_layer.py`` and ``LinearPassportBlock`` in
-``_passport_block.py``). Each party passes its bottom output through its own passport block (Linear -> hidden
--> Linear whose output is scaled and shifted by functions of secret random passport keys; no cryptography).
-The host sends its block's output to the guest in the clear (``AggLayerHost._send_fw_to_guest``), the guest
-sums the two, and sends the host the gradient with respect to that output in the clear
-(``AggLayerGuest._send_err_to_host``). The protection is obfuscation by the passports, nothing hidden by keys.
+over ``AggLayerHost``/``AggLayerGuest`` (``agg_layer/agg_layer.py``), ``LinearPassportBlock`` (``_passport_block.py``)):
+each party passes its bottom output through its own passport block (Linear, hidden, Linear, its output scaled and
+shifted by functions of secret random passport keys; no cryptography). The host sends its block's output to the
+guest in the clear (``AggLayerHost._send_fw_to_guest``), the guest sums the two and sends the host the gradient
+with respect to that output in the clear (``AggLayerGuest._send_err_to_host``): obfuscation, nothing keyed.
 
 Timing, in the guest's process with ``time.perf_counter``: ``epoch_s``, each epoch from the trainer's
 ``on_epoch_begin`` to its ``on_epoch_end`` (a Hugging Face ``TrainerCallback``); ``fit_s``, the whole
