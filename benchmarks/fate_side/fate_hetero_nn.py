@@ -28,9 +28,9 @@ solves for dz = dL/dz per row. W_a's gradient goes through ``smm`` (masked share
 at the guest. **The weights' shares are not hidden either**: every ``encrypt_tensor`` here uses
 ``PHETensorEncryptor.encrypt_tensor``'s default ``obfuscate=False`` (``fate/arch/tensor/phe/_keypair.py``), and
 fate_utils then returns 1 + m n mod n^2 (checked here: Enc(1) = 1 + n, Enc(5) = 1 + 5n, deterministic), which
-anyone decrypts with the public key: the guest can read W_a.share_host and W_b.share_host, the host
-W_a.share_guest, i.e. both learn W_a and W_b, and the guest then h_host = (z - h_guest W_b) W_a^-1. (Read from
-the code and the encryption checked alone; this run does not mount these attacks.)
+anyone decrypts with the public key: the guest can read W_a.share_host and W_b.share_host (so it learns W_a,
+W_b and then h_host = (z - h_guest W_b) W_a^-1), the host W_a.share_guest (so it learns W_a). (Read from the
+code, the encryption checked alone; this run does not mount these attacks.)
 
 **FedPass** (``FedPassArgument``, ``layer_type="linear"``; ``fate/ml/nn/model_zoo/agg_layer/fedpass/agg_layer.py``
 over ``AggLayerHost``/``AggLayerGuest`` (``agg_layer/agg_layer.py``), ``LinearPassportBlock`` (``_passport_block.py``)):
