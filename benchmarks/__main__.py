@@ -151,22 +151,27 @@ def parse_args(argv=None):
     p.add_argument("--soak", type=int, default=None, metavar="SECONDS",
                    help="with --serve: the soak's length (default 600; 60 with --quick)")
     fate = p.add_argument_group("beside FATE 2.2 (benchmarks.fate_compare; FATE in a virtualenv of its own)")
-    fate.add_argument("--fate", nargs="?", const="lr", default=None, choices=["lr", "secureboost", "sshe-lr"],
+    fate.add_argument("--fate", nargs="?", const="lr", default=None, choices=["lr", "secureboost", "sshe-lr", "hetero-nn"],
                       metavar="ALGORITHM",
                       help="instead: FATE 2.2 beside vfl on FATE's data (--data-dir DIR), interleaved runs, --repeats "
                            "each: lr (the default: FATE's coordinated LR, vfl, vfl packed), secureboost (FATE's hetero "
-                           "SecureBoost), sshe-lr (FATE's SSHE-LR); with --quality (lr): the accuracy table, no FATE")
+                           "SecureBoost), sshe-lr (FATE's SSHE-LR), hetero-nn (FATE's Hetero-NN, SSHE and FedPass "
+                           "aggregation layers); with --quality (lr): the accuracy table, no FATE")
     fate.add_argument("--fate-python", metavar="PATH", default=None,
                       help="the interpreter of the virtualenv holding pyfate 2.2.0 (default: $VFL_FATE_PYTHON)")
     fate.add_argument("--datasets", default="breast,default_credit", help="with --fate: which of FATE's data sets")
-    fate.add_argument("--breast-epochs", type=_positive, default=None, help="with --fate lr / sshe-lr: default 5")
+    fate.add_argument("--breast-epochs", type=_positive, default=None, help="with --fate lr / sshe-lr / hetero-nn: default 5")
     fate.add_argument("--credit-epochs", type=_positive, default=None,
                       help="with --fate lr / sshe-lr: default 16, FATE's config (a FATE LR epoch takes over a "
-                           "minute here, an SSHE-LR epoch 20 minutes and more under load)")
+                           "minute here, an SSHE-LR epoch 20 minutes and more under load); hetero-nn: default 3")
     fate.add_argument("--sshe-init", choices=["default", "zeros"], default="default",
                       help="with --fate sshe-lr: zeros starts FATE and vfl's shared protocol from zero weights on every "
                            "data set (the same gradient descent, so the same AUC to expect); default: each data set's "
                            "setting (breast: FATE's uniform random start, seed 42, and vfl's secret random start)")
+    fate.add_argument("--nn-agg", default="sshe,fedpass", metavar="MODE[,MODE]",
+                      help="with --fate hetero-nn: FATE's aggregation layers to run, sshe and/or fedpass (default both)")
+    fate.add_argument("--nn-batch-size", type=_positive, default=None,
+                      help="with --fate hetero-nn: the batch size (default 256)")
     fate.add_argument("--breast-trees", type=_positive, default=None, help="with --fate secureboost: default 5")
     fate.add_argument("--credit-trees", type=_positive, default=None, help="with --fate secureboost: default 3")
     args = p.parse_args(argv)

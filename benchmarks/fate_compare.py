@@ -1,4 +1,4 @@
-"""``python -m benchmarks --fate [lr|secureboost|sshe-lr]``: FATE 2.2 beside vfl on FATE's own example data.
+"""``python -m benchmarks --fate [lr|secureboost|sshe-lr|hetero-nn]``: FATE 2.2 beside vfl on FATE's own example data.
 
 Not part of the tests: it needs FATE's CSV files (``--data-dir``; a user of vfl does not have them)
 and FATE itself, in a virtualenv of its own (never a dependency of vfl; its pins, e.g. numpy<2 and
@@ -16,7 +16,8 @@ The FATE side is the scripts in ``benchmarks/fate_side/``, which FATE's interpre
 (they import ``fate``; vfl never imports them). Each runs one of FATE's algorithms through FATE's
 multiprocess launcher (one process per party, FATE's standalone computing and federation, PSI first)
 and writes its figures as JSON; their docstrings say what each figure measures. The functions
-:func:`run_fate_lr`, :func:`run_fate_secureboost` and :func:`run_fate_sshe_lr` run FATE once in
+:func:`run_fate_lr`, :func:`run_fate_secureboost`, :func:`run_fate_sshe_lr` and :func:`run_fate_hetero_nn`
+run FATE once in
 fresh processes and return those figures with the load average before and after and the peak
 summed RSS of the whole process tree (:mod:`benchmarks.sidebyside`). The comparisons interleave the
 systems over ``--repeats`` rounds and report medians::
@@ -26,6 +27,7 @@ systems over ``--repeats`` rounds and report medians::
     python -m benchmarks --fate --data-dir ../shared/datasets/fate --quality       # LR accuracy only, no FATE
     python -m benchmarks --fate secureboost --data-dir ../shared/datasets/fate     # FATE's SecureBoost
     python -m benchmarks --fate sshe-lr --data-dir ../shared/datasets/fate         # FATE's SSHE-LR
+    python -m benchmarks --fate hetero-nn --data-dir ../shared/datasets/fate       # FATE's Hetero-NN
 
 **LR** (``--fate``, ``--fate lr``): FATE's hetero coordinated LR (guest, host, arbiter), vfl
 unpacked and vfl packed, every run in a fresh process: per-epoch training time (the median of each
@@ -60,6 +62,18 @@ weights, Paillier products), with the LR comparison's settings where SSHE-LR has
 batch, learning rate 0.15, 5 epochs, uniform random start (seed 42); default_credit batches of
 10,000, 16 epochs, zero start, learning rate 0.084 (the LR comparison's effective rate). SSHE-LR has
 no optimizer choice and no penalty: plain gradient descent at a constant rate, without L2.
+
+**Hetero-NN** (``--fate hetero-nn``): FATE's Hetero-NN (guest, host) with the SSHE aggregation layer
+(secret-shared interactive weights, Paillier products; ``--key-bits``) and with FedPass (passport
+obfuscation, no cryptography), ``--nn-agg`` choosing which: guest bottom Linear(q_guest, 8) + ReLU, host
+bottom Linear(q_host, 8) + ReLU, the aggregation layer to 8 units, ReLU, Linear(8, 1), Sigmoid; BCE, Adam
+at 0.01 (the SSHE layer's own SGD at 0.01), batches of 256 (``--nn-batch-size``), 5 epochs on breast, 3 on
+default_credit (:data:`HETERO_NN`). Figures: seconds per epoch (the median of the epochs after the first,
+and every epoch), the CPU seconds of the whole run, peak summed RSS, train AUC at the guest. What each
+party receives in each step is in ``benchmarks/fate_side/fate_hetero_nn.py``'s docstring. Only FATE's rows
+so far: a vfl network plugs in as one more :class:`~benchmarks.sidebyside.System`
+(``compare_hetero_nn(args, fate_python, [System("vfl", run)])``), and the table's ratios are FATE SSHE's
+medians over each system's.
 
 The SSHE-LR comparison runs vfl's shared protocol (``protocol="shared"``: the weights stay additively
 shared, no party learns a gradient; :func:`run_vfl_shared_here`) beside FATE with the same settings:
@@ -115,6 +129,11 @@ SSHE = {
     "breast": {"epochs": 5, "learning_rate": 0.15, "batch_size": 0, "init": "random_uniform", "random_state": 42},
     "default_credit": {"epochs": 16, "learning_rate": 0.084, "batch_size": 10000, "init": "zeros"},
 }
+
+#: Hetero-NN per data set (fate_hetero_nn.py arguments); the network is the same on both.
+HETERO_NN = {"breast": {"epochs": 5, "batch_size": 256}, "default_credit": {"epochs": 3, "batch_size": 256}}
+#: FATE's aggregation layers the Hetero-NN comparison runs (fate_hetero_nn.py's --agg), by system name.
+HETERO_NN_MODES = {"sshe": "FATE SSHE", "fedpass": "FATE FedPass"}
 
 
 class FateMissing(RuntimeError):
@@ -225,6 +244,25 @@ def run_fate_sshe_lr(data_dir, dataset: str, *, epochs: int | None = None, key_b
     record = run_fate("fate_sshe_lr.py", arguments, data_dir=data_dir, dataset=dataset,
                       fate_python=fate_python or default_fate_python(), parties=[GUEST, HOST])
     record["epochs"] = chosen["epochs"]
+    return record
+
+
+def run_fate_hetero_nn(data_dir, dataset: str, *, agg: str = "sshe", epochs: int | None = None,
+                       batch_size: int | None = None, key_bits: int = 2048, fate_python: str | None = None,
+                       **settings) -> dict:
+    """FATE's Hetero-NN once (guest, host) with the aggregation layer ``agg`` (``"sshe"`` or ``"fedpass"``)
+    and :data:`HETERO_NN`'s settings for ``dataset``; ``settings`` override them (any fate_hetero_nn.py
+    argument). Adds ``epochs`` and ``steady_s`` (the median of the epochs after the first)."""
+    if agg not in HETERO_NN_MODES:
+        raise ValueError(f"agg must be one of {', '.join(HETERO_NN_MODES)}, got {agg!r}")
+    chosen = {**HETERO_NN[dataset], **settings, "agg": agg}
+    chosen["epochs"] = epochs or chosen["epochs"]
+    chosen["batch_size"] = batch_size or chosen["batch_size"]
+    arguments = [item for name, value in {**chosen, "key_bits": key_bits}.items() for item in (f"--{name}", value)]
+    record = run_fate("fate_hetero_nn.py", arguments, data_dir=data_dir, dataset=dataset,
+                      fate_python=fate_python or default_fate_python(), parties=[GUEST, HOST])
+    record["epochs"] = chosen["epochs"]
+    record["steady_s"] = steady(record)
     return record
 
 
@@ -468,6 +506,41 @@ def sshe_phases(records: list) -> str:
     return table(rows, ["data", "FATE method (see fate_sshe_lr.py)", "s/epoch median (epochs after the first)"])
 
 
+def hetero_nn_table(records: list, baseline: str = HETERO_NN_MODES["sshe"]) -> str:
+    """Hetero-NN: one row per data set and system (FATE's aggregation layers and any other system), seconds per
+    epoch, CPU seconds, memory and AUC (medians over repeats); ratios are ``baseline``'s medians over each row's."""
+    rows = []
+    cpu = {(row["dataset"], row["system"]): row
+           for row in summarise(records, lambda r: r["cpu_s"] / r["epochs"], baseline=baseline)}
+    for row in summarise(records, steady, baseline=baseline):
+        runs = _runs_of(records, row["dataset"], row["system"])
+        per_cpu = cpu[(row["dataset"], row["system"])]
+        rows.append([row["dataset"], row["system"], ", ".join(str(r.get("agg", "-")) for r in runs),
+                     ", ".join(str(r["epochs"]) for r in runs), ", ".join(f"{v:.2f}" for v in row["runs"]),
+                     _fmt(row["median"]), _fmt(row["ratio"]),
+                     "; ".join(", ".join(f"{e:.1f}" for e in r["epoch_s"]) for r in runs),
+                     ", ".join(f"{r['cpu_s']:.1f}" for r in runs), _fmt(per_cpu["median"]), _fmt(per_cpu["ratio"]),
+                     ", ".join(f"{r['auc']:.4f}" for r in runs), _fmt(_median(runs, lambda r: r["predict_s"])),
+                     _memory(runs), _loads(runs)])
+    header = ["data", "system", "agg layer", "epochs", "s/epoch (runs)", "s/epoch median", f"{baseline} / this",
+              "every epoch's s", "CPU s of each run", "CPU s/epoch median", f"CPU: {baseline} / this", "train AUC",
+              "predict s median", "peak MB median: RSS / PSS", "load before/after"]
+    return table(rows, header)
+
+
+def hetero_nn_phases(records: list) -> str:
+    """Where FATE's SSHE aggregation layer spends an epoch (epochs after the first), guest and host."""
+    rows = []
+    for dataset in dict.fromkeys(r["dataset"] for r in records):
+        runs = [r for r in _runs_of(records, dataset, HETERO_NN_MODES["sshe"]) if r.get("phases")]
+        for side, get in (("guest", lambda r: r["phases"]), ("host", lambda r: r.get("host", {}).get("phases", []))):
+            labels = list(dict.fromkeys(label for r in runs for phase in get(r) for label in phase))
+            for label in labels:
+                values = [p[label][0] for r in runs for p in (get(r)[1:] or get(r)) if label in p]
+                rows.append([dataset, side, label, _fmt(statistics.median(values))])
+    return table(rows, ["data", "party", "FATE method (see fate_hetero_nn.py)", "s/epoch median (epochs after the first)"])
+
+
 # --------------------------------------------------------------------------- the comparisons
 
 def machine() -> str:
@@ -555,6 +628,25 @@ def compare_sshe_lr(args, fate_python: str, extra_systems=()) -> list:
     return records
 
 
+def compare_hetero_nn(args, fate_python: str, extra_systems=()) -> list:
+    """FATE's Hetero-NN with each aggregation layer of ``args.nn_agg`` (and ``extra_systems``), interleaved."""
+    epochs = {"breast": args.breast_epochs or HETERO_NN["breast"]["epochs"],
+              "default_credit": args.credit_epochs or HETERO_NN["default_credit"]["epochs"]}
+    modes = [m.strip() for m in getattr(args, "nn_agg", "sshe,fedpass").split(",") if m.strip()]
+
+    def fate(agg):
+        return System(HETERO_NN_MODES[agg], lambda d: run_fate_hetero_nn(
+            args.data_dir, d, agg=agg, epochs=epochs[d], batch_size=getattr(args, "nn_batch_size", None),
+            key_bits=args.key_bits, fate_python=fate_python))
+
+    systems = [*(fate(agg) for agg in modes), *extra_systems]
+    records = side_by_side(systems, args.datasets, args.repeats, on_record=_saving(args, _progress(steady, "s/epoch")))
+    print(hetero_nn_table(records))
+    print()
+    print(hetero_nn_phases(records))
+    return records
+
+
 # --------------------------------------------------------------------------- LR accuracy only (no FATE, no timing)
 
 def quality(args) -> None:
@@ -603,7 +695,7 @@ def quality(args) -> None:
 # --------------------------------------------------------------------------- entry points
 
 ALGORITHMS = {"lr": (compare_lr, LR), "secureboost": (compare_secureboost, SECUREBOOST_TREES),
-              "sshe-lr": (compare_sshe_lr, SSHE)}
+              "sshe-lr": (compare_sshe_lr, SSHE), "hetero-nn": (compare_hetero_nn, HETERO_NN)}
 
 
 def main_fate(args) -> int:
@@ -632,6 +724,12 @@ def main_fate(args) -> int:
             return 2
         quality(args)
         return 0
+    if args.fate == "hetero-nn":
+        unknown = [m for m in args.nn_agg.split(",") if m.strip() and m.strip() not in HETERO_NN_MODES]
+        if unknown or not args.nn_agg.strip(","):
+            print(f"error: --nn-agg: {', '.join(unknown) or 'nothing'} given, choose among "
+                  f"{', '.join(HETERO_NN_MODES)}", file=sys.stderr)
+            return 2
     fate_python = args.fate_python or default_fate_python()
     try:
         found = check_fate_python(fate_python, need_pandas_2=args.fate == "secureboost")
@@ -641,7 +739,7 @@ def main_fate(args) -> int:
     print(f"machine: {machine()}; key bits {args.key_bits}; {args.repeats} repeats; FATE {found['fate']} "
           f"(pandas {found['pandas']}) at {fate_python}", flush=True)
     records = compare(args, fate_python)
-    fate = next((r["versions"] for r in records if r["system"] == "FATE"), {})
+    fate = next((r["versions"] for r in records if r["system"].startswith("FATE")), {})
     print(f"FATE versions: {fate}")
     return 0 if records else 1
 

@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from benchmarks.__main__ import main, parse_args
-from benchmarks.fate_compare import (FateMissing, check_fate_python, lr_table, secureboost_table, sshe_table,
-                                    steady)
+from benchmarks.fate_compare import (FateMissing, check_fate_python, hetero_nn_phases, hetero_nn_table,
+                                    lr_table, secureboost_table, sshe_table, steady)
 from benchmarks.sidebyside import RunFailed, System, TreeMemory, run_measured, side_by_side, summarise
 
 
@@ -21,6 +21,9 @@ def test_fate_options_parse():
     assert (args.fate, args.datasets, args.breast_trees, args.repeats, args.fate_python) == \
         ("secureboost", "breast", 2, 1, "/x/python")
     assert parse_args(["--fate", "sshe-lr", "--credit-epochs", "4"]).credit_epochs == 4
+    args = parse_args(["--fate", "hetero-nn", "--nn-agg", "fedpass", "--nn-batch-size", "128"])
+    assert (args.fate, args.nn_agg, args.nn_batch_size) == ("hetero-nn", "fedpass", 128)
+    assert parse_args(["--fate", "hetero-nn"]).nn_agg == "sshe,fedpass"
     assert parse_args([]).fate is None
 
 
@@ -156,12 +159,16 @@ def test_the_fate_comparison_stops_with_a_clear_error_before_running(tmp_path, m
     assert "breast_hetero_guest.csv" in capsys.readouterr().err
     assert main(["--fate", "sshe-lr", "--data-dir", str(tmp_path), "--datasets", "motor"]) == 2
     assert "motor not among" in capsys.readouterr().err
+    assert main(["--fate", "hetero-nn", "--data-dir", str(tmp_path), "--datasets", "motor"]) == 2
+    assert "motor not among" in capsys.readouterr().err
     for name in ("breast_hetero_guest.csv", "breast_hetero_host.csv"):
         (tmp_path / name).write_text("id,y\n")
     monkeypatch.setenv("VFL_FATE_PYTHON", str(tmp_path / "no-venv" / "bin" / "python"))
     assert main(["--fate", "secureboost", "--data-dir", str(tmp_path), "--datasets", "breast"]) == 2
     err = capsys.readouterr().err
     assert "no-venv/bin/python does not exist" in err and "pip install pyfate==2.2.0" in err
+    assert main(["--fate", "hetero-nn", "--data-dir", str(tmp_path), "--datasets", "breast", "--nn-agg", "paillier"]) == 2
+    assert "--nn-agg: paillier given, choose among sshe, fedpass" in capsys.readouterr().err
 
 
 def _run(system, dataset, repeat, seconds, **extra):
@@ -227,3 +234,25 @@ def test_the_shared_benchmark_sets_cpu_seconds_beside_the_clock():
            "(median of the rounds: 2.00, 2.50); CPU seconds of the whole run 2.88x" in text
     assert "569 rows: shared-packed / yang-packed 1.15x in CPU seconds per epoch" in text and "run 1.15x" in text
     assert "largest weight difference shared-packed - shared 0.0e+00" in text
+
+
+def test_the_hetero_nn_table_sets_fate_s_agg_layers_and_another_system_against_fate_sshe():
+    def run(system, repeat, epoch_s, cpu_s, agg):
+        phases = [{"forward": [epoch_s / 3, 3], "backward": [epoch_s / 2, 3]}] * 5 if agg == "sshe" else []
+        return _run(system, "breast", repeat, None, epochs=5, epoch_s=[epoch_s * 2] + [epoch_s] * 4, cpu_s=cpu_s,
+                    agg=agg, phases=phases, host={"phases": phases})
+
+    records = [run("FATE SSHE", r, 60.0, 500.0, "sshe") for r in range(2)]
+    records += [run("FATE FedPass", r, 3.0, 40.0, "fedpass") for r in range(2)]
+    records += [run("vfl", r, 6.0, 50.0 + 10 * r, "shared") for r in range(2)]
+    text = hetero_nn_table(records)
+    rows = {line.split("|")[2].strip(): line for line in text.splitlines()[2:]}
+    assert set(rows) == {"FATE SSHE", "FATE FedPass", "vfl"}
+    assert " 20.00 |" in rows["FATE FedPass"] and " 10.00 |" in rows["vfl"]     # FATE SSHE's 60 s per epoch over theirs
+    assert " 100.00 |" in rows["FATE SSHE"] and " 11.00 |" in rows["vfl"]     # CPU seconds per epoch: 500 / 5, 55 / 5
+    assert " 9.09 |" in rows["vfl"]                                           # and their ratio, 100 / 11
+    assert "120.0, 60.0, 60.0, 60.0, 60.0" in rows["FATE SSHE"] and "shared, shared" in rows["vfl"]
+    phases = hetero_nn_phases(records)
+    assert "| breast |  host |                            backward |" in phases
+    assert phases.count(" 30.00 |") == 2      # 60 s / 2 per epoch, guest and host
+    json.dumps(records)
