@@ -363,6 +363,69 @@ def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | Non
     return record
 
 
+def run_vfl_mlp_here(data_dir: Path, dataset: str, epochs: int, batch_size: int, dp_epsilon: float | None = None) -> dict:
+    """vfl's split network once, in this process, with the Hetero-NN comparison's network: a bottom of 8
+    ReLU units per party, an interactive layer of 8, ReLU, the logistic output; Adam at 0.01."""
+    from sklearn.metrics import roc_auc_score
+
+    import vfl
+    import vfl.neural_network as neural_network
+
+    marks = []
+
+    class EpochClock:   # stands in for the progress bar: the estimator steps it as each epoch ends
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def step(self, loss=None):
+            marks.append(time.perf_counter())
+
+    neural_network.ProgressBar = EpochClock
+    model = vfl.VerticalMLPClassifier((8,), bottom_sizes=(8,), activation="relu", solver="adam",
+                                      learning_rate_init=0.01, batch_size=batch_size, max_iter=epochs, tol=0.0,
+                                      alpha=0.0, dp_epsilon=dp_epsilon, dp_delta=None if dp_epsilon is None else 1e-5)
+    data = load(data_dir, dataset)
+    start = time.perf_counter()
+    model.fit(data)
+    end = time.perf_counter()
+    proba = model.predict_proba(data)[:, 1]
+    predict_s = time.perf_counter() - end
+    bounds = [start] + marks
+    sent = model.transcript_.to_frame()["bytes"].sum()
+    return {"rows": data.n_rows, "auc": float(roc_auc_score(data.labels, proba)), "fit_s": end - start,
+            "epoch_s": [b - a for a, b in zip(bounds, bounds[1:])], "predict_s": predict_s,
+            "bytes_per_epoch": float(sent) / epochs, "agg": "shares" + (f", DP eps {dp_epsilon:g}" if dp_epsilon else ""),
+            "versions": {"vfl": vfl.__version__, "python": platform.python_version()}}
+
+
+def run_vfl_mlp(data_dir, dataset: str, *, epochs: int | None = None, batch_size: int | None = None,
+                dp_epsilon: float | None = None) -> dict:
+    """vfl's split network once in a fresh process (``python -m benchmarks.fate_compare ... mlp``), measured as
+    FATE's Hetero-NN runs are (CPU seconds and peak memory of the whole process tree)."""
+    epochs = epochs or HETERO_NN[dataset]["epochs"]
+    batch_size = batch_size or HETERO_NN[dataset]["batch_size"]
+    with tempfile.TemporaryDirectory(prefix="vfl-run-") as tmp:
+        log = Path(tmp) / "log.txt"
+        command = [sys.executable, "-m", "benchmarks.fate_compare", str(Path(data_dir)), dataset, "mlp",
+                   str(epochs), "0", "--batch-size", str(batch_size),
+                   *(["--dp-epsilon", str(dp_epsilon)] if dp_epsilon else [])]
+        measured = run_measured(command, log_path=log)
+        lines = log.read_text(errors="replace").splitlines()
+    found = [line for line in lines if line.startswith('{"rows"')]
+    if measured["returncode"] != 0 or not found:
+        raise RunFailed(f"the vfl split-network run on {dataset} failed (exit code {measured['returncode']}):\n"
+                        + "\n".join(lines[-40:]))
+    record = json.loads(found[-1])
+    record.update(measured, epochs=epochs)
+    return record
+
+
 # --------------------------------------------------------------------------- figures
 
 def steady(record: dict) -> float:
@@ -639,7 +702,12 @@ def compare_hetero_nn(args, fate_python: str, extra_systems=()) -> list:
             args.data_dir, d, agg=agg, epochs=epochs[d], batch_size=getattr(args, "nn_batch_size", None),
             key_bits=args.key_bits, fate_python=fate_python))
 
-    systems = [*(fate(agg) for agg in modes), *extra_systems]
+    def vfl(dp_epsilon=None):
+        name = "vfl" + (f" DP eps {dp_epsilon:g}" if dp_epsilon else "")
+        return System(name, lambda d: run_vfl_mlp(args.data_dir, d, epochs=epochs[d], dp_epsilon=dp_epsilon,
+                                                  batch_size=getattr(args, "nn_batch_size", None)))
+
+    systems = [*(fate(agg) for agg in modes), vfl(), vfl(1.0), *extra_systems]
     records = side_by_side(systems, args.datasets, args.repeats, on_record=_saving(args, _progress(steady, "s/epoch")))
     print(hetero_nn_table(records))
     print()
@@ -745,16 +813,22 @@ def main_fate(args) -> int:
 
 
 def _single(argv: list) -> None:
-    """``python -m benchmarks.fate_compare DATA_DIR DATASET packed|unpacked|shared EPOCHS KEY_BITS``: one vfl LR
-    run (``shared``: the shared protocol with SSHE-LR's settings), its figures as one line of JSON."""
+    """``python -m benchmarks.fate_compare DATA_DIR DATASET packed|unpacked|shared|mlp EPOCHS KEY_BITS``: one vfl
+    run (LR; ``shared``: the shared protocol with SSHE-LR's settings; ``mlp``: the split network of the
+    Hetero-NN comparison, KEY_BITS unused), its figures as one line of JSON."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.fate_compare", description=_single.__doc__)
     parser.add_argument("data_dir", type=Path)
-    parser.add_argument("dataset", choices=sorted(LR))
-    parser.add_argument("packing", choices=["packed", "unpacked", "shared"])
+    parser.add_argument("dataset", choices=sorted(set(LR) | set(HETERO_NN)))
+    parser.add_argument("packing", choices=["packed", "unpacked", "shared", "mlp"])
     parser.add_argument("epochs", type=int)
     parser.add_argument("key_bits", type=int)
     parser.add_argument("--init", choices=["zeros"], default=None, help="shared: start from zero weights")
+    parser.add_argument("--batch-size", type=int, default=256, help="mlp: rows per batch")
+    parser.add_argument("--dp-epsilon", type=float, default=None, help="mlp: label DP")
     a = parser.parse_args(argv)
+    if a.packing == "mlp":
+        print(json.dumps(run_vfl_mlp_here(a.data_dir.resolve(), a.dataset, a.epochs, a.batch_size, a.dp_epsilon)))
+        return
     if a.packing == "shared":
         print(json.dumps(run_vfl_shared_here(a.data_dir.resolve(), a.dataset, a.key_bits, a.epochs, a.init)))
         return
