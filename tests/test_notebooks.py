@@ -1,11 +1,11 @@
-"""The teaching notebooks run from start to end, draw their figures, and notebook 3's attacks do what it says.
+"""The teaching notebooks run from start to end, draw their figures, and their attacks do what their text says.
 
 Each notebook in ``examples/notebooks`` is executed with nbclient in a fresh ``python3``
 kernel (jupyter_client starts it with this interpreter) whose working directory is the
 notebook's folder and whose ``PYTHONPATH`` puts the vfl under test first.  The kernel
 draws with matplotlib's inline backend (Agg); a figure is an ``image/png`` output.  A
 probe cell appended to each notebook reports which vfl the kernel imported and the
-variables the notebook leaves (notebook 3's ``results``).
+variables the notebook leaves (the ``results`` of notebooks 3, 5 and 6).
 """
 
 import json
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
 FOLDER = Path(__file__).resolve().parents[1] / "examples" / "notebooks"
 NOTEBOOKS = sorted(FOLDER.glob("*.ipynb"))
 EXPECTED = {"01_protocol_step_by_step", "02_what_each_party_sees", "03_attacks", "04_vertical_vs_horizontal",
-            "05_trees_step_by_step"}
+            "05_trees_step_by_step", "06_split_learning"}
 #: Seconds any one cell may take; each whole notebook takes well under two minutes on two cores.
 CELL_TIMEOUT = 240
 PROBE = ("import json as _json, vfl as _vfl\n"
@@ -103,3 +103,19 @@ def test_notebook_5s_instance_space_attack_beats_the_hidden_mode(executed):
     results = probe["results"]
     assert results["standard"] > results["majority"] + 0.2
     assert results["hidden"] < results["standard"]
+
+
+def test_notebook_06s_label_attacks_read_plain_split_learning_and_fail_on_vfl(executed):
+    """Split learning: Li et al.'s direction attack reads the labels off the per-row gradient plain split learning
+    sends; on what A receives in vfl (openings) both attacks are a coin; A's accumulated batch sums beat chance
+    without DP and fall back near it at epsilon 1 (means of three CSPRNG starts)."""
+    _, probe = executed(FOLDER / "06_split_learning.ipynb")
+    results = probe["results"]
+    assert results["plain"]["direction"] > 0.9
+    for attack in ("norm", "direction"):
+        assert 0.35 < results["vfl"][attack] < 0.65, (attack, results["vfl"])
+    accumulated = results["accumulated"]
+    assert accumulated["no DP"] > 0.65, accumulated
+    assert accumulated["epsilon 1"] < 0.65, accumulated
+    assert accumulated["epsilon 1"] < accumulated["no DP"], accumulated
+    assert results["model"]["no DP"] > 0.9, results["model"]
