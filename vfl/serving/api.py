@@ -168,7 +168,7 @@ def _features(i: int, row: dict, share) -> dict:
     for column in columns:
         value = row[column]
         if value is None:
-            if share.complete:
+            if share.kind != "trees":
                 raise Invalid(f"features[{i}].{column}: null, but a "
                               f"{'split network' if share.kind == 'mlp' else 'linear model'} needs every value")
             continue

@@ -53,8 +53,9 @@ MAX_ROUND_IDS = 100_000
 KEY_WAIT, LOAD_KEY_WAIT = 2.0, 10.0
 #: Ring elements of one round's masks at most (ids times the interactive layer's width).
 MAX_MASK_VALUES = 4_000_000
-#: Seconds a dealt mask is kept for the round that names its token (a round that failed elsewhere leaves it).
-MASK_TTL = 60.0
+#: Seconds a dealt mask is kept for the round that names its token (a round that failed elsewhere leaves it),
+#: and masks kept at most (the oldest go first).
+MASK_TTL, MAX_MASKS = 60.0, 256
 
 
 class Masks:
@@ -69,6 +70,8 @@ class Masks:
         with self._arrived:
             for old in [t for t, (when, _) in self._masks.items() if now - when > MASK_TTL]:
                 del self._masks[old]
+            while len(self._masks) >= MAX_MASKS:
+                del self._masks[next(iter(self._masks))]
             self._masks[tag] = (now, values)
             self._arrived.notify_all()
 
@@ -106,7 +109,7 @@ class FeatureService:
         self.masks = Masks()                    # the coordinator's masks (split networks)
         self.dealer = None                      # its link to the coordinator (split networks), while up
         self._lock = threading.Lock()
-        self._keyed = threading.Condition()     # notified when the coordinator's key arrives
+        self._keyed = threading.Condition()     # notified when the coordinator's key (or link) arrives
         peers = [self.label] + ([self.coordinator] if self.coordinator else [])
         self.runtime = Runtime(config, role, peers, self._on_link)
 

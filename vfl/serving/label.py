@@ -277,7 +277,7 @@ class LabelService:
         if looked and self.store is not None:
             rows, hits = self.store.lookup([ids[i] for i in looked], columns)
             values[looked], found[looked] = rows, hits
-        status = row_status(values, found, complete=share.complete)
+        status = row_status(values, found, complete=share.kind != "trees")
         status[mismatched] = -1
         return values, status
 

@@ -78,8 +78,6 @@ class LinearShare:
     """
 
     kind = "linear"
-    #: a row with a missing value cannot be scored
-    complete = True
 
     def __init__(self, shard: dict, version: str):
         self.version = version
@@ -111,7 +109,6 @@ class TreeShare:
     """
 
     kind = "trees"
-    complete = False
 
     def __init__(self, shard: dict, version: str, features=()):
 
@@ -152,7 +149,6 @@ class MLPShare:
     """
 
     kind = "mlp"
-    complete = True
 
     def __init__(self, shard: dict, version: str, features=()):
         self.version = version
