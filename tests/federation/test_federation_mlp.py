@@ -252,12 +252,12 @@ def test_what_a_split_network_does_not_take_is_refused_by_name(trained, case):
         load_config(path)
 
 
-def test_vfl_serve_refuses_a_split_network_in_one_line(trained, capsys):
+def test_vfl_serve_s_coordinator_of_a_network_with_one_feature_party_has_nothing_to_serve(trained, capsys):
     from vfl.cli import main
 
-    assert main(["serve", "--config", str(trained["whole"]), "--role", "B"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "vfl serve does not serve split networks (model = \"mlp\") yet" in err[0], err
+    assert main(["serve", "--config", str(trained["whole"]), "--role", "C"]) == 0
+    assert "party C: a split network with one feature party is served without a coordinator (no masks to deal): " \
+           "nothing to serve" in capsys.readouterr().out
 
 
 def test_the_federation_toml_of_docs_mlp_md_loads_as_written(tmp_path):

@@ -168,8 +168,9 @@ def _features(i: int, row: dict, share) -> dict:
     for column in columns:
         value = row[column]
         if value is None:
-            if share.kind == "linear":
-                raise Invalid(f"features[{i}].{column}: null, but a linear model needs every value")
+            if share.kind != "trees":
+                raise Invalid(f"features[{i}].{column}: null, but a "
+                              f"{'split network' if share.kind == 'mlp' else 'linear model'} needs every value")
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Invalid(f"features[{i}].{column}: {type(value).__name__} is not a number")

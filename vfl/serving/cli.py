@@ -25,7 +25,8 @@ from vfl.deploy.commands import run_command, wrap
 
 EXAMPLES = """\
 one command per machine, each with its own models and data (see docs/serving.md):
-  vfl serve --config federation.toml --role C                                 # the coordinator (linear models)
+  vfl serve --config federation.toml --role C                                 # the coordinator (linear models;
+                                                                              #   split networks: 2+ feature parties)
   vfl serve --config federation.toml --role telco --load-csv telco.csv        # a feature party
   vfl serve --config federation.toml --role bank --http 127.0.0.1:8080        # the label party: the HTTP API
 then: curl -s localhost:8080/score -H 'content-type: application/json' -d '{"ids": ["10023"]}'
@@ -81,9 +82,6 @@ def serve(args) -> None:
     config = load_config(args.config)
     role = args.role
     kind = config.role_of(role)
-    if config.mlp:
-        raise ConfigurationError(f"{args.config}: vfl serve does not serve split networks (model = \"mlp\") yet; "
-                                 "score them with vfl predict")
     http = parse_address(args.http) if args.http else None
     settings = config.serving_of(role).with_options(models=args.models, version=args.version, http=http,
                                                     token_file=args.token_file,
@@ -97,10 +95,16 @@ def serve(args) -> None:
             print(f"party {role}: gradient boosting has no coordinator (the label party holds the key pair): nothing "
                   "to serve")
             return
+        if config.mlp and len(config.roster.features) < 2:
+            print(f"party {role}: a split network with one feature party is served without a coordinator (no "
+                  "masks to deal): nothing to serve")
+            return
         from vfl.serving.coordinator import CoordinatorService
 
         service = CoordinatorService(config, role).start()
-        print(f"party {role}: serving decryptions with a fresh {config.training.key_bits}-bit key pair", flush=True)
+        print(f"party {role}: serving " + ("the masks of the split network's rounds" if config.mlp else
+                                           f"decryptions with a fresh {config.training.key_bits}-bit key pair"),
+              flush=True)
         return _until_stopped(service, role)
     credentials = _credentials(role, settings) if kind == "label" else None     # before any rows are loaded
     store = _store(args, config, role, kind, settings)

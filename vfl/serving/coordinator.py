@@ -1,50 +1,65 @@
-"""The coordinator's service (linear models): a key pair for as long as it runs, and masked decryptions.
+"""The coordinator's service: masked decryptions (linear models), or the masks of a split network's rounds.
 
-It makes its Paillier key pair at start and gives the public key to every data
-party in its hello; the private key never leaves its process.  A restart makes
-a new pair: the parties take the new key as they link again, and the label
-party's rounds name the key they use, so no feature party encrypts under a key
-the coordinator no longer holds.
+**Linear models.** It makes its Paillier key pair at start and gives the public
+key to every data party in its hello; the private key never leaves its process.
+A restart makes a new pair: the parties take the new key as they link again,
+and the label party's rounds name the key they use, so no feature party
+encrypts under a key the coordinator no longer holds.
 
 The only request is the label party's ``decrypt``: the sum of every party's
 partial scores plus the label party's fresh mask, in the public packed layout
 (checked before anything is decrypted).  What it decrypts is ``Z + R mod n``,
 ``R`` uniform over Z_n and fresh for every ciphertext (packed or not): a uniform
 residue; it never learns a score.
+
+**Split networks** (two feature parties or more).  The only request is the
+label party's ``deal``: a round's count of ids and the interactive layer's width,
+and a fresh random token naming the round.  It sends every feature party a mask
+(``part_mask``: uniform ring elements, the last party's making the sum zero,
+:func:`vfl.crypto.ring.zero_sum`) tagged with the token, and answers ``dealt``.
+It learns the count of ids of each round, nothing else: no id, no part.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 
-from vfl.crypto import FixedPoint
-from vfl.errors import ConfigurationError, ProtocolError
+from vfl.crypto import FixedPoint, ring
+from vfl.errors import ConfigurationError, ProtocolError, VFLError
 from vfl.parties import Coordinator
-from vfl.serving.feature import MAX_ROUND_IDS
-from vfl.serving.links import Runtime
+from vfl.serving.feature import MAX_MASK_VALUES, MAX_ROUND_IDS
+from vfl.serving.links import Runtime, serving_coordinator
+from vfl.serving.messages import integer, token
 from vfl.serving.rounds import Layout, decrypted
 
 log = logging.getLogger("vfl.serving")
 
 
 class CoordinatorService:
-    """Party ``role`` of ``config``: the coordinator of a linear model's serving federation."""
+    """Party ``role`` of ``config``: the coordinator of a linear model's, or a split network's, serving federation."""
 
     def __init__(self, config, role: str):
-        if config.boosting:
-            raise ConfigurationError(f"party {role}: gradient boosting has no coordinator (the label party holds "
-                                     "the key pair): nothing to serve")
-        self.config, self.role = config, role
+        if serving_coordinator(config) is None:
+            why = ("gradient boosting has no coordinator (the label party holds the key pair)" if config.boosting else
+                   "a split network with one feature party is served without a coordinator (no masks to deal)")
+            raise ConfigurationError(f"party {role}: {why}: nothing to serve")
+        self.config, self.role, self.mlp = config, role, config.mlp
         settings = config.training
+        self.label, self.features = config.roster.label, list(config.roster.features)
+        peers = [p for p in config.roster.everyone if p != role]
+        self._links: dict[str, object] = {}         # feature party -> its channel (the masks go there)
+        self._lock = threading.Lock()
+        self.decrypted = 0
+        if self.mlp:
+            self.runtime = Runtime(config, role, peers, self._on_link)
+            return
         self.coordinator = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
         self.key = self.coordinator.public_key_bytes()
         context = self.coordinator.context
         self.layout = Layout(context, settings.packed_prediction, settings.score_bound,
                              len(config.roster.data_parties))
-        self.label = config.roster.label
-        peers = [p for p in config.roster.everyone if p != role]
         self.runtime = Runtime(config, role, peers, self._on_link, hello_fields=lambda peer: {"key": self.key})
-        self.decrypted = 0
 
     def start(self) -> "CoordinatorService":
         self.runtime.start()
@@ -54,20 +69,58 @@ class CoordinatorService:
         self.runtime.close()
 
     def _on_link(self, channel) -> None:
+        if channel.peer != self.label:
+            return self._hold(channel)
+        asked = "deal" if self.mlp else "decrypt"
         while True:
             message = channel.recv(1.0)
             if message is None:
                 continue
             round_id = message.fields.get("round")
-            if channel.peer != self.label or message.name != "decrypt" or not isinstance(round_id, int):
-                raise ProtocolError(f"{channel.peer} sent {message.name!r}; the coordinator decrypts only the label "
-                                    "party's masked sums")
+            if message.name != asked or not isinstance(round_id, int):
+                raise ProtocolError(f"{channel.peer} sent {message.name!r}; the coordinator answers only the label "
+                                    f"party's {asked!r}")
             try:
-                fields = decrypted(self.layout, self.coordinator.context, message, channel.peer,
-                                   MAX_ROUND_IDS * 1000)
-            except ProtocolError as exc:
+                name, kind, fields = self._deal(message) if self.mlp else self._decrypt(message)
+            except (ProtocolError, ConfigurationError) as exc:
                 log.warning("party %s: %s", self.role, exc)
                 channel.send("failed", "public", round=round_id, reason=f"party {self.role}: {exc}")
                 continue
-            channel.send("decrypted", "masked", round=round_id, **fields)
-            self.decrypted += 1
+            channel.send(name, kind, round=round_id, **fields)
+
+    def _hold(self, channel) -> None:
+        """A feature party's link: it sends nothing; a split network's masks go out on it while it lasts."""
+        with self._lock:
+            self._links[channel.peer] = channel
+        try:
+            while True:
+                message = channel.recv(1.0)
+                if message is not None:
+                    raise ProtocolError(f"{channel.peer} sent {message.name!r}; a feature party sends the "
+                                        "coordinator nothing")
+        finally:
+            with self._lock:
+                if self._links.get(channel.peer) is channel:
+                    del self._links[channel.peer]
+
+    def _decrypt(self, message):
+        fields = decrypted(self.layout, self.coordinator.context, message, self.label, MAX_ROUND_IDS * 1000)
+        self.decrypted += 1
+        return "decrypted", "masked", fields
+
+    def _deal(self, message):
+        """Masks summing to zero for one round of a split network, one to each feature party; ``dealt``."""
+        rows = integer(message, "rows", self.label, 1, MAX_ROUND_IDS)
+        units = integer(message, "units", self.label, 1, MAX_MASK_VALUES // rows)
+        tag = token(message, self.label)
+        with self._lock:
+            links = {k: self._links.get(k) for k in self.features}
+        missing = [k for k, link in links.items() if link is None]
+        if missing:
+            raise ConfigurationError(f"it is not linked to party {missing[0]}, so it cannot deal its mask")
+        for k, mask in zip(self.features, ring.zero_sum(len(self.features), (rows, units))):
+            try:
+                links[k].send("part_mask", "masked", token=tag, values=ring.to_bytes(mask))
+            except VFLError as exc:
+                raise ConfigurationError(f"its link to party {k} failed as it sent its mask ({exc})") from None
+        return "dealt", "public", {}

@@ -2,7 +2,9 @@
 
 It links to the label party and (linear models) to the coordinator, whose
 public key it takes from the coordinator itself (in the coordinator's hello), so
-no other party can hand it a key of its own.  Then it answers, one message at
+no other party can hand it a key of its own; a split network's feature party
+links to the coordinator when there are two feature parties or more, and takes
+its masks from it.  Then it answers, one message at
 a time, what the label party asks (:mod:`vfl.serving.messages`):
 
 * ``load``: (linear models: once it holds the coordinator's key, so that the
@@ -13,7 +15,13 @@ a time, what the label party asks (:mod:`vfl.serving.messages`):
   and its partial scores encrypted under the coordinator's key (0 for ids it
   cannot score);
 * ``leaves`` (trees): look the ids up, and answer one status per id and, per id
-  and tree, the leaves its own splits allow.
+  and tree, the leaves its own splits allow;
+* ``part`` (split networks): look the ids up, and answer one status per id and
+  its part ``h_k W_k`` of the interactive layer per id as ring elements
+  (:mod:`vfl.crypto.ring`), plus the mask the coordinator dealt for the round's
+  token when there are two feature parties or more; an id it cannot score gets
+  uniform ring elements instead of a part, so that the sum the label party
+  opens for that id shows nothing of the other parties' parts.
 
 Anything it cannot do is a ``failed`` answer naming the reason without a value
 of its data (the full story stays in its own log); it never learns a score.
@@ -23,16 +31,17 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint, PublicKey
+from vfl.crypto import Context, FixedPoint, PublicKey, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
 from vfl.serving import messages
-from vfl.serving.links import Runtime
-from vfl.serving.messages import OK, UNKNOWN
+from vfl.serving.links import Runtime, serving_coordinator
+from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
 from vfl.serving.models import load_share
 from vfl.serving.rounds import Layout, encrypted_scores, partial_scores, row_status
 
@@ -42,6 +51,36 @@ MAX_ROUND_IDS = 100_000
 #: Seconds a round waits for the coordinator's key (the coordinator restarted: the label party may hold its new
 #: key a moment before this party), and a ``load`` (this party just linked: its key may come a moment later).
 KEY_WAIT, LOAD_KEY_WAIT = 2.0, 10.0
+#: Ring elements of one round's masks at most (ids times the interactive layer's width).
+MAX_MASK_VALUES = 4_000_000
+#: Seconds a dealt mask is kept for the round that names its token (a round that failed elsewhere leaves it),
+#: and masks kept at most (the oldest go first).
+MASK_TTL, MAX_MASKS = 60.0, 256
+
+
+class Masks:
+    """The masks the coordinator dealt, by round token, until a ``part`` answer takes its own (once) or they age."""
+
+    def __init__(self):
+        self._masks: dict[bytes, tuple[float, bytes]] = {}
+        self._arrived = threading.Condition()
+
+    def put(self, tag: bytes, values: bytes) -> None:
+        now = time.monotonic()
+        with self._arrived:
+            for old in [t for t, (when, _) in self._masks.items() if now - when > MASK_TTL]:
+                del self._masks[old]
+            while len(self._masks) >= MAX_MASKS:
+                del self._masks[next(iter(self._masks))]
+            self._masks[tag] = (now, values)
+            self._arrived.notify_all()
+
+    def take(self, tag: bytes, wait: float) -> bytes | None:
+        """The mask of ``tag`` (forgotten here: a mask is used once), waiting up to ``wait`` s; None if none came."""
+        with self._arrived:
+            self._arrived.wait_for(lambda: tag in self._masks, wait)
+            entry = self._masks.pop(tag, None)
+        return None if entry is None else entry[1]
 
 
 class FeatureService:
@@ -64,11 +103,13 @@ class FeatureService:
         self.ledger = SpanLedger.at(workdir, role) if workdir is not None else SpanLedger.in_memory(role, "serve")
         self.settings = settings or config.serving_of(role)
         roster = config.roster
-        self.label, self.coordinator = roster.label, roster.coordinator
+        self.label, self.coordinator = roster.label, serving_coordinator(config)
         self.shares: dict[str, object] = {}
         self.layout: Layout | None = None       # with the coordinator's key (linear models)
+        self.masks = Masks()                    # the coordinator's masks (split networks)
+        self.dealer = None                      # its link to the coordinator (split networks), while up
         self._lock = threading.Lock()
-        self._keyed = threading.Condition()     # notified when the coordinator's key arrives
+        self._keyed = threading.Condition()     # notified when the coordinator's key (or link) arrives
         peers = [self.label] + ([self.coordinator] if self.coordinator else [])
         self.runtime = Runtime(config, role, peers, self._on_link)
 
@@ -82,9 +123,32 @@ class FeatureService:
 
     def _on_link(self, channel) -> None:
         if channel.peer == self.coordinator:
-            self._keep_key(channel)
+            if self.config.mlp:
+                self._keep_masks(channel)
+            else:
+                self._keep_key(channel)
         else:
             self._answer(channel)
+
+    # -- the coordinator's masks (split networks) ----------------------------------------------
+    def _keep_masks(self, channel) -> None:
+        """Keep every mask the coordinator deals, by its round's token, until its link fails."""
+        with self._keyed:
+            self.dealer = channel
+            self._keyed.notify_all()
+        try:
+            while True:
+                message = channel.recv(1.0)
+                if message is None:
+                    continue
+                if message.name != "part_mask" or not isinstance(message.fields.get("values"), bytes):
+                    raise ProtocolError(f"{channel.peer} sent {message.name!r}; the coordinator of a split network "
+                                        "sends only masks")
+                self.masks.put(messages.token(message, channel.peer), message.fields["values"])
+        finally:
+            with self._keyed:
+                if self.dealer is channel:
+                    self.dealer = None
 
     # -- the coordinator's key -----------------------------------------------------------------
     def _keep_key(self, channel) -> None:
@@ -118,7 +182,7 @@ class FeatureService:
 
     # -- the label party's requests ----------------------------------------------------------------
     def _answer(self, channel) -> None:
-        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves}
+        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves, "part": self._part}
         while True:
             message = channel.recv(1.0)
             if message is None:
@@ -146,9 +210,15 @@ class FeatureService:
     def _load(self, message):
         version = messages.version(message, "version", self.label)
         keep = messages.text(message, "keep", self.label, 1000).split(",")
-        if not self.config.boosting and self._key(None, LOAD_KEY_WAIT) is None:
+        if self.config.mlp and self.coordinator is not None:
+            with self._keyed:
+                if not self._keyed.wait_for(lambda: self.dealer is not None, LOAD_KEY_WAIT):
+                    raise ConfigurationError(f"it is not linked to the coordinator {self.coordinator}, which deals "
+                                             "the masks, yet")
+        elif not self.config.boosting and not self.config.mlp and self._key(None, LOAD_KEY_WAIT) is None:
             raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} yet (not linked to it)")
-        share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting)
+        share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting,
+                           mlp=self.config.mlp)
         self.store.check_columns(share.columns)
         if share.kind == "linear":
             directions = raw_directions(share.coef, None if share.scaler is None else share.scaler.scale)
@@ -160,7 +230,7 @@ class FeatureService:
             for old in [v for v in self.shares if v not in keep and v != version]:
                 del self.shares[old]
         log.info("party %s: model version %s loaded", self.role, version)
-        width = share.width if share.kind == "linear" else len(share.trees)
+        width = len(share.trees) if share.kind == "trees" else share.width
         return "loaded", "public", {"trained_with": share.trained_with, "width": width}
 
     def _rows(self, message, share, complete: bool):
@@ -180,6 +250,32 @@ class FeatureService:
         values, status = self._rows(message, share, complete=True)
         u, status = partial_scores(share, values, status, layout.bound)
         return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status)
+
+    def _part(self, message):
+        share = self._share(message)
+        if share.kind != "mlp":
+            raise ProtocolError(f"asked for the interactive layer's part of a {share.kind} model")
+        tag = messages.token(message, self.label) if self.coordinator is not None else None
+        wait = messages.integer(message, "wait_ms", self.label, 1, 3_600_000) / 1000.0
+        values, status = self._rows(message, share, complete=True)
+        ok = status == OK
+        parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
+        status[ok & ~finite] = OUT_OF_RANGE
+        encoded = ring.uniform(parts.shape)             # no part: uniform, hiding the others' in the label's sum
+        scored = status == OK
+        if scored.any():
+            encoded[scored] = ring.encode(parts[scored], self.config.training.frac_bits)
+        if tag is None:
+            return "part", "plaintext", dict(status=status, values=ring.to_bytes(encoded))
+        mask = self.masks.take(tag, wait)
+        if mask is None:
+            raise ConfigurationError(f"no mask came from the coordinator {self.coordinator} for the round within "
+                                     f"{wait * 1000:.0f} ms")
+        try:
+            mask = ring.from_bytes(mask, encoded.shape)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{self.coordinator} dealt a mask that does not fit the round: {exc}") from None
+        return "part", "masked", dict(status=status, values=ring.to_bytes(ring.reduce(encoded + mask)))
 
     def _leaves(self, message):
         share = self._share(message)

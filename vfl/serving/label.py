@@ -9,7 +9,12 @@ shard of that version:
   fresh mask, and has the coordinator decrypt the masked sums;
 * **trees**: it asks every feature party that owns splits for the leaves its
   splits allow, intersects them with its own, and adds the leaf values
-  (:func:`vfl.protocols.trees.inference.raw_scores`).
+  (:func:`vfl.protocols.trees.inference.raw_scores`);
+* **split networks**: it asks every feature party for its part of the
+  interactive layer of the ids (with two feature parties or more, masked with
+  masks the coordinator deals for the round, which cancel in the sum: the
+  prediction of :mod:`vfl.protocols.mlp.inference`), adds its own part and
+  runs the top model.
 
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
@@ -30,17 +35,18 @@ from __future__ import annotations
 import concurrent.futures as cf
 import itertools
 import logging
+import secrets
 import threading
 import time
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint, PublicKey
+from vfl.crypto import Context, FixedPoint, PublicKey, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import unbits
 from vfl.serving import messages
-from vfl.serving.links import PeerUnavailable, Runtime
-from vfl.serving.messages import OK, STATUS_CODES, STATUS_TEXT, pack_ids
+from vfl.serving.links import PeerUnavailable, Runtime, serving_coordinator
+from vfl.serving.messages import OK, STATUS_CODES, STATUS_TEXT, TOKEN_BYTES, pack_ids
 from vfl.serving.models import latest, load_share
 from vfl.serving.rounds import Layout, masked_total, partial_scores, row_status, unmasked
 
@@ -80,7 +86,7 @@ class LabelService:
         self.config, self.role, self.store, self.metrics = config, role, store, metrics
         self.settings = settings or config.serving_of(role)
         roster = config.roster
-        self.features, self.coordinator = list(roster.features), roster.coordinator
+        self.features, self.coordinator = list(roster.features), serving_coordinator(config)
         self.shares: dict[str, object] = {}
         self.current: str | None = None
         self.layout: Layout | None = None
@@ -120,7 +126,8 @@ class LabelService:
                 "model": self.share.kind, "parties": parties}
 
     def _own_share(self, version: str):
-        share = load_share(self.settings.models, version, self.role, "label", self.config.boosting, self.features)
+        share = load_share(self.settings.models, version, self.role, "label", self.config.boosting, self.features,
+                           mlp=self.config.mlp)
         if self.store is not None:
             self.store.check_columns(share.columns)
         return share
@@ -128,7 +135,7 @@ class LabelService:
     # -- links -------------------------------------------------------------------------------------
     def _on_link(self, channel) -> None:
         peer = channel.peer
-        if peer == self.coordinator:
+        if peer == self.coordinator and not self.config.mlp:
             key = channel.hello.get("key")
             if not isinstance(key, bytes):
                 raise ProtocolError(f"{peer}'s hello carries no public key")
@@ -137,7 +144,7 @@ class LabelService:
             context.encrypt([0.0])                  # build the encryption tables before the first round
             self.layout = Layout(context, settings.packed_prediction, settings.score_bound,
                                  len(self.config.roster.data_parties))
-        else:
+        elif peer != self.coordinator:              # (a split network's coordinator deals masks: no key, no model)
             with self._versions:
                 for version in list(self.shares):
                     self._check_loaded(peer, self.shares[version], self._load_now(channel, version))
@@ -178,6 +185,9 @@ class LabelService:
         if share.kind == "linear" and width != share.width:
             raise DataError(f"party {peer}'s shard of model version {share.version} holds {width} model(s), party "
                             f"{self.role}'s {share.width}; use the shards of one training run")
+        if share.kind == "mlp" and width != share.units:
+            raise DataError(f"party {peer}'s shard of model version {share.version} has an interactive layer of "
+                            f"{width} units, party {self.role}'s {share.units}; use the shards of one training run")
 
     # -- versions ------------------------------------------------------------------------------------
     def reload(self, version: str) -> dict:
@@ -240,6 +250,8 @@ class LabelService:
         try:
             if share.kind == "linear":
                 self._linear(share, ids, values, status, deadline, answers)
+            elif share.kind == "mlp":
+                self._mlp(share, ids, values, status, deadline, answers)
             else:
                 self._trees(share, ids, values, status, deadline, answers)
         except ProtocolError as exc:            # a peer's answer broke the protocol: named in the message
@@ -265,7 +277,7 @@ class LabelService:
         if looked and self.store is not None:
             rows, hits = self.store.lookup([ids[i] for i in looked], columns)
             values[looked], found[looked] = rows, hits
-        status = row_status(values, found, complete=share.kind == "linear")
+        status = row_status(values, found, complete=share.kind != "trees")
         status[mismatched] = -1
         return values, status
 
@@ -312,6 +324,32 @@ class LabelService:
         for j, i in enumerate(go):
             answers[i] = _theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, raw[at[j]])}
 
+    def _mlp(self, share, ids, values, status, deadline, answers) -> None:
+        masked = self.coordinator is not None
+        if masked and self.coordinator not in self._ready:
+            raise self._unavailable(self.coordinator)
+        go = np.flatnonzero(status == OK)
+        if not len(go):
+            return
+        fields = {"version": share.version, "ids": pack_ids([ids[i] for i in go]),
+                  "wait_ms": max(1, int((deadline - time.monotonic()) * 1000))}
+        requests = {k: ("part", "public", fields) for k in self.features}
+        if masked:                                  # the coordinator learns the count of ids, nothing else
+            fields["token"] = secrets.token_bytes(TOKEN_BYTES)
+            requests[self.coordinator] = ("deal", "public", {"rows": len(go), "units": share.units,
+                                                             "token": fields["token"]})
+        replies = self._ask(next(self._rounds), requests, deadline)
+        their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
+        parts = _summed_parts(replies, self.features, (len(go), share.units), self.config.training.frac_bits)
+        scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0))
+        raw = share.raw(values[go][scored], parts[scored])
+        at = {int(j): r for r, j in enumerate(scored)}
+        for j, i in enumerate(go):
+            theirs = _theirs(ids[i], their, j)
+            if theirs is None and not np.isfinite(raw[at[j]]).all():
+                theirs = _error(ids[i], "own", self.role, messages.OUT_OF_RANGE)
+            answers[i] = theirs or {"id": ids[i], **outcome(share, raw[at[j]])}
+
     def _ask(self, round_id: int, requests: dict, deadline: float) -> dict:
         """Send every peer its request for this round; their answers, or a :class:`RoundError`."""
         missing = [peer for peer in requests if peer not in self._ready]
@@ -351,6 +389,20 @@ class LabelService:
         return RoundError(f"party {peer} is unavailable: {why}", peer)
 
 
+def _summed_parts(replies: dict, features: list, shape: tuple, frac_bits: int) -> np.ndarray:
+    """The sum of the feature parties' ``part`` answers (their masks cancel), decoded: all the label party sees."""
+    total = np.zeros(shape, dtype=object)
+    for k in features:
+        values = replies[k].fields.get("values")
+        try:
+            total = total + ring.from_bytes(values if isinstance(values, bytes) else b"", shape)
+        except ProtocolError as exc:
+            error = ProtocolError(f"{k} sent a malformed 'part' message: {exc}")
+            error.party = k
+            raise error from None
+    return ring.decode(ring.reduce(total), frac_bits)
+
+
 def _theirs(key: str, their: dict, j: int) -> dict | None:
     """The first feature party's per-id reason not to score id ``j`` of the round, or None."""
     for peer, status in their.items():
@@ -373,6 +425,8 @@ def outcome(share, z: np.ndarray) -> dict:
     """One id's answer from its raw scores: the score, and for classifiers the probabilities and class."""
     classes = share.classes
     z = np.asarray(z, dtype=np.float64)
+    if classes is None and len(z) > 1:          # a split network with several outputs
+        return {"scores": {str(j): float(v) for j, v in enumerate(z)}}
     if classes is None or (share.kind == "linear" and share.objective == "linear"):
         return {"score": float(z[0])}
     if len(z) == 1:
@@ -380,7 +434,7 @@ def outcome(share, z: np.ndarray) -> dict:
         return {"score": float(z[0]), "probability": p, "prediction": classes[1] if p >= 0.5 else classes[0]}
     if share.kind == "linear":                  # one-vs-rest: each class's sigmoid, normalised
         p = 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
-    else:                                       # multinomial trees: softmax
+    else:                                       # multinomial trees, split networks: softmax
         p = np.exp(z - z.max())
     p = p / p.sum()
     names = [str(c) for c in classes]

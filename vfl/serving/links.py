@@ -127,20 +127,31 @@ class Channel:
 
 def serving_settings(config) -> dict:
     """What every serving party must agree on: the wire protocol (:data:`~vfl.serving.messages.PROTOCOL`), the
-    names and roles, the model family and, for a linear model, what the rounds' arithmetic depends on (key
-    size, fixed point, packing, the declared score bound).
+    names and roles, the model family and what the rounds' arithmetic depends on: for a linear model the key
+    size, fixed point, packing and the declared score bound; for a split network the fixed point.
 
     Training-only settings (iterations, learning rate...) are left out: a model version
     trained with others is served by the same running parties.
     """
     shared = {"task": "serve", "protocol": PROTOCOL,
               "roles": {name: entry.role for name, entry in sorted(config.parties.items())},
-              "model": "gradient_boosting" if config.boosting else "linear"}
-    if not config.boosting:
+              "model": "gradient_boosting" if config.boosting else "mlp" if config.mlp else "linear"}
+    if not config.boosting and config.mlp:
+        shared["training"] = {"frac_bits": config.training.frac_bits}
+    elif not config.boosting:
         t = config.training
         shared["training"] = {"key_bits": t.key_bits, "insecure": t.insecure, "frac_bits": t.frac_bits,
                               "packing": t.packed_prediction, "score_bound": t.score_bound}
     return shared
+
+
+def serving_coordinator(config) -> str | None:
+    """The coordinator the serving parties link to, or None: a linear model's (it decrypts), a split network's
+    with two feature parties or more (it deals the masks); trees, and a split network with one feature party,
+    are served without one."""
+    if config.boosting or (config.mlp and len(config.roster.features) < 2):
+        return None
+    return config.roster.coordinator
 
 
 def hello(channel: Channel, config, **extra) -> dict:

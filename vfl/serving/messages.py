@@ -23,6 +23,14 @@ name               from -> to           kind        fields
 ``decrypt``        label -> coordinator ciphertext  ``round``, ``ciphertexts``, ``exponent``,
                                                     ``n_values`` and, packed, ``slot_bits``, ``slots``
 ``decrypted``      coordinator -> label masked      ``round``, ``residues``
+``part``           label -> feature     public      ``round``, ``version``, ``ids`` and, with two feature
+                                                    parties or more, ``token`` (split networks)
+``part``           feature -> label     masked or   ``round``, ``status``, ``values`` (its part of the
+                                        plaintext   interactive layer per id, ring elements, plus its mask)
+``deal``           label -> coordinator public      ``round``, ``rows``, ``units``, ``token``
+``part_mask``      coordinator ->       masked      ``token``, ``values`` (ring elements; the feature
+                   feature                          parties' masks sum to zero)
+``dealt``          coordinator -> label public      ``round``
 ``failed``         any answer           public      ``round``, ``reason`` (one line, no values)
 =================  ===================  ==========  ===================================================
 
@@ -46,15 +54,18 @@ from vfl.deploy.serving_settings import VERSION
 from vfl.transport.message import Message
 
 #: The serving wire protocol, in every ``serve_hello``: a peer speaking another is refused by name.
-#: ``vfl-serve/2``: packed scores as batch prediction packs them (signed slots, one mask uniform over Z_n per
-#: ciphertext); ``vfl-serve/1`` (hellos without the field) gave each slot its own 80-bit mask.
-PROTOCOL = "vfl-serve/2"
+#: ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``, ``dealt``).  ``vfl-serve/2``: packed
+#: scores as batch prediction packs them (signed slots, one mask uniform over Z_n per ciphertext);
+#: ``vfl-serve/1`` (hellos without the field) gave each slot its own 80-bit mask.
+PROTOCOL = "vfl-serve/3"
 #: What a hello without a ``protocol`` speaks.
 FIRST_PROTOCOL = "vfl-serve/1"
 #: Longest id, in UTF-8 bytes.
 MAX_ID_BYTES = 256
 #: Longest ``reason`` of a ``failed`` answer, in characters.
 MAX_REASON = 400
+#: Bytes of a round's ``token`` (split networks: it names the round's masks).
+TOKEN_BYTES = 16
 _LENGTH = struct.Struct(">H")
 
 #: Per-id answers of a data party, and what they say to the application.
@@ -62,9 +73,10 @@ OK, UNKNOWN, INCOMPLETE, OUT_OF_RANGE = 0, 1, 2, 3
 STATUS_CODES = {UNKNOWN: "unknown_id", INCOMPLETE: "incomplete_row", OUT_OF_RANGE: "out_of_range"}
 STATUS_TEXT = {UNKNOWN: "holds no row for this id",
                INCOMPLETE: "holds a row with a missing or non-numeric value for this id, which a linear model "
-                           "cannot score",
+                           "or a split network cannot score",
                OUT_OF_RANGE: "holds a row whose partial score is beyond the declared score_bound (the packed "
-                             "slots' size); its columns need scaling, or score_bound raising"}
+                             "slots' size; a split network: not finite, or its part beyond 2^40); its columns "
+                             "need scaling, or score_bound raising"}
 
 
 def pack_ids(ids: list[str]) -> bytes:
@@ -122,6 +134,14 @@ def version(message: Message, field: str, peer: str) -> str:
     value = text(message, field, peer, 64)
     if not VERSION.match(value) or ".." in value:
         raise _bad(message, peer, f"field {field!r} is not a model version name")
+    return value
+
+
+def token(message: Message, peer: str) -> bytes:
+    """A round's ``token``: :data:`TOKEN_BYTES` random bytes."""
+    value = message.fields.get("token")
+    if not isinstance(value, bytes) or len(value) != TOKEN_BYTES:
+        raise _bad(message, peer, f"field 'token' is not {TOKEN_BYTES} bytes")
     return value
 
 

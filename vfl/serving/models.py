@@ -4,13 +4,17 @@ Every party keeps its own folder of versions; a version is the same *name* at
 every party (``models/3/model_bank.json`` at the label party,
 ``models/3/model_telco.json`` at telco).  The shards are the files ``vfl party``
 writes, in their documented JSON formats (``vfl-model-shard/2`` for the linear
-models, ``vfl-boosting-shard/1`` for trees), read with every check of batch
-prediction (:func:`vfl.deploy.shards.linear.read_shard`,
-:func:`~vfl.deploy.shards.trees.read_shard`).
+models, ``vfl-boosting-shard/1`` for trees, ``vfl-mlp-shard/1`` for split
+networks), read with every check of batch prediction
+(:func:`vfl.deploy.shards.linear.read_shard`,
+:func:`~vfl.deploy.shards.trees.read_shard`, :func:`~vfl.deploy.shards.mlp.read_shard`).
 
 What a service needs of a shard is here: :class:`LinearShare` turns rows into
 this party's partial scores, :class:`TreeShare` into leaf masks (a feature party)
-or, with the feature parties' masks, into raw scores (the label party).  Each
+or, with the feature parties' masks, into raw scores (the label party),
+:class:`MLPShare` into this party's part of the interactive layer (a feature
+party) or, with the sum of the feature parties' parts, into the network's
+outputs before the output activation (the label party).  Each
 says what its peers must match: the training's fingerprint (``trained_with``),
 and how many values per row the parties exchange.
 """
@@ -23,9 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
+from vfl.crypto import ring
+from vfl.deploy.shards import mlp as mlp_shards
 from vfl.deploy.shards import trees as tree_shards
 from vfl.deploy.shards.linear import read_shard, shard_models, shard_scaler
 from vfl.deploy.report import plain
+from vfl.parties.mlp.activations import activate
+from vfl.parties.mlp.layers import forward, layer_activations
 from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
 from vfl.deploy.serving_settings import VERSION, check_version
 
@@ -130,11 +138,63 @@ class TreeShare:
         return raw_scores(self.party, self.codes(x), self.owners, masks)
 
 
-def load_share(models: Path, version: str, party: str, kind: str, boosting: bool, features=()):
+class MLPShare:
+    """One party's shard of a split network.
+
+    A feature party's ``parts(x)`` is its part ``h_k W_k`` of the interactive layer
+    per row, and which rows have one within the ring's fixed-point range; the label
+    party's ``raw(x, parts)`` adds its own part and the intercept to the sum of the
+    feature parties' and runs the top up to the output layer's pre-activation
+    (``outputs`` applies the output activation, as batch prediction's outputs).
+    """
+
+    kind = "mlp"
+
+    def __init__(self, shard: dict, version: str, features=()):
+        self.version = version
+        self.role = shard["role"]
+        self.columns = list(shard["columns"])
+        self.trained_with = shard["trained_with"]
+        self.party = mlp_shards.shard_party(shard, shard["party"])
+        #: values each row adds to a round: the interactive layer's width
+        self.width = self.units = int(shard["units"])
+        if self.role == "feature":
+            return
+        self.task = shard["task"]
+        self.classes = list(shard["classes"]) or None
+        self.feature_parties = list(shard["data_parties"][:-1])
+        if list(features) and list(features) != self.feature_parties:
+            raise DataError(f"version {version}: the network was trained with the feature parties "
+                            f"{self.feature_parties}, but the federation names {list(features)}")
+
+    def parts(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, units)`` parts (0 where a row has none) and, per row, whether it has one: finite, below
+        ``2^VALUE_BITS`` in magnitude (what :func:`vfl.crypto.ring.encode` takes)."""
+        party = self.party
+        with np.errstate(all="ignore"):
+            out = forward(party.bottom, x, [party.activation] * len(party.bottom))[-1] @ party.block
+        ok = np.isfinite(out).all(axis=1) & (np.abs(out) < 2.0 ** ring.VALUE_BITS).all(axis=1)
+        out[~ok] = 0.0
+        return out, ok
+
+    def raw(self, x: np.ndarray, parts: np.ndarray) -> np.ndarray:
+        """The output layer's pre-activation per row (``parts``: the sum of the feature parties' parts)."""
+        party = self.party
+        upper = layer_activations(len(party.hidden_layer_sizes) + 1, party.activation, "identity")
+        with np.errstate(all="ignore"):
+            z = parts + party.bias
+            if party.has_columns:
+                z = z + forward(party.bottom, x, [party.activation] * len(party.bottom))[-1] @ party.block
+            return forward(party.top, activate(upper[0], z), upper[1:])[-1]
+
+
+def load_share(models: Path, version: str, party: str, kind: str, boosting: bool, features=(), mlp: bool = False):
     """Party ``party``'s shard of ``version`` (``kind``: ``"feature"`` or ``"label"``), checked."""
     path = shard_path(models, version, party)
     if not path.is_file():
         raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
+    if mlp:
+        return MLPShare(mlp_shards.read_shard(path, party, kind), version, features)
     if boosting:
         return TreeShare(tree_shards.read_shard(path, party, kind), version, features)
     return LinearShare(read_shard(path, party, kind), version)
