@@ -348,16 +348,19 @@ def run_vfl_lr(data_dir, dataset: str, *, packing: bool | str, epochs: int | Non
     """
     epochs = epochs or (SSHE if packing == "shared" else LR)[dataset]["epochs"]
     mode = "shared" if packing == "shared" else "packed" if packing else "unpacked"
+    return _fresh_run([str(Path(data_dir)), dataset, mode, str(epochs), str(key_bits),
+                       *(["--init", init] if init else [])], f"the vfl run on {dataset}", epochs)
+
+
+def _fresh_run(arguments: list, what: str, epochs: int) -> dict:
+    """``python -m benchmarks.fate_compare ARGUMENTS`` in a fresh process, measured: its JSON line and figures."""
     with tempfile.TemporaryDirectory(prefix="vfl-run-") as tmp:
         log = Path(tmp) / "log.txt"
-        command = [sys.executable, "-m", "benchmarks.fate_compare", str(Path(data_dir)), dataset,
-                   mode, str(epochs), str(key_bits), *(["--init", init] if init else [])]
-        measured = run_measured(command, log_path=log)
+        measured = run_measured([sys.executable, "-m", "benchmarks.fate_compare", *arguments], log_path=log)
         lines = log.read_text(errors="replace").splitlines()
     found = [line for line in lines if line.startswith('{"rows"')]   # stderr shares the log: warnings may follow
     if measured["returncode"] != 0 or not found:
-        raise RunFailed(f"the vfl run on {dataset} failed (exit code {measured['returncode']}):\n"
-                        + "\n".join(lines[-40:]))
+        raise RunFailed(f"{what} failed (exit code {measured['returncode']}):\n" + "\n".join(lines[-40:]))
     record = json.loads(found[-1])
     record.update(measured, epochs=epochs)
     return record
@@ -410,20 +413,9 @@ def run_vfl_mlp(data_dir, dataset: str, *, epochs: int | None = None, batch_size
     FATE's Hetero-NN runs are (CPU seconds and peak memory of the whole process tree)."""
     epochs = epochs or HETERO_NN[dataset]["epochs"]
     batch_size = batch_size or HETERO_NN[dataset]["batch_size"]
-    with tempfile.TemporaryDirectory(prefix="vfl-run-") as tmp:
-        log = Path(tmp) / "log.txt"
-        command = [sys.executable, "-m", "benchmarks.fate_compare", str(Path(data_dir)), dataset, "mlp",
-                   str(epochs), "0", "--batch-size", str(batch_size),
-                   *(["--dp-epsilon", str(dp_epsilon)] if dp_epsilon else [])]
-        measured = run_measured(command, log_path=log)
-        lines = log.read_text(errors="replace").splitlines()
-    found = [line for line in lines if line.startswith('{"rows"')]
-    if measured["returncode"] != 0 or not found:
-        raise RunFailed(f"the vfl split-network run on {dataset} failed (exit code {measured['returncode']}):\n"
-                        + "\n".join(lines[-40:]))
-    record = json.loads(found[-1])
-    record.update(measured, epochs=epochs)
-    return record
+    return _fresh_run([str(Path(data_dir)), dataset, "mlp", str(epochs), "0", "--batch-size", str(batch_size),
+                       *(["--dp-epsilon", str(dp_epsilon)] if dp_epsilon else [])],
+                      f"the vfl split-network run on {dataset}", epochs)
 
 
 # --------------------------------------------------------------------------- figures

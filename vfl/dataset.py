@@ -150,6 +150,31 @@ class VerticalDataset:
         for party in self.parties:
             check_complete(f"party {party}", self.features(party), self.columns(party), self.ids)
 
+    def prediction_features(self, trained: Mapping[str, list]) -> dict[str, np.ndarray]:
+        """Each party's values to score, checked against the columns it trained on (``{party: columns}``).
+
+        The parties must be the training's; each party's columns the training's, in the same order (a party
+        given as an array takes its columns in the training order, as scikit-learn does).
+
+        Raises
+        ------
+        DataError
+            Naming the parties, or the party whose columns differ and how.
+        """
+        if set(self.parties) != set(trained):
+            raise DataError(f"prediction data has parties {list(self.parties)}, "
+                            f"the model was trained with {list(trained)}")
+        out = {}
+        for name, columns in trained.items():
+            given = self.columns(name)
+            if not (self.positional.get(name) and len(given) == len(columns)) and given != list(columns):
+                missing = [c for c in columns if c not in given]
+                extra = [c for c in given if c not in columns]
+                raise DataError(f"party {name}: prediction columns differ from training "
+                                f"(missing {missing}, unexpected {extra}, or another order)")
+            out[name] = self.features(name)
+        return out
+
     def columns(self, party: str) -> list[str]:
         return [str(c) for c in self._frame(party).columns]
 

@@ -167,19 +167,9 @@ class _VerticalGradientBoosting(BaseEstimator):
         self._check_fitted()
         if not isinstance(data, VerticalDataset):
             raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
-        if set(data.parties) != set(self.feature_names_):
-            raise DataError(f"prediction data has parties {list(data.parties)}, "
-                            f"the model was trained with {list(self.feature_names_)}")
+        features = data.prediction_features(self.feature_names_)
         self._check_run_params()
-        roles = {}
-        for name, trained in self.feature_names_.items():
-            given = data.columns(name)
-            if not (data.positional.get(name) and len(given) == len(trained)) and given != trained:
-                missing = [c for c in trained if c not in given]
-                extra = [c for c in given if c not in trained]
-                raise DataError(f"party {name}: prediction columns differ from training "
-                                f"(missing {missing}, unexpected {extra}, or another order)")
-            roles[name] = RoleData(given, data.features(name))
+        roles = {name: RoleData(data.columns(name), values) for name, values in features.items()}
         roster = self._roster.without_coordinator()
         return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster),
                               n_jobs=self.n_jobs)[roster.label]

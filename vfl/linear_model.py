@@ -353,21 +353,8 @@ class _VerticalLinearModel(BaseEstimator):
         if not isinstance(data, VerticalDataset):
             raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
         data.require_complete()
-        if set(data.parties) != set(self.feature_names_):
-            raise DataError(f"prediction data has parties {list(data.parties)}, "
-                            f"the model was trained with {list(self.feature_names_)}")
+        features = data.prediction_features(self.feature_names_)
         self._check_run_params()
-        features = {}
-        for name, trained in self.feature_names_.items():
-            given = data.columns(name)
-            if data.positional.get(name) and len(given) == len(trained):
-                pass    # an array: its columns are taken in the training order, as scikit-learn does
-            elif given != trained:
-                missing = [c for c in trained if c not in given]
-                extra = [c for c in given if c not in trained]
-                raise DataError(f"party {name}: prediction columns differ from training "
-                                f"(missing {missing}, unexpected {extra}, or another order)")
-            features[name] = data.features(name)
         roster = _roster(self.feature_parties_, self.label_party_)
         allowed = self._allowed_score_span(roster)
         coordinator = self.__dict__.get("_coordinator")

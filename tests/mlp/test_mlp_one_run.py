@@ -15,6 +15,7 @@ both paths.
 
 import json
 import signal
+import time
 
 import numpy as np
 import pandas as pd
@@ -132,6 +133,11 @@ def test_from_the_same_checkpoint_vfl_party_and_the_estimators_run_end_with_the_
     parties = start("party", folder, paths, config, ["--narrate"])
     try:
         parties["B"].wait_for_line("epoch 2/5 done", timeout=120)
+        # B says so as it sends the verdict; A saves its checkpoint of that epoch on receiving it (racy at load 10)
+        store = CheckpointStore(folder / "work" / "A" / "checkpoints", "A", load_config(config).fingerprint("train"))
+        deadline = time.monotonic() + 60
+        while not [e for e in store.epochs() if e >= 1] and time.monotonic() < deadline:
+            time.sleep(0.05)
         parties["A"].signal(signal.SIGKILL)
         for name in ("B", "C"):
             code, out, err = parties[name].finish(90)

@@ -66,6 +66,28 @@ def label_metrics(objective: str, scores, y, link: str = "sigmoid") -> dict[str,
     return out
 
 
+def prediction_metrics(classes, scores: np.ndarray, labels, role: str) -> dict:
+    """``vfl predict``'s metrics at the label party when the label column is present (or a note saying why not).
+
+    ``classes``: the model's classes (None for regression); ``scores``: (rows, 1) scores or (rows, classes)
+    scores whose softmax gives the probabilities (raw scores, or log-probabilities).
+    """
+    if classes is None:
+        try:
+            y = np.asarray(labels, dtype=np.float64)
+        except (TypeError, ValueError):
+            return {"rows": len(labels), "metrics": {},
+                    "note": f"party {role}: no metrics: the label column holds values that are not numbers"}
+        return {"rows": len(y), "metrics": label_metrics("linear", scores[:, 0], y)}
+    y = class_indices(labels, classes)
+    if y is None:
+        return {"rows": len(labels), "metrics": {},
+                "note": f"party {role}: no metrics: the label column holds values that are not classes of the model "
+                        f"({', '.join(map(repr, [plain(c) for c in classes]))})"}
+    return {"rows": len(y), "metrics": label_metrics("logistic", scores[:, 0] if scores.shape[1] == 1 else scores, y,
+                                                     link="softmax")}
+
+
 def class_indices(labels, classes) -> np.ndarray | None:
     """Each label's index in ``classes`` (compared as JSON writes them), or ``None`` if one is not a class."""
     index = {plain(c): k for k, c in enumerate(classes)}

@@ -34,7 +34,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, label_metrics, plain, write_scores
+from vfl.deploy.report import label_metrics, plain, prediction_metrics, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
@@ -182,20 +182,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
 
 def _label_metrics(party: TreeLabelParty, raw: np.ndarray, labels, role: str) -> dict:
     """``vfl predict``'s metrics when the label column is present (or a note saying why there are none)."""
-    if party.classes is None:
-        try:
-            y = np.asarray(labels, dtype=np.float64)
-        except (TypeError, ValueError):
-            return {"rows": len(labels), "metrics": {},
-                    "note": f"party {role}: no metrics: the label column holds values that are not numbers"}
-        return {"rows": len(y), "metrics": label_metrics("linear", raw[:, 0], y)}
-    y = class_indices(labels, party.classes)
-    if y is None:
-        return {"rows": len(labels), "metrics": {},
-                "note": f"party {role}: no metrics: the label column holds values that are not classes of the model "
-                        f"({', '.join(map(repr, [plain(c) for c in party.classes]))})"}
-    return {"rows": len(y), "metrics": label_metrics("logistic", raw[:, 0] if raw.shape[1] == 1 else raw, y,
-                                                     link="softmax")}
+    return prediction_metrics(party.classes, raw, labels, role)
 
 
 def _write_scores(path, ids, raw: np.ndarray, party: TreeLabelParty, id_column: str = "id") -> Path:

@@ -30,7 +30,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, label_metrics, plain, write_scores
+from vfl.deploy.report import label_metrics, plain, prediction_metrics, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.deploy.shards import mlp as shards
 from vfl.errors import ConfigurationError, DataError
@@ -222,21 +222,7 @@ def _check_shard(config: FederationConfig, role: str, kind: str, shard: dict, pa
 
 def _label_metrics(party: MLPLabelParty, out: np.ndarray, labels, role: str) -> dict:
     """``vfl predict``'s metrics when the label column is present (or a note saying why there are none)."""
-    if party.classes is None:
-        try:
-            y = np.asarray(labels, dtype=np.float64)
-        except (TypeError, ValueError):
-            return {"rows": len(labels), "metrics": {},
-                    "note": f"party {role}: no metrics: the label column holds values that are not numbers"}
-        return {"rows": len(y), "metrics": label_metrics("linear", out[:, 0], y)}
-    y = class_indices(labels, party.classes)
-    if y is None:
-        return {"rows": len(labels), "metrics": {},
-                "note": f"party {role}: no metrics: the label column holds values that are not classes of the model "
-                        f"({', '.join(map(repr, [plain(c) for c in party.classes]))})"}
-    if party.task == "binary":
-        return {"rows": len(y), "metrics": label_metrics("logistic", out[:, 0], y)}
-    return {"rows": len(y), "metrics": label_metrics("logistic", _log(out), y, link="softmax")}
+    return prediction_metrics(party.classes, out if out.shape[1] == 1 else _log(out), labels, role)
 
 
 def _write_scores(path, ids, out: np.ndarray, party: MLPLabelParty, id_column: str = "id") -> Path:

@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.crypto import ring
-from vfl.errors import ConfigurationError, DataError, DivergenceError, FixedPointOverflowError
+from vfl.errors import DataError, DivergenceError, FixedPointOverflowError
 from vfl.parties.mlp.layers import Layer, forward
 from vfl.parties.mlp.optim import make_optimizer
+from vfl.parties.mlp.state import load_party_state, party_state
 from vfl.parties.mlp.shared_backward import FeatureSide
 from vfl.parties.mlp.starts import glorot_bound, glorot_stack, uniform
 
@@ -114,18 +115,13 @@ class MLPFeatureParty:
 
     def state(self, best=None) -> dict:
         """Its checkpoint: its arrays, its optimizer's state, and the best epoch's arrays (early stopping)."""
-        return {"params": [a.tolist() for a in self.parameters()], "optimizer": self._optimizer.state(),
-                "best": None if best is None else [a.tolist() for a in best]}
+        return party_state(self.parameters(), self._optimizer, best)
 
     def load_state(self, state: dict):
         """Take a checkpoint back (after :meth:`start`, which gave the shapes); returns the best arrays or None."""
-        like = self.parameters()
-        arrays = [np.asarray(a, dtype=np.float64) for a in state["params"]]
-        if len(arrays) != len(like) or any(a.shape != b.shape for a, b in zip(arrays, like)):
-            raise ConfigurationError(f"party {self.role}: its checkpoint does not fit this network's shapes")
+        arrays, best = load_party_state(self.role, self.parameters(), self._optimizer, state)
         self._set(arrays)
-        self._optimizer.load_state(state["optimizer"])
-        return None if state.get("best") is None else [np.asarray(a, dtype=np.float64) for a in state["best"]]
+        return best
 
     def squared_norm(self) -> float:
         """``sum ||W||^2`` over its weight matrices (no intercept): its part of the L2 penalty."""

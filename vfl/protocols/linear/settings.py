@@ -17,6 +17,7 @@ from vfl.parties import get_objective
 from vfl.parties.linear.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
 from vfl.parties.linear.shares import SHARED_OPTIMIZERS, SHARED_PENALTIES
 from vfl.protocols.linear.checks import check_settings_safety
+from vfl.protocols.values import is_bool, is_int, is_real, require
 
 INITS = ("random", "zeros")
 #: Who learns what: Yang et al.'s protocol (each party its own gradient) or the shared one (no party any gradient).
@@ -187,29 +188,29 @@ class TrainingSettings:
 
     def __post_init__(self):
         get_objective(self.objective)
-        _check(_is_real(self.learning_rate) and self.learning_rate > 0, "learning_rate must be a positive number",
+        require(is_real(self.learning_rate) and self.learning_rate > 0, "learning_rate must be a positive number",
                self.learning_rate)
-        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
-        _check(_is_real(self.alpha) and self.alpha >= 0, "alpha must be a non-negative number", self.alpha)
-        _check(self.batch_size is None or (_is_int(self.batch_size) and self.batch_size >= 1),
+        require(is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
+        require(is_real(self.alpha) and self.alpha >= 0, "alpha must be a non-negative number", self.alpha)
+        require(self.batch_size is None or (is_int(self.batch_size) and self.batch_size >= 1),
                "batch_size must be None or a positive integer", self.batch_size)
-        _check(self.tol is None or (_is_real(self.tol) and self.tol >= 0), "tol must be None or >= 0", self.tol)
-        _check(_is_int(self.frac_bits) and 8 <= self.frac_bits <= 128, "frac_bits must be in [8, 128]",
+        require(self.tol is None or (is_real(self.tol) and self.tol >= 0), "tol must be None or >= 0", self.tol)
+        require(is_int(self.frac_bits) and 8 <= self.frac_bits <= 128, "frac_bits must be in [8, 128]",
                self.frac_bits)
-        _check(self.random_state is None or _is_int(self.random_state), "random_state must be None or an integer",
+        require(self.random_state is None or is_int(self.random_state), "random_state must be None or an integer",
                self.random_state)
-        _check(_is_bool(self.fit_intercept), "fit_intercept must be True or False", self.fit_intercept)
-        _check(_is_bool(self.insecure), "insecure must be True or False", self.insecure)
+        require(is_bool(self.fit_intercept), "fit_intercept must be True or False", self.fit_intercept)
+        require(is_bool(self.insecure), "insecure must be True or False", self.insecure)
         check_key_bits(self.key_bits, self.insecure)
-        _check(self.init in INITS, f"init must be one of {INITS}", self.init)
+        require(self.init in INITS, f"init must be one of {INITS}", self.init)
         self._check_dp()
-        _check(_is_bool(self.packing) or self.packing == "auto", "packing must be True, False or 'auto'",
+        require(is_bool(self.packing) or self.packing == "auto", "packing must be True, False or 'auto'",
                self.packing)
-        _check(self.solver in SOLVERS, f"solver must be one of {SOLVERS}", self.solver)
-        _check(_is_bool(self.standardize), "standardize must be True or False", self.standardize)
+        require(self.solver in SOLVERS, f"solver must be one of {SOLVERS}", self.solver)
+        require(is_bool(self.standardize), "standardize must be True or False", self.standardize)
         for name in ("feature_bound", "score_bound"):
             value = getattr(self, name)
-            _check(_is_real(value) and 0 < value <= 2.0 ** 256, f"{name} must be a positive number up to 2**256",
+            require(is_real(value) and 0 < value <= 2.0 ** 256, f"{name} must be a positive number up to 2**256",
                    value)
         self._check_update()
         self._check_solver()
@@ -217,77 +218,77 @@ class TrainingSettings:
         check_settings_safety(self)
 
     def _check_update(self) -> None:
-        _check(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)
-        _check(self.penalty in PENALTIES, f"penalty must be one of {PENALTIES}", self.penalty)
-        _check(_is_real(self.l1_ratio) and 0 <= self.l1_ratio <= 1, "l1_ratio must be in [0, 1]", self.l1_ratio)
-        _check(self.learning_rate_schedule in SCHEDULES, f"learning_rate_schedule must be one of {SCHEDULES}",
+        require(self.optimizer in OPTIMIZERS, f"optimizer must be one of {OPTIMIZERS}", self.optimizer)
+        require(self.penalty in PENALTIES, f"penalty must be one of {PENALTIES}", self.penalty)
+        require(is_real(self.l1_ratio) and 0 <= self.l1_ratio <= 1, "l1_ratio must be in [0, 1]", self.l1_ratio)
+        require(self.learning_rate_schedule in SCHEDULES, f"learning_rate_schedule must be one of {SCHEDULES}",
                self.learning_rate_schedule)
-        _check(_is_real(self.power_t) and self.power_t >= 0, "power_t must be a non-negative number", self.power_t)
-        _check(_is_real(self.decay_rate) and 0 < self.decay_rate <= 1, "decay_rate must be in (0, 1]",
+        require(is_real(self.power_t) and self.power_t >= 0, "power_t must be a non-negative number", self.power_t)
+        require(is_real(self.decay_rate) and 0 < self.decay_rate <= 1, "decay_rate must be in (0, 1]",
                self.decay_rate)
-        _check(_is_int(self.decay_steps) and self.decay_steps >= 1, "decay_steps must be a positive integer",
+        require(is_int(self.decay_steps) and self.decay_steps >= 1, "decay_steps must be a positive integer",
                self.decay_steps)
         for name in ("momentum", "beta_1", "beta_2", "rho"):
             value = getattr(self, name)
-            _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
-        _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a positive number", self.epsilon)
-        _check(_is_bool(self.early_stopping), "early_stopping must be True or False", self.early_stopping)
-        _check(_is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
+            require(is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
+        require(is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a positive number", self.epsilon)
+        require(is_bool(self.early_stopping), "early_stopping must be True or False", self.early_stopping)
+        require(is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
                "validation_fraction must be in (0, 1)", self.validation_fraction)
-        _check(_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
+        require(is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
                "n_iter_no_change must be a positive integer", self.n_iter_no_change)
         allowed = SCORINGS[self.objective]
-        _check(self.scoring in allowed, f"scoring for {self.objective} regression must be one of {allowed}",
+        require(self.scoring in allowed, f"scoring for {self.objective} regression must be one of {allowed}",
                self.scoring)
-        _check(not (self.early_stopping and self.dp), "early stopping chooses the epoch from validation labels, "
+        require(not (self.early_stopping and self.dp), "early stopping chooses the epoch from validation labels, "
                "which differential privacy does not cover: use one or the other", self.early_stopping)
         self._check_weights()
 
     def _check_weights(self) -> None:
         cw = self.class_weight
-        _check(cw is None or cw == "balanced" or (isinstance(cw, dict) and cw and all(
-            _is_real(v) and 0 <= v <= 2 ** 16 for v in cw.values())),
+        require(cw is None or cw == "balanced" or (isinstance(cw, dict) and cw and all(
+            is_real(v) and 0 <= v <= 2 ** 16 for v in cw.values())),
             "class_weight must be None, 'balanced' or a dict {class: weight} of weights in [0, 65536]", cw)
-        _check(cw is None or self.objective == "logistic", "class_weight is for classification (logistic)", cw)
-        _check(not (cw is not None and self.dp), "class_weight derives the weights from the labels, which the "
+        require(cw is None or self.objective == "logistic", "class_weight is for classification (logistic)", cw)
+        require(not (cw is not None and self.dp), "class_weight derives the weights from the labels, which the "
                "differential-privacy sensitivity does not cover: use sample weights or no weights with DP", cw)
-        _check(_is_bool(self.sample_weighted), "sample_weighted must be True or False", self.sample_weighted)
-        _check(not (self.packing is True and self.weighted), "packed ciphertexts do not take row "
+        require(is_bool(self.sample_weighted), "sample_weighted must be True or False", self.sample_weighted)
+        require(not (self.packing is True and self.weighted), "packed ciphertexts do not take row "
                "weights (class_weight, sample_weight) yet: set packing=False (or 'auto') to weigh rows", self.packing)
 
     def _check_solver(self) -> None:
         if self.solver != "cg":
             return
         asked = self.step_settings
-        _check(not asked, f"solver='cg' moves the weights by an exact line search, so {' and '.join(asked)} would "
+        require(not asked, f"solver='cg' moves the weights by an exact line search, so {' and '.join(asked)} would "
                "go unused: use solver='gd' (or 'auto', which then runs gradient steps) to train with "
                f"{'them' if len(asked) > 1 else 'it'}, or leave {'them' if len(asked) > 1 else 'it'} out for "
                "conjugate gradient", self.solver)
-        _check(self.batch_size is None, "solver='cg' steps on the whole data set: set batch_size=None, or use "
+        require(self.batch_size is None, "solver='cg' steps on the whole data set: set batch_size=None, or use "
                "solver='gd' for mini-batches", self.batch_size)
-        _check(self.penalty in ("l2", "none"), "solver='cg' minimises a quadratic: use penalty='l2' or 'none', or "
+        require(self.penalty in ("l2", "none"), "solver='cg' minimises a quadratic: use penalty='l2' or 'none', or "
                "solver='gd' for an L1 or elastic-net penalty", self.penalty)
-        _check(not self.dp, "solver='cg' needs the exact residual; differential privacy adds noise to it: use "
+        require(not self.dp, "solver='cg' needs the exact residual; differential privacy adds noise to it: use "
                "solver='gd' with dp_epsilon", self.solver)
 
     def _check_protocol(self) -> None:
-        _check(self.protocol in PROTOCOLS, f"protocol must be one of {PROTOCOLS}", self.protocol)
-        _check(self.reveal in REVEALS, f"reveal must be one of {REVEALS}", self.reveal)
+        require(self.protocol in PROTOCOLS, f"protocol must be one of {PROTOCOLS}", self.protocol)
+        require(self.reveal in REVEALS, f"reveal must be one of {REVEALS}", self.reveal)
         if not self.shared:
-            _check(self.reveal == "respectively", "reveal='never' keeps the weights shared, which only "
+            require(self.reveal == "respectively", "reveal='never' keeps the weights shared, which only "
                    "protocol='shared' does", self.reveal)
             return
         why = "the shared protocol keeps the weights additively shared, and "
-        _check(self.optimizer in SHARED_OPTIMIZERS, why + "updates the shares with linear rules only: use optimizer "
+        require(self.optimizer in SHARED_OPTIMIZERS, why + "updates the shares with linear rules only: use optimizer "
                f"in {SHARED_OPTIMIZERS} (adagrad, rmsprop and adam need the gradient's square)", self.optimizer)
-        _check(self.penalty in SHARED_PENALTIES, why + "L1 needs the weights' signs: use penalty 'l2' or 'none' "
+        require(self.penalty in SHARED_PENALTIES, why + "L1 needs the weights' signs: use penalty 'l2' or 'none' "
                "with protocol='shared'", self.penalty)
-        _check(self.solver != "cg", why + "runs gradient steps: use solver='gd' (or 'auto') with "
+        require(self.solver != "cg", why + "runs gradient steps: use solver='gd' (or 'auto') with "
                "protocol='shared'", self.solver)
-        _check(not self.dp, "differential privacy protects the labels in the gradients the feature parties learn; "
+        require(not self.dp, "differential privacy protects the labels in the gradients the feature parties learn; "
                "with protocol='shared' they learn none: leave dp_epsilon out, or use protocol='yang'",
                self.dp_epsilon)
-        _check(not self.early_stopping or self.scoring == "loss", "with protocol='shared' no party sees a "
+        require(not self.early_stopping or self.scoring == "loss", "with protocol='shared' no party sees a "
                "validation score, only the coordinator the validation loss, computed under encryption: use "
                "scoring='loss'", self.scoring)
 
@@ -342,20 +343,20 @@ class TrainingSettings:
     def _check_dp(self) -> None:
         eps, delta, bound = self.dp_epsilon, self.dp_delta, self.dp_label_bound
         if eps is None and delta is None:
-            _check(bound is None, "dp_label_bound only applies with dp_epsilon and dp_delta", bound)
+            require(bound is None, "dp_label_bound only applies with dp_epsilon and dp_delta", bound)
             return
-        _check(eps is not None and delta is not None,
+        require(eps is not None and delta is not None,
                "differential privacy needs both dp_epsilon and dp_delta", (eps, delta))
-        _check(_is_real(eps) and eps > 0, "dp_epsilon must be a positive number", eps)
-        _check(_is_real(delta) and 0 < delta < 1, "dp_delta must be in (0, 1)", delta)
-        _check(self.tol is None, "with differential privacy set tol=None: when to stop would depend on the "
+        require(is_real(eps) and eps > 0, "dp_epsilon must be a positive number", eps)
+        require(is_real(delta) and 0 < delta < 1, "dp_delta must be in (0, 1)", delta)
+        require(self.tol is None, "with differential privacy set tol=None: when to stop would depend on the "
                "exact loss, which the privacy guarantee does not cover; every max_iter epoch runs", self.tol)
         if self.objective == "linear":
-            _check(bound is not None and _is_real(bound) and bound > 0,
+            require(bound is not None and is_real(bound) and bound > 0,
                    "differential privacy for linear regression needs dp_label_bound > 0 (labels are clipped to "
                    "[-bound, bound], which bounds the sensitivity)", bound)
         else:
-            _check(bound is None, "logistic labels are -1/+1: leave dp_label_bound out", bound)
+            require(bound is None, "logistic labels are -1/+1: leave dp_label_bound out", bound)
 
     @property
     def dp(self) -> bool:
@@ -374,24 +375,6 @@ class TrainingSettings:
         """SHA-256 of the canonical JSON of the settings: equal settings, equal fingerprint."""
         canonical = json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_bool(v) -> bool:
-    """A boolean proper: the string ``"false"`` is truthy, so it is no answer to a yes/no setting."""
-    return isinstance(v, (bool, np.bool_))
-
-
-def _is_real(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _check(ok: bool, message: str, value) -> None:
-    if not ok:
-        raise ConfigurationError(f"{message}, got {value!r}")
 
 
 def batch_sizes(n_rows: int, batch_size: int | None) -> list[int]:

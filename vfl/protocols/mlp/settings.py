@@ -25,26 +25,14 @@ import numpy as np
 from vfl.errors import ConfigurationError, DataError, LabelLeakWarning
 from vfl.parties.mlp.activations import HIDDEN as HIDDEN_ACTIVATIONS
 from vfl.parties.mlp.losses import check_task
+from vfl.protocols.values import is_int, is_real, require
 
 #: Fractional bits of the ring encoding: a real ``x`` is held as ``round(x 2^40)``.
 DEFAULT_FRAC_BITS = 40
 
 
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_real(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _check(ok: bool, message: str, value) -> None:
-    if not ok:
-        raise ConfigurationError(f"{message}, got {value!r}")
-
-
 def _sizes(value, what: str) -> tuple[int, ...]:
-    _check(isinstance(value, (tuple, list)) and all(_is_int(v) and v >= 1 for v in value),
+    require(isinstance(value, (tuple, list)) and all(is_int(v) and v >= 1 for v in value),
            f"{what} must be a tuple of positive integers", value)
     return tuple(int(v) for v in value)
 
@@ -87,42 +75,42 @@ class MLPSettings:
     def __post_init__(self):
         check_task(self.task)
         hidden = _sizes(self.hidden_layer_sizes, "hidden_layer_sizes")
-        _check(len(hidden) >= 1, "hidden_layer_sizes needs the interactive layer's width at least", hidden)
+        require(len(hidden) >= 1, "hidden_layer_sizes needs the interactive layer's width at least", hidden)
         object.__setattr__(self, "hidden_layer_sizes", hidden)
         object.__setattr__(self, "default_bottom", _sizes(self.default_bottom, "bottom_sizes"))
-        _check(isinstance(self.bottom_sizes, dict), "bottom_sizes must map party names to tuples of widths",
+        require(isinstance(self.bottom_sizes, dict), "bottom_sizes must map party names to tuples of widths",
                self.bottom_sizes)
         object.__setattr__(self, "bottom_sizes", {str(k): _sizes(v, f"bottom_sizes[{k!r}]")
                                                   for k, v in self.bottom_sizes.items()})
-        _check(self.activation in HIDDEN_ACTIVATIONS, f"activation must be one of {sorted(HIDDEN_ACTIVATIONS)}",
+        require(self.activation in HIDDEN_ACTIVATIONS, f"activation must be one of {sorted(HIDDEN_ACTIVATIONS)}",
                self.activation)
-        _check(self.solver in ("adam", "sgd"), "solver must be 'adam' or 'sgd' ('lbfgs' needs whole-data line "
+        require(self.solver in ("adam", "sgd"), "solver must be 'adam' or 'sgd' ('lbfgs' needs whole-data line "
                "searches, which the federation does not run)", self.solver)
-        _check(_is_real(self.alpha) and self.alpha >= 0, "alpha must be a finite number >= 0", self.alpha)
-        _check(self.batch_size == "auto" or (_is_int(self.batch_size) and self.batch_size >= 1),
+        require(is_real(self.alpha) and self.alpha >= 0, "alpha must be a finite number >= 0", self.alpha)
+        require(self.batch_size == "auto" or (is_int(self.batch_size) and self.batch_size >= 1),
                "batch_size must be 'auto' or a positive integer", self.batch_size)
-        _check(_is_real(self.learning_rate_init) and self.learning_rate_init > 0,
+        require(is_real(self.learning_rate_init) and self.learning_rate_init > 0,
                "learning_rate_init must be a finite number > 0", self.learning_rate_init)
-        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
-        _check(isinstance(self.shuffle, bool), "shuffle must be a bool", self.shuffle)
-        _check(_is_real(self.tol) and self.tol >= 0, "tol must be a finite number >= 0", self.tol)
-        _check(_is_real(self.momentum) and 0 <= self.momentum <= 1, "momentum must be in [0, 1]", self.momentum)
-        _check(isinstance(self.nesterovs_momentum, bool), "nesterovs_momentum must be a bool",
+        require(is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
+        require(isinstance(self.shuffle, bool), "shuffle must be a bool", self.shuffle)
+        require(is_real(self.tol) and self.tol >= 0, "tol must be a finite number >= 0", self.tol)
+        require(is_real(self.momentum) and 0 <= self.momentum <= 1, "momentum must be in [0, 1]", self.momentum)
+        require(isinstance(self.nesterovs_momentum, bool), "nesterovs_momentum must be a bool",
                self.nesterovs_momentum)
-        _check(isinstance(self.early_stopping, bool), "early_stopping must be a bool", self.early_stopping)
-        _check(_is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
+        require(isinstance(self.early_stopping, bool), "early_stopping must be a bool", self.early_stopping)
+        require(is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
                "validation_fraction must be in (0, 1)", self.validation_fraction)
         for name in ("beta_1", "beta_2"):
             value = getattr(self, name)
-            _check(_is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
-        _check(_is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a finite number > 0", self.epsilon)
-        _check(_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
+            require(is_real(value) and 0 <= value < 1, f"{name} must be in [0, 1)", value)
+        require(is_real(self.epsilon) and self.epsilon > 0, "epsilon must be a finite number > 0", self.epsilon)
+        require(is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
                "n_iter_no_change must be a positive integer", self.n_iter_no_change)
-        _check(self.random_state is None or (_is_int(self.random_state) and self.random_state >= 0),
+        require(self.random_state is None or (is_int(self.random_state) and self.random_state >= 0),
                "random_state must be None or an integer >= 0 (it seeds the batches and the validation split only)",
                self.random_state)
         self._check_dp()
-        _check(_is_int(self.frac_bits) and 16 <= self.frac_bits <= 60, "frac_bits must be an integer in [16, 60]",
+        require(is_int(self.frac_bits) and 16 <= self.frac_bits <= 60, "frac_bits must be an integer in [16, 60]",
                self.frac_bits)
 
     def _check_dp(self) -> None:
@@ -130,13 +118,13 @@ class MLPSettings:
             raise ConfigurationError("label differential privacy needs both dp_epsilon and dp_delta (or neither)")
         if not self.dp:
             return
-        _check(_is_real(self.dp_epsilon) and self.dp_epsilon > 0, "dp_epsilon must be a finite number > 0",
+        require(is_real(self.dp_epsilon) and self.dp_epsilon > 0, "dp_epsilon must be a finite number > 0",
                self.dp_epsilon)
-        _check(_is_real(self.dp_delta) and 0 < self.dp_delta < 1, "dp_delta must be in (0, 1)", self.dp_delta)
-        _check(not self.early_stopping, "with label differential privacy every epoch runs (when to stop would "
+        require(is_real(self.dp_delta) and 0 < self.dp_delta < 1, "dp_delta must be in (0, 1)", self.dp_delta)
+        require(not self.early_stopping, "with label differential privacy every epoch runs (when to stop would "
                "depend on the labels): set early_stopping=False", self.early_stopping)
         if self.task == "regression":
-            _check(_is_real(self.dp_label_bound) and self.dp_label_bound > 0, "label differential privacy for "
+            require(is_real(self.dp_label_bound) and self.dp_label_bound > 0, "label differential privacy for "
                    "regression needs dp_label_bound > 0 (the targets are clipped to it)", self.dp_label_bound)
 
     @property

@@ -11,31 +11,17 @@ XGBoost's ``min_child_weight``, and three of vfl's own: ``hide_membership``,
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from vfl.crypto import check_key_bits
-from vfl.errors import ConfigurationError
 from vfl.parties.binning import check_max_bins
 from vfl.parties.trees import LOSSES, SCORINGS, SplitRules
+from vfl.protocols.values import is_int, is_real, require
 
 #: Rows from which ``early_stopping="auto"`` turns early stopping on (scikit-learn's rule).
 AUTO_EARLY_STOPPING_ROWS = 10_000
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
-
-
-def _is_real(v) -> bool:
-    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-def _check(ok: bool, message: str, value) -> None:
-    if not ok:
-        raise ConfigurationError(f"{message}, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -104,36 +90,36 @@ class BoostingSettings:
     frac_bits: int = 16
 
     def __post_init__(self):
-        _check(self.loss in LOSSES, f"loss must be one of {LOSSES}", self.loss)
-        _check(_is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
-        _check(_is_real(self.learning_rate) and 0 < self.learning_rate <= 1, "learning_rate must be in (0, 1]",
+        require(self.loss in LOSSES, f"loss must be one of {LOSSES}", self.loss)
+        require(is_int(self.max_iter) and self.max_iter >= 1, "max_iter must be a positive integer", self.max_iter)
+        require(is_real(self.learning_rate) and 0 < self.learning_rate <= 1, "learning_rate must be in (0, 1]",
                self.learning_rate)
-        _check(self.max_depth is None or (_is_int(self.max_depth) and 1 <= self.max_depth <= 32),
+        require(self.max_depth is None or (is_int(self.max_depth) and 1 <= self.max_depth <= 32),
                "max_depth must be None or an integer from 1 to 32", self.max_depth)
-        _check(self.max_leaf_nodes is None or (_is_int(self.max_leaf_nodes) and self.max_leaf_nodes >= 2),
+        require(self.max_leaf_nodes is None or (is_int(self.max_leaf_nodes) and self.max_leaf_nodes >= 2),
                "max_leaf_nodes must be None or an integer of at least 2", self.max_leaf_nodes)
-        _check(self.max_depth is not None or self.max_leaf_nodes is not None,
+        require(self.max_depth is not None or self.max_leaf_nodes is not None,
                "set max_depth or max_leaf_nodes (or both): a tree needs a bound", (self.max_depth,
                                                                                     self.max_leaf_nodes))
         check_max_bins(self.max_bins)
         self.rules                              # checks the split rules
-        _check(isinstance(self.early_stopping, (bool, np.bool_)) or self.early_stopping == "auto",
+        require(isinstance(self.early_stopping, (bool, np.bool_)) or self.early_stopping == "auto",
                "early_stopping must be 'auto', True or False", self.early_stopping)
-        _check(_is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
+        require(is_real(self.validation_fraction) and 0 < self.validation_fraction < 1,
                "validation_fraction must be in (0, 1)", self.validation_fraction)
-        _check(_is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
+        require(is_int(self.n_iter_no_change) and self.n_iter_no_change >= 1,
                "n_iter_no_change must be a positive integer", self.n_iter_no_change)
-        _check(_is_real(self.tol) and self.tol >= 0, "tol must be a non-negative number", self.tol)
-        _check(self.scoring in SCORINGS[self.loss], f"scoring for loss={self.loss!r} must be one of "
+        require(is_real(self.tol) and self.tol >= 0, "tol must be a non-negative number", self.tol)
+        require(self.scoring in SCORINGS[self.loss], f"scoring for loss={self.loss!r} must be one of "
                f"{SCORINGS[self.loss]}", self.scoring)
-        _check(self.random_state is None or _is_int(self.random_state), "random_state must be None or an integer",
+        require(self.random_state is None or is_int(self.random_state), "random_state must be None or an integer",
                self.random_state)
-        _check(isinstance(self.hide_membership, (bool, np.bool_)), "hide_membership must be True or False",
+        require(isinstance(self.hide_membership, (bool, np.bool_)), "hide_membership must be True or False",
                self.hide_membership)
-        _check(_is_int(self.label_party_trees) and 0 <= self.label_party_trees,
+        require(is_int(self.label_party_trees) and 0 <= self.label_party_trees,
                "label_party_trees must be a non-negative integer", self.label_party_trees)
         check_key_bits(self.key_bits, self.insecure)
-        _check(_is_int(self.frac_bits) and 8 <= self.frac_bits <= 48, "frac_bits must be an integer from 8 to 48",
+        require(is_int(self.frac_bits) and 8 <= self.frac_bits <= 48, "frac_bits must be an integer from 8 to 48",
                self.frac_bits)
 
     @property
