@@ -17,7 +17,7 @@ from vfl.crypto import ring
 from vfl.errors import DataError, DivergenceError, FixedPointOverflowError
 from vfl.parties.mlp.layers import Layer, forward
 from vfl.parties.mlp.optim import make_optimizer
-from vfl.parties.mlp.state import load_party_state, party_state
+from vfl.parties.mlp.state import Checkpointed
 from vfl.parties.mlp.shared_backward import FeatureSide
 from vfl.parties.mlp.starts import glorot_bound, glorot_stack, uniform
 
@@ -32,7 +32,7 @@ def draw_start(in_dim: int, bottom_sizes, fan_in: int, units: int, activation: s
     return bottom, uniform((out, units), glorot_bound(fan_in, units, activation))
 
 
-class MLPFeatureParty:
+class MLPFeatureParty(Checkpointed):
     """A feature party's state in a split-network run.
 
     Parameters
@@ -112,16 +112,6 @@ class MLPFeatureParty:
                  for g in ((gw + alpha * w) / sw_sum, gb / sw_sum)]
         grads.append((block_grad + alpha * self.block) / sw_sum)
         self._set(self._optimizer.step(self.parameters(), grads))
-
-    def state(self, best=None) -> dict:
-        """Its checkpoint: its arrays, its optimizer's state, and the best epoch's arrays (early stopping)."""
-        return party_state(self.parameters(), self._optimizer, best)
-
-    def load_state(self, state: dict):
-        """Take a checkpoint back (after :meth:`start`, which gave the shapes); returns the best arrays or None."""
-        arrays, best = load_party_state(self.role, self.parameters(), self._optimizer, state)
-        self._set(arrays)
-        return best
 
     def squared_norm(self) -> float:
         """``sum ||W||^2`` over its weight matrices (no intercept): its part of the L2 penalty."""

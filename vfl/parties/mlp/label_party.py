@@ -19,11 +19,11 @@ from vfl.parties.mlp.layers import Layer, backward, forward, layer_activations
 from vfl.parties.mlp.losses import OUTPUT_ACTIVATION, loss, output_delta, targets
 from vfl.parties.mlp.optim import make_optimizer
 from vfl.parties.mlp.starts import glorot_bound, glorot_stack, uniform
-from vfl.parties.mlp.state import load_party_state, party_state
+from vfl.parties.mlp.state import Checkpointed
 from vfl.parties.mlp.shared_backward import LabelSide
 
 
-class MLPLabelParty:
+class MLPLabelParty(Checkpointed):
     """The label party's state in a split-network run.
 
     Parameters
@@ -165,16 +165,6 @@ class MLPLabelParty:
         grads = [(g + alpha * p) / sw_sum if id(p) in matrices else g / sw_sum
                  for g, p in zip(raw, self.parameters())]
         self._set(self._optimizer.step(self.parameters(), grads))
-
-    def state(self, best=None) -> dict:
-        """Its checkpoint: its arrays, its optimizer's state, and the best epoch's arrays (early stopping)."""
-        return party_state(self.parameters(), self._optimizer, best)
-
-    def load_state(self, state: dict):
-        """Take a checkpoint back (after :meth:`start`, which gave the shapes); returns the best arrays or None."""
-        arrays, best = load_party_state(self.role, self.parameters(), self._optimizer, state)
-        self._set(arrays)
-        return best
 
     def squared_norm(self) -> float:
         return float(sum(np.dot(w.ravel(), w.ravel()) for w in self.weight_matrices()))

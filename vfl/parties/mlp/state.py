@@ -25,3 +25,18 @@ def load_party_state(role: str, like: list[np.ndarray], optimizer, state: dict) 
     optimizer.load_state(state["optimizer"])
     best = None if state.get("best") is None else [np.asarray(a, dtype=np.float64) for a in state["best"]]
     return arrays, best
+
+
+class Checkpointed:
+    """What both parties of a split network share: their checkpoint (``parameters()``, ``_set``, ``_optimizer``,
+    ``role`` are theirs)."""
+
+    def state(self, best=None) -> dict:
+        """Its checkpoint: its arrays, its optimizer's state, and the best epoch's arrays (early stopping)."""
+        return party_state(self.parameters(), self._optimizer, best)
+
+    def load_state(self, state: dict):
+        """Take a checkpoint back (after ``start``, which gave the shapes); returns the best arrays or None."""
+        arrays, best = load_party_state(self.role, self.parameters(), self._optimizer, state)
+        self._set(arrays)
+        return best
