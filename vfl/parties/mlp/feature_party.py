@@ -32,6 +32,15 @@ def draw_start(in_dim: int, bottom_sizes, fan_in: int, units: int, activation: s
     return bottom, uniform((out, units), glorot_bound(fan_in, units, activation))
 
 
+def check_columns(role: str, columns: list, x) -> np.ndarray:
+    """A party's rows to score as floats, refused (naming the party) unless they have its training columns' count."""
+    x = np.asarray(x, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != len(columns):
+        raise DataError(f"party {role}: {x.shape[-1] if x.ndim else 0} columns to score, trained on "
+                        f"{len(columns)} ({columns})")
+    return x
+
+
 class MLPFeatureParty(Checkpointed):
     """A feature party's state in a split-network run.
 
@@ -119,9 +128,5 @@ class MLPFeatureParty(Checkpointed):
                                                                                          self.block.ravel()))
 
     def check_columns(self, x: np.ndarray) -> np.ndarray:
-        """Rows to score: as many columns as it trained on, all finite."""
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != len(self.columns):
-            raise DataError(f"party {self.role}: {x.shape[-1] if x.ndim else 0} columns to score, trained on "
-                            f"{len(self.columns)} ({self.columns})")
-        return x
+        """Rows to score: as many columns as it trained on."""
+        return check_columns(self.role, self.columns, x)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.crypto.randomness import gaussian
-from vfl.errors import DataError, DivergenceError, FixedPointOverflowError
+from vfl.errors import DivergenceError, FixedPointOverflowError
 from vfl.parties.mlp.activations import activate, derivative
-from vfl.parties.mlp.feature_party import draw_start
+from vfl.parties.mlp.feature_party import check_columns, draw_start
 from vfl.parties.mlp.layers import Layer, backward, forward, layer_activations
 from vfl.parties.mlp.losses import OUTPUT_ACTIVATION, loss, output_delta, targets
 from vfl.parties.mlp.optim import make_optimizer
@@ -178,11 +178,8 @@ class MLPLabelParty(Checkpointed):
                                   "pass's range; the fit diverged: lower learning_rate_init") from None
 
     def check_columns(self, x: np.ndarray) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        if x.ndim != 2 or x.shape[1] != len(self.columns):
-            raise DataError(f"party {self.role}: {x.shape[-1] if x.ndim else 0} columns to score, trained on "
-                            f"{len(self.columns)} ({self.columns})")
-        return x
+        """Rows to score: as many columns as it trained on."""
+        return check_columns(self.role, self.columns, x)
 
     def score(self, rows: np.ndarray, parts: np.ndarray) -> float:
         """scikit-learn's ``score`` on rows ``rows``: the accuracy, or R² for regression (early stopping's measure)."""

@@ -43,7 +43,7 @@ from typing import Callable, Mapping
 import numpy as np
 
 from vfl.crypto import ring
-from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.errors import ConfigurationError, DataError, DivergenceError, ProtocolError
 from vfl.parties.linear import dp as label_dp
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
@@ -307,8 +307,6 @@ def dp_noise_std(settings: MLPSettings) -> float:
 
 
 def _diverged(role: str, epoch: int):
-    from vfl.errors import DivergenceError
-
     return DivergenceError(f"party {role}: the loss of epoch {epoch + 1} is not finite; the fit diverged: lower "
                            "learning_rate_init")
 
