@@ -189,7 +189,7 @@ class FeatureSide:
                          ring.apply("matmul", self.current, self.weights[layer].T))
                 self.current = ring.truncate(ring.reduce(shares[p.name] + local), self.f, True)
 
-    def gradients(self, peer_shares: dict, bottom_shapes) -> tuple[list, np.ndarray]:
+    def gradients(self, peer_shares: dict) -> tuple[list, np.ndarray]:
         """The raw gradients (sums over the rows): ``[(dA_l, dc_l), ...]`` and ``dW``, from both parties' shares."""
         def whole(name):
             return ring.decode(ring.reduce(self.grads[name] + peer_shares[name]), self.f)

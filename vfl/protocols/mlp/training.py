@@ -207,7 +207,7 @@ def _feature_backward(ep, party: MLPFeatureParty, settings: MLPSettings, roster:
     shapes = _grad_shapes(in_dim, party.bottom_sizes, settings.units)
     names = sorted(shapes)
     peer = dict(zip(names, unpack(ep.recv(roster.label, "gradient_shares")["values"], [shapes[n] for n in names])))
-    return side.gradients(peer, None)
+    return side.gradients(peer)
 
 
 # ------------------------------------------------------------------------------------------------- label party
