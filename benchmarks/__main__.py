@@ -149,7 +149,12 @@ def parse_args(argv=None):
     p.add_argument("--serve", action="store_true", help="instead: online scoring through HTTP (vfl serve, three "
                    "parties): latency of one id, throughput with 64 clients, a soak with a party restarted")
     p.add_argument("--soak", type=int, default=None, metavar="SECONDS",
-                   help="with --serve: the soak's length (default 600; 60 with --quick)")
+                   help="with --serve: the soak's length, in the first query mode (default 600; 60 with --quick)")
+    p.add_argument("--queries", type=lambda t: [v.strip() for v in t.split(",") if v.strip()], default=None,
+                   metavar="MODE[,MODE]", help="with --serve: the query modes, one after the other on the same data "
+                   "(default private,by_id)")
+    p.add_argument("--rows", type=int, default=None,
+                   help="with --serve: rows per party (default 100,000; 10,000 with --quick)")
     fate = p.add_argument_group("beside FATE 2.2 (benchmarks.fate_compare; FATE in a virtualenv of its own)")
     fate.add_argument("--fate", nargs="?", const="lr", default=None, choices=["lr", "secureboost", "sshe-lr", "hetero-nn"],
                       metavar="ALGORITHM",

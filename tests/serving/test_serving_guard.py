@@ -349,9 +349,11 @@ def test_a_chunked_body_over_the_bound_is_a_413(served):
     assert ok.status_code == 200 and "score" in ok.json()["results"][0]
 
 
-def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold():
+@pytest.mark.parametrize("queries", ["by_id", "private"])
+def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold(queries):
     from types import SimpleNamespace
 
+    from vfl.serving import private
     from vfl.serving.label import LabelService, RoundError
     from vfl.serving.messages import unpack_ids
     from vfl.transport.message import Message
@@ -366,11 +368,16 @@ def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold():
         kind="trees", version="1", columns=["x"], owners={"telco": [0]}, feature_parties=["telco"],
         widths={"telco": 2})}, "1", Store(), None
     service.role, service.features, service._rounds = "bank", ["telco"], iter(range(1, 100))
+    service.settings = ServingSettings(queries=queries)
+    table = private.build_table("telco", "1", "trees", ["held"], np.zeros((1, 2), dtype=np.uint8))
+    service.held, service._tables = {("telco", "1"): private.HeldTable(
+        "telco", "1", table.ident, "trees", table.payload_bytes, table.count, table.entries)}, {}
     asked = []
 
     def ask(round_id, requests, deadline):
-        asked.extend(unpack_ids(Message("leaves", "public", round_id, {"ids": fields["ids"]}), "bank", 100)
-                     for _, _, fields in requests.values())
+        for name, _, fields in requests.values():   # private: the blinded points of the ids only
+            asked.append(unpack_ids(Message("leaves", "public", round_id, {"ids": fields["ids"]}), "bank", 100)
+                         if name == "leaves" else ["held"] * (len(fields["points"]) // 32))
         raise RoundError("recorded", "telco")
 
     service._ask = ask

@@ -280,6 +280,26 @@ def test_model_reload_without_dropping_requests(served):
     assert bad.status_code == 400
 
 
+def test_a_refresh_builds_the_private_tables_again_from_the_stores_as_they_are_now(served):
+    """A feature party's store is read when its table is built: a change shows after a reload of the version in
+    use (a refresh), not before; the tables it held serve until the new ones are in."""
+    import sqlite3
+
+    s, ids = served["services"], served["ids"]
+    key, version = ids[9], s.health()["model_version"]
+    shard = served["shards"]["A"][int(version) - 1]
+    column = shard["columns"][0]
+    before = s.score([key]).json()["results"][0]["score"]
+    with sqlite3.connect(served["folder"] / "serve" / "A" / "store_A.db") as db:
+        db.execute(f"UPDATE features SET {column} = {column} + 1.0 WHERE id = ?", (key,))
+    assert s.score([key]).json()["results"][0]["score"] == before
+    response = httpx.post(f"{s.url}/admin/reload", json={"version": version}, timeout=120)
+    assert response.status_code == 200 and response.json() == {"model_version": version, "previous": version}
+    after = s.score([key]).json()["results"][0]["score"]
+    assert after - before == pytest.approx(shard["coef"][0] / shard["standardize"]["scale"][0], abs=1e-6)
+    assert s.health()["queries"] == "private"
+
+
 def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_reload(served):
     """Issue 30: each version alone gives 1 score against A's 3 columns, but three directions give B every row.
 

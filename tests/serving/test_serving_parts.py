@@ -198,6 +198,7 @@ def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
                             feature_parties=["telco"], widths={"telco": 2})
     service.shares, service.current, service.store, service.metrics = {"1": share}, "1", None, None
     service.role, service.features = "bank", ["telco"]
+    service.settings = ServingSettings(queries="by_id")
     service._rounds = iter(range(1, 100))
     answers = {"telco": Message("leaf_masks", "plaintext", 1, {"status": np.array([0, 9]), "bits": b"\x00"})}
     service._ask = lambda round_id, requests, deadline: answers
@@ -232,7 +233,7 @@ def test_a_packed_round_packs_and_masks_the_scores_as_batch_prediction(width):
 
     from vfl.parties import Coordinator
     from vfl.parties.linear.packed import prediction_slots
-    from vfl.serving.rounds import Layout, decrypted, encrypted_scores, masked_total, unmasked
+    from vfl.serving.rounds import Layout, decrypted, encrypted_scores, masked_total, summed, unmasked
 
     c = Coordinator(1024, insecure=True)
     c.generate_keys()
@@ -244,7 +245,7 @@ def test_a_packed_round_packs_and_masks_the_scores_as_batch_prediction(width):
     rng = np.random.default_rng(3)                      # test data only
     u = {k: rng.uniform(-4096, 4096, (n, width)) for k in ("telco", "shop", "bank")}
     answers = {k: _wire("scores", "ciphertext", encrypted_scores(layout, u[k], k)) for k in ("telco", "shop")}
-    request, secret = masked_total(layout, answers, u["bank"], "bank")
+    request, secret = masked_total(layout, summed(layout, answers, n * width), u["bank"], "bank")
     assert request["n_values"] == n * width and len(request["ciphertexts"]) == math.ceil(n * width / per)
     reply = _wire("decrypted", "masked",
                   decrypted(layout, c.context, _wire("decrypt", "ciphertext", request), "bank", 10 ** 6))
@@ -269,7 +270,7 @@ def test_the_coordinator_refuses_scores_packed_in_another_layout():
     c = Coordinator(1024, insecure=True)
     c.generate_keys()
     layout = Layout(c.context, True, 2 ** 12, 2)
-    request, _ = masked_total(layout, {}, np.ones((3, 1)), "bank")
+    request, _ = masked_total(layout, None, np.ones((3, 1)), "bank")
     request.update(slots=7, slot_bits=128, value_bits=46)   # vfl-serve/1's per-slot-masked layout at 1024 bits
     with pytest.raises(ProtocolError, match=r"bank packed the scores as \[128, 7\], not as the settings say"):
         decrypted(layout, c.context, _wire("decrypt", "ciphertext", request), "bank", 10 ** 6)
@@ -303,7 +304,7 @@ def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
     config = SimpleNamespace(parties={"bank": SimpleNamespace(role="label"), "telco": SimpleNamespace(role="feature")},
                              boosting=True)
     mine = serving_settings(config)
-    assert mine["protocol"] == PROTOCOL == "vfl-serve/3"
+    assert mine["protocol"] == PROTOCOL == "vfl-serve/4"
 
     def said(shared: dict) -> dict:
         text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
@@ -312,10 +313,10 @@ def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
     assert hello(_HelloPeer(said(mine)), config)["fingerprint"] == said(mine)["fingerprint"]
     older = {k: v for k, v in mine.items() if k != "protocol"}         # a release before the field
     for theirs, spoken in ((older, "vfl-serve/1"), (dict(mine, protocol="vfl-serve/2"), "vfl-serve/2"),
-                           (dict(mine, protocol="vfl-serve/4"), "vfl-serve/4"),
+                           (dict(mine, protocol="vfl-serve/3"), "vfl-serve/3"),
                            (dict(mine, protocol=["\x1b[2J"]), "unknown")):
         with pytest.raises(HandshakeError, match=rf"party telco speaks the serving protocol {spoken} and party bank "
-                                                 r"vfl-serve/3: they run different vfl releases"):
+                                                 r"vfl-serve/4: they run different vfl releases"):
             hello(_HelloPeer(said(theirs)), config)
     # and the older release, comparing fingerprints, refuses this one too
     assert said(older)["fingerprint"] != said(mine)["fingerprint"]

@@ -10,6 +10,8 @@ Keys in ``[serving]`` apply to every party that reads the file; a
     max_rounds = 4                # rounds under way at once
     max_ids = 1000                # ids in one request at most
     keep_versions = 2             # model versions each party keeps loaded (the current one and the last)
+    queries = "auto"              # "private": no feature party learns which ids are scored; "by_id"; "auto": private
+                                  # wherever the model allows it (all but split networks of two feature parties or more)
 
     [serving.bank]                # the label party
     http = "127.0.0.1:8080"       # its HTTP API (localhost by default: put a reverse proxy in front)
@@ -47,7 +49,10 @@ _INTS = {"deadline_ms": (1, 600_000), "max_deadline_ms": (1, 600_000), "max_batc
          "max_rounds": (1, 64), "max_ids": (1, 100_000), "keep_versions": (1, 16), "max_queue": (1, 1_000_000),
          "request_timeout_ms": (100, 600_000), "idle_timeout_ms": (100, 3_600_000)}
 _PATHS = ("token_file", "admin_token_file")
-KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", "allow_inline_features", *_PATHS, *_INTS}
+KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", "allow_inline_features", "queries", *_PATHS,
+        *_INTS}
+#: ``queries``: how the label party asks the feature parties about an id (docs/serving.md, "Private queries").
+QUERIES = ("auto", "private", "by_id")
 
 
 def check_version(name, where: str = "model version") -> str:
@@ -85,6 +90,10 @@ class ServingSettings:
     request_timeout_ms: int = 5000
     #: milliseconds an HTTP connection may stay idle between requests before it is closed
     idle_timeout_ms: int = 5000
+    #: the label party: ``"private"`` (the feature parties learn how many ids, not which: :mod:`vfl.serving.private`),
+    #: ``"by_id"`` (they look the ids up), ``"auto"`` (private where the model allows); a feature party: ``"private"``
+    #: refuses to be asked by id, the others answer both
+    queries: str = "auto"
 
     def with_options(self, **options) -> "ServingSettings":
         """These settings with the command line's options (those not ``None``)."""
@@ -146,6 +155,10 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
             raise ConfigurationError(f"{where}: allow_inline_features must be true or false, got "
                                      f"{values['allow_inline_features']!r}")
         out["allow_inline_features"] = values["allow_inline_features"]
+    if "queries" in values:
+        if values["queries"] not in QUERIES:
+            raise ConfigurationError(f"{where}: queries must be one of {list(QUERIES)}, got {values['queries']!r}")
+        out["queries"] = values["queries"]
     for key in ("models", "store", "table", "version", *_PATHS):
         if key in values and (not isinstance(values[key], str) or not values[key]):
             raise ConfigurationError(f"{where}: {key} must be a non-empty string, got {values[key]!r}")

@@ -16,6 +16,12 @@ a time, what the label party asks (:mod:`vfl.serving.messages`):
   cannot score);
 * ``leaves`` (trees): look the ids up, and answer one status per id and, per id
   and tree, the leaves its own splits allow;
+* private queries (:mod:`vfl.serving.private`): a ``load`` that asks for tables
+  has it build, in the background, its table of the version from every row of its
+  store (``tables = 2``: again, from the store as it is now: a refresh), while any
+  table it built before keeps serving; ``table`` sends the newest table once built
+  (in chunks; ``table_pending`` until then), and ``evaluate`` applies a table's key
+  to blinded points: the whole of a private request, which names no id;
 * ``part`` (split networks): look the ids up, and answer one status per id and
   its part ``h_k W_k`` of the interactive layer per id as ring elements
   (:mod:`vfl.crypto.ring`), plus the mask the coordinator dealt for the round's
@@ -32,14 +38,15 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey, ring
-from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
-from vfl.serving import messages
+from vfl.serving import messages, private
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
 from vfl.serving.models import load_share
@@ -56,6 +63,19 @@ MAX_MASK_VALUES = 4_000_000
 #: Seconds a dealt mask is kept for the round that names its token (a round that failed elsewhere leaves it),
 #: and masks kept at most (the oldest go first).
 MASK_TTL, MAX_MASKS = 60.0, 256
+#: Seconds a table's build waits for the coordinator's key (linear models).
+TABLE_KEY_WAIT = 600.0
+
+
+@dataclass
+class Building:
+    """One model version's private table at a feature party: the newest built, and the build under way."""
+
+    table: private.Table | None = None
+    building: bool = False
+    again: bool = False             # a refresh asked for while building: build once more after
+    percent: int = 0
+    error: str = ""
 
 
 class Masks:
@@ -108,6 +128,9 @@ class FeatureService:
         self.layout: Layout | None = None       # with the coordinator's key (linear models)
         self.masks = Masks()                    # the coordinator's masks (split networks)
         self.dealer = None                      # its link to the coordinator (split networks), while up
+        self.tables: dict[str, Building] = {}   # private queries: by model version
+        self.named: dict[bytes, private.Table] = {}     # every table a request may name: each version's last two
+        self._tables = threading.Lock()
         self._lock = threading.Lock()
         self._keyed = threading.Condition()     # notified when the coordinator's key (or link) arrives
         peers = [self.label] + ([self.coordinator] if self.coordinator else [])
@@ -164,6 +187,11 @@ class FeatureService:
         with self._keyed:
             self.layout = layout
             self._keyed.notify_all()
+        with self._tables:          # tables encrypted under another key of the coordinator: build them again
+            stale = [v for v, b in self.tables.items() if b.table is not None and b.table.key_fingerprint
+                     and b.table.key_fingerprint != layout.context.public_key.fingerprint]
+        for version in stale:
+            self._build(version, refresh=True)
         try:
             while True:
                 channel.recv(1.0)           # the coordinator sends nothing more: this ends when its link fails
@@ -182,7 +210,8 @@ class FeatureService:
 
     # -- the label party's requests ----------------------------------------------------------------
     def _answer(self, channel) -> None:
-        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves, "part": self._part}
+        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves, "part": self._part,
+                    "table": self._table, "evaluate": self._evaluate}
         while True:
             message = channel.recv(1.0)
             if message is None:
@@ -229,11 +258,115 @@ class FeatureService:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
                 del self.shares[old]
+        with self._tables:
+            for old in [v for v in self.tables if v not in keep and v != version]:
+                self._forget(self.tables.pop(old))
         log.info("party %s: model version %s loaded", self.role, version)
+        tables = message.fields.get("tables", 0)
+        if tables in (1, 2):
+            self._build(version, refresh=tables == 2)
         width = len(share.trees) if share.kind == "trees" else share.width
         return "loaded", "public", {"trained_with": share.trained_with, "width": width}
 
+    # -- private queries ----------------------------------------------------------------------
+    def _build(self, version: str, refresh: bool) -> None:
+        """Build the table of ``version`` in the background (again if ``refresh``), unless one is built or building."""
+        with self._tables:
+            state = self.tables.setdefault(version, Building())
+            if state.building:
+                state.again = state.again or refresh
+                return
+            if state.table is not None and not refresh:
+                return
+            state.building, state.percent, state.error = True, 0, ""
+        threading.Thread(target=self._build_now, args=(version, state), daemon=True,
+                         name=f"vfl-table-{self.role}-{version}").start()
+
+    def _build_now(self, version: str, state: Building) -> None:
+        while True:
+            started = time.perf_counter()
+            try:
+                with self._lock:
+                    share = self.shares.get(version)
+                if share is None:
+                    raise ConfigurationError(f"model version {version} is not loaded here any more")
+                layout = self._key(None, TABLE_KEY_WAIT) if share.kind == "linear" else None
+                if share.kind == "linear" and layout is None:
+                    raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} to encrypt its "
+                                             "partial scores under")
+                ids, values = self.store.rows(share.columns)
+                bodies = private.payloads(share, values, layout, self.config.training.frac_bits)
+                key = layout.context.public_key.fingerprint if layout is not None else ""
+
+                def progress(done, total):
+                    state.percent = int(100 * done / max(1, total))
+
+                table = private.build_table(self.role, version, share.kind, ids, bodies, key, progress)
+                with self._tables:
+                    if state.table is not None:     # the last one keeps serving rounds under way; older ones go
+                        for ident in [i for i, t in self.named.items() if t.version == version
+                                      and t is not state.table]:
+                            del self.named[ident]
+                    state.table, state.error = table, ""
+                    self.named[table.ident] = table
+                log.info("party %s: private table %s of model version %s: %d rows in %d entries of %d bytes, "
+                         "built in %.1f s", self.role, private.fingerprint(table), version, len(ids), table.count,
+                         table.entry_bytes, time.perf_counter() - started)
+            except (VFLError, ValueError, OSError) as exc:
+                state.error = _public(exc)
+                log.warning("party %s: private table of model version %s: %s", self.role, version, exc)
+            with self._tables:
+                if not state.again:
+                    state.building = False
+                    return
+                state.again = False
+
+    def _forget(self, state: Building) -> None:
+        for ident in [i for i, t in self.named.items() if state.table is not None and
+                      t.version == state.table.version]:
+            del self.named[ident]
+
+    def _table(self, message):
+        """The newest table of a version (a chunk of it from ``offset``), or how far its build is."""
+        version = messages.version(message, "version", self.label)
+        after = message.fields.get("after", b"")
+        offset = messages.integer(message, "offset", self.label, 0, 1 << 40)
+        with self._tables:
+            state = self.tables.get(version)
+            table = None if state is None else state.table
+        if state is None:
+            raise ConfigurationError(f"it was not asked to build a private table of model version {version}")
+        if table is None or table.ident == after:
+            if not state.building and state.error:
+                raise ConfigurationError(f"its private table of model version {version} could not be built: "
+                                         f"{state.error}")
+            return "table_pending", "public", {"percent": state.percent, "building": int(state.building)}
+        per = max(1, private.CHUNK_BYTES // table.entry_bytes)
+        data = table.entries[offset * table.entry_bytes:(offset + per) * table.entry_bytes]
+        return "table_part", "ciphertext", {"table": table.ident, "count": table.count, "offset": offset,
+                                            "payload_bytes": table.payload_bytes, "model": table.kind,
+                                            "key": table.key_fingerprint, "entries": data}
+
+    def _evaluate(self, message):
+        """``k B`` for each blinded point, under the key of the table the request names: nothing else."""
+        ident = message.fields.get("table")
+        with self._tables:
+            table = self.named.get(ident) if isinstance(ident, bytes) else None
+        if table is None:
+            raise ConfigurationError("it holds no private table by the name the request gives (it was rebuilt, "
+                                     "or this party restarted); the label party fetches the new one")
+        points = message.fields.get("points")
+        if isinstance(points, bytes) and len(points) > MAX_ROUND_IDS * 32:
+            raise ProtocolError(f"more than {MAX_ROUND_IDS} blinded points")
+        return "evaluated", "masked", {"points": private.evaluate(table, points, self.label)}
+
+    def _by_id(self) -> None:
+        if self.settings.queries == "private":
+            raise ConfigurationError("it answers private queries only ([serving] queries = \"private\"): it does "
+                                     "not look ids up for the label party")
+
     def _rows(self, message, share, complete: bool):
+        self._by_id()
         ids = messages.unpack_ids(message, self.label, MAX_ROUND_IDS)
         values, found = self.store.lookup(ids, share.columns)
         return values, row_status(values, found, complete)

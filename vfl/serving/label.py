@@ -16,6 +16,15 @@ shard of that version:
   prediction of :mod:`vfl.protocols.mlp.inference`), adds its own part and
   runs the top model.
 
+**Private queries** (``[serving] queries``, "auto" by default:
+:mod:`vfl.serving.private`).  Every feature party builds, per version, a table
+of sealed payloads of all its rows that the label party fetches once; a round
+then sends each feature party blinded points only, and the label party opens
+the entries of its own ids.  A version is used only once the label party holds
+every feature party's table of it; a refresh (:meth:`LabelService.reload` of any
+version, the current one included) has every feature party build its table
+again from its store while the tables it holds keep serving.
+
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
 not linked, a ``failed`` answer, the deadline) is a :class:`RoundError` naming
@@ -41,18 +50,21 @@ import time
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint, PublicKey, ring
+from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import unbits
-from vfl.serving import messages
+from vfl.serving import messages, private
 from vfl.serving.links import PeerUnavailable, Runtime, serving_coordinator
 from vfl.serving.messages import OK, STATUS_CODES, STATUS_TEXT, TOKEN_BYTES, pack_ids
 from vfl.serving.models import latest, load_share
-from vfl.serving.rounds import Layout, masked_total, partial_scores, row_status, unmasked
+from vfl.serving.rounds import Layout, masked_total, partial_scores, row_status, summed, unmasked
 
 log = logging.getLogger("vfl.serving")
 #: Seconds a feature party has to load a model version.
 LOAD_TIMEOUT = 60.0
+#: Seconds :meth:`LabelService.reload` waits for the feature parties' private tables (a build of 10^6 rows of a
+#: linear model takes minutes: docs/serving.md), and between two asks while a table is being built.
+TABLE_TIMEOUT, TABLE_POLL = 3600.0, 0.25
 
 
 class RoundError(VFLError):
@@ -91,6 +103,10 @@ class LabelService:
         self.current: str | None = None
         self.layout: Layout | None = None
         self._ready: dict[str, object] = {}          # peer -> its Channel, once usable
+        self.held: dict[tuple[str, str], private.HeldTable] = {}    # (feature party, version) -> its table
+        self._tables: dict[tuple[str, str], str] = {}   # (feature party, version) -> how its table's fetch goes
+        self._held = threading.Condition()
+        self._closed = False
         self._rounds = itertools.count(1)
         self._versions = threading.Lock()
         peers = self.features + ([self.coordinator] if self.coordinator else [])
@@ -107,6 +123,7 @@ class LabelService:
         return self
 
     def close(self) -> None:
+        self._closed = True
         self.runtime.close()
         if self.store is not None:
             self.store.close()
@@ -121,15 +138,40 @@ class LabelService:
         for peer, entry in parties.items():
             if entry["state"] == "up" and peer not in self._ready:
                 entry.update(state="connecting", error="loading the model versions")
+        share = self.share
+        private_queries = self.private(share)
+        if private_queries:
+            for peer in self.features:
+                entry = parties.get(peer)
+                if entry is not None and entry["state"] == "up" and (peer, share.version) not in self.held:
+                    entry.update(state="connecting", error=f"its private table: "
+                                 f"{self._tables.get((peer, share.version), 'asked for')}")
         ok = all(entry["state"] == "up" for entry in parties.values())
         return {"status": "ok" if ok else "degraded", "party": self.role, "model_version": self.current,
-                "model": self.share.kind, "parties": parties}
+                "model": share.kind, "queries": "private" if private_queries else "by_id", "parties": parties}
+
+    def private(self, share) -> bool:
+        """Whether rounds of ``share`` are private queries (:mod:`vfl.serving.private`).
+
+        Raises
+        ------
+        ConfigurationError
+            ``queries = "private"`` for a split network of two feature parties or more, which is served by id only.
+        """
+        fits = share.kind != "mlp" or len(self.features) == 1
+        if self.settings.queries == "private" and not fits:
+            raise ConfigurationError(f"party {self.role}: queries = \"private\", but model version {share.version} "
+                                     f"is a split network of {len(self.features)} feature parties, which is served by "
+                                     "id only (their parts are masked per round by the coordinator); set queries = "
+                                     "\"auto\" or \"by_id\"")
+        return self.settings.queries != "by_id" and fits
 
     def _own_share(self, version: str):
         share = load_share(self.settings.models, version, self.role, "label", self.config.boosting, self.features,
                            mlp=self.config.mlp)
         if self.store is not None:
             self.store.check_columns(share.columns)
+        self.private(share)
         return share
 
     # -- links -------------------------------------------------------------------------------------
@@ -144,12 +186,26 @@ class LabelService:
             context.encrypt([0.0])                  # build the encryption tables before the first round
             self.layout = Layout(context, settings.packed_prediction, settings.score_bound,
                                  len(self.config.roster.data_parties))
+            with self._held:                        # tables under the last key: each feature party builds anew
+                stale = [(k, t) for k, t in self.held.items() if self._stale(t)]
+            for (feature, version), table in stale:
+                link = self._ready.get(feature)
+                if link is not None:
+                    threading.Thread(target=self._fetch, args=(feature, link, version, table), daemon=True,
+                                     name=f"vfl-fetch-{feature}-{version}").start()
         elif peer != self.coordinator:              # (a split network's coordinator deals masks: no key, no model)
             with self._versions:
                 for version in list(self.shares):
                     self._check_loaded(peer, self.shares[version], self._load_now(channel, version))
+                tabled = [v for v, share in self.shares.items() if self.private(share)]
         self._ready[peer] = channel
         log.info("party %s: %s is ready", self.role, peer)
+        if peer != self.coordinator:
+            for version in tabled:              # a table held is used again only once the peer says it has it
+                with self._held:
+                    held = self.held.pop((peer, version), None)
+                threading.Thread(target=self._fetch, args=(peer, channel, version, held),
+                                 daemon=True, name=f"vfl-fetch-{peer}-{version}").start()
         try:
             channel.dispatch()
         finally:
@@ -163,7 +219,8 @@ class LabelService:
 
     def _load_now(self, channel, version: str):
         """Have a peer whose link just came up load ``version``: its answer (before any round runs on the link)."""
-        channel.send("load", "public", round=next(self._rounds), version=version, keep=",".join(self._keep(version)))
+        channel.send("load", "public", round=next(self._rounds), version=version, keep=",".join(self._keep(version)),
+                     tables=int(self.private(self.shares[version])))
         deadline = time.monotonic() + LOAD_TIMEOUT
         while time.monotonic() < deadline:
             answer = channel.recv(1.0)
@@ -189,9 +246,113 @@ class LabelService:
             raise DataError(f"party {peer}'s shard of model version {share.version} has an interactive layer of "
                             f"{width} units, party {self.role}'s {share.units}; use the shards of one training run")
 
+    # -- private tables -------------------------------------------------------------------------------
+    def _fetch(self, peer: str, channel, version: str, held: private.HeldTable | None) -> None:
+        """Fetch ``peer``'s newest table of ``version`` and hold it; or, if its newest is ``held``, hold that."""
+        key, after = (peer, version), held.ident if held is not None else None
+        try:
+            while not self._closed and not channel.closed:
+                reply = self._table_part(channel, version, after, 0)
+                if reply.name == "table_pending":
+                    percent = messages.integer(reply, "percent", peer, 0, 100)
+                    self._note(key, f"being built ({percent}%)" if reply.fields.get("building") else "current")
+                    if not reply.fields.get("building") and held is not None and self._stale(held):
+                        time.sleep(TABLE_POLL)      # the peer has not the coordinator's new key yet: it will build
+                        continue
+                    if not reply.fields.get("building"):    # the one held is its newest
+                        with self._held:
+                            if held is not None:
+                                self.held[key] = held
+                            self._tables[key] = "held"
+                            self._held.notify_all()
+                        return
+                    time.sleep(TABLE_POLL)
+                    continue
+                table = self._download(peer, channel, version, after, reply)
+                with self._held:
+                    self.held[key] = table
+                    self._tables[key] = "held"
+                    self._held.notify_all()
+                log.info("party %s: holds %s's private table %s of model version %s (%d entries, %.1f MB)",
+                         self.role, peer, private.fingerprint(table), version, table.count,
+                         len(table.entries) / 1e6)
+                return
+        except (VFLError, cf.TimeoutError) as exc:
+            self._note(key, f"failed: {exc}")
+            log.warning("party %s: %s's private table of model version %s: %s", self.role, peer, version, exc)
+
+    def _stale(self, table: private.HeldTable) -> bool:
+        """A linear model's table encrypted under a key of the coordinator that is not its key now."""
+        layout = self.layout
+        return bool(table.key_fingerprint) and layout is not None and \
+            table.key_fingerprint != layout.context.public_key.fingerprint
+
+    def _note(self, key: tuple, state: str) -> None:
+        with self._held:
+            self._tables[key] = state
+            self._held.notify_all()
+
+    def _table_part(self, channel, version: str, after: bytes | None, offset: int):
+        round_id = next(self._rounds)
+        try:
+            reply = channel.request(round_id, "table", "public", version=version, after=after or b"",
+                                    offset=offset).result(LOAD_TIMEOUT)
+        finally:
+            channel.forget(round_id)
+        if reply.name == "failed":
+            raise ConfigurationError(messages.reason(reply, channel.peer))
+        if reply.name not in ("table_pending", "table_part"):
+            raise ProtocolError(f"{channel.peer} answered {reply.name!r} to 'table'")
+        return reply
+
+    def _download(self, peer: str, channel, version: str, after, first) -> private.HeldTable:
+        """The whole table whose first chunk is ``first``: every chunk asked for by offset, then checked."""
+        ident = first.fields.get("table")
+        if not isinstance(ident, bytes) or len(ident) != private.IDENT_BYTES:
+            raise ProtocolError(f"{peer} sent a table without a {private.IDENT_BYTES}-byte name")
+        count = messages.integer(first, "count", peer, 1, 1 << 32)
+        payload_bytes = messages.integer(first, "payload_bytes", peer, 1, 1 << 24)
+        kind, key = messages.text(first, "model", peer, 16), messages.text(first, "key", peer, 64)
+        entry_bytes = private.Table(ident, version, kind, b"", payload_bytes, count, b"").entry_bytes
+        chunks, have, reply = [], 0, first
+        while True:
+            data = reply.fields.get("entries")
+            if reply.fields.get("table") != ident or not isinstance(data, bytes) or not data or \
+                    len(data) % entry_bytes or reply.fields.get("offset") != have:
+                raise ProtocolError(f"{peer} sent a chunk of its table that does not follow the last")
+            chunks.append(data)
+            have += len(data) // entry_bytes
+            self._note((peer, version), f"being fetched ({100 * have // count}%)")
+            if have >= count:
+                break
+            reply = self._table_part(channel, version, after, have)
+            if reply.name != "table_part":
+                raise ProtocolError(f"{peer} stopped sending its table half-way")
+        return private.HeldTable(peer, version, ident, kind, payload_bytes, count, b"".join(chunks), key)
+
+    def _await_tables(self, version: str, before: dict) -> None:
+        """Wait until every feature party's table of ``version`` newer than ``before`` is held (a reload)."""
+        deadline = time.monotonic() + TABLE_TIMEOUT
+        with self._held:
+            for peer in self.features:
+                key = (peer, version)
+                fresh = lambda: key in self.held and self.held[key].ident != before.get(peer) or \
+                    self._tables.get(key, "").startswith(("failed", "current"))
+                if not self._held.wait_for(fresh, max(0.0, deadline - time.monotonic())):
+                    raise RoundError(f"party {peer}'s private table of model version {version} did not come within "
+                                     f"{TABLE_TIMEOUT:g} s", peer, 504, "deadline_exceeded")
+                state = self._tables.get(key, "")
+                if state.startswith("failed"):
+                    raise RoundError(f"cannot switch to model version {version}: party {peer}'s private table {state}",
+                                     peer, 503, "party_failed")
+
     # -- versions ------------------------------------------------------------------------------------
     def reload(self, version: str) -> dict:
         """Switch to ``version`` once every party has loaded it; rounds under way finish on the old one.
+
+        With private queries, every feature party (re)builds its table of ``version``
+        from its store as it is now, and the label party switches once it holds them
+        all: a reload of the version in use refreshes the tables.
 
         Raises
         ------
@@ -204,14 +365,15 @@ class LabelService:
             previous = self.current
             share = self._own_share(version)
             keep = self._keep(version)
-            asked = {}
+            tables = 2 if self.private(share) else 0
+            asked, channels = {}, {}
             for peer in self.features:
-                channel = self._ready.get(peer)
+                channel = channels[peer] = self._ready.get(peer)
                 if channel is None:
                     raise RoundError(f"cannot switch to model version {version}: party {peer} is unavailable",
                                      peer)
                 asked[peer] = channel.request(next(self._rounds), "load", "public", version=version,
-                                              keep=",".join(keep))
+                                              keep=",".join(keep), tables=tables)
             for peer, future in asked.items():
                 try:
                     self._check_loaded(peer, share, future.result(LOAD_TIMEOUT))
@@ -223,9 +385,20 @@ class LabelService:
                 except (ConfigurationError, DataError) as exc:
                     raise RoundError(f"cannot switch to model version {version}: {exc}", peer, 409,
                                      "version_refused") from None
+            if tables:
+                held = {peer: self.held.get((peer, version)) for peer in self.features}
+                before = {peer: getattr(held[peer], "ident", None) for peer in self.features}
+                for peer in self.features:
+                    self._note((peer, version), "asked for")
+                    threading.Thread(target=self._fetch, args=(peer, channels[peer], version, held[peer]),
+                                     daemon=True, name=f"vfl-fetch-{peer}-{version}").start()
+                self._await_tables(version, before)
             self.shares[version], self.current = share, version
             for old in [v for v in self.shares if v not in keep]:
                 del self.shares[old]
+            with self._held:
+                for key in [k for k in self.held if k[1] not in keep]:
+                    del self.held[key]
         log.info("party %s: model version %s (was %s)", self.role, version, previous)
         return {"model_version": version, "previous": previous}
 
@@ -292,11 +465,19 @@ class LabelService:
         if not len(go):
             return
         chosen = [ids[i] for i in go]
-        fields = {"version": share.version, "key": layout.context.public_key.fingerprint, "ids": pack_ids(chosen)}
         round_id = next(self._rounds)
-        replies = self._ask(round_id, {k: ("score", "public", fields) for k in self.features}, deadline)
-        their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
-        request, secret = masked_total(layout, replies, u_b[go], self.role)
+        if self.private(share):
+            opened = self._private(share, self.features, chosen, deadline, round_id)
+            their = {k: status for k, (status, _) in opened.items()}
+            total = EncryptedVector(layout.context, private.packed_sum(layout, opened, len(go), share.width),
+                                    layout.context.frac_bits)
+        else:
+            fields = {"version": share.version, "key": layout.context.public_key.fingerprint,
+                      "ids": pack_ids(chosen)}
+            replies = self._ask(round_id, {k: ("score", "public", fields) for k in self.features}, deadline)
+            their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
+            total = summed(layout, replies, len(go) * share.width)
+        request, secret = masked_total(layout, total, u_b[go], self.role)
         answer = self._ask(round_id, {self.coordinator: ("decrypt", "ciphertext", request)}, deadline)
         z = unmasked(layout, answer[self.coordinator], secret, request["n_values"], self.role)
         z = z.reshape(len(go), share.width)
@@ -309,15 +490,19 @@ class LabelService:
             return
         chosen, asked = [ids[i] for i in go], [k for k in self.features if share.owners[k]]
         round_id = next(self._rounds)
-        replies = self._ask(round_id, {k: ("leaves", "public", {
-            "version": share.version, "ids": pack_ids(chosen),
-            "trees": np.asarray(share.owners[k], dtype=np.int64)}) for k in asked}, deadline)
-        their = {k: messages.statuses(replies[k], k, len(go)) for k in asked}
-        masks = {}
-        for k in share.feature_parties:
-            width = share.widths[k]
-            masks[k] = (unbits(replies[k], len(go) * width).reshape(len(go), width) if k in replies
-                        else np.ones((len(go), width), dtype=bool))
+        masks = {k: np.ones((len(go), share.widths[k]), dtype=bool) for k in share.feature_parties}
+        if self.private(share):
+            opened = self._private(share, asked, chosen, deadline, round_id)
+            their = {k: status for k, (status, _) in opened.items()}
+            for k, (status, bodies) in opened.items():
+                masks[k] = private.leaf_masks(status, bodies, share.widths[k])
+        else:
+            replies = self._ask(round_id, {k: ("leaves", "public", {
+                "version": share.version, "ids": pack_ids(chosen),
+                "trees": np.asarray(share.owners[k], dtype=np.int64)}) for k in asked}, deadline)
+            their = {k: messages.statuses(replies[k], k, len(go)) for k in asked}
+            for k in asked:
+                masks[k] = unbits(replies[k], len(go) * share.widths[k]).reshape(len(go), share.widths[k])
         scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0)) if their else np.arange(len(go))
         raw = share.raw(values[go][scored], {k: m[scored] for k, m in masks.items()}) if len(scored) else None
         at = {int(j): r for r, j in enumerate(scored)}
@@ -331,6 +516,11 @@ class LabelService:
         go = np.flatnonzero(status == OK)
         if not len(go):
             return
+        if self.private(share):                     # one feature party (two or more are served by id)
+            opened = self._private(share, self.features, [ids[i] for i in go], deadline, next(self._rounds))
+            their = {k: status for k, (status, _) in opened.items()}
+            parts = private.summed_parts(opened, len(go), share.units, self.config.training.frac_bits)
+            return self._mlp_answers(share, ids, values, go, their, parts, answers)
         fields = {"version": share.version, "ids": pack_ids([ids[i] for i in go]),
                   "wait_ms": max(1, int((deadline - time.monotonic()) * 1000))}
         requests = {k: ("part", "public", fields) for k in self.features}
@@ -341,6 +531,9 @@ class LabelService:
         replies = self._ask(next(self._rounds), requests, deadline)
         their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
         parts = _summed_parts(replies, self.features, (len(go), share.units), self.config.training.frac_bits)
+        self._mlp_answers(share, ids, values, go, their, parts, answers)
+
+    def _mlp_answers(self, share, ids, values, go, their, parts, answers) -> None:
         scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0))
         raw = share.raw(values[go][scored], parts[scored])
         at = {int(j): r for r, j in enumerate(scored)}
@@ -349,6 +542,25 @@ class LabelService:
             if theirs is None and not np.isfinite(raw[at[j]]).all():
                 theirs = _error(ids[i], "own", self.role, messages.OUT_OF_RANGE)
             answers[i] = theirs or {"id": ids[i], **outcome(share, raw[at[j]])}
+
+    def _private(self, share, asked: list, chosen: list, deadline: float, round_id: int) -> dict:
+        """A private round's query to each of ``asked``: blinded points only; per party, its ``(status, bodies)``
+        of the ``chosen`` ids from its table (:func:`vfl.serving.private.open_payloads`)."""
+        tables, blinds, requests = {}, {}, {}
+        for peer in asked:
+            table = tables[peer] = self.held.get((peer, share.version))
+            if table is None:
+                state = self._tables.get((peer, share.version), "asked for")
+                raise RoundError(f"party {peer}'s private table of model version {share.version} is not here yet "
+                                 f"({state})", peer, 503, "table_not_ready")
+            if share.kind == "linear" and table.key_fingerprint != self.layout.context.public_key.fingerprint:
+                raise RoundError(f"party {peer}'s private table was built under another key of the coordinator "
+                                 f"(it restarted); {peer} builds it again", peer, 503, "table_not_ready")
+            points, blinds[peer] = private.blind(table, chosen)
+            requests[peer] = ("evaluate", "masked", {"table": table.ident, "points": points})
+        replies = self._ask(round_id, requests, deadline)
+        return {peer: private.open_payloads(tables[peer], chosen, replies[peer].fields.get("points"), blinds[peer],
+                                            peer) for peer in asked}
 
     def _ask(self, round_id: int, requests: dict, deadline: float) -> dict:
         """Send every peer its request for this round; their answers, or a :class:`RoundError`."""

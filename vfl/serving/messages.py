@@ -54,10 +54,12 @@ from vfl.deploy.serving_settings import VERSION
 from vfl.transport.message import Message
 
 #: The serving wire protocol, in every ``serve_hello``: a peer speaking another is refused by name.
-#: ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``, ``dealt``).  ``vfl-serve/2``: packed
+#: ``vfl-serve/4``: private queries (``load``'s ``tables``; ``table``, ``table_pending``, ``table_part``, ``evaluate``,
+#: ``evaluated``: :mod:`vfl.serving.private`).  ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``,
+#: ``dealt``).  ``vfl-serve/2``: packed
 #: scores as batch prediction packs them (signed slots, one mask uniform over Z_n per ciphertext);
 #: ``vfl-serve/1`` (hellos without the field) gave each slot its own 80-bit mask.
-PROTOCOL = "vfl-serve/3"
+PROTOCOL = "vfl-serve/4"
 #: What a hello without a ``protocol`` speaks.
 FIRST_PROTOCOL = "vfl-serve/1"
 #: Longest id, in UTF-8 bytes.

@@ -86,28 +86,35 @@ def encrypted_scores(layout: Layout, u: np.ndarray, role: str) -> dict:
     return pack_vector(vector)
 
 
-def masked_total(layout: Layout, answers: dict, u_b: np.ndarray, role: str) -> tuple[dict, object]:
-    """The label party: ``[[u_B + R]] + sum_k [[u_k]]`` as the ``decrypt`` fields, and what removes the mask.
+def summed(layout: Layout, answers: dict, n_values: int):
+    """The sum ``sum_k [[u_k]]`` of the feature parties' ``scores`` messages (checked here), or None if none."""
+    count, total = layout.ciphertexts(n_values), None
+    for peer, message in answers.items():
+        try:
+            part = unpack_vector(layout.context, message, count)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{peer} sent a malformed 'scores' message: {exc}") from None
+        total = part if total is None else total + part
+    return total
 
-    ``answers`` maps each feature party to its ``scores`` message, checked here.
+
+def masked_total(layout: Layout, total, u_b: np.ndarray, role: str) -> tuple[dict, object]:
+    """The label party: ``[[u_B + R]] + total`` as the ``decrypt`` fields, and what removes the mask.
+
+    ``total`` is the feature parties' ``sum_k [[u_k]]`` in the round's layout
+    (:func:`summed`; private queries: :func:`vfl.serving.private.packed_sum`), or None.
     Packed, ``R`` is uniform over Z_n per ciphertext and its fresh encryption
     re-randomizes the sum (:func:`~vfl.parties.linear.packed.mask_scores`).
     """
     context, flat = layout.context, u_b.ravel()
-    count = layout.ciphertexts(len(flat))
-    total = None
-    for peer, message in answers.items():
-        try:
-            part = unpack_vector(context, message, count)
-        except ProtocolError as exc:
-            raise ProtocolError(f"{peer} sent a malformed 'scores' message: {exc}") from None
-        total = part if total is None else total + part
     if layout.packed:
         masked, masks = mask_scores(context, flat, layout.slots, what=f"party {role} score")
         if total is not None:
             masked = masked + total
             masked.fresh = True         # its own fresh encryption re-randomizes the sum
         return dict(pack_vector(masked), n_values=len(flat), **layout.fields()), masks
+    if total is None:
+        total = context.encrypt(np.zeros(len(flat)))
     masked, mask = context.mask(total + flat)      # the mask is a fresh encryption: re-randomized too
     return dict(pack_vector(masked), n_values=len(flat)), (mask, masked.exponent)
 

@@ -46,6 +46,11 @@ class Store:
         """
         raise NotImplementedError
 
+    def rows(self, columns: list[str]) -> tuple[list[str], np.ndarray]:
+        """Every row: ``(ids, values (n, len(columns)))``, ids canonical and in a stable order (a private-query
+        table is built from them, :mod:`vfl.serving.private`)."""
+        raise NotImplementedError
+
     def check_columns(self, columns: list[str]) -> None:
         """Raise :class:`DataError` naming the columns a model needs that the store lacks."""
         missing = [c for c in columns if c not in self.columns]
@@ -73,6 +78,10 @@ class CSVStore(Store):
         values = np.full((len(ids), len(columns)), np.nan)
         values[found] = self._values[np.ix_(rows[found], index)]
         return values, found
+
+    def rows(self, columns):
+        index = [self.columns.index(c) for c in columns]
+        return list(self._rows), np.array(self._values[:, index], dtype=np.float64)
 
 
 class SQLStore(Store):
@@ -141,6 +150,27 @@ class SQLStore(Store):
         except sa.exc.SQLAlchemyError as exc:
             raise ConfigurationError(f"{self.description}: the lookup failed: {_first_line(exc)}") from None
         return values, found
+
+    def rows(self, columns):
+        import sqlalchemy as sa
+
+        chosen = [self._id] + [self._table.columns[c] for c in columns]
+        ids, values = [], []
+        try:
+            with self._engine.connect() as connection:
+                result = connection.execution_options(stream_results=True).execute(
+                    sa.select(*chosen).order_by(self._id))
+                for row in result:
+                    key = _canonical(row[0])
+                    if key is None:
+                        continue                # an id the lookup could never match
+                    ids.append(key)
+                    values.append([_number(v) for v in row[1:]])
+        except sa.exc.SQLAlchemyError as exc:
+            raise ConfigurationError(f"{self.description}: reading its rows failed: {_first_line(exc)}") from None
+        if len(set(ids)) != len(ids):
+            raise DataError(f"{self.description}: two rows have the same id (as canonical text)")
+        return ids, np.array(values, dtype=np.float64).reshape(len(ids), len(columns))
 
     def close(self) -> None:
         self._engine.dispose()

@@ -1,0 +1,201 @@
+"""Private queries (vfl/serving/private.py): a feature party answers without learning which ids are scored.
+
+In one process, the numbers of both sides: a linear round through tables equals
+the by-id round's sum exactly (packed and not, one model and three); statuses per
+id; what the feature party receives holds no id and its view of two request
+streams of the same count is the same (an attack that links or recognises ids
+fails); a table does not open for rows never asked; tampered tables are refused
+by name.  The services run private queries by default: the process tests of
+test_serving_linear.py, test_serving_trees.py and test_serving_mlp.py go through them.
+"""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from vfl.crypto import EncryptedVector, oprf
+from vfl.errors import ConfigurationError, ProtocolError
+from vfl.parties import Coordinator
+from vfl.serving import private
+from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
+from vfl.serving.rounds import Layout, decrypted, masked_total, unmasked
+from vfl.transport.message import Message, decode, encode
+
+
+def _wire(name, kind, fields):
+    return decode(encode(Message(name, kind, -1, fields)))
+
+
+def _share(coef, role="telco"):
+    coef = np.atleast_2d(coef)
+    return SimpleNamespace(kind="linear", role=role, width=len(coef), scores=lambda x: x @ coef.T)
+
+
+def _held(table, party="telco"):
+    return private.HeldTable(party, table.version, table.ident, table.kind, table.payload_bytes, table.count,
+                             table.entries, table.key_fingerprint)
+
+
+def _query(table, held, ids):
+    """One private request, both sides: what the feature party receives, and the label party's opened payloads."""
+    points, blinds = private.blind(held, ids)
+    request = _wire("evaluate", "masked", {"table": held.ident, "points": points})
+    answer = _wire("evaluated", "masked", {"points": private.evaluate(table, request.fields["points"], "bank")})
+    return request, private.open_payloads(held, ids, answer.fields["points"], blinds, "telco")
+
+
+@pytest.fixture(scope="module")
+def coordinator():
+    c = Coordinator(1024, insecure=True)
+    c.generate_keys()
+    return c
+
+
+@pytest.mark.parametrize("packed, width", [(True, 1), (True, 3), (False, 1)])
+def test_a_private_linear_round_equals_the_sum_of_the_partial_scores(coordinator, packed, width):
+    layout = Layout(coordinator.context, packed, 2 ** 12, 3)
+    rng = np.random.default_rng(5)                                  # test data only
+    stores = {k: (["a", "b", "c", "d", "e"], rng.uniform(-3, 3, (5, 2))) for k in ("telco", "shop")}
+    stores["shop"][1][3, 0] = np.nan                                # shop's row d is incomplete
+    coef = {k: rng.uniform(-2, 2, (width, 2)) for k in stores}
+    tables, held, opened = {}, {}, {}
+    asked = ["e", "a", "zz", "c", "d"]                              # zz: held by nobody
+    for k, (ids, values) in stores.items():
+        bodies = private.payloads(_share(coef[k], k), values, layout)
+        tables[k] = private.build_table(k, "1", "linear", ids, bodies, layout.context.public_key.fingerprint)
+        held[k] = _held(tables[k], k)
+        _, opened[k] = _query(tables[k], held[k], asked)
+    assert opened["telco"][0].tolist() == [OK, OK, UNKNOWN, OK, OK]
+    assert opened["shop"][0].tolist() == [OK, OK, UNKNOWN, OK, INCOMPLETE]
+    u_b = rng.uniform(-3, 3, (len(asked), width))
+    total = EncryptedVector(layout.context, private.packed_sum(layout, opened, len(asked), width),
+                            layout.context.frac_bits)
+    request, secret = masked_total(layout, total, u_b, "bank")
+    reply = _wire("decrypted", "masked", decrypted(layout, coordinator.context,
+                                                   _wire("decrypt", "ciphertext", request), "bank", 10 ** 6))
+    z = unmasked(layout, reply, secret, len(asked) * width, "bank").reshape(len(asked), width)
+    expected = u_b.copy()
+    for k, (ids, values) in stores.items():
+        for j, key in enumerate(asked):
+            if key in ids and opened[k][0][j] == OK:
+                expected[j] += values[ids.index(key)] @ coef[k].T
+    assert np.allclose(z, expected, atol=1e-8)
+
+
+def test_a_partial_score_beyond_the_bound_is_that_rows_status(coordinator):
+    layout = Layout(coordinator.context, True, 2 ** 4, 2)
+    bodies = private.payloads(_share([1.0]), np.array([[3.0], [100.0]]), layout)
+    table = private.build_table("telco", "1", "linear", ["ok", "big"], bodies)
+    _, (status, _) = _query(table, _held(table), ["big", "ok"])
+    assert status.tolist() == [OUT_OF_RANGE, OK]
+
+
+def test_what_the_feature_party_receives_names_no_id_and_two_streams_look_alike():
+    """The attack: the feature party, with its key and every id it holds, tries to tell which of two request
+    streams of the same count it is answering, by recognising its ids' points (blinded or not) and by linking
+    points that repeat.  It finds nothing to go on, and guesses at chance."""
+    ids = [f"customer-{i}" for i in range(64)]
+    table = private.build_table("telco", "1", "trees", ids, np.zeros((64, 2), dtype=np.uint8))
+    held = _held(table)
+    known = {}
+    for key in ids:                                 # everything the feature party can compute about its own ids
+        hashed = oprf.hash_to_group(key.encode(), held.context)
+        known[hashed] = key
+        known[oprf.evaluate(table.key, [hashed])[0]] = key
+    rng = np.random.default_rng(0)                  # which stream each trial asks: the game's coin, not a secret
+    correct, seen = 0, set()
+    stream_a, stream_b = ids[:8], ids[8:16]         # different customers, the same count
+    for _ in range(40):
+        coin = int(rng.integers(2))
+        request, (status, _) = _query(table, held, stream_a if coin == 0 else stream_b)
+        assert status.tolist() == [OK] * 8
+        data = encode(request)
+        assert not any(key.encode() in data for key in ids) and set(request.fields) == {"table", "points"}
+        points = [request.fields["points"][i:i + 32] for i in range(0, 256, 32)]
+        recognised = [known[p] for p in points if p in known]
+        linked = [p for p in points if p in seen]
+        seen.update(points)
+        assert not recognised and not linked
+        guess = 0 if any(k in stream_a for k in recognised) else int(rng.integers(2))
+        correct += guess == coin
+    assert len(request.fields["points"]) == 32 * 8    # what it learns: the count
+    assert 8 <= correct <= 32                       # chance (a binomial 40, 1/2 lands here but 1 in 10^4)
+
+
+def test_the_table_opens_only_for_ids_asked_and_hides_the_row_count_and_order():
+    ids = [f"{i:05d}" for i in range(1500)]
+    bodies = np.full((1500, 3), OK, dtype=np.uint8)
+    table = private.build_table("telco", "7", "trees", ids, bodies)
+    held = _held(table)
+    assert table.count == private.padded_count(1500) == 2048 and private.padded_count(3) == 1024
+    assert private.padded_count(10 ** 6) == 1 << 20        # within 1/16 above
+    tags = [table.entries[i * held.entry_bytes:i * held.entry_bytes + 16] for i in range(table.count)]
+    assert tags == sorted(tags)                     # sorted by tag: not by id, not by insertion
+    _, (status, bodies_found) = _query(table, held, ["00007", "nobody"])
+    assert status.tolist() == [OK, UNKNOWN] and bodies_found[0] == bytes([OK, OK])
+    # without F_k(x), an entry does not open: a guessed output, or another table's, fails
+    other = private.build_table("telco", "7", "trees", ids, bodies)
+    output = oprf.prf(other.key, b"00007", held.context)
+    assert held.find(oprf.tag(output)) is None
+    box = held.find(oprf.tag(oprf.prf(table.key, b"00007", held.context)))
+    with pytest.raises(ProtocolError, match="does not open"):
+        oprf.open_sealed(output, box, held.context)
+
+
+def test_tables_and_answers_that_do_not_fit_are_refused_by_name():
+    table = private.build_table("telco", "1", "trees", ["a", "b"], np.zeros((2, 2), dtype=np.uint8))
+    size = table.entry_bytes
+    with pytest.raises(ProtocolError, match="telco sent a table of .* bytes, not 1024 entries"):
+        private.HeldTable("telco", "1", table.ident, "trees", 2, 1024, table.entries[:-1])
+    swapped = table.entries[size:2 * size] + table.entries[:size] + table.entries[2 * size:]
+    if swapped[:8] != table.entries[:8]:
+        with pytest.raises(ProtocolError, match="not sorted by tag"):
+            private.HeldTable("telco", "1", table.ident, "trees", 2, table.count, swapped)
+    held = _held(table)
+    points, blinds = private.blind(held, ["a"])
+    with pytest.raises(ProtocolError, match="telco sent an 'evaluated' answer that is not 1 points"):
+        private.open_payloads(held, ["a"], b"\x01" * 31, blinds, "telco")
+    with pytest.raises(ProtocolError, match="bank sent blinded points that are not whole 32-byte points"):
+        private.evaluate(table, points[:-1], "bank")
+    with pytest.raises(ProtocolError, match="not a point of the prime-order group"):
+        private.evaluate(table, b"\x01" + bytes(31), "bank")
+    # an entry tampered with: its box does not open, and the label party names the party
+    at = next(i for i in range(table.count)
+              if table.entries[i * size:i * size + 16] == oprf.tag(oprf.prf(table.key, b"a", held.context)))
+    broken = bytearray(table.entries)
+    broken[at * size + 20] ^= 1
+    tampered = private.HeldTable("telco", "1", table.ident, "trees", 2, table.count, bytes(broken))
+    answer = private.evaluate(table, points, "bank")
+    with pytest.raises(ProtocolError, match="telco sent a table entry that does not open"):
+        private.open_payloads(tampered, ["a"], answer, blinds, "telco")
+
+
+def test_a_split_network_of_two_feature_parties_is_served_by_id_and_private_says_why():
+    from vfl.deploy.serving_settings import ServingSettings
+    from vfl.serving.label import LabelService
+
+    service = object.__new__(LabelService)
+    service.role, service.features = "bank", ["A1", "A2"]
+    network = SimpleNamespace(kind="mlp", version="3")
+    for queries, expected in (("auto", False), ("by_id", False)):
+        service.settings = ServingSettings(queries=queries)
+        assert service.private(network) is expected
+    service.settings = ServingSettings(queries="private")
+    with pytest.raises(ConfigurationError, match="split network of 2 feature parties, which is served by id only"):
+        service.private(network)
+    assert service.private(SimpleNamespace(kind="trees", version="3"))
+    service.features = ["A1"]
+    assert service.private(network)
+
+
+def test_a_feature_party_set_to_private_refuses_to_look_ids_up():
+    from vfl.deploy.serving_settings import ServingSettings
+    from vfl.serving.feature import FeatureService
+    from vfl.serving.messages import pack_ids
+
+    service = object.__new__(FeatureService)
+    service.settings, service.label = ServingSettings(queries="private"), "bank"
+    message = Message("leaves", "public", 1, {"ids": pack_ids(["a"])})
+    with pytest.raises(ConfigurationError, match="answers private queries only"):
+        service._rows(message, None, complete=False)

@@ -1,0 +1,329 @@
+"""Private queries: the label party scores an id without any feature party learning which id.
+
+By id (:mod:`vfl.serving.rounds`), every request hands each feature party the ids
+asked: a telco learns that its customer has just applied for a loan at the bank,
+and when.  Here a feature party learns only *how many* ids a request holds.
+
+**The table** (per model version, rebuilt at every refresh).  A feature party
+draws a fresh key ``k`` (:func:`vfl.crypto.oprf.new_key`) and, for every row ``x``
+of its store, computes ``F_k(x)`` (an oblivious PRF, :mod:`vfl.crypto.oprf`) and
+seals the row's **payload** under a key derived from it; the label party receives
+the whole table, ``tag(F_k(x)) -> box``, sorted by tag and padded with random
+entries (:func:`padded_count`), so that neither the order of the rows nor their
+exact count shows::
+
+    payload (linear)      status, [[u_k]] under the coordinator's key, one ciphertext per model
+    payload (trees)       status, the leaves this party's splits allow, one bit per leaf of its trees
+    payload (network)     status, h_k W_k as ring elements (one feature party only: no masks to deal)
+
+**A request.** The label party blinds each id, ``B = r H1(x)`` (``r`` fresh and
+uniform: ``B`` is a uniform point whatever ``x`` is), the feature party answers
+``k B`` for each, and the label party unblinds, finds each id's entry by its tag
+and opens it (:func:`open_payloads`).  An id the feature party does not hold has
+no entry; the other entries do not open without their ``F_k(x)``, which only
+``k`` gives.  From there a round ends as by id: linear scores are summed under the
+coordinator's key (the payloads' ciphertexts packed into the public slot layout
+by shifting, :func:`packed_sum`), masked, and decrypted by the coordinator; trees
+and networks are finished by the label party.
+
+The table is built from the store once, by :func:`build_table`; nothing of it
+depends on the requests.  This module is the numbers of both sides; the services
+(:mod:`vfl.serving.feature`, :mod:`vfl.serving.label`) keep the tables and run the
+messages.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+from dataclasses import dataclass
+
+import gmpy2
+import numpy as np
+
+from vfl.crypto import oprf, ring
+from vfl.errors import DataError, ProtocolError
+from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
+from vfl.serving.rounds import partial_scores, row_status
+
+#: Bytes of a table's name (random, fresh per build) and of the AEAD's tag.
+IDENT_BYTES = 16
+BOX_OVERHEAD = 16
+#: Bytes of a table sent in one message at most.
+CHUNK_BYTES = 8 << 20
+#: Rows sealed per task (in worker processes when there are many).
+SEAL_CHUNK = 20_000
+_DOMAIN = b"vfl-serve-private/1"
+
+
+def padded_count(rows: int) -> int:
+    """The entries of a table of ``rows`` rows: rounded up to a multiple of ``max(1024, 2^(bits(rows) - 4))``, so
+    the label party learns the count to within 1/16 (and nothing below 1024)."""
+    step = max(1024, 1 << max(0, rows.bit_length() - 4))
+    return max(step, -(-rows // step) * step)
+
+
+def domain(party: str, version: str, ident: bytes) -> bytes:
+    """What every hash and box of one table is bound to: the party, the model version, the table's name."""
+    return b"".join(len(p).to_bytes(4, "big") + p for p in (_DOMAIN, party.encode(), version.encode(), ident))
+
+
+# -- payloads (the feature party) -------------------------------------------------------------------------
+
+def linear_payloads(share, layout, values: np.ndarray, status: np.ndarray) -> np.ndarray:
+    """Per row: its status byte and ``[[u_k]]`` (``share.width`` ciphertexts; zeros where the status is not OK)."""
+    u, status = partial_scores(share, values, status, layout.bound)
+    width = layout.context.public_key.ciphertext_bytes * share.width
+    out = _bodies(status, width)
+    ok = np.flatnonzero(status == OK)
+    for start in range(0, len(ok), 50_000):           # bounded memory: the ciphertexts of 50,000 rows at a time
+        rows = ok[start:start + 50_000]
+        vector = layout.context.encrypt(u[rows].ravel(), what=f"party {share.role} score")
+        out[rows, 1:] = np.frombuffer(vector.to_bytes(), dtype=np.uint8).reshape(len(rows), width)
+    return out
+
+
+def tree_payloads(share, values: np.ndarray, status: np.ndarray) -> np.ndarray:
+    """Per row: its status byte and the leaves its own splits allow in each of its trees (one bit per leaf)."""
+    masks = share.masks(values, share.trees)
+    bits = np.packbits(masks, axis=1)
+    out = _bodies(status, bits.shape[1])
+    out[:, 1:] = bits
+    return out
+
+
+def mlp_payloads(share, values: np.ndarray, status: np.ndarray, frac_bits: int) -> np.ndarray:
+    """Per row: its status byte and its part ``h_k W_k`` of the interactive layer as ring elements."""
+    ok = status == OK
+    parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
+    status = np.where(ok & ~finite, OUT_OF_RANGE, status)
+    out = _bodies(status, share.units * ring.RING_BYTES)
+    scored = np.flatnonzero(status == OK)
+    if len(scored):
+        data = ring.to_bytes(ring.encode(parts[scored], frac_bits))
+        out[scored, 1:] = np.frombuffer(data, dtype=np.uint8).reshape(len(scored), -1)
+    return out
+
+
+def _bodies(status: np.ndarray, width: int) -> np.ndarray:
+    out = np.zeros((len(status), 1 + width), dtype=np.uint8)
+    out[:, 0] = status
+    return out
+
+
+def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0) -> np.ndarray:
+    """Every row's payload for ``share`` (its kind's function): ``(rows, payload bytes)``, the first its status."""
+    complete = share.kind != "trees"
+    status = row_status(values, np.ones(len(values), dtype=bool), complete)
+    if share.kind == "linear":
+        return linear_payloads(share, layout, values, status)
+    if share.kind == "trees":
+        return tree_payloads(share, values, status)
+    return mlp_payloads(share, values, status, frac_bits)
+
+
+# -- the table (the feature party) -----------------------------------------------------------------------
+
+@dataclass
+class Table:
+    """A feature party's table of one model version: its name, its key (never sent) and its entries."""
+
+    ident: bytes
+    version: str
+    kind: str
+    key: bytes
+    payload_bytes: int
+    count: int
+    entries: bytes
+    #: the coordinator's key the payloads are encrypted under (linear models), else ""
+    key_fingerprint: str = ""
+
+    @property
+    def entry_bytes(self) -> int:
+        return oprf.TAG_BYTES + self.payload_bytes + BOX_OVERHEAD
+
+
+def _seal_chunk(key: bytes, ids: list, rows: bytes, payload_bytes: int, context: bytes) -> list:
+    """``(tag, box)`` of each row of a chunk (run in a worker process when the table is large)."""
+    out = []
+    for i, key_id in enumerate(ids):
+        payload = rows[i * payload_bytes:(i + 1) * payload_bytes]
+        out.append(oprf.seal(oprf.prf(key, key_id.encode("utf-8"), context), payload, context))
+    return out
+
+
+def build_table(party: str, version: str, kind: str, ids: list, bodies: np.ndarray, key_fingerprint: str = "",
+                progress=None) -> Table:
+    """Seal every row's payload under its ``F_k(id)``, add random entries up to :func:`padded_count`, sort by tag.
+
+    ``progress(done, total)`` is called as chunks are sealed.  Large tables are
+    sealed by two worker processes (joblib), the key handed to them over a local pipe.
+    """
+    if len(set(ids)) != len(ids):
+        raise DataError(f"party {party}: two rows of its store have the same id")
+    ident, key = secrets.token_bytes(IDENT_BYTES), oprf.new_key()
+    context = domain(party, version, ident)
+    payload_bytes = bodies.shape[1]
+    chunks = [(ids[s:s + SEAL_CHUNK], bodies[s:s + SEAL_CHUNK].tobytes()) for s in range(0, len(ids), SEAL_CHUNK)]
+    sealed = []
+    if len(chunks) > 1:
+        from joblib import Parallel, delayed
+
+        tasks = (delayed(_seal_chunk)(key, part, rows, payload_bytes, context) for part, rows in chunks)
+        for done, entries in enumerate(Parallel(n_jobs=2, return_as="generator")(tasks)):
+            sealed.extend(entries)
+            if progress is not None:
+                progress(min(len(ids), (done + 1) * SEAL_CHUNK), len(ids))
+    elif chunks:
+        sealed = _seal_chunk(key, *chunks[0], payload_bytes, context)
+    box_bytes = payload_bytes + BOX_OVERHEAD
+    for _ in range(padded_count(len(ids)) - len(ids)):   # random entries: pseudorandom tags and boxes look alike
+        sealed.append((os.urandom(oprf.TAG_BYTES), os.urandom(box_bytes)))
+    sealed.sort(key=lambda entry: entry[0])
+    entries = b"".join(t + b for t, b in sealed)
+    return Table(ident, version, kind, key, payload_bytes, len(sealed), entries, key_fingerprint)
+
+
+def evaluate(table: Table, points: bytes, peer: str) -> bytes:
+    """The feature party's whole part of a request: ``k B`` for each blinded point (each checked)."""
+    if not isinstance(points, bytes) or not points or len(points) % oprf.POINT_BYTES:
+        raise ProtocolError(f"{peer} sent blinded points that are not whole {oprf.POINT_BYTES}-byte points")
+    size = oprf.POINT_BYTES
+    return b"".join(oprf.evaluate(table.key, [points[i:i + size] for i in range(0, len(points), size)]))
+
+
+# -- the table (the label party) -------------------------------------------------------------------------
+
+class HeldTable:
+    """A feature party's table as the label party holds it: sorted entries, found by tag (binary search)."""
+
+    def __init__(self, party: str, version: str, ident: bytes, kind: str, payload_bytes: int, count: int,
+                 entries: bytes, key_fingerprint: str = ""):
+        self.party, self.version, self.ident, self.kind = party, version, ident, kind
+        self.payload_bytes, self.count, self.key_fingerprint = payload_bytes, count, key_fingerprint
+        self.entry_bytes = oprf.TAG_BYTES + payload_bytes + BOX_OVERHEAD
+        if len(entries) != count * self.entry_bytes:
+            raise ProtocolError(f"{party} sent a table of {len(entries)} bytes, not {count} entries of "
+                                f"{self.entry_bytes}")
+        self.entries = entries
+        rows = np.frombuffer(entries, dtype=np.uint8).reshape(count, self.entry_bytes)
+        self._keys = np.ascontiguousarray(rows[:, :8]).view(">u8").ravel()     # the tags' first 8 bytes
+        if count > 1 and np.any(self._keys[1:] < self._keys[:-1]):
+            raise ProtocolError(f"{party} sent a table whose entries are not sorted by tag")
+        self.context = domain(party, version, ident)
+
+    def find(self, entry_tag: bytes) -> bytes | None:
+        """The box of the entry with this tag, or None."""
+        first = int.from_bytes(entry_tag[:8], "big")
+        at = int(np.searchsorted(self._keys, np.uint64(first)))
+        size, tag_bytes = self.entry_bytes, oprf.TAG_BYTES
+        while at < self.count and int(self._keys[at]) == first:
+            start = at * size
+            if self.entries[start:start + tag_bytes] == entry_tag:
+                return self.entries[start + tag_bytes:start + size]
+            at += 1
+        return None
+
+
+def blind(table: HeldTable, ids: list) -> tuple[bytes, list]:
+    """The label party's request to one feature party: the blinded points of ``ids``, and the blinds it keeps."""
+    points, blinds = oprf.blind([i.encode("utf-8") for i in ids], table.context)
+    return b"".join(points), blinds
+
+
+def open_payloads(table: HeldTable, ids: list, evaluated, blinds: list, peer: str) -> tuple[np.ndarray, list]:
+    """Per id: the feature party's status (:data:`UNKNOWN` where its table has no entry) and its payload body.
+
+    Raises
+    ------
+    ProtocolError
+        The answer is not one valid point per id, or an entry does not open (a table tampered with).
+    """
+    size = oprf.POINT_BYTES
+    if not isinstance(evaluated, bytes) or len(evaluated) != size * len(ids):
+        raise _bad(peer, f"an 'evaluated' answer that is not {len(ids)} points")
+    try:
+        points = oprf.unblind([evaluated[i:i + size] for i in range(0, len(evaluated), size)], blinds)
+    except ProtocolError as exc:
+        raise _bad(peer, f"an 'evaluated' answer with a bad point: {exc}") from None
+    status = np.full(len(ids), UNKNOWN, dtype=np.int64)
+    bodies: list = [None] * len(ids)
+    for j, (key_id, point) in enumerate(zip(ids, points)):
+        output = oprf.finalize(key_id.encode("utf-8"), point, table.context)
+        box = table.find(oprf.tag(output))
+        if box is None:
+            continue
+        try:
+            payload = oprf.open_sealed(output, box, table.context)
+        except ProtocolError:
+            raise _bad(peer, "a table entry that does not open under its id's PRF output (tampered with, or "
+                             "another table's)") from None
+        code = payload[0]
+        if code not in (OK, INCOMPLETE, OUT_OF_RANGE) or len(payload) != table.payload_bytes:
+            raise _bad(peer, f"a table entry with status {code}")
+        status[j], bodies[j] = code, payload[1:]
+    return status, bodies
+
+
+def _bad(peer: str, problem: str) -> ProtocolError:
+    error = ProtocolError(f"{peer} sent {problem}")
+    error.party = peer
+    return error
+
+
+# -- finishing a round (the label party) -----------------------------------------------------------------
+
+def packed_sum(layout, answers: dict, n_ids: int, width: int) -> list:
+    """``prod_k [[u_k]]`` per value, packed into the public layout by shifting: the ciphertexts of the sum.
+
+    ``answers`` maps each feature party to its ``(status, bodies)`` of the round's
+    ids; an id's value with no OK payload contributes nothing (an encryption of 0).
+    Value ``j`` (id ``j // width``, model ``j % width``) sits in slot ``j % s`` of
+    ciphertext ``j // s`` (``s`` slots of ``w`` bits each: :func:`vfl.parties.linear.packed.prediction_slots`),
+    so ciphertext ``c`` is ``prod_slot [[v]]^(2^(w slot))``, by Horner's rule: ``w`` squarings per slot.
+    """
+    pk = layout.context.public_key
+    n2, size = gmpy2.mpz(pk.nsquare), pk.ciphertext_bytes
+    count = n_ids * width
+    values = [gmpy2.mpz(1)] * count
+    for status, bodies in answers.values():
+        for i in np.flatnonzero(status == OK):
+            body = bodies[i]
+            for m in range(width):
+                c = gmpy2.mpz(int.from_bytes(body[m * size:(m + 1) * size], "big"))
+                if not 0 < c < n2:
+                    raise ProtocolError("a payload's ciphertext is outside Z_{n^2}")
+                values[i * width + m] = values[i * width + m] * c % n2
+    if not layout.packed:
+        return values
+    per, shift = len(layout.slots.widths), 1 << layout.slots.widths[0]
+    out = []
+    for start in range(0, count, per):
+        acc = gmpy2.mpz(1)
+        for c in reversed(values[start:start + per]):
+            acc = gmpy2.powmod(acc, shift, n2) * c % n2
+        out.append(acc)
+    return out
+
+
+def summed_parts(answers: dict, n_ids: int, units: int, frac_bits: int) -> np.ndarray:
+    """A split network's parts of the round's ids from the payloads (one feature party: no masks), decoded."""
+    total = np.zeros((n_ids, units), dtype=object)
+    for status, bodies in answers.values():
+        for i in np.flatnonzero(status == OK):
+            total[i] = total[i] + ring.from_bytes(bodies[i], (units,))
+    return ring.decode(ring.reduce(total), frac_bits)
+
+
+def leaf_masks(status: np.ndarray, bodies: list, bits: int) -> np.ndarray:
+    """A feature party's leaf masks of the round's ids from the payloads (every leaf allowed where it has none)."""
+    out = np.ones((len(status), bits), dtype=bool)
+    for i in np.flatnonzero(status == OK):
+        out[i] = np.unpackbits(np.frombuffer(bodies[i], dtype=np.uint8))[:bits].astype(bool)
+    return out
+
+
+def fingerprint(table: Table | HeldTable) -> str:
+    """A short public name of a table, for logs."""
+    return hashlib.sha256(table.ident).hexdigest()[:12]
