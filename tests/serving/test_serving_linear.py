@@ -211,6 +211,9 @@ def test_a_feature_party_killed_gives_errors_naming_it_then_recovers(served):
     s.start("A")                                  # the store it loaded before is still there
     s.wait_healthy()
     assert s.score([ids[6]]).json()["results"][0]["score"] == pytest.approx(expected[ids[6]], abs=1e-6)
+    # its private table, kept in its work directory (its owner's only), was read, not built again
+    assert "kept on disk, read" in s.parties["A"]._read(s.parties["A"].err_path)
+    assert (served["folder"] / "serve" / "A" / "tables" / "1.table").stat().st_mode & 0o077 == 0
 
 
 def test_a_stopped_feature_party_is_bounded_by_the_deadline(served):
@@ -229,17 +232,28 @@ def test_a_stopped_feature_party_is_bounded_by_the_deadline(served):
     assert s.score([ids[6]]).status_code == 200
 
 
-def test_the_coordinator_restarted_with_a_new_key(served):
+def test_the_coordinator_restarted_keeps_its_key_and_with_a_new_key_the_tables_are_built_again(served):
     s, ids, expected = served["services"], served["ids"], served["expected"][0]
+    kept = served["folder"] / "serve" / "C" / "serving_key.json"
+    assert kept.stat().st_mode & 0o077 == 0                # its owner's only
+    key = kept.read_text()
     s.kill("C")
     response = s.score([ids[7]])
     assert response.status_code == 503 and response.json()["error"]["party"] == "C"
+    s.start("C")
+    s.wait_healthy()
+    assert kept.read_text() == key and s.score([ids[7]]).status_code == 200    # the tables held serve at once
+    built = s.parties["A"]._read(s.parties["A"].err_path).count("private table")
+    s.kill("C")
+    kept.unlink()                                          # a rotation: a new pair, every table built again
     s.start("C")
     s.wait_healthy()
     deadline = time.monotonic() + 30              # until A too holds the new key
     while (response := s.score([ids[7]])).status_code != 200 and time.monotonic() < deadline:
         time.sleep(0.2)
     assert response.json()["results"][0]["score"] == pytest.approx(expected[ids[7]], abs=1e-6)
+    assert kept.read_text() != key
+    assert s.parties["A"]._read(s.parties["A"].err_path).count("private table") > built
 
 
 def test_model_reload_without_dropping_requests(served):

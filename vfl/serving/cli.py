@@ -101,10 +101,10 @@ def serve(args) -> None:
             return
         from vfl.serving.coordinator import CoordinatorService
 
-        service = CoordinatorService(config, role).start()
+        service = CoordinatorService(config, role, _workdir(args, role)).start()
         print(f"party {role}: serving " + ("the masks of the split network's rounds" if config.mlp else
-                                           f"decryptions with a fresh {config.training.key_bits}-bit key pair"),
-              flush=True)
+                                           f"decryptions with its {config.training.key_bits}-bit key pair (kept in "
+                                           f"{_workdir(args, role)})"), flush=True)
         return _until_stopped(service, role)
     credentials = _credentials(role, settings) if kind == "label" else None     # before any rows are loaded
     store = _store(args, config, role, kind, settings)

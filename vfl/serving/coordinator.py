@@ -2,9 +2,14 @@
 
 **Linear models.** It makes its Paillier key pair at start and gives the public
 key to every data party in its hello; the private key never leaves its process.
-A restart makes a new pair: the parties take the new key as they link again,
-and the label party's rounds name the key they use, so no feature party
-encrypts under a key the coordinator no longer holds.
+With a work directory (``vfl serve --workdir``, ``vfl-C`` by default) it keeps the
+pair in ``serving_key.json`` there, readable by its owner only (as its TLS key
+beside it), so that a restart keeps the key and the feature parties' private
+tables, encrypted under it, stay valid; delete the file to rotate the key.  A new
+pair (a rotation, or no work directory): the parties take the new key as they
+link again, every private table is built again under it, and the label party's
+rounds name the key they use, so no feature party encrypts under a key the
+coordinator no longer holds.
 
 The only request is the label party's ``decrypt``: the sum of every party's
 partial scores plus the label party's fresh mask, in the public packed layout
@@ -22,10 +27,13 @@ It learns the count of ids of each round, nothing else: no id, no part.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 import threading
+from pathlib import Path
 
-from vfl.crypto import FixedPoint, ring
+from vfl.crypto import Context, FixedPoint, PrivateKey, PublicKey, ring
 from vfl.errors import ConfigurationError, ProtocolError, VFLError
 from vfl.parties import Coordinator
 from vfl.serving.feature import MAX_MASK_VALUES, MAX_ROUND_IDS
@@ -34,12 +42,14 @@ from vfl.serving.messages import integer, token
 from vfl.serving.rounds import Layout, decrypted
 
 log = logging.getLogger("vfl.serving")
+#: Where a coordinator with a work directory keeps its serving key pair.
+KEY_FILE = "serving_key.json"
 
 
 class CoordinatorService:
     """Party ``role`` of ``config``: the coordinator of a linear model's, or a split network's, serving federation."""
 
-    def __init__(self, config, role: str):
+    def __init__(self, config, role: str, workdir=None):
         if serving_coordinator(config) is None:
             why = ("gradient boosting has no coordinator (the label party holds the key pair)" if config.boosting else
                    "a split network with one feature party is served without a coordinator (no masks to deal)")
@@ -55,7 +65,13 @@ class CoordinatorService:
             self.runtime = Runtime(config, role, peers, self._on_link)
             return
         self.coordinator = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
+        kept = _kept_key(Path(workdir) / KEY_FILE, settings.key_bits) if workdir is not None else None
+        if kept is not None:
+            public, private = kept
+            self.coordinator.context = Context(public, self.coordinator.precision, private_key=private)
         self.key = self.coordinator.public_key_bytes()
+        if workdir is not None and kept is None:
+            _keep_key(Path(workdir) / KEY_FILE, self.coordinator.context)
         context = self.coordinator.context
         self.layout = Layout(context, settings.packed_prediction, settings.score_bound,
                              len(config.roster.data_parties))
@@ -124,3 +140,34 @@ class CoordinatorService:
             except VFLError as exc:
                 raise ConfigurationError(f"its link to party {k} failed as it sent its mask ({exc})") from None
         return "dealt", "public", {}
+
+
+def _kept_key(path: Path, key_bits: int):
+    """The key pair kept at ``path``, or None if there is none or it is not of ``key_bits`` bits (then a new one)."""
+    if not path.is_file():
+        return None
+    try:
+        kept = json.loads(path.read_text())
+        n, p, q = (int(kept[k]) for k in ("n", "p", "q"))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigurationError(f"{path} is not a vfl serving key ({exc}); delete it to make a new key pair") from None
+    if kept.get("format") != "vfl-serving-key/1" or p * q != n:
+        raise ConfigurationError(f"{path} is not a vfl serving key; delete it to make a new key pair")
+    if n.bit_length() != key_bits:
+        log.warning("the key pair in %s has %d bits, the settings ask for %d: making a new pair", path,
+                    n.bit_length(), key_bits)
+        return None
+    public = PublicKey(n)
+    return public, PrivateKey(public, p, q)
+
+
+def _keep_key(path: Path, context) -> None:
+    """Write the key pair to ``path``, readable by its owner only (written aside, then renamed)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    secret = context.private_key
+    text = json.dumps({"format": "vfl-serving-key/1", "n": str(int(context.public_key.n)), "p": str(int(secret.p)),
+                       "q": str(int(secret.q))})
+    aside = path.with_suffix(".tmp")
+    with os.fdopen(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+        f.write(text)
+    os.replace(aside, path)

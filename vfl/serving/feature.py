@@ -39,6 +39,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -49,7 +50,7 @@ from vfl.protocols.span import SpanLedger, check_release, model_name, raw_direct
 from vfl.serving import messages, private
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
-from vfl.serving.models import load_share
+from vfl.serving.models import load_share, shard_path
 from vfl.serving.rounds import Layout, encrypted_scores, partial_scores, row_status
 
 log = logging.getLogger("vfl.serving")
@@ -74,6 +75,7 @@ class Building:
     table: private.Table | None = None
     building: bool = False
     again: bool = False             # a refresh asked for while building: build once more after
+    refresh: bool = False           # the build under way must draw a new key (not take the table kept on disk)
     percent: int = 0
     error: str = ""
 
@@ -121,6 +123,7 @@ class FeatureService:
     def __init__(self, config, role: str, store, settings=None, workdir=None):
         self.config, self.role, self.store = config, role, store
         self.ledger = SpanLedger.at(workdir, role) if workdir is not None else SpanLedger.in_memory(role, "serve")
+        self.workdir = Path(workdir) if workdir is not None else None     # keeps its private tables
         self.settings = settings or config.serving_of(role)
         roster = config.roster
         self.label, self.coordinator = roster.label, serving_coordinator(config)
@@ -278,7 +281,7 @@ class FeatureService:
                 return
             if state.table is not None and not refresh:
                 return
-            state.building, state.percent, state.error = True, 0, ""
+            state.building, state.percent, state.error, state.refresh = True, 0, "", refresh
         threading.Thread(target=self._build_now, args=(version, state), daemon=True,
                          name=f"vfl-table-{self.role}-{version}").start()
 
@@ -295,13 +298,22 @@ class FeatureService:
                     raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} to encrypt its "
                                              "partial scores under")
                 ids, values = self.store.rows(share.columns)
-                bodies = private.payloads(share, values, layout, self.config.training.frac_bits)
                 key = layout.context.public_key.fingerprint if layout is not None else ""
+                digest = private.source_digest(shard_path(self.settings.models, version, self.role).read_bytes(),
+                                               ids, values, key)
+                kept = self.workdir / "tables" / f"{version}.table" if self.workdir is not None else None
+                table = None if state.refresh or kept is None else private.read_table(kept, version, digest)
+                how = "kept on disk, read"
+                if table is None:
+                    how = "built"
+                    bodies = private.payloads(share, values, layout, self.config.training.frac_bits)
 
-                def progress(done, total):
-                    state.percent = int(100 * done / max(1, total))
+                    def progress(done, total):
+                        state.percent = int(100 * done / max(1, total))
 
-                table = private.build_table(self.role, version, share.kind, ids, bodies, key, progress)
+                    table = private.build_table(self.role, version, share.kind, ids, bodies, key, progress)
+                    if kept is not None:
+                        private.write_table(kept, table, digest)
                 with self._tables:
                     if state.table is not None:     # the last one keeps serving rounds under way; older ones go
                         for ident in [i for i, t in self.named.items() if t.version == version
@@ -310,8 +322,8 @@ class FeatureService:
                     state.table, state.error = table, ""
                     self.named[table.ident] = table
                 log.info("party %s: private table %s of model version %s: %d rows in %d entries of %d bytes, "
-                         "built in %.1f s", self.role, private.fingerprint(table), version, len(ids), table.count,
-                         table.entry_bytes, time.perf_counter() - started)
+                         "%s in %.1f s", self.role, private.fingerprint(table), version, len(ids), table.count,
+                         table.entry_bytes, how, time.perf_counter() - started)
             except (VFLError, ValueError, OSError) as exc:
                 state.error = _public(exc)
                 log.warning("party %s: private table of model version %s: %s", self.role, version, exc)
@@ -319,7 +331,7 @@ class FeatureService:
                 if not state.again:
                     state.building = False
                     return
-                state.again = False
+                state.again, state.refresh = False, True
 
     def _forget(self, state: Building) -> None:
         for ident in [i for i, t in self.named.items() if state.table is not None and

@@ -185,6 +185,49 @@ def build_table(party: str, version: str, kind: str, ids: list, bodies: np.ndarr
     return Table(ident, version, kind, key, payload_bytes, len(sealed), entries, key_fingerprint)
 
 
+def source_digest(shard: bytes, ids: list, values: np.ndarray, key_fingerprint: str) -> str:
+    """What a table is built from: the shard's bytes, every row, the coordinator's key (a table kept on disk is
+    used again only for the same)."""
+    digest = hashlib.sha256()
+    for part in (shard, "\n".join(ids).encode("utf-8"), np.ascontiguousarray(values, dtype="<f8").tobytes(),
+                 key_fingerprint.encode()):
+        digest.update(len(part).to_bytes(8, "big") + part)
+    return digest.hexdigest()
+
+
+def write_table(path, table: Table, digest: str) -> None:
+    """Keep ``table`` (its key included) at ``path``, readable by its owner only, for a restart to use again."""
+    import json
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    head = json.dumps({"format": "vfl-private-table/1", "version": table.version, "kind": table.kind,
+                       "ident": table.ident.hex(), "key": table.key.hex(), "payload_bytes": table.payload_bytes,
+                       "count": table.count, "key_fingerprint": table.key_fingerprint, "digest": digest})
+    aside = path.with_suffix(".tmp")
+    with os.fdopen(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+        f.write(head.encode() + b"\n" + table.entries)
+    os.replace(aside, path)
+
+
+def read_table(path, version: str, digest: str) -> Table | None:
+    """The table kept at ``path`` if it was built from the same source (``digest``) for ``version``, else None."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            head = json.loads(f.readline())
+            if head.get("format") != "vfl-private-table/1" or head.get("digest") != digest or \
+                    head.get("version") != version:
+                return None
+            table = Table(bytes.fromhex(head["ident"]), version, head["kind"], bytes.fromhex(head["key"]),
+                          int(head["payload_bytes"]), int(head["count"]), f.read(), head["key_fingerprint"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None                         # absent, or not a table: built again
+    return table if len(table.entries) == table.count * table.entry_bytes else None
+
+
 def evaluate(table: Table, points: bytes, peer: str) -> bytes:
     """The feature party's whole part of a request: ``k B`` for each blinded point (each checked)."""
     if not isinstance(points, bytes) or not points or len(points) % oprf.POINT_BYTES:
