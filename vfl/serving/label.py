@@ -255,7 +255,7 @@ class LabelService:
                 reply = self._table_part(channel, version, after, 0)
                 if reply.name == "table_pending":
                     percent = messages.integer(reply, "percent", peer, 0, 100)
-                    self._note(key, f"being built ({percent}%)" if reply.fields.get("building") else "current")
+                    self._note(key, f"being built ({percent}%)")
                     if not reply.fields.get("building") and held is not None and self._stale(held):
                         time.sleep(TABLE_POLL)      # the peer has not the coordinator's new key yet: it will build
                         continue
@@ -337,7 +337,7 @@ class LabelService:
             for peer in self.features:
                 key = (peer, version)
                 fresh = lambda: key in self.held and self.held[key].ident != before.get(peer) or \
-                    self._tables.get(key, "").startswith(("failed", "current"))
+                    self._tables.get(key, "").startswith("failed")
                 if not self._held.wait_for(fresh, max(0.0, deadline - time.monotonic())):
                     raise RoundError(f"party {peer}'s private table of model version {version} did not come within "
                                      f"{TABLE_TIMEOUT:g} s", peer, 504, "deadline_exceeded")
