@@ -144,13 +144,14 @@ class Table:
         return oprf.TAG_BYTES + self.payload_bytes + BOX_OVERHEAD
 
 
-def _seal_chunk(key: bytes, ids: list, rows: bytes, payload_bytes: int, context: bytes) -> list:
-    """``(tag, box)`` of each row of a chunk (run in a worker process when the table is large)."""
-    out = []
+def _seal_chunk(key: bytes, ids: list, rows: bytes, payload_bytes: int, context: bytes) -> bytes:
+    """The entries (tag, then box) of a chunk of rows, end to end (run in a worker process when the table is large)."""
+    out = bytearray()
     for i, key_id in enumerate(ids):
         payload = rows[i * payload_bytes:(i + 1) * payload_bytes]
-        out.append(oprf.seal(oprf.prf(key, key_id.encode("utf-8"), context), payload, context))
-    return out
+        entry_tag, box = oprf.seal(oprf.prf(key, key_id.encode("utf-8"), context), payload, context)
+        out += entry_tag + box
+    return bytes(out)
 
 
 def build_table(party: str, version: str, kind: str, ids: list, bodies: np.ndarray, key_fingerprint: str = "",
@@ -165,24 +166,29 @@ def build_table(party: str, version: str, kind: str, ids: list, bodies: np.ndarr
     ident, key = secrets.token_bytes(IDENT_BYTES), oprf.new_key()
     context = domain(party, version, ident)
     payload_bytes = bodies.shape[1]
+    entry_bytes = oprf.TAG_BYTES + payload_bytes + BOX_OVERHEAD
     chunks = [(ids[s:s + SEAL_CHUNK], bodies[s:s + SEAL_CHUNK].tobytes()) for s in range(0, len(ids), SEAL_CHUNK)]
-    sealed = []
+    count = padded_count(len(ids))
+    table = np.empty((count, entry_bytes), dtype=np.uint8)
+    table[len(ids):] = np.frombuffer(os.urandom((count - len(ids)) * entry_bytes), dtype=np.uint8).reshape(
+        count - len(ids), entry_bytes)      # random entries: pseudorandom tags and boxes look alike
+    at = 0
     if len(chunks) > 1:
         from joblib import Parallel, delayed
 
         tasks = (delayed(_seal_chunk)(key, part, rows, payload_bytes, context) for part, rows in chunks)
-        for done, entries in enumerate(Parallel(n_jobs=2, return_as="generator")(tasks)):
-            sealed.extend(entries)
-            if progress is not None:
-                progress(min(len(ids), (done + 1) * SEAL_CHUNK), len(ids))
-    elif chunks:
-        sealed = _seal_chunk(key, *chunks[0], payload_bytes, context)
-    box_bytes = payload_bytes + BOX_OVERHEAD
-    for _ in range(padded_count(len(ids)) - len(ids)):   # random entries: pseudorandom tags and boxes look alike
-        sealed.append((os.urandom(oprf.TAG_BYTES), os.urandom(box_bytes)))
-    sealed.sort(key=lambda entry: entry[0])
-    entries = b"".join(t + b for t, b in sealed)
-    return Table(ident, version, kind, key, payload_bytes, len(sealed), entries, key_fingerprint)
+        sealed = Parallel(n_jobs=2, return_as="generator")(tasks)
+    else:
+        sealed = (_seal_chunk(key, part, rows, payload_bytes, context) for part, rows in chunks)
+    for entries in sealed:
+        block = np.frombuffer(entries, dtype=np.uint8).reshape(-1, entry_bytes)
+        table[at:at + len(block)] = block
+        at += len(block)
+        if progress is not None:
+            progress(at, len(ids))
+    high, low = (np.ascontiguousarray(table[:, s:s + 8]).view(">u8").ravel().astype(np.uint64) for s in (0, 8))
+    entries = table[np.lexsort((low, high))].tobytes()          # sorted by tag
+    return Table(ident, version, kind, key, payload_bytes, count, entries, key_fingerprint)
 
 
 def source_digest(shard: bytes, ids: list, values: np.ndarray, key_fingerprint: str) -> str:
@@ -251,7 +257,8 @@ class HeldTable:
                                 f"{self.entry_bytes}")
         self.entries = entries
         rows = np.frombuffer(entries, dtype=np.uint8).reshape(count, self.entry_bytes)
-        self._keys = np.ascontiguousarray(rows[:, :8]).view(">u8").ravel()     # the tags' first 8 bytes
+        # the tags' first 8 bytes, as native integers (a big-endian array would be converted at every search)
+        self._keys = np.ascontiguousarray(rows[:, :8]).view(">u8").ravel().astype(np.uint64)
         if count > 1 and np.any(self._keys[1:] < self._keys[:-1]):
             raise ProtocolError(f"{party} sent a table whose entries are not sorted by tag")
         self.context = domain(party, version, ident)
