@@ -250,11 +250,11 @@ class FeatureService:
         elif not self.config.boosting and not self.config.mlp and self._key(None, LOAD_KEY_WAIT) is None:
             raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} yet (not linked to it)")
         share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting,
-                           mlp=self.config.mlp)
+                           mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
         self.store.check_columns(share.columns)
         if share.kind == "linear":
             directions = raw_directions(share.coef, None if share.scaler is None else share.scaler.scale)
-            check_release(self.ledger, self.label, share.columns, directions, share.width,
+            check_release(self.ledger, self.label, share.released_columns, directions, share.width,
                           model_name(directions, share.trained_with), self.config.party(self.role).allow_score_span,
                           f"allow_score_span = true in its own [parties.{self.role}] table")
         with self._lock:
@@ -269,7 +269,8 @@ class FeatureService:
         if tables in (1, 2):
             self._build(version, refresh=tables == 2)
         width = len(share.trees) if share.kind == "trees" else share.width
-        return "loaded", "public", {"trained_with": share.trained_with, "width": width}
+        best = {"best_points": share.best_points} if share.pipeline else {}     # for the reasons' party totals
+        return "loaded", "public", {"trained_with": share.trained_with, "width": width, **best}
 
     # -- private queries ----------------------------------------------------------------------
     def _build(self, version: str, refresh: bool) -> None:
@@ -392,7 +393,7 @@ class FeatureService:
         if layout is None or layout.context.public_key.fingerprint != fingerprint:
             raise ConfigurationError(f"it does not hold the coordinator's current key "
                                      f"({'not linked to ' + str(self.coordinator) if layout is None else 'another key'})")
-        values, status = self._rows(message, share, complete=True)
+        values, status = self._rows(message, share, complete=share.complete)
         u, status = partial_scores(share, values, status, layout.bound)
         return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status)
 

@@ -168,7 +168,7 @@ class LabelService:
 
     def _own_share(self, version: str):
         share = load_share(self.settings.models, version, self.role, "label", self.config.boosting, self.features,
-                           mlp=self.config.mlp)
+                           mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
         if self.store is not None:
             self.store.check_columns(share.columns)
         self.private(share)
@@ -242,6 +242,11 @@ class LabelService:
         if share.kind == "linear" and width != share.width:
             raise DataError(f"party {peer}'s shard of model version {share.version} holds {width} model(s), party "
                             f"{self.role}'s {share.width}; use the shards of one training run")
+        if getattr(share, "pipeline", False):
+            best = answer.fields.get("best_points")
+            if not isinstance(best, float) or not np.isfinite(best):
+                raise ProtocolError(f"{peer} answered 'load' of a pipeline without the best points of its columns")
+            share.feature_best[peer] = best
         if share.kind == "mlp" and width != share.units:
             raise DataError(f"party {peer}'s shard of model version {share.version} has an interactive layer of "
                             f"{width} units, party {self.role}'s {share.units}; use the shards of one training run")
@@ -450,7 +455,7 @@ class LabelService:
         if looked and self.store is not None:
             rows, hits = self.store.lookup([ids[i] for i in looked], columns)
             values[looked], found[looked] = rows, hits
-        status = row_status(values, found, complete=share.kind != "trees")
+        status = row_status(values, found, complete=getattr(share, "complete", share.kind != "trees"))
         status[mismatched] = -1
         return values, status
 
@@ -466,23 +471,48 @@ class LabelService:
             return
         chosen = [ids[i] for i in go]
         round_id = next(self._rounds)
+        # the feature parties' encrypted sum; the pipeline: each one's (its reasons name its total)
+        pipeline = getattr(share, "pipeline", False)
+        groups = {k: [k] for k in self.features} if pipeline else {"": self.features}
         if self.private(share):
             opened = self._private(share, self.features, chosen, deadline, round_id)
             their = {k: status for k, (status, _) in opened.items()}
-            total = EncryptedVector(layout.context, private.packed_sum(layout, opened, len(go), share.width),
-                                    layout.context.frac_bits)
+            totals = {g: EncryptedVector(layout.context, private.packed_sum(layout, {k: opened[k] for k in ks},
+                                                                            len(go), share.width),
+                                         layout.context.frac_bits) for g, ks in groups.items()}
         else:
             fields = {"version": share.version, "key": layout.context.public_key.fingerprint,
                       "ids": pack_ids(chosen)}
             replies = self._ask(round_id, {k: ("score", "public", fields) for k in self.features}, deadline)
             their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
-            total = summed(layout, replies, len(go) * share.width)
-        request, secret = masked_total(layout, total, u_b[go], self.role)
+            totals = {g: summed(layout, {k: replies[k] for k in ks}, len(go) * share.width)
+                      for g, ks in groups.items()}
+        if pipeline:
+            return self._pipeline(share, ids, values, go, u_b, totals, their, round_id, deadline, answers)
+        request, secret = masked_total(layout, totals[""], u_b[go], self.role)
         answer = self._ask(round_id, {self.coordinator: ("decrypt", "ciphertext", request)}, deadline)
         z = unmasked(layout, answer[self.coordinator], secret, request["n_values"], self.role)
         z = z.reshape(len(go), share.width)
         for j, i in enumerate(go):
             answers[i] = _theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, z[j])}
+
+    def _pipeline(self, share, ids, values, go, u_b, totals, their, round_id, deadline, answers) -> None:
+        """The credit pipeline's round end: each feature party's total decrypted on its own (masked, as the sum
+        is), for the reasons' party totals; the scorecard's points, the reasons, the served rows' bins counted."""
+        layout, n = self.layout, len(go)
+        block = layout.ciphertexts(n) * (len(layout.slots.widths) if layout.packed else 1)
+        request, secret = masked_total(layout, EncryptedVector.concat(list(totals.values())),
+                                       np.zeros(block * len(totals)), self.role)
+        answer = self._ask(round_id, {self.coordinator: ("decrypt", "ciphertext", request)}, deadline)
+        parts = unmasked(layout, answer[self.coordinator], secret, request["n_values"], self.role)
+        parts = dict(zip(totals, parts.reshape(len(totals), block)[:, :n]))
+        z = u_b[go, 0] + sum(parts.values())
+        codes = share.codes(values[go])
+        share.count(codes)
+        for j, i in enumerate(go):
+            answers[i] = _theirs(ids[i], their, j) or {
+                "id": ids[i], **outcome(share, z[j:j + 1]),
+                "reasons": share.reasons(codes[j], {k: float(u[j]) for k, u in parts.items()})}
 
     def _trees(self, share, ids, values, status, deadline, answers) -> None:
         go = np.flatnonzero(status == OK)
@@ -637,6 +667,10 @@ def outcome(share, z: np.ndarray) -> dict:
     """One id's answer from its raw scores: the score, and for classifiers the probabilities and class."""
     classes = share.classes
     z = np.asarray(z, dtype=np.float64)
+    if getattr(share, "pipeline", False):       # the scorecard's points, as vfl predict writes them
+        p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
+        return {"score": float(share.scale.score(z[0])), "log_odds": float(z[0]), "probability": p,
+                "prediction": classes[1] if p >= 0.5 else classes[0]}
     if classes is None and len(z) > 1:          # a split network with several outputs
         return {"scores": {str(j): float(v) for j, v in enumerate(z)}}
     if classes is None or (share.kind == "linear" and share.objective == "linear"):

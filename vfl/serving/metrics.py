@@ -12,6 +12,8 @@ metric                           type       what
 ``vfl_serve_party_up``           gauge      1 if a peer is linked and ready, by ``party``
 ``vfl_serve_model_version``      gauge      1, labelled with the ``version`` in use
 ``vfl_serve_reloads_total``      counter    model version switches, by ``result``
+``vfl_serve_psi``                gauge      the credit pipeline: population stability of the rows served since
+                                            the version was loaded against training's, per label-party ``column``
 ===============================  =========  ===========================================================
 """
 
@@ -75,5 +77,11 @@ class _State:
                 up.add_metric([party], 1.0 if entry["state"] == "up" else 0.0)
             if service.current is not None:
                 version.add_metric([service.current], 1.0)
+        drift = GaugeMetricFamily("vfl_serve_psi", "Population stability of the served rows against training's, "
+                                  "per column of the label party (the credit pipeline)", labels=["column"])
+        if service is not None and getattr(service.share, "pipeline", False):
+            for column, value in service.share.drift().items():
+                drift.add_metric([column], value)
         yield up
         yield version
+        yield drift

@@ -5,12 +5,14 @@ every party (``models/3/model_bank.json`` at the label party,
 ``models/3/model_telco.json`` at telco).  The shards are the files ``vfl party``
 writes, in their documented JSON formats (``vfl-model-shard/2`` for the linear
 models, ``vfl-boosting-shard/1`` for trees, ``vfl-mlp-shard/1`` for split
-networks), read with every check of batch prediction
+networks, ``vfl-pipeline-shard/1`` for the credit pipeline), read with every check of batch prediction
 (:func:`vfl.deploy.shards.linear.read_shard`,
 :func:`~vfl.deploy.shards.trees.read_shard`, :func:`~vfl.deploy.shards.mlp.read_shard`).
 
 What a service needs of a shard is here: :class:`LinearShare` turns rows into
-this party's partial scores, :class:`TreeShare` into leaf masks (a feature party)
+this party's partial scores (:class:`PipelineShare` too, through its bins, their
+coding and its weights; its label party's also into the scorecard's points, reason
+codes and the drift of served rows), :class:`TreeShare` into leaf masks (a feature party)
 or, with the feature parties' masks, into raw scores (the label party),
 :class:`MLPShare` into this party's part of the interactive layer (a feature
 party) or, with the sum of the feature parties' parts, into the network's
@@ -22,17 +24,23 @@ and how many values per row the parties exchange.
 from __future__ import annotations
 
 import re
+import threading
 from pathlib import Path
 
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
 from vfl.crypto import ring
+from vfl.deploy.shards import credit as credit_shards
 from vfl.deploy.shards import mlp as mlp_shards
 from vfl.deploy.shards import trees as tree_shards
 from vfl.deploy.shards.linear import read_shard, shard_models, shard_scaler
 from vfl.deploy.report import plain
+from vfl.parties.binning import Binner
+from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
+from vfl.parties.credit.statistics import population_stability
 from vfl.parties.mlp.activations import activate
+from vfl.parties.scaling import Standardizer
 from vfl.parties.mlp.layers import forward, layer_activations
 from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
 from vfl.deploy.serving_settings import VERSION, check_version
@@ -78,6 +86,9 @@ class LinearShare:
     """
 
     kind = "linear"
+    #: whether a row with a missing value cannot be scored
+    complete = True
+    pipeline = False
 
     def __init__(self, shard: dict, version: str):
         self.version = version
@@ -93,11 +104,103 @@ class LinearShare:
         self.classes = shard.get("classes") or None
         #: values each row adds to a round: one per model
         self.width = len(params)
+        #: the columns its partial scores are linear in (the score-span rule's)
+        self.released_columns = self.columns
 
     def scores(self, x: np.ndarray) -> np.ndarray:
         x = x if self.scaler is None else self.scaler.apply(x)
         with np.errstate(all="ignore"):
             return x @ self.coef.T + self.intercept
+
+
+class PipelineShare:
+    """One party's shard of the credit pipeline: raw columns -> bins -> model columns -> partial log-odds.
+
+    ``scores(x)`` is its partial log-odds ``(n, 1)`` (the label party's with the
+    intercept), a missing value taking its column's missing bin.  The label party's
+    also gives each row's scorecard points per own column (:meth:`own_points`), the
+    reasons a score fell short (:meth:`reasons`), and the population stability of
+    the rows it served, per own column (:meth:`drift`).
+    """
+
+    kind = "linear"
+    complete = False
+    pipeline = True
+    objective = "logistic"
+    width = 1
+    #: reasons given per answer at most (adverse-action notices name up to four)
+    REASONS = 4
+
+    def __init__(self, shard: dict, version: str):
+        self.version, self.role = version, shard["role"]
+        self.columns = list(shard["columns"])
+        self.trained_with = shard["trained_with"]
+        self.binner = Binner.from_dict(shard["binning"])
+        self.coder = Coder.from_dict(shard["coding"])
+        model = shard["model"]
+        self.released_columns = list(model["columns"])
+        self.scaler = Standardizer.from_dict(model, len(self.released_columns), "model shard")
+        self.coef = np.asarray([model["coef"]], dtype=np.float64)
+        self.intercept = np.asarray([model.get("intercept") or 0.0]) if self.role == "label" else np.zeros(1)
+        self.points = [np.asarray(p, dtype=np.float64) for p in shard["points"]]
+        #: the most points its columns can give a row (a feature party tells the label party this, no more)
+        self.best_points = float(sum(p.max() for p in self.points)) if self.points else 0.0
+        self.bin_counts = [np.asarray(c, dtype=np.int64) for c in shard["bin_counts"]]
+        self.classes = list(model["classes"]) if self.role == "label" else None
+        if self.role == "label":
+            card = shard["scorecard"]
+            self.scale = ScorecardScale(card["base_score"], card["base_odds"], card["pdo"])
+            self.base_points = float(self.scale.offset - self.scale.factor * self.intercept[0])
+            #: best points of each feature party's columns, from its ``loaded`` answer
+            self.feature_best: dict[str, float] = {}
+            self.served = [np.zeros(len(c), dtype=np.int64) for c in self.bin_counts]
+            self._lock = threading.Lock()
+
+    def codes(self, x: np.ndarray) -> np.ndarray:
+        """Each row's bin per column (missing: the column's last bin)."""
+        return flat_codes(self.binner.transform(x, f"party {self.role}", self.columns), self.binner.n_bins_,
+                          self.binner.missing_code)
+
+    def scores(self, x: np.ndarray) -> np.ndarray:
+        coded = self.scaler.apply(self.coder.transform(self.codes(x)))
+        return coded @ self.coef.T + self.intercept
+
+    def own_points(self, codes: np.ndarray) -> np.ndarray:
+        """Points of each row's bin in each of its selected columns: ``(n, selected)``."""
+        return np.column_stack([p[codes[:, j]] for j, p in zip(self.coder.selected, self.points)]) \
+            if self.points else np.zeros((len(codes), 0))
+
+    def reasons(self, codes_row: np.ndarray, parts: dict) -> list[dict]:
+        """The label party: what cost a row the most points, worst first (at most :data:`REASONS`).
+
+        Its own columns by name (the points their bins gave, and how far below their best);
+        a feature party as one total (``parts``: its partial log-odds, whose points are
+        ``-factor u``; below the best its columns can give, which it told).
+        """
+        found = []
+        for j, p in zip(self.coder.selected, self.points):
+            got = float(p[codes_row[j]])
+            found.append({"column": self.columns[j], "points": round(got, 2), "short": round(p.max() - got, 2)})
+        for peer, u in parts.items():
+            got = float(-self.scale.factor * u)
+            found.append({"party": peer, "points": round(got, 2),
+                          "short": round(self.feature_best.get(peer, got) - got, 2)})
+        found.sort(key=lambda r: -r["short"])
+        return [r for r in found if r["short"] > 0.005][:self.REASONS]
+
+    def count(self, codes: np.ndarray) -> None:
+        """Count the served rows' bins (the label party's own columns), for :meth:`drift`."""
+        with self._lock:
+            for j, served in enumerate(self.served):
+                served += np.bincount(codes[:, j], minlength=len(served))[:len(served)]
+
+    def drift(self) -> dict[str, float]:
+        """Population stability of the rows served so far against training's, per own column (none served: {})."""
+        with self._lock:
+            served = [c.copy() for c in self.served]
+        if not served or served[0].sum() == 0:
+            return {}
+        return {c: float(population_stability(t, s)) for c, t, s in zip(self.columns, self.bin_counts, served)}
 
 
 class TreeShare:
@@ -109,6 +212,8 @@ class TreeShare:
     """
 
     kind = "trees"
+    complete = False
+    pipeline = False
 
     def __init__(self, shard: dict, version: str, features=()):
 
@@ -149,6 +254,8 @@ class MLPShare:
     """
 
     kind = "mlp"
+    complete = True
+    pipeline = False
 
     def __init__(self, shard: dict, version: str, features=()):
         self.version = version
@@ -188,11 +295,14 @@ class MLPShare:
             return forward(party.top, activate(upper[0], z), upper[1:])[-1]
 
 
-def load_share(models: Path, version: str, party: str, kind: str, boosting: bool, features=(), mlp: bool = False):
+def load_share(models: Path, version: str, party: str, kind: str, boosting: bool, features=(), mlp: bool = False,
+               pipeline: bool = False):
     """Party ``party``'s shard of ``version`` (``kind``: ``"feature"`` or ``"label"``), checked."""
     path = shard_path(models, version, party)
     if not path.is_file():
         raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
+    if pipeline:
+        return PipelineShare(credit_shards.read_shard(path, party, kind), version)
     if mlp:
         return MLPShare(mlp_shards.read_shard(path, party, kind), version, features)
     if boosting:

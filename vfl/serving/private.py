@@ -114,7 +114,7 @@ def _bodies(status: np.ndarray, width: int) -> np.ndarray:
 
 def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0) -> np.ndarray:
     """Every row's payload for ``share`` (its kind's function): ``(rows, payload bytes)``, the first its status."""
-    complete = share.kind != "trees"
+    complete = getattr(share, "complete", share.kind != "trees")
     status = row_status(values, np.ones(len(values), dtype=bool), complete)
     if share.kind == "linear":
         return linear_payloads(share, layout, values, status)
