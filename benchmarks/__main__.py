@@ -153,6 +153,9 @@ def parse_args(argv=None):
     p.add_argument("--queries", type=lambda t: [v.strip() for v in t.split(",") if v.strip()], default=None,
                    metavar="MODE[,MODE]", help="with --serve: the query modes, one after the other on the same data "
                    "(default private,by_id)")
+    p.add_argument("--restart-every", type=float, default=None, metavar="SECONDS",
+                   help="with --serve: restart the feature party and the coordinator in turn this often during the "
+                        "soak (default: once, halfway)")
     p.add_argument("--rows", type=int, default=None,
                    help="with --serve: rows per party (default 100,000; 10,000 with --quick)")
     fate = p.add_argument_group("beside FATE 2.2 (benchmarks.fate_compare; FATE in a virtualenv of its own)")

@@ -115,13 +115,15 @@ async def throughput_phase(host, port, ids, clients, seconds) -> dict:
                 clients=clients)
 
 
-async def soak_phase(host, port, ids, rate, seconds, restart, sample) -> dict:
-    """Open loop at ``rate`` requests/s; ``restart()`` at half time; ``sample()`` every 5 s."""
+async def soak_phase(host, port, ids, rate, seconds, restart, sample, every=None) -> dict:
+    """Open loop at ``rate`` requests/s; ``restart(k)`` every ``every`` s (default: once, at half time), the
+    ``k``-th restart; ``sample()`` every 5 s."""
+    every = every or seconds / 2
     pool: asyncio.Queue = asyncio.Queue()
     for _ in range(128):
         pool.put_nowait(Connection(host, port))
     times, statuses, errors, lost = [], {}, {}, [0]
-    tasks, memory, restarted, restarting = [], [], {}, None
+    tasks, memory, restarted, restarting = [], [], [], []
 
     async def one(due: float):
         connection = await pool.get()
@@ -144,9 +146,10 @@ async def soak_phase(host, port, ids, rate, seconds, restart, sample) -> dict:
         if now >= next_sample:
             memory.append((round(now - start, 1), sample()))
             next_sample += 5.0
-        if restarting is None and now >= start + seconds / 2:       # in a thread: the requests keep coming
-            restarting = asyncio.get_running_loop().run_in_executor(None, restart)
-            restarted["at_s"] = round(now - start, 1)
+        if now >= start + every * (len(restarting) + 1) and now < start + seconds - 1:   # in a thread: the
+            k = len(restarting)                                                            # requests keep coming
+            restarting.append(asyncio.get_running_loop().run_in_executor(None, restart, k))
+            restarted.append({"at_s": round(now - start, 1)})
         due = start + n * interval
         if due > now:
             await asyncio.sleep(due - now)
@@ -154,8 +157,8 @@ async def soak_phase(host, port, ids, rate, seconds, restart, sample) -> dict:
         tasks.append(asyncio.get_running_loop().create_task(one(due)))
         n += 1
     await asyncio.gather(*tasks)
-    if restarting is not None:
-        restarted.update(await restarting)
+    for entry, done in zip(restarted, restarting):
+        entry.update(await done)
     memory.append((round(time.perf_counter() - start, 1), sample()))
     return dict(percentiles(times), rate=rate, sent=n, answered=sum(statuses.values()), lost=lost[0],
                 statuses=statuses, errors=errors, restart=restarted, memory_mb=memory)
@@ -278,7 +281,7 @@ def main_serve(args, machine, load) -> dict:
     built = build(folder, rows, args.key_bits)
     for mode in args.queries or ["private", "by_id"]:
         print(f"-- queries = {mode!r}", flush=True)
-        report["modes"][mode] = one_mode(folder / mode, built, mode, seconds, soak, quick, load)
+        report["modes"][mode] = one_mode(folder / mode, built, mode, seconds, soak, quick, load, args.restart_every)
         soak = 0 if args.soak is None else soak            # the soak once, in the first mode, unless asked
     report["load_after"] = load()
     report["goals"] = {mode: goals(figures) for mode, figures in report["modes"].items()}
@@ -287,7 +290,8 @@ def main_serve(args, machine, load) -> dict:
     return report
 
 
-def one_mode(folder: Path, built: dict, mode: str, seconds: float, soak: int, quick: bool, load) -> dict:
+def one_mode(folder: Path, built: dict, mode: str, seconds: float, soak: int, quick: bool, load,
+             restart_every: float | None = None) -> dict:
     """Start the three services with ``[serving.B] queries = mode``; latency, throughput, refresh, soak."""
     folder.mkdir(parents=True)
     config = folder / "federation.toml"
@@ -320,20 +324,23 @@ def one_mode(folder: Path, built: dict, mode: str, seconds: float, soak: int, qu
             _show("refresh (reload of the version in use: every table built again)", report["refresh"])
         rate = max(1.0, report["throughput"]["ids_per_s"] / 2)
 
-        def restart() -> dict:
-            procs["A"].send_signal(signal.SIGKILL)
-            procs["A"].wait()
+        def restart(k: int) -> dict:
+            """The k-th restart: the feature party A and the coordinator C in turn (killed, started again)."""
+            party = "AC"[k % 2]
+            procs[party].send_signal(signal.SIGKILL)
+            procs[party].wait()
             began = time.perf_counter()
-            procs["A"] = start(folder, config, "A")
-            return {"healthy_again_s": round(wait_healthy(host, port, 3600.0), 2),
+            procs[party] = start(folder, config, party)
+            return {"party": party, "healthy_again_s": round(wait_healthy(host, port, 3600.0), 2),
                     "took_s": round(time.perf_counter() - began, 2)}
 
         def sample() -> dict:
             return {p: rss_mb(proc.pid) for p, proc in procs.items()}
 
         if soak:
-            report["soak"] = asyncio.run(soak_phase(host, port, ids, rate, soak, restart, sample))
-            _show(f"soak at {rate:.0f} requests/s for {soak} s, A restarted halfway", report["soak"])
+            report["soak"] = asyncio.run(soak_phase(host, port, ids, rate, soak, restart, sample, restart_every))
+            _show(f"soak at {rate:.0f} requests/s for {soak} s, A and C restarted in turn every "
+                  f"{restart_every or soak / 2:.0f} s", report["soak"])
         report["memory_mb"] = sample()
     finally:
         for proc in procs.values():
@@ -417,6 +424,16 @@ def goals(report: dict) -> dict:
         out["soak_lost"] = [soak["lost"], 0, soak["lost"] == 0 and soak["answered"] == soak["sent"]]
         out["soak_label_party_mb_first_half_max_vs_second_half_max"] = [max(memory[:half] or [0]),
                                                                         max(memory[half:] or [0])]
+        # every process's memory after its last restart (or the start): its first sample a third of the way
+        # in against its last, as a growth in per cent (goal: within 2)
+        growth = {}
+        for party in soak["memory_mb"][0][1]:
+            series = [(t, m[party]) for t, m in soak["memory_mb"]]
+            since = max([r["at_s"] for r in soak["restart"] if r.get("party") == party] + [0.0])
+            kept = [m for t, m in series if t >= since + (series[-1][0] - since) / 3]
+            if len(kept) >= 2 and kept[0]:
+                growth[party] = round(100 * (kept[-1] - kept[0]) / kept[0], 1)
+        out["soak_memory_growth_percent"] = growth
     return out
 
 
