@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint, PublicKey, ring
+from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
@@ -263,7 +263,8 @@ class FeatureService:
                 del self.shares[old]
         with self._tables:
             for old in [v for v in self.tables if v not in keep and v != version]:
-                self._forget(self.tables.pop(old))
+                del self.tables[old]
+                self._drop_named(old)
         log.info("party %s: model version %s loaded", self.role, version)
         tables = message.fields.get("tables", 0)
         if tables in (1, 2):
@@ -315,11 +316,8 @@ class FeatureService:
                     table = private.build_table(self.role, version, share.kind, ids, bodies, key, progress)
                     if kept is not None:
                         private.write_table(kept, table, digest)
-                with self._tables:
-                    if state.table is not None:     # the last one keeps serving rounds under way; older ones go
-                        for ident in [i for i, t in self.named.items() if t.version == version
-                                      and t is not state.table]:
-                            del self.named[ident]
+                with self._tables:              # the last one keeps serving rounds under way; older ones go
+                    self._drop_named(version, keep=state.table)
                     state.table, state.error = table, ""
                     self.named[table.ident] = table
                 log.info("party %s: private table %s of model version %s: %d rows in %d entries of %d bytes, "
@@ -334,9 +332,9 @@ class FeatureService:
                     return
                 state.again, state.refresh = False, True
 
-    def _forget(self, state: Building) -> None:
-        for ident in [i for i, t in self.named.items() if state.table is not None and
-                      t.version == state.table.version]:
+    def _drop_named(self, version: str, keep=None) -> None:
+        """Forget the tables of ``version`` a request may name, but ``keep`` (under ``self._tables``)."""
+        for ident in [i for i, t in self.named.items() if t.version == version and t is not keep]:
             del self.named[ident]
 
     def _table(self, message):
@@ -369,7 +367,7 @@ class FeatureService:
             raise ConfigurationError("it holds no private table by the name the request gives (it was rebuilt, "
                                      "or this party restarted); the label party fetches the new one")
         points = message.fields.get("points")
-        if isinstance(points, bytes) and len(points) > MAX_ROUND_IDS * 32:
+        if isinstance(points, bytes) and len(points) > MAX_ROUND_IDS * oprf.POINT_BYTES:
             raise ProtocolError(f"more than {MAX_ROUND_IDS} blinded points")
         return "evaluated", "masked", {"points": private.evaluate(table, points, self.label)}
 

@@ -318,7 +318,7 @@ class LabelService:
         count = messages.integer(first, "count", peer, 1, 1 << 32)
         payload_bytes = messages.integer(first, "payload_bytes", peer, 1, 1 << 24)
         kind, key = messages.text(first, "model", peer, 16), messages.text(first, "key", peer, 64)
-        entry_bytes = private.Table(ident, version, kind, b"", payload_bytes, count, b"").entry_bytes
+        entry_bytes = private.entry_bytes(payload_bytes)
         chunks, have, reply = [], 0, first
         while True:
             data = reply.fields.get("entries")

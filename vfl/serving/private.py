@@ -35,9 +35,11 @@ messages.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 import gmpy2
 import numpy as np
@@ -141,7 +143,12 @@ class Table:
 
     @property
     def entry_bytes(self) -> int:
-        return oprf.TAG_BYTES + self.payload_bytes + BOX_OVERHEAD
+        return entry_bytes(self.payload_bytes)
+
+
+def entry_bytes(payload_bytes: int) -> int:
+    """Bytes of one table entry: its tag, then its sealed payload."""
+    return oprf.TAG_BYTES + payload_bytes + BOX_OVERHEAD
 
 
 def _seal_chunk(key: bytes, ids: list, rows: bytes, payload_bytes: int, context: bytes) -> bytes:
@@ -166,12 +173,12 @@ def build_table(party: str, version: str, kind: str, ids: list, bodies: np.ndarr
     ident, key = secrets.token_bytes(IDENT_BYTES), oprf.new_key()
     context = domain(party, version, ident)
     payload_bytes = bodies.shape[1]
-    entry_bytes = oprf.TAG_BYTES + payload_bytes + BOX_OVERHEAD
+    size = entry_bytes(payload_bytes)
     chunks = [(ids[s:s + SEAL_CHUNK], bodies[s:s + SEAL_CHUNK].tobytes()) for s in range(0, len(ids), SEAL_CHUNK)]
     count = padded_count(len(ids))
-    table = np.empty((count, entry_bytes), dtype=np.uint8)
-    table[len(ids):] = np.frombuffer(os.urandom((count - len(ids)) * entry_bytes), dtype=np.uint8).reshape(
-        count - len(ids), entry_bytes)      # random entries: pseudorandom tags and boxes look alike
+    table = np.empty((count, size), dtype=np.uint8)
+    table[len(ids):] = np.frombuffer(os.urandom((count - len(ids)) * size), dtype=np.uint8).reshape(
+        count - len(ids), size)      # random entries: pseudorandom tags and boxes look alike
     at = 0
     if len(chunks) > 1:
         from joblib import Parallel, delayed
@@ -181,7 +188,7 @@ def build_table(party: str, version: str, kind: str, ids: list, bodies: np.ndarr
     else:
         sealed = (_seal_chunk(key, part, rows, payload_bytes, context) for part, rows in chunks)
     for entries in sealed:
-        block = np.frombuffer(entries, dtype=np.uint8).reshape(-1, entry_bytes)
+        block = np.frombuffer(entries, dtype=np.uint8).reshape(-1, size)
         table[at:at + len(block)] = block
         at += len(block)
         if progress is not None:
@@ -203,9 +210,6 @@ def source_digest(shard: bytes, ids: list, values: np.ndarray, key_fingerprint: 
 
 def write_table(path, table: Table, digest: str) -> None:
     """Keep ``table`` (its key included) at ``path``, readable by its owner only, for a restart to use again."""
-    import json
-    from pathlib import Path
-
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     head = json.dumps({"format": "vfl-private-table/1", "version": table.version, "kind": table.kind,
@@ -219,8 +223,6 @@ def write_table(path, table: Table, digest: str) -> None:
 
 def read_table(path, version: str, digest: str) -> Table | None:
     """The table kept at ``path`` if it was built from the same source (``digest``) for ``version``, else None."""
-    import json
-
     try:
         with open(path, "rb") as f:
             head = json.loads(f.readline())
@@ -251,7 +253,7 @@ class HeldTable:
                  entries: bytes, key_fingerprint: str = ""):
         self.party, self.version, self.ident, self.kind = party, version, ident, kind
         self.payload_bytes, self.count, self.key_fingerprint = payload_bytes, count, key_fingerprint
-        self.entry_bytes = oprf.TAG_BYTES + payload_bytes + BOX_OVERHEAD
+        self.entry_bytes = entry_bytes(payload_bytes)
         if len(entries) != count * self.entry_bytes:
             raise ProtocolError(f"{party} sent a table of {len(entries)} bytes, not {count} entries of "
                                 f"{self.entry_bytes}")
@@ -333,17 +335,13 @@ def packed_sum(layout, answers: dict, n_ids: int, width: int) -> list:
     ciphertext ``j // s`` (``s`` slots of ``w`` bits each: :func:`vfl.parties.linear.packed.prediction_slots`),
     so ciphertext ``c`` is ``prod_slot [[v]]^(2^(w slot))``, by Horner's rule: ``w`` squarings per slot.
     """
-    pk = layout.context.public_key
-    n2, size = gmpy2.mpz(pk.nsquare), pk.ciphertext_bytes
+    context = layout.context
+    n2 = gmpy2.mpz(context.public_key.nsquare)
     count = n_ids * width
     values = [gmpy2.mpz(1)] * count
     for status, bodies in answers.values():
-        for i in np.flatnonzero(status == OK):
-            body = bodies[i]
-            for m in range(width):
-                c = gmpy2.mpz(int.from_bytes(body[m * size:(m + 1) * size], "big"))
-                if not 0 < c < n2:
-                    raise ProtocolError("a payload's ciphertext is outside Z_{n^2}")
+        for i in np.flatnonzero(status == OK):       # each body: ``width`` ciphertexts, checked in Z_{n^2}
+            for m, c in enumerate(context.from_bytes(bodies[i], context.frac_bits).ciphertexts):
                 values[i * width + m] = values[i * width + m] * c % n2
     if not layout.packed:
         return values
