@@ -261,23 +261,13 @@ class LabelService:
                 if reply.name == "table_pending":
                     percent = messages.integer(reply, "percent", peer, 0, 100)
                     self._note(key, f"being built ({percent}%)")
-                    if not reply.fields.get("building") and held is not None and self._stale(held):
-                        time.sleep(TABLE_POLL)      # the peer has not the coordinator's new key yet: it will build
+                    # still building; or done, but the peer has not the coordinator's new key yet: it will build
+                    if reply.fields.get("building") or (held is not None and self._stale(held)):
+                        time.sleep(TABLE_POLL)
                         continue
-                    if not reply.fields.get("building"):    # the one held is its newest
-                        with self._held:
-                            if held is not None:
-                                self.held[key] = held
-                            self._tables[key] = "held"
-                            self._held.notify_all()
-                        return
-                    time.sleep(TABLE_POLL)
-                    continue
+                    return self._hold(key, held)             # the one held is its newest
                 table = self._download(peer, channel, version, after, reply)
-                with self._held:
-                    self.held[key] = table
-                    self._tables[key] = "held"
-                    self._held.notify_all()
+                self._hold(key, table)
                 log.info("party %s: holds %s's private table %s of model version %s (%d entries, %.1f MB)",
                          self.role, peer, private.fingerprint(table), version, table.count,
                          len(table.entries) / 1e6)
@@ -285,6 +275,13 @@ class LabelService:
         except (VFLError, cf.TimeoutError) as exc:
             self._note(key, f"failed: {exc}")
             log.warning("party %s: %s's private table of model version %s: %s", self.role, peer, version, exc)
+
+    def _hold(self, key: tuple, table: private.HeldTable | None) -> None:
+        with self._held:
+            if table is not None:
+                self.held[key] = table
+            self._tables[key] = "held"
+            self._held.notify_all()
 
     def _stale(self, table: private.HeldTable) -> bool:
         """A linear model's table encrypted under a key of the coordinator that is not its key now."""
