@@ -5,7 +5,8 @@ run of ``--messages`` message events (a long boosting run's worth) is served by
 ``vfl board`` itself, a separate process on 127.0.0.1, and fetched over HTTP:
 
 * the runs page (the first and a middle page of the list);
-* the page of the long run, and its live panel (the fragment a running run's page
+* the page of the long run (its first fetch folds every event of the file; later ones only what was
+  appended), and its live panel (the fragment a running run's page
   refetches every 0.5 s) when 100 new events were appended since the last fetch;
 * how long after an event is written the live panel shows it (the record is
   flushed at once; the page asks every 0.5 s, so add up to 0.5 s).
@@ -88,6 +89,7 @@ def main(argv=None) -> int:
                        "records_written_s": round(written_s, 1),
                        "runs_page_ms": _median_ms(client, "/", args.repeats),
                        "middle_page_ms": _median_ms(client, f"/?page={args.runs // 100}", args.repeats),
+                       "long_run_first_page_ms": _median_ms(client, f"/runs/{long.id}", 1),
                        "long_run_page_ms": _median_ms(client, f"/runs/{long.id}", args.repeats)}
 
             def append():

@@ -1,9 +1,9 @@
 """``vfl board`` in a real headless browser (Debian's Chromium and chromedriver, driven by Selenium).
 
 Three ``vfl party`` processes train while a board per party runs as its own process:
-the label party's board follows the run live (its progress advances while the run is
-under way) and then shows its metrics and curves; the coordinator's shows the loss
-curve with one point per epoch; the feature party's shows none of the label party's
+the coordinator's board follows the run live (its progress advances and its loss curve
+grows while the run is under way) and then shows the loss curve with one point per
+epoch; the label party's shows its metrics and curves; the feature party's shows none of the label party's
 values or the coordinator's losses, and its "what this party learned" table is its
 transcript (the messages B's and C's transcripts say they sent it).  No page logs a console error.  With ``VFL_BOARD_SCREENSHOTS=DIR`` the
 test saves the screenshots docs/board.md shows.
@@ -103,22 +103,23 @@ def test_three_boards_follow_a_federation_and_show_each_party_only_its_own(tmp_p
         for role in ("B", "A", "C"):
             boards[role] = _board(work / role, tmp_path / "boards")
 
-        # -- the label party's board, live ---------------------------------------------------------
-        url = boards["B"][1]
-        browser.get(url)
-        link = _wait(lambda: browser.find_elements(By.CSS_SELECTOR, "#runs a"), 30, "the run in the list")
+        # -- the label party's runs, then the coordinator's board followed live: its loss curve grows ------
+        browser.get(boards["B"][1])
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, "#runs a"), 30, "the run in the list")
         assert "running" in browser.find_element(By.ID, "runs").text
         _shot(browser, "runs")
-        link[0].click()
-        seen = set()
+        browser.get(boards["C"][1])
+        _wait(lambda: browser.find_elements(By.CSS_SELECTOR, "#runs a"), 30, "the run in the list")[0].click()
+        seen, curve = set(), set()
 
         def progress():
             try:
                 status = browser.find_element(By.ID, "run-status").text
                 if status == "running":
-                    for element in browser.find_elements(By.CSS_SELECTOR, "#live .progress"):
-                        seen.add(element.text)
-                    if len(seen) == 2:
+                    seen.update(e.text for e in browser.find_elements(By.CSS_SELECTOR, "#live .progress"))
+                    curve.update(int(e.get_attribute("data-points")) for e in
+                                 browser.find_elements(By.CSS_SELECTOR, "#loss-live-0 polyline.series"))
+                    if len(curve) == 3:
                         _shot(browser, "run-live")
                 return status != "running"
             except Exception:      # the panel is being replaced: read it again
@@ -126,9 +127,11 @@ def test_three_boards_follow_a_federation_and_show_each_party_only_its_own(tmp_p
 
         _wait(progress, 300, "the run's end")
         assert len(seen) >= 2, f"the live panel did not advance while the run was under way: {seen}"
+        assert len(curve) >= 2 and max(curve) <= EPOCHS, f"the loss curve did not grow: {curve}"
         results = finish_all(parties, 120)
         assert all(code == 0 for code, _, _ in results.values()), results
-        browser.refresh()
+        browser.get(boards["B"][1])
+        browser.find_element(By.CSS_SELECTOR, "#runs a").click()
         _wait(lambda: browser.find_elements(By.ID, "roc-training"), 30, "the ROC curve")
         roc = browser.find_element(By.CSS_SELECTOR, "#roc-training polyline.series")
         assert int(roc.get_attribute("data-points")) >= 3
@@ -146,8 +149,6 @@ def test_three_boards_follow_a_federation_and_show_each_party_only_its_own(tmp_p
         browser.find_element(By.CSS_SELECTOR, "#runs a").click()
         final = browser.find_element(By.CSS_SELECTOR, "#loss-final polyline.series")
         assert int(final.get_attribute("data-points")) == EPOCHS
-        live = browser.find_element(By.CSS_SELECTOR, "#loss-live-0 polyline.series")
-        assert int(live.get_attribute("data-points")) == EPOCHS
         losses = [float(x) for x in re.findall(r"final loss (\d+\.\d+)", results["C"][1])]
         assert _console_errors(browser) == []
         _shot(browser, "run-coordinator")
@@ -172,3 +173,74 @@ def test_three_boards_follow_a_federation_and_show_each_party_only_its_own(tmp_p
         kill_all(parties)
         for board, _ in boards.values():
             board.kill()
+
+
+def test_a_saved_fit_s_trees_and_a_service_s_growing_charts(tmp_path, browser):
+    """An estimator's record (save_run) opened with vfl board --run: the trees page; a serving record whose
+    service answers /metrics (a real Metrics over HTTP, fed requests as the page watches): its charts grow."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    from selenium.webdriver.common.by import By
+
+    from test_board import _two_parties
+    from vfl import VerticalGradientBoostingClassifier
+    from vfl.deploy.record import RunRecord
+    from vfl.serving.metrics import Metrics
+
+    data = _two_parties()
+    trees = VerticalGradientBoostingClassifier(max_iter=3, max_depth=3, key_bits=1024, insecure=True,
+                                               random_state=0).fit(data)
+    folder = trees.save_run(tmp_path / "fit", data)
+    metrics = Metrics()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = metrics.text()
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    service = RunRecord(tmp_path / "fit", "serve", "serving", "B", "label", {"A": "feature", "B": "label"}, {})
+    service.update(http=f"http://127.0.0.1:{server.server_address[1]}")
+    stop = threading.Event()
+
+    def traffic():
+        k = 0
+        while not stop.wait(0.02):
+            k += 1
+            error = {"code": "missing_row", "party": "A", "message": ""} if k % 50 == 0 else None
+            metrics.answered(200, 0.004 + 0.002 * (k % 7), [{"id": str(k), **({"error": error} if error else {})}])
+
+    threading.Thread(target=traffic, daemon=True).start()
+    board, url = _board(tmp_path / "fit", tmp_path / "boards")
+    try:
+        browser.get(f"{url}/runs/{folder.name}?tree=2")
+        assert browser.find_elements(By.ID, "tree") and browser.find_elements(By.ID, "importances")
+        assert browser.find_elements(By.CSS_SELECTOR, "#tree g.node.own")
+        assert _console_errors(browser) == []
+        _shot(browser, "run-trees")
+        browser.get(f"{url}/runs/{service.id}")
+
+        def points():
+            try:
+                return int(browser.find_element(By.CSS_SELECTOR, "#serving-rate polyline.series")
+                           .get_attribute("data-points"))
+            except Exception:
+                return 0
+
+        first = _wait(points, 30, "the requests-per-second chart")
+        _wait(lambda: points() >= first + 3, 30, "the chart to grow")
+        assert browser.find_elements(By.ID, "serving-latency")
+        assert "missing_row" in browser.find_element(By.ID, "errors").text
+        assert _console_errors(browser) == []
+        _shot(browser, "serving")
+    finally:
+        stop.set()
+        server.shutdown()
+        board.kill()

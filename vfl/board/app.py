@@ -56,7 +56,8 @@ def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
         folder = workdir.folder(run_id)
         said = learned.statement(info.get("family", ""), info.get("role", ""), info.get("task", "train"))
         return render(request, "run.html", info=_row(info), settings=info.get("settings", {}),
-                      live_html=_live_html(info, live), running=info.get("status") == "running",
+                      live_html=_live_html(info, live, bool((result or {}).get("loss_curve"))),
+                      running=info.get("status") == "running",
                       sections=results.sections(info, result, folder, live, tree),
                       received=learned.received(live.messages, info.get("task", "train")), kinds=learned.KINDS,
                       statement=said, serving=info.get("task") == "serve" and bool(info.get("http")))
@@ -102,11 +103,15 @@ def _row(info: dict) -> dict:
     return row
 
 
-def _live_html(info: dict, live) -> str:
-    """The live panel: the step, each model's epochs done, the loss so far as a growing curve, the last lines."""
+def _live_html(info: dict, live, final_loss: bool = False) -> str:
+    """The live panel: the step, each model's epochs done, the loss so far as a growing curve, the last lines.
+
+    ``final_loss``: the result draws the whole loss curve, so the panel does not draw it again.
+    """
     status = info.get("status", "")
     parts = [f'<p class="status {status}" id="run-status">{status}</p>']
-    if status == "running":
+    serving = info.get("task") == "serve"
+    if status == "running" and not serving:
         parts.append(f'<p id="step">now: <b>{_escape(live.step)}</b></p>')
     elif status == "failed":
         parts.append(f'<p class="error" id="run-error">{_escape(info.get("error", ""))}</p>')
@@ -116,12 +121,13 @@ def _live_html(info: dict, live) -> str:
         planned = model["epochs"] or "?"
         parts.append(f'<p class="progress" id="progress-{index}">{_escape(name)}: {model["done"]} of {planned} '
                      f'{unit}s <progress value="{model["done"]}" max="{model["epochs"] or 1}"></progress></p>')
-        if model["loss"]:
+        if model["loss"] and not final_loss:
             epochs, losses = zip(*sorted(model["loss"]))
             parts.append(charts.line_chart([("loss", [e + 1 for e in epochs], list(losses))],
                                            f"loss per {unit}, as it trains", unit, "loss", markers=True,
                                            chart_id=f"loss-live-{index}"))
-    parts.append(f'<p class="counts">{len(live.messages):,} messages sent and received</p>')
+    if not serving:
+        parts.append(f'<p class="counts">{len(live.messages):,} messages sent and received</p>')
     if live.lines:
         parts.append('<pre class="lines">' + "\n".join(_escape(text) for _, text in live.lines[-8:]) + "</pre>")
     if live.damaged:

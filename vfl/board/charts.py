@@ -106,7 +106,7 @@ def bar_chart(labels, values, title: str = "", y_label: str = "", width: int = 5
                    f'{_label(value)}</title></rect>')
         if n <= 24:
             out.append(f'<text x="{x + slot * 0.35:.1f}" y="{height - _BOTTOM + 14}" text-anchor="middle" '
-                       f'class="tick">{escape(_short(str(label)))}</text>')
+                       f'class="tick">{escape(_short(str(label), 16 if n <= 6 else 10))}</text>')
     if reference is not None:
         out.append(f'<line x1="{_LEFT}" x2="{width - _RIGHT}" y1="{py(reference):.1f}" y2="{py(reference):.1f}" '
                    'stroke="#999" stroke-dasharray="4 4"/>')

@@ -136,12 +136,13 @@ def draw(history: list, url: str) -> str:
     if times:
         parts.append('<div class="charts">')
         parts.append(charts.line_chart([("requests/s", times, rates)], "requests per second", "seconds", "requests/s",
-                                       chart_id="serving-rate"))
+                                       y_range=(0.0, max(rates) * 1.1 or 1.0), chart_id="serving-rate"))
         lat = [(t, a, b) for t, a, b in zip(times, p50, p99) if a is not None and b is not None]
         if lat:
             parts.append(charts.line_chart([("p50", [t for t, _, _ in lat], [a for _, a, _ in lat]),
                                             ("p99", [t for t, _, _ in lat], [b for _, _, b in lat])],
                                            "latency of the requests answered", "seconds", "ms",
+                                           y_range=(0.0, max(b for _, _, b in lat) * 1.1 or 1.0),
                                            chart_id="serving-latency"))
         parts.append("</div>")
     errors = {}
