@@ -269,3 +269,37 @@ def test_an_estimator_saves_its_run_for_the_board(tmp_path, vertical_data):
     assert "AUC" not in page and 'id="importances"' not in page
     if 'id="tree"' in page:                               # the trees it took part in: its thresholds, no leaf value
         assert "another party&#39;s" in page and "leaf</text>" in page and not re.search(r"leaf</text><text[^>]*>-?\d", page)
+
+
+@pytest.mark.slow
+def test_the_demo_prints_each_party_s_board_and_b_s_shows_the_run_s_curves():
+    """``vfl demo --board``: the addresses it prints answer while it holds them open; B's shows the ROC."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    demo = subprocess.Popen([sys.executable, "-m", "vfl", "demo", "--board", "--key-bits", "1024", "--iterations",
+                             "2", "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = []
+        for line in demo.stdout:
+            lines.append(line)
+            if "the boards stay open" in line:
+                break
+        text = "".join(lines)
+        addresses = dict(re.findall(r"^  (\w+): (http://127\.0\.0\.1:\d+/)$", text, re.M))
+        assert set(addresses) == {"A", "B", "C"}, text
+        runs = httpx.get(addresses["B"]).text
+        train = re.search(r'href="/runs/([^"]+-train-\d+)"', runs).group(1)
+        page = httpx.get(addresses["B"] + f"runs/{train}").text
+        assert 'id="roc-training"' in page and "AUC" in page
+        theirs = re.search(r'href="/runs/([^"]+-train-\d+)"', httpx.get(addresses["A"]).text).group(1)
+        page = httpx.get(addresses["A"] + f"runs/{theirs}").text
+        assert "party A (feature)" in page and "AUC" not in page and "roc-training" not in page
+    finally:
+        demo.stdin.close()
+        assert demo.wait(60) == 0
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(addresses["B"], timeout=2)           # the boards stopped with the demo
