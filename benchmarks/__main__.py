@@ -28,6 +28,8 @@ each run and the issue's goals; ``--predict ROWS`` times private prediction of
 ROWS rows unpacked against packed (:mod:`benchmarks.predict`).
 ``--woe`` times the credit-scoring WOE/IV step on 10^6 rows x 50 feature-party
 columns against its floor (:mod:`benchmarks.woe`).
+``--board`` times ``vfl board``'s pages over 10,000 runs and a long run's live panel
+(:mod:`benchmarks.board`).
 """
 
 from __future__ import annotations
@@ -121,6 +123,9 @@ def parse_args(argv=None):
                    default=None, metavar="P[,P...]",
                    help="with --shared: which runs, of yang, yang-packed, shared (unpacked) and shared-packed "
                         "(default all four)")
+    p.add_argument("--board", action="store_true",
+                   help="instead: vfl board's runs page over 10,000 runs and a long run's live panel (benchmarks.board; "
+                        "options: python -m benchmarks.board --help)")
     p.add_argument("--woe", action="store_true",
                    help="instead: WOE/IV of 10^6 rows x 50 feature-party columns against its floor (benchmarks.woe; "
                         "options: python -m benchmarks.woe --help)")
@@ -231,6 +236,10 @@ def run_textbook(rows: int, features: int, key_bits: int, start=None, keys=None)
 
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.board:
+        from benchmarks.board import main as main_board
+
+        return main_board([] if args.json is None else ["--json", str(args.json)])
     if args.woe:
         from benchmarks.woe import main as main_woe
 

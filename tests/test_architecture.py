@@ -94,12 +94,29 @@ def test_the_library_ships_without_its_benchmarks_and_their_tools():
         assert "/work/" not in path.read_text(), f"{path.relative_to(REPOSITORY)} names a path of one machine"
 
 
-@pytest.mark.parametrize("face, other", [("serving", "federation"), ("federation", "serving")])
-def test_the_deployment_faces_never_import_each_other(face, other):
-    """``vfl serve`` and ``vfl party`` share what they both need through :mod:`vfl.deploy`, below both."""
+FACES = ("serving", "federation", "board")
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_the_deployment_faces_never_import_each_other(face):
+    """``vfl serve``, ``vfl party`` and ``vfl board`` share what they need through :mod:`vfl.deploy`, below them;
+    the estimators import none of them."""
+    others = tuple(f"vfl.{other}" for other in FACES if other != face)
     for path in (ROOT / face).rglob("*.py"):
         for name in imported_names(path):
-            assert not name.startswith(f"vfl.{other}"), f"{path.relative_to(ROOT)} imports {name}"
-    for path in (ROOT / "deploy").rglob("*.py"):
+            assert not name.startswith(others), f"{path.relative_to(ROOT)} imports {name}"
+    faces = tuple(f"vfl.{f}" for f in FACES)
+    for path in [*(ROOT / "deploy").rglob("*.py"), *(ROOT / n for n in ("linear_model.py", "ensemble.py",
+                                                                         "neural_network.py", "preprocessing.py",
+                                                                         "fitted_runs.py"))]:
         for name in imported_names(path):
-            assert not name.startswith(("vfl.serving", "vfl.federation")), f"{path.relative_to(ROOT)} imports {name}"
+            assert not name.startswith(faces), f"{path.relative_to(ROOT)} imports {name}"
+
+
+def test_the_board_reads_only_records():
+    """The board imports the run records and the reports' words (deploy), never a party, protocol or crypto."""
+    for path in (ROOT / "board").rglob("*.py"):
+        for name in imported_names(path):
+            if name.startswith("vfl."):
+                assert name.startswith(("vfl.board", "vfl.deploy.record", "vfl.deploy.narration",
+                                        "vfl.deploy.commands", "vfl.errors")), f"{path.relative_to(ROOT)} imports {name}"

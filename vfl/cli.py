@@ -17,6 +17,7 @@ SUBCOMMAND_MODULES = (
     "vfl.horizontal.cli",
     "vfl.federation.cli",
     "vfl.serving.cli",
+    "vfl.board.cli",
 )
 
 

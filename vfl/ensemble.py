@@ -15,7 +15,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 
+from vfl import fitted_runs
 from vfl.crypto import compute, get_engine
+from vfl.deploy.shards.trees import write_shard
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties.trees.label_party import TreeLabelParty
@@ -107,7 +109,7 @@ class _VerticalGradientBoosting(BaseEstimator):
         held = {}
         with ProgressBar(self.verbose, settings.max_iter, "vfl boosting", "iteration") as bar:
             def on_iteration(iteration: int, state: dict) -> None:
-                bar.step(_training_loss(held["label"]) if bar.shown else None)
+                bar.step(run.training_loss(held["label"]) if bar.shown else None)
 
             results = run_in_threads(roster, run.training_programs(roles, settings, roster, engine=self.engine,
                                                                    on_iteration=on_iteration,
@@ -156,6 +158,20 @@ class _VerticalGradientBoosting(BaseEstimator):
         """The label party's view of every tree: shape, owners (data-party index), leaf values, gains."""
         self._check_fitted()
         return [entry["tree"] for entry in self._parties[self.label_party_].trees]
+
+    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
+        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
+        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
+        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
+        """
+        self._check_fitted()
+
+        def shard(target, name):
+            role = "label" if name == self.label_party_ else "feature"
+            write_shard(target, self._parties[name], role, "", feature_parties=self.feature_parties_,
+                        n_iter=self.n_iter_, validation_scores=self.validation_score_)
+
+        return fitted_runs.save_run(self, path, data, party, "trees", files={"model.json": shard})
 
     # -- prediction ---------------------------------------------------------------------------
     def _check_fitted(self) -> None:
@@ -295,8 +311,3 @@ class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
             raise DataError("score needs the targets: name the label column in the VerticalDataset")
         return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))
 
-
-def _training_loss(label) -> float:
-    """The label party's loss on its training rows (what the progress bar shows after each iteration)."""
-    rows = label.train_rows
-    return float(label.loss.loss(label.raw[rows], label.y[rows]))

@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
+from vfl import fitted_runs
 from vfl.crypto import FixedPoint, compute, get_engine
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
@@ -344,6 +345,15 @@ class _VerticalLinearModel(BaseEstimator):
         state = dict(super().__getstate__())
         state.pop("_coordinator", None)
         return state
+
+    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
+        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
+        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
+        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
+        """
+        if not hasattr(self, "coef_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        return fitted_runs.save_run(self, path, data, party, "linear", loss_known_by="coordinator")
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:

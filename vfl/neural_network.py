@@ -17,6 +17,7 @@ from sklearn.base import BaseEstimator
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
+from vfl import fitted_runs
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties.linear import dp as label_dp
@@ -154,6 +155,14 @@ class _VerticalMLP(BaseEstimator):
         has_block = [p.block is not None for p in parties]
         return SplitNetwork([p.bottom for p, b in zip(parties, has_block) if b],
                             [p.block for p, b in zip(parties, has_block) if b], label.bias, label.top)
+
+    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
+        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
+        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
+        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
+        """
+        self._check_fitted()
+        return fitted_runs.save_run(self, path, data, party, "mlp", loss_known_by="label")
 
     def _check_fitted(self) -> None:
         if not hasattr(self, "n_iter_"):

@@ -186,3 +186,39 @@ def test_hidden_membership_and_a_coordinator_that_takes_no_part(boosted):
     assert "party hub: gradient boosting has no coordinator" in results["hub"][1]
     whole, hidden = shard(folder / "run", LABEL), shard(folder / "hidden", LABEL)
     assert hidden["trees"] == whole["trees"][:2]          # the same first two trees as the standard mode
+
+
+def test_the_boards_draw_the_trees_each_party_knows(boosted):
+    """The label party's board: every party's split by owner, its own thresholds, gain importances, the loss per
+    tree; a feature party's: its own splits with its thresholds, no leaf value, no metric."""
+    import re
+
+    from fastapi.testclient import TestClient
+
+    from vfl.board.app import create_app
+    from vfl.board.runs import Workdir
+
+    work = boosted["folder"] / "run"
+
+    def pages(name):
+        board = Workdir(work / name)
+        run_id = next(i for i in board.run_ids() if "-train-" in i)
+        client = TestClient(create_app(board))
+        return [client.get(f"/runs/{run_id}?tree={k}").text for k in range(6)]
+
+    label = pages(LABEL)
+    assert 'id="importances"' in label[0] and 'id="roc-training"' in label[0]
+    assert 'id="loss-live-0"' in label[0] and 'data-points="6"' in label[0]       # the loss of every tree
+    assert any(re.search(r">party (shop|telco)</text>", page) for page in label)
+    for name in FEATURES:
+        own = shard(work, name)
+        theirs = pages(name)
+        for k, page in enumerate(theirs):
+            assert "AUC" not in page and "importances" not in page and "loss-" not in page
+            assert not re.search(r"leaf</text><text[^>]*>-?\d", page)               # no leaf value
+        if own["trees"]:
+            first = own["trees"][0]
+            assert "another party&#39;s" in theirs[0] or first["splits"]
+            if first["splits"]:
+                column = own["columns"][first["splits"][0][1]]
+                assert f">{column} ≤" in theirs[0]

@@ -11,6 +11,7 @@ points.  A feature party killed after selection, every party restarted with
 """
 
 import json
+import re
 import signal
 
 import numpy as np
@@ -180,3 +181,34 @@ def test_a_feature_party_with_one_selected_column_refuses_the_scorecard_unless_i
                 "score one value per bin" in err, err
             assert "allow_score_span = true in its own [parties.telco] table" in err
             assert all(c != 0 for c, _, _ in results.values())
+
+
+def _board_page(workdir, task="train") -> str:
+    """The page of party ``workdir``'s latest ``task`` run on its board (``vfl board``, without a browser)."""
+    from fastapi.testclient import TestClient
+
+    from vfl.board.app import create_app
+    from vfl.board.runs import Workdir
+
+    board = Workdir(workdir)
+    run_id = next(i for i in board.run_ids() if f"-{task}-" in i)
+    assert board.info(run_id)["status"] == "finished"
+    return TestClient(create_app(board)).get(f"/runs/{run_id}").text
+
+
+def test_each_party_s_board_shows_its_own_iv_bins_and_points_and_no_more(federation):
+    work = federation["folder"] / "run"
+    bank = _board_page(work / "bank")
+    assert 'id="iv-all"' in bank and 'id="scorecard"' in bank and "base points" in bank
+    assert 'id="roc-training"' in bank and 'id="statistics"' in bank
+    assert all(f"<h4>{c}</h4>" in bank for c in shard(work, "bank")["columns"]
+               if shard(work, "bank")["columns"].index(c) in shard(work, "bank")["selected"])
+    telco = _board_page(work / "telco")
+    own = shard(work, "telco")
+    assert 'id="iv"' in telco and 'id="scorecard"' in telco
+    assert all(f"<td>{c}</td>" in telco for c in own["columns"])          # its columns, by name, with its plan
+    for column in ("income", "utilization", "age"):                      # none of the bank's
+        assert not re.search(rf"\b{column}\b", telco.split("</head>")[1]), column
+    assert "AUC" not in telco and "base points" not in telco and "iv-all" not in telco
+    coordinator = _board_page(work / "hub")
+    assert 'id="loss-final"' in coordinator and "AUC" not in coordinator

@@ -78,11 +78,15 @@ def test_vfl_align_writes_each_partys_rows_in_one_common_order(tmp_path, federat
     out = {role: tmp_path / f"aligned_{role}.csv" for role in ("A", "B")}
     # only the data parties run it: the coordinator has no rows
     procs = {role: Party(["align", "--config", config, "--role", role, "--data", data[(role, "train")],
-                          "--out", out[role]], tmp_path / "output") for role in ("A", "B")}
+                          "--out", out[role], "--workdir", tmp_path / role], tmp_path / "output") for role in ("A", "B")}
     results = finish_all(procs)
     for role, (code, stdout, err) in results.items():
         assert code == 0, f"{role}: {err}"
         assert "70 shared" in stdout and f"its 70 aligned rows written to {out[role]}" in stdout
+        (record,) = (tmp_path / role / "runs").iterdir()            # its run record, for vfl board
+        info = json.loads((record / "run.json").read_text())
+        assert info["task"] == "align" and info["family"] == "alignment" and info["status"] == "finished"
+        assert json.loads((record / "result.json").read_text())["alignment"]["shared"] == 70
     a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
     assert list(a["id"]) == list(b["id"]) and sorted(a["id"]) == sorted(shared_ids)
     assert list(b.columns) == ["id", "b0", "b1", "label"] and list(a.columns) == ["id", "a0", "a1", "a2"]
@@ -92,5 +96,6 @@ def test_the_coordinator_has_nothing_to_align(tmp_path, federation_certs):
     data, _, _, _ = overlapping_csvs(tmp_path)
     config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3))
     code, _, err = finish_all({"C": Party(["align", "--config", config, "--role", "C", "--data", data[("A", "train")],
-                                           "--out", tmp_path / "c.csv"], tmp_path / "output")})["C"]
+                                           "--out", tmp_path / "c.csv", "--workdir", tmp_path / "C"],
+                                          tmp_path / "output")})["C"]
     assert code == 2 and "party C is the coordinator: it holds no rows to align" in err

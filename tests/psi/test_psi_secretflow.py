@@ -41,7 +41,8 @@ def test_the_cli_says_so_at_once(tmp_path, federation_certs, monkeypatch, capsys
     path = _config(tmp_path, federation_certs[0], _free_ports(3), psi_backend="secretflow-rr22")
     data = tmp_path / "a.csv"
     data.write_text("id,a0\n1,0.5\n2,0.25\n")
-    code = main(["align", "--config", str(path), "--role", "A", "--data", str(data), "--out", str(tmp_path / "o.csv")])
+    code = main(["align", "--config", str(path), "--role", "A", "--data", str(data), "--out", str(tmp_path / "o.csv"),
+                 "--workdir", str(tmp_path / "A")])
     err = capsys.readouterr().err
     assert code == 2 and "pip install vfl[secretflow]" in err and "Traceback" not in err
 
@@ -253,7 +254,7 @@ def test_vfl_align_with_the_engine_writes_one_common_order(tmp_path, federation_
                                    data={"psi_backend": "secretflow-rr22", "psi_port_offset": offset})
     out = {role: tmp_path / f"aligned_{role}.csv" for role in ("A", "B")}
     procs = {role: Party(["align", "--config", config, "--role", role, "--data", data[(role, "train")],
-                          "--out", out[role]], tmp_path / "output") for role in ("A", "B")}
+                          "--out", out[role], "--workdir", tmp_path / role], tmp_path / "output") for role in ("A", "B")}
     try:
         results = finish_parties(procs, 120)
     finally:

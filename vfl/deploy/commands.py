@@ -22,12 +22,8 @@ def wrap(text: str) -> str:
 
 
 def run_command(args, action) -> int:
-    """Run ``action``; any failure ends as one line on standard error and an exit code, never a traceback.
-
-    1: the federation failed (a peer gone, silent, refused, a protocol error, a peer that
-    stopped) or an unexpected internal error; 2: bad input (configuration, data, values
-    beyond the fixed-point range, files); 130: interrupted.
-    """
+    """Run ``action``; any failure ends as one line on standard error and an exit code (:func:`failure`), never a
+    traceback."""
     where = f"vfl {args.command}" + (f" {args.role}" if getattr(args, "role", None) else "")
 
     def show(message, category, *_args, **_kwargs) -> None:     # a warning is one line too, not a source excerpt
@@ -38,19 +34,43 @@ def run_command(args, action) -> int:
             warnings.showwarning = show
             action()
         return 0
-    except KeyboardInterrupt:
-        print(f"{where}: interrupted", file=sys.stderr)
-        return 130
-    except (ConfigurationError, DataError, FixedPointOverflowError) as exc:
-        code, text = 2, str(exc)
-    except VFLError as exc:
-        code, text = 1, str(exc)
-    except OSError as exc:
-        code, text = 2, str(exc)
-    except Exception as exc:  # noqa: BLE001 - a bug or an unforeseen fault: still one clear line
-        code, text = 1, f"internal error ({type(exc).__name__})" + (f": {exc}" if str(exc).strip() else "")
-    print(f"{where}: error: {one_line(text)}", file=sys.stderr)
+    except (Exception, KeyboardInterrupt) as exc:  # noqa: BLE001 - even a bug or an unforeseen fault: one line
+        code, text = failure(exc)
+    print(f"{where}: {'interrupted' if code == 130 else 'error: ' + one_line(text)}", file=sys.stderr)
     return code
+
+
+def check_installed(command: str, modules, extra: str) -> None:
+    """The libraries ``command`` needs (an extra's), or a one-line error saying how to get them."""
+    import importlib.util
+
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ConfigurationError(f"{command} needs {', '.join(missing)}: pip install -e \".[{extra}]\" (the test "
+                                 "extra has them too)")
+
+
+def failure(exc: BaseException) -> tuple[int, str]:
+    """How a command reports ``exc``: its exit code and its text (a run's record says the same).
+
+    1: the federation failed (a peer gone, silent, refused, a protocol error, a peer that
+    stopped) or an unexpected internal error; 2: bad input (configuration, data, values
+    beyond the fixed-point range, files); 130: interrupted.
+    """
+    if isinstance(exc, KeyboardInterrupt):
+        return 130, "interrupted"
+    if isinstance(exc, (ConfigurationError, DataError, FixedPointOverflowError)):
+        return 2, str(exc)
+    if isinstance(exc, VFLError):
+        return 1, str(exc)
+    if isinstance(exc, OSError):
+        return 2, str(exc)
+    return 1, f"internal error ({type(exc).__name__})" + (f": {exc}" if str(exc).strip() else "")
+
+
+def failure_line(exc: BaseException) -> str:
+    """:func:`failure`'s text as one line."""
+    return one_line(failure(exc)[1])
 
 
 def one_line(text: str) -> str:

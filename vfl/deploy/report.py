@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from sklearn.metrics import accuracy_score, mean_squared_error, r2_score, roc_auc_score
+from sklearn.metrics import (accuracy_score, confusion_matrix, mean_squared_error, precision_recall_curve, r2_score,
+                             roc_auc_score, roc_curve)
 
 from vfl.metrics import ks_statistic
 
@@ -66,6 +67,67 @@ def label_metrics(objective: str, scores, y, link: str = "sigmoid") -> dict[str,
     return out
 
 
+#: Points per curve at most (a curve of 10^6 rows is drawn from as many points as one of 1,000).
+CURVE_POINTS = 200
+
+
+def rows_report(objective: str, scores, y, link: str = "sigmoid", threshold: float = 0.0) -> dict:
+    """What the label party reports of some rows: ``{"rows", "metrics", "curves"}``.
+
+    ``metrics``: :func:`label_metrics`; ``curves``: :func:`label_curves` (what ``vfl board`` draws).
+    """
+    return {"rows": len(y), "metrics": label_metrics(objective, scores, y, link),
+            "curves": label_curves(objective, scores, y, threshold)}
+
+
+def label_curves(objective: str, scores, y, threshold: float = 0.0) -> dict:
+    """The curves behind the metrics, each at most :data:`CURVE_POINTS` points, for a chart.
+
+    Two classes: ``roc`` (``fpr``, ``tpr``), ``pr`` (``recall``, ``precision``), ``ks``
+    (``population``, ``positives``, ``negatives``: the shares of each class above each
+    score, highest scores first), ``gains`` and ``lift`` per tenth of the rows by score,
+    and ``confusion`` (``[[TN, FP], [FN, TP]]`` at ``threshold``: 0 for log-odds, 0.5 for
+    probabilities).  Several classes: ``confusion`` of the highest score.  Regression:
+    ``residuals`` (``predicted``, ``residual`` of at most :data:`CURVE_POINTS` rows, evenly
+    spaced by prediction).
+    """
+    scores, y = np.asarray(scores, dtype=np.float64), np.asarray(y)
+    if objective == "linear":
+        order = np.argsort(scores, kind="stable")
+        pick = order[np.unique(np.linspace(0, len(order) - 1, min(len(order), CURVE_POINTS)).astype(int))]
+        return {"residuals": {"predicted": _round(scores[pick]), "residual": _round(y[pick] - scores[pick])}}
+    if scores.ndim > 1:
+        return {"confusion": confusion_matrix(y, np.argmax(scores, axis=1), labels=range(scores.shape[1])).tolist()}
+    positive = (y == 1).astype(int)
+    if positive.min() == positive.max():
+        return {}
+    fpr, tpr, _ = roc_curve(positive, scores)
+    precision, recall, _ = precision_recall_curve(positive, scores)
+    order = np.argsort(-scores, kind="stable")
+    hits = positive[order]
+    share = np.arange(1, len(hits) + 1) / len(hits)
+    pos, neg = np.cumsum(hits) / hits.sum(), np.cumsum(1 - hits) / (len(hits) - hits.sum())
+    keep = _spaced(len(hits))
+    tenths = np.array_split(hits, 10)
+    rate = hits.mean()
+    gains = np.cumsum([t.sum() for t in tenths]) / hits.sum()
+    return {"roc": {"fpr": _round(fpr[_spaced(len(fpr))]), "tpr": _round(tpr[_spaced(len(tpr))])},
+            "pr": {"recall": _round(recall[_spaced(len(recall))]), "precision": _round(precision[_spaced(len(recall))])},
+            "ks": {"population": _round(share[keep]), "positives": _round(pos[keep]), "negatives": _round(neg[keep])},
+            "gains": _round(gains), "lift": _round([t.mean() / rate if len(t) else 0.0 for t in tenths]),
+            "confusion": confusion_matrix(positive, (scores >= threshold).astype(int), labels=[0, 1]).tolist(),
+            "threshold": threshold}
+
+
+def _spaced(n: int) -> np.ndarray:
+    """At most :data:`CURVE_POINTS` indices of ``n``, evenly spaced, the first and the last included."""
+    return np.unique(np.linspace(0, n - 1, min(n, CURVE_POINTS)).round().astype(int))
+
+
+def _round(values) -> list:
+    return [round(float(v), 6) for v in values]
+
+
 def prediction_metrics(classes, scores: np.ndarray, labels, role: str) -> dict:
     """``vfl predict``'s metrics at the label party when the label column is present (or a note saying why not).
 
@@ -78,14 +140,13 @@ def prediction_metrics(classes, scores: np.ndarray, labels, role: str) -> dict:
         except (TypeError, ValueError):
             return {"rows": len(labels), "metrics": {},
                     "note": f"party {role}: no metrics: the label column holds values that are not numbers"}
-        return {"rows": len(y), "metrics": label_metrics("linear", scores[:, 0], y)}
+        return rows_report("linear", scores[:, 0], y)
     y = class_indices(labels, classes)
     if y is None:
         return {"rows": len(labels), "metrics": {},
                 "note": f"party {role}: no metrics: the label column holds values that are not classes of the model "
                         f"({', '.join(map(repr, [plain(c) for c in classes]))})"}
-    return {"rows": len(y), "metrics": label_metrics("logistic", scores[:, 0] if scores.shape[1] == 1 else scores, y,
-                                                     link="softmax")}
+    return rows_report("logistic", scores[:, 0] if scores.shape[1] == 1 else scores, y, link="softmax")
 
 
 def class_indices(labels, classes) -> np.ndarray | None:

@@ -100,6 +100,8 @@ class Session:
     def _on_message(self, direction: str, peer: str, message, nbytes: int) -> None:
         if self.narrator is not None:
             self.narrator(direction, peer, message, nbytes)
+        if self.progress is not None:
+            self.progress.message(direction, peer, message, nbytes)
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc is not None and self.endpoint is not None:

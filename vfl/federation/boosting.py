@@ -34,7 +34,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import label_metrics, plain, prediction_metrics, write_scores
+from vfl.deploy.report import plain, prediction_metrics, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
@@ -46,7 +46,8 @@ NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds th
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False) -> dict:
+          narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of boosting; write its shard and transcript.
 
     Returns a summary dict: ``party``, ``role``, the shard's and transcript's paths,
@@ -64,7 +65,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if not resume:
         store.clear()
     narrator = Narrator(role, settings.max_iter, unit="iteration") if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     try:
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns))
@@ -77,13 +78,18 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 narrator.say(f"resume: has checkpoints after iterations {sorted(k + 1 for k in checkpoints)}")
             shown.model(settings.max_iter)
 
+            held = {}
+
             def on_iteration(iteration: int, state: dict) -> None:
                 store.save(iteration, state)
-                shown.epoch(iteration)
+                shown.epoch(iteration, run.training_loss(held["label"]) if "label" in held else None)
 
-            train_role = run.train_feature if kind == "feature" else run.train_label
-            result = train_role(session.endpoint, data, settings, roster, role=role, checkpoints=checkpoints,
-                                on_iteration=on_iteration)
+            if kind == "feature":
+                result = run.train_feature(session.endpoint, data, settings, roster, role=role,
+                                           checkpoints=checkpoints, on_iteration=on_iteration)
+            else:
+                result = run.train_label(session.endpoint, data, settings, roster, role=role, checkpoints=checkpoints,
+                                         on_iteration=on_iteration, on_party=lambda p: held.update(label=p))
             party = result.party
             shown.close()
             transcript = session.save_transcript(workdir / "transcript_train.csv")
@@ -127,15 +133,15 @@ def training_metrics(config: FederationConfig, party: TreeLabelParty) -> dict | 
 def _rows_metrics(party: TreeLabelParty, rows: np.ndarray) -> dict:
     objective = "linear" if party.classes is None else "logistic"
     raw = party.raw[rows]
-    return {"rows": len(rows), "metrics": label_metrics(objective, raw[:, 0] if raw.shape[1] == 1 else raw,
-                                                        party.y[rows], link="softmax")}
+    return rows_report(objective, raw[:, 0] if raw.shape[1] == 1 else raw, party.y[rows], link="softmax")
 
 
 # --------------------------------------------------------------------------- prediction
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
-            narrate: bool = False, progress: bool | None = False) -> dict:
+            narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of private prediction with its shard; the label party writes the scores CSV.
 
     Returns a summary dict: ``party``, ``role``, ``rows``, ``label`` (the label
@@ -156,7 +162,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")
     narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"])
         theirs = session.hello(extra)

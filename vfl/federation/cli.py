@@ -102,6 +102,8 @@ def _register_align(subparsers) -> None:
     p.add_argument("--role", required=True, metavar="NAME", help="which party this process is (not the coordinator)")
     p.add_argument("--data", type=Path, required=True, help="this party's CSV with an id column")
     p.add_argument("--out", type=Path, required=True, help="where to write this party's aligned rows (CSV)")
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="where this party keeps its record of the run (default: ./vfl-NAME)")
     p.add_argument("--narrate", action="store_true", help="print one line per protocol step")
     p.set_defaults(func=_align)
 
@@ -126,7 +128,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     ----------
     parser : argparse.ArgumentParser
         Gains ``--feature-parties``, ``--iterations``, ``--batch-size``, ``--key-bits``, ``--quiet``,
-        ``--keep`` and ``--protocol``; :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
+        ``--keep``, ``--board`` and ``--protocol``; :func:`demo_options` turns the parsed values into arguments of ``run_demo``.
     """
     parser.add_argument("--feature-parties", type=int, default=1, choices=range(1, 6), metavar="K",
                         help="feature parties besides the label party B and the coordinator C, 1 to 5 "
@@ -138,6 +140,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no per-step lines; only losses and the summary")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="work in DIR and keep it (certificates, CSVs, shards, transcripts)")
+    parser.add_argument("--board", action="store_true",
+                        help="start vfl board for every party first (their addresses are printed) and keep them "
+                             "open after the demo until Ctrl-C")
     parser.add_argument("--protocol", choices=["yang", "shared"], default="yang",
                         help="yang (default: each party learns its own gradient) or shared (no party learns a "
                              "gradient; docs/protocol.md)")
@@ -154,10 +159,12 @@ def demo_options(args: argparse.Namespace) -> dict:
     Returns
     -------
     dict
-        ``feature_parties``, ``iterations``, ``batch_size``, ``key_bits``, ``quiet``, ``keep`` and ``protocol``.
+        ``feature_parties``, ``iterations``, ``batch_size``, ``key_bits``, ``quiet``, ``keep``, ``protocol`` and
+        ``board``.
     """
     return {"feature_parties": args.feature_parties, "iterations": args.iterations, "batch_size": args.batch_size,
-            "key_bits": args.key_bits, "quiet": args.quiet, "keep": args.keep, "protocol": args.protocol}
+            "key_bits": args.key_bits, "quiet": args.quiet, "keep": args.keep, "protocol": args.protocol,
+            "board": args.board}
 
 
 def _common(p) -> None:
@@ -212,105 +219,104 @@ def _hosts(given, names, default):
 
 def _party(args) -> int:
     from vfl.deploy.config import load_config
-    from vfl.federation.runner import train
 
     def action():
         config = load_config(args.config)
-        if config.boosting:
-            return _boost(args, config)
-        if config.mlp:
-            return _train_mlp(args, config)
-        if config.pipeline is not None:
-            return _pipeline(args, config)
-        summary = train(config, args.role, args.data, _workdir(args), args.resume,
-                        narrate=args.narrate, progress=args.progress)
-        if summary["role"] == "coordinator" and summary["models"] == 1:
-            print(f"party {args.role}: trained {summary['epochs']} epochs, final loss "
-                  f"{summary['loss_curve'][-1]:.6f}")
-        elif summary["role"] == "coordinator":
-            print(f"party {args.role}: trained {summary['models']} one-vs-rest models "
-                  f"({', '.join(map(str, summary['epochs']))} epochs), final losses "
-                  f"{', '.join(f'{curve[-1]:.6f}' for curve in summary['loss_curve'])}")
-        else:
-            print(f"party {args.role}: model shard written to {summary['model']}")
-        if "alignment" in summary:
-            print(alignment_line(args.role, summary["alignment"]))
-        _print_label_report(args.role, summary)
-        if "dp_spent" in summary:
-            epsilon, delta = summary["dp_spent"]
-            epochs = load_config(args.config).training.max_iter * summary["models"]
-            print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
-                  f"{epochs} epochs" + (f" ({summary['models']} one-vs-rest models)" if summary["models"] > 1 else ""))
+        family = _boost if config.boosting else _train_mlp if config.mlp else \
+            _pipeline if config.pipeline is not None else _train_linear
+        _recorded(args, "train", config, lambda record: family(args, config, record))
 
     return run_command(args, action)
 
 
-def _boost(args, config) -> None:
+def _recorded(args, task: str, config, run):
+    """``run(record)`` under this party's record of the run (``WORKDIR/runs/``: what ``vfl board`` shows).
+
+    The record ends finished, with the summary ``run`` returns, or failed, with the line the command prints.
+    """
+    from vfl.deploy.commands import failure_line
+    from vfl.deploy.record import RunRecord
+
+    with RunRecord.for_config(_workdir(args), task, config, args.role, failure_line) as record:
+        summary = run(record)
+        record.finish(summary)
+    return summary
+
+
+def _train_linear(args, config, record) -> dict:
+    """``vfl party`` of linear models: what this party did; the coordinator's losses; the label party's report."""
+    from vfl.federation.runner import train
+
+    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
+                    progress=args.progress, record=record)
+    if summary["role"] == "coordinator" and summary["models"] == 1:
+        print(f"party {args.role}: trained {summary['epochs']} epochs, final loss "
+              f"{summary['loss_curve'][-1]:.6f}")
+    elif summary["role"] == "coordinator":
+        print(f"party {args.role}: trained {summary['models']} one-vs-rest models "
+              f"({', '.join(map(str, summary['epochs']))} epochs), final losses "
+              f"{', '.join(f'{curve[-1]:.6f}' for curve in summary['loss_curve'])}")
+    else:
+        print(f"party {args.role}: model shard written to {summary['model']}")
+    if "alignment" in summary:
+        print(alignment_line(args.role, summary["alignment"]))
+    _print_label_report(args.role, summary)
+    if "dp_spent" in summary:
+        epsilon, delta = summary["dp_spent"]
+        epochs = config.training.max_iter * summary["models"]
+        print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
+              f"{epochs} epochs" + (f" ({summary['models']} one-vs-rest models)" if summary["models"] > 1 else ""))
+    return summary
+
+
+def _boost(args, config, record) -> dict:
     """``vfl party`` of gradient boosting: one line on what this party did, and the label party's report."""
     from vfl.federation.boosting import train
 
     summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress)
+                    progress=args.progress, record=record)
     if "idle" in summary:
         print(f"party {args.role}: {summary['idle']}")
-        return
+        return summary
     if "alignment" in summary:
         print(alignment_line(args.role, summary["alignment"]))
     if summary["role"] == "label":
         print(f"party {args.role}: {summary['iterations']} boosting iterations, {summary['trees']} trees")
     print(f"party {args.role}: model shard written to {summary['model']}")
     _print_label_report(args.role, summary)
+    return summary
 
 
-def _train_mlp(args, config) -> None:
+def _train_mlp(args, config, record) -> dict:
     """``vfl party`` of a split network: one line on what this party did, and the label party's report."""
     from vfl.federation.mlp import train
 
     summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress)
+                    progress=args.progress, record=record)
     if "alignment" in summary:
         print(alignment_line(args.role, summary["alignment"]))
     if summary["role"] == "coordinator":
         print(f"party {args.role}: dealt the masks and Beaver triples of {summary['epochs']} epochs")
-        return
+        return summary
     if summary["role"] == "label":
         print(f"party {args.role}: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}")
     print(f"party {args.role}: model shard written to {summary['model']}")
     _print_label_report(args.role, summary)
+    return summary
 
 
-def _predict_mlp(args, config) -> None:
-    """``vfl predict`` of a split network: what this party did; the label party's scores and metrics."""
-    from vfl.federation.mlp import predict
-
-    summary = predict(config, args.role, args.data, args.model, _workdir(args), args.output, narrate=args.narrate,
-                      progress=args.progress)
-    if "alignment" in summary:
-        print(alignment_line(args.role, summary["alignment"]))
-    _print_label_report(args.role, summary, metrics=False)
-    if summary["role"] == "label":
-        print(f"party {args.role}: scores of {summary['rows']} rows written to {summary['scores']}")
-    elif summary["role"] == "feature":
-        print(f"party {args.role}: sent its masked part of the interactive layer for {summary['rows']} rows to "
-              f"{summary['label']}")
-    else:
-        print(f"party {args.role}: dealt the masks of {summary['rows']} rows" if summary["rows"] else
-              f"party {args.role}: one feature party: no masks to deal")
-    _print_label_report(args.role, summary, classes=False)
-
-
-def _pipeline(args, config) -> None:
+def _pipeline(args, config, record) -> dict:
     """``vfl party`` of the credit-scoring pipeline: its selected columns; the label party's IV ranking and metrics."""
     from vfl.federation.pipeline import train
 
     summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress)
+                    progress=args.progress, record=record)
     if "alignment" in summary:
         print(alignment_line(args.role, summary["alignment"]))
     if summary["role"] == "coordinator":
         print(f"party {args.role}: trained the pipeline's model, {summary['epochs']} steps, final loss "
               f"{summary['loss_curve'][-1]:.6f}")
-        return
+        return summary
     print(f"party {args.role}: its table statistics written to {summary['statistics']}")
     print(f"party {args.role}: selected {len(summary['selected'])} of its columns: {', '.join(summary['selected'])}")
     if summary["role"] == "label":
@@ -322,57 +328,67 @@ def _pipeline(args, config) -> None:
         print(f"party {args.role}: scorecard base points {summary['base_points']:.2f}")
     print(f"party {args.role}: pipeline shard (bins, coding, weights, points) written to {summary['model']}")
     _print_label_report(args.role, summary)
+    return summary
 
 
 def _predict(args) -> int:
     from vfl.deploy.config import load_config
-    from vfl.federation.runner import predict
 
     def action():
         config = load_config(args.config)
-        if config.boosting:
-            from vfl.federation.boosting import predict as predict_boosted
-
-            summary = predict_boosted(config, args.role, args.data, args.model, _workdir(args), args.output,
-                                      narrate=args.narrate, progress=args.progress)
-            if "idle" in summary:
-                print(f"party {args.role}: {summary['idle']}")
-                return
-            if "alignment" in summary:
-                print(alignment_line(args.role, summary["alignment"]))
-            _print_label_report(args.role, summary, metrics=False)
-            print(f"party {args.role}: scores of {summary['rows']} rows written to {summary['scores']}"
-                  if summary["role"] == "label" else
-                  f"party {args.role}: sent the leaves its splits allow for {summary['rows']} rows to "
-                  f"{summary['label']}")
-            _print_label_report(args.role, summary, classes=False)
-            return
-        if config.mlp:
-            return _predict_mlp(args, config)
-        if config.pipeline is not None:
-            from vfl.federation.pipeline import predict as predict_pipeline
-
-            summary = predict_pipeline(config, args.role, args.data, args.model, _workdir(args), args.output,
-                                       narrate=args.narrate, progress=args.progress)
-            if "alignment" in summary:
-                print(alignment_line(args.role, summary["alignment"]))
-            if "psi" in summary:
-                print(f"party {args.role}: population stability of its columns (largest {summary['max_psi']:.4f}) "
-                      f"written to {summary['psi']}")
-            print(f"party {args.role}: scorecard scores of {summary['rows']} rows written to {summary['scores']}"
-                  if summary["role"] == "label" else f"party {args.role}: took part in scoring {summary['rows']} "
-                  "rows")
-            _print_label_report(args.role, summary, classes=False)
-            return
-        summary = predict(config, args.role, args.data, args.model, _workdir(args),
-                          args.output, narrate=args.narrate, progress=args.progress)
-        if "alignment" in summary:
-            print(alignment_line(args.role, summary["alignment"]))
-        _print_label_report(args.role, summary, metrics=False)
-        print(prediction_line(summary))
-        _print_label_report(args.role, summary, classes=False)
+        _recorded(args, "predict", config, lambda record: _predict_family(args, config, record))
 
     return run_command(args, action)
+
+
+def _predict_family(args, config, record) -> dict:
+    """``vfl predict`` of the federation's family: run this party's part, then say what it did."""
+    from vfl.federation import boosting, mlp, pipeline, runner
+
+    module, say = ((boosting, _said_trees) if config.boosting else (mlp, _said_mlp) if config.mlp else
+                   (pipeline, _said_pipeline) if config.pipeline is not None else (runner, _said_linear))
+    summary = module.predict(config, args.role, args.data, args.model, _workdir(args), args.output,
+                             narrate=args.narrate, progress=args.progress, record=record)
+    if "idle" in summary:
+        print(f"party {args.role}: {summary['idle']}")
+        return summary
+    if "alignment" in summary:
+        print(alignment_line(args.role, summary["alignment"]))
+    say(args.role, summary)
+    _print_label_report(args.role, summary, classes=False)
+    return summary
+
+
+def _said_linear(role: str, summary: dict) -> None:
+    _print_label_report(role, summary, metrics=False)
+    print(prediction_line(summary))
+
+
+def _said_trees(role: str, summary: dict) -> None:
+    _print_label_report(role, summary, metrics=False)
+    print(f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}"
+          if summary["role"] == "label" else
+          f"party {role}: sent the leaves its splits allow for {summary['rows']} rows to {summary['label']}")
+
+
+def _said_mlp(role: str, summary: dict) -> None:
+    _print_label_report(role, summary, metrics=False)
+    if summary["role"] == "label":
+        print(f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}")
+    elif summary["role"] == "feature":
+        print(f"party {role}: sent its masked part of the interactive layer for {summary['rows']} rows to "
+              f"{summary['label']}")
+    else:
+        print(f"party {role}: dealt the masks of {summary['rows']} rows" if summary["rows"] else
+              f"party {role}: one feature party: no masks to deal")
+
+
+def _said_pipeline(role: str, summary: dict) -> None:
+    if "psi" in summary:
+        print(f"party {role}: population stability of its columns (largest {summary['max_psi']:.4f}) "
+              f"written to {summary['psi']}")
+    print(f"party {role}: scorecard scores of {summary['rows']} rows written to {summary['scores']}"
+          if summary["role"] == "label" else f"party {role}: took part in scoring {summary['rows']} rows")
 
 
 def _print_label_report(role: str, summary: dict, classes: bool = True, metrics: bool = True) -> None:
@@ -400,11 +416,16 @@ def _align(args) -> int:
     from vfl.deploy.config import load_config
     from vfl.federation.runner import align_only
 
-    def action():
-        summary = align_only(load_config(args.config), args.role, args.data, args.out, narrate=args.narrate)
+    def align(config, record) -> dict:
+        summary = align_only(config, args.role, args.data, args.out, narrate=args.narrate, record=record)
         print(alignment_line(args.role, summary["alignment"]))
         print(f"party {args.role}: its {summary['alignment']['shared']:,} aligned rows written to "
               f"{summary['output']}")
+        return summary
+
+    def action():
+        config = load_config(args.config)
+        _recorded(args, "align", config, lambda record: align(config, record))
 
     return run_command(args, action)
 

@@ -240,12 +240,15 @@ def run_parties(command: str, prep: dict, folder: Path, quiet: bool, progress: E
 
 
 def run_demo(iterations: int | None = None, batch_size: int | None = None, key_bits: int = 2048,
-             quiet: bool = False, keep: Path | None = None, feature_parties: int = 1, protocol: str = "yang") -> dict:
+             quiet: bool = False, keep: Path | None = None, feature_parties: int = 1, protocol: str = "yang",
+             board: bool = False) -> dict:
     """The whole demo; returns the AUCs, the per-link bytes and the time taken.
 
     ``feature_parties`` (1 to 5): with 1, parties A, B and C; with ``K >= 2``,
     feature parties A1 ... AK beside B and C, ``K + 2`` processes in all.
     ``protocol``: ``"yang"`` or ``"shared"`` (no party learns a gradient; docs/protocol.md).
+    ``board``: start ``vfl board`` for every party before training (their addresses are
+    printed) and keep them open after the demo until interrupted.
     """
     from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
@@ -254,6 +257,7 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
     iterations = iterations or DEFAULTS["iterations"]
     batch_size = batch_size or DEFAULTS["batch_size"]
     start = time.perf_counter()
+    boards: dict = {}
     tmp = None if keep else tempfile.TemporaryDirectory(prefix="vfl-demo-")
     folder = Path(keep) if keep else Path(tmp.name)
     try:
@@ -273,6 +277,8 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
               + (", the shared protocol: no party learns a gradient" if s.shared else "")
               + ".\n  Kinds: ciphertext = Paillier-encrypted; masked = "
               f"decrypted by C but hidden by a random mask; public = harmless in clear.", flush=True)
+        if board:
+            boards = start_boards(folder, [roster.label, *roster.features, roster.coordinator])
         print("\n== training ==", flush=True)
         progress = EpochProgress(iterations)
         try:
@@ -288,12 +294,49 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
         if keep:
             print(f"kept in {folder}: certs/, the CSVs, federation.toml, {' '.join(f'{n}/' for n in roster.everyone)} "
                   "(shards, scores, transcripts)")
+        if board:
+            _hold_boards(boards)
         return result
     finally:
+        for proc in boards.values():
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         if tmp is not None:
             tmp.cleanup()
             print(f"removed the temporary folder {folder} (--keep DIR keeps the certificates, CSVs, shards and "
                   "transcripts)", flush=True)
+
+
+def start_boards(folder: Path, names) -> dict:
+    """``vfl board`` for each party's work directory, as processes on free ports; prints their addresses."""
+    boards, lines = {}, []
+    for name in names:
+        (folder / name / "runs").mkdir(parents=True, exist_ok=True)
+        proc = subprocess.Popen([sys.executable, "-m", "vfl", "board", "--workdir", str(folder / name), "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        boards[name] = proc
+        line = proc.stdout.readline().strip()
+        found = re.search(r"(http://\S+)", line)
+        lines.append(f"  {name}: {found.group(1)}" if found else f"  {name}: no board ({line or 'it stopped'})")
+    print("vfl demo: each party's board, in a browser (what that party knows, live as it trains):\n"
+          + "\n".join(lines), flush=True)
+    return boards
+
+
+def _hold_boards(boards: dict) -> None:
+    """Keep the boards open until Ctrl-C (or until standard input closes, when it is not a terminal)."""
+    print("vfl demo: the boards stay open: Ctrl-C stops them", flush=True)
+    try:
+        if sys.stdin is not None and sys.stdin.isatty():
+            while all(proc.poll() is None for proc in boards.values()):
+                time.sleep(0.5)
+        elif sys.stdin is not None:
+            sys.stdin.read()            # a pipe: until it closes (no input at all: at once)
+    except KeyboardInterrupt:
+        pass
 
 
 def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression) -> dict:

@@ -30,7 +30,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import label_metrics, plain, prediction_metrics, write_scores
+from vfl.deploy.report import plain, prediction_metrics, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.deploy.shards import mlp as shards
 from vfl.errors import ConfigurationError, DataError
@@ -39,7 +39,8 @@ from vfl.runs import mlp as run
 
 
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False) -> dict:
+          narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of training a split network; write its shard (data parties) and transcript.
 
     Returns a summary dict: ``party``, ``role``, ``epochs``, the transcript's and (data
@@ -55,7 +56,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if not resume:
         store.clear()
     narrator = Narrator(role, settings.max_iter) if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     alignment, metrics = None, None
     try:
         with Session(config, role, "train", narrator, shown) as session:
@@ -83,15 +84,15 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if kind == "coordinator":
         summary["epochs"] = trained["n_iter"]
         return summary
-    record = trained.record
+    history = trained.record
     if kind == "label":
         party = trained.party
-        summary.update(epochs=record["n_iter"], loss_curve=list(record["loss_curve"]), metrics=metrics,
+        summary.update(epochs=history["n_iter"], loss_curve=list(history["loss_curve"]), metrics=metrics,
                        classes=None if party.classes is None else [plain(c) for c in party.classes])
     summary["model"] = str(shards.write_shard(
         workdir / f"model_{role}.json", trained.party, kind, config.fingerprint("train"),
         label=config.label if kind == "label" else None, feature_parties=roster.features,
-        record=record if kind == "label" else None))
+        record=history if kind == "label" else None))
     store.clear()                               # finished: the shard is the result
     return summary
 
@@ -146,12 +147,11 @@ def _report_training(ep, config: FederationConfig, role: str, kind: str, data, t
 def _rows_metrics(party: MLPLabelParty, out: np.ndarray, targets: np.ndarray) -> dict:
     """Metrics of the network's outputs against the party's targets (0/1, one-hot, or values)."""
     if party.task == "regression":
-        return {"rows": len(out), "metrics": label_metrics("linear", out[:, 0] if out.shape[1] == 1 else out,
-                                                           targets[:, 0] if targets.shape[1] == 1 else targets)}
+        return rows_report("linear", out[:, 0] if out.shape[1] == 1 else out,
+                           targets[:, 0] if targets.shape[1] == 1 else targets)
     if party.task == "binary":
-        return {"rows": len(out), "metrics": label_metrics("logistic", out[:, 0], targets[:, 0].astype(int))}
-    return {"rows": len(out), "metrics": label_metrics("logistic", _log(out), targets.argmax(axis=1),
-                                                       link="softmax")}
+        return rows_report("logistic", out[:, 0], targets[:, 0].astype(int), threshold=0.5)
+    return rows_report("logistic", _log(out), targets.argmax(axis=1), link="softmax")
 
 
 def _log(probability: np.ndarray) -> np.ndarray:
@@ -163,7 +163,8 @@ def _log(probability: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- prediction
 
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
-            narrate: bool = False, progress: bool | None = False) -> dict:
+            narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of private prediction with its shard; the label party writes the scores CSV.
 
     Returns a summary dict: ``party``, ``role``, ``rows``, ``label`` (the label party's
@@ -182,7 +183,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
             party = shards.shard_party(shard, role)
     narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
         theirs = session.hello(extra)

@@ -46,7 +46,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, classes_line, label_metrics
+from vfl.deploy.report import class_indices, classes_line, rows_report
 from vfl.federation.runner import (agree_on_models, needs_data, release_scores, report_training, score_rows,
                                   scoring_part, span_opt_in, train_model)
 from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
@@ -67,7 +67,8 @@ STEP_FORMAT = "vfl-pipeline-step/1"
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False) -> dict:
+          narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of the whole pipeline; write its statistics, shard and transcript.
 
     Returns a summary dict: ``party``, ``role``, the written paths, and at the label
@@ -86,7 +87,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         store.clear()
         step_path.unlink(missing_ok=True)
     narrator = Narrator(role, settings.max_iter) if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)
     summary = {"party": role, "role": kind}
@@ -100,13 +101,16 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 if alignment:
                     shown.line(alignment_line(role, alignment))
                     summary["alignment"] = alignment
+                shown.step("table statistics")
                 statistics = describe(data.features, data.columns)
                 summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
+                shown.step("binning")
                 binner = credit_run.fit_binner(credit, data, role, kind == "label", scorecard=True)
                 codes = credit_run.bin_codes(binner, data, role)
                 if narrator:
                     narrator.say(f"binned its {len(data.columns)} columns: "
                                  f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
+                shown.step("WOE and IV")
                 step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
                                           narrator)
                 coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
@@ -129,7 +133,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             shown.model(settings.max_iter)
             result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
             shown.close()
+            shown.step("validation and metrics")
             metrics = report_training(session, config, role, kind, [party], coordinator, 1)
+            shown.step("scorecard")
             summary["transcript"] = str(session.save_transcript(workdir / "transcript_train.csv"))
     finally:
         shown.close()
@@ -270,7 +276,8 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
-            narrate: bool = False, progress: bool | None = False) -> dict:
+            narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of scoring new rows with its shard.
 
     Every data party writes the population stability of its columns
@@ -285,7 +292,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         with stops_told(config, role, "predict"):
             data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
     narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     summary = {"party": role, "role": kind, "label": roster.label}
     with Session(config, role, "predict", narrator, shown) as session:
         ep = session.endpoint
@@ -327,7 +334,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                                                                      scored, shard, config.id_column)))
             if data.labels is not None:
                 y = class_indices(data.labels, shard["model"]["classes"])
-                summary["metrics"] = ({"rows": len(y), "metrics": label_metrics("logistic", scored, y)}
+                summary["metrics"] = (rows_report("logistic", scored, y)
                                       if y is not None else
                                       {"rows": len(data.labels), "metrics": {},
                                        "note": f"party {role}: no metrics: the label column holds values that are "

@@ -53,7 +53,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, classes_line, label_metrics, plain, write_scores
+from vfl.deploy.report import class_indices, classes_line, plain, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, hello_columns, rows_hello, stops_told
 from vfl.parties import Coordinator, dp
 from vfl.protocols import run_a, run_b, run_c
@@ -66,7 +66,8 @@ from vfl.transport import Endpoint
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False) -> dict:
+          narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
 
     ``role`` is the party's name in ``config``; ``progress`` shows progress on standard
@@ -86,7 +87,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if not resume:
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
     narrator = Narrator(role, settings.max_iter) if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)          # one key pair for every model of the run
     try:
@@ -300,7 +301,7 @@ def _foreign(config: FederationConfig, kind: str) -> tuple:
 # --------------------------------------------------------------------------- alignment only
 
 @uses_compute
-def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False) -> dict:
+def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False, record=None) -> dict:
     """``vfl align``: run only the private set intersection; write this party's aligned rows.
 
     Every data party runs it at once (the coordinator takes no part).  Returns
@@ -316,7 +317,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         label_required=False, foreign=_foreign(config, kind))
     narrator = Narrator(role, phase="align") if narrate else None
-    with Session(config, role, "align", narrator) as session:
+    with Session(config, role, "align", narrator, Progress(role, False, record=record)) as session:
         session.hello()
         aligned, report = private_intersection(session.endpoint, config, role, data, 1, narrator)
     path = write_aligned(output, aligned, config.id_column, config.label if kind == "label" else None)
@@ -341,7 +342,8 @@ def scoring_part(config: FederationConfig, role: str, data_path, model_path, wor
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
-            output=None, narrate: bool = False, progress: bool | None = False) -> dict:
+            output=None, narrate: bool = False, progress: bool | None = False,
+          record=None) -> dict:
     """Run party ``role``'s part of federated prediction; the label party writes the scores CSV.
 
     Returns a summary dict: ``party`` (the name), ``role`` (its kind), ``mode``,
@@ -363,7 +365,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                             columns=shard["columns"], label_required=False,
                             weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
     narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress)
+    shown = Progress(role, progress, record=record)
     with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
         theirs = session.hello(extra)
@@ -462,11 +464,9 @@ def report_training(session: Session, config: FederationConfig, role: str, kind:
                    for p in parties]
         y = (targets[0] > 0).astype(np.int64) if n_models == 1 else np.argmax(np.column_stack(targets), axis=1)
     n_train = len(parties[0].labels)
-    report = {"training": {"rows": n_train, "metrics": label_metrics(config.training.objective, scores[:n_train],
-                                                                      y[:n_train])}}
+    report = {"training": rows_report(config.training.objective, scores[:n_train], y[:n_train])}
     if len(y) > n_train:
-        report["validation"] = {"rows": len(y) - n_train,
-                                "metrics": label_metrics(config.training.objective, scores[n_train:], y[n_train:])}
+        report["validation"] = rows_report(config.training.objective, scores[n_train:], y[n_train:])
     return report
 
 
@@ -487,7 +487,7 @@ def _metrics(objective: str, scores, labels, classes, role: str) -> dict:
         note = f"the label column holds values that are not classes of the model ({', '.join(map(repr, classes))})"
     if y is None or not np.isfinite(np.asarray(y, dtype=np.float64)).all():
         return {"rows": len(labels), "metrics": {}, "note": f"party {role}: no metrics: {note}"}
-    return {"rows": len(y), "metrics": label_metrics(objective, scores, y)}
+    return rows_report(objective, scores, y)
 
 
 def _write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path:

@@ -121,6 +121,12 @@ def train_label(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, 
     return Boosted(party, result["n_iter"], list(result["validation_scores"]), result["seed"])
 
 
+def training_loss(label) -> float:
+    """The label party's loss on its training rows (what progress shows after each iteration)."""
+    rows = label.train_rows
+    return float(label.loss.loss(label.raw[rows], label.y[rows]))
+
+
 def predict_feature(ep: Endpoint, data, party: TreeFeatureParty, roster: Roster) -> int:
     """A feature party's part of private prediction: its rows binned with its training thresholds.
 

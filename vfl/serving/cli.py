@@ -21,7 +21,8 @@ import threading
 from pathlib import Path
 
 from vfl.errors import ConfigurationError
-from vfl.deploy.commands import run_command, wrap
+from vfl.deploy.commands import check_installed, failure_line, run_command, wrap
+from vfl.deploy.record import RunRecord
 
 EXAMPLES = """\
 one command per machine, each with its own models and data (see docs/serving.md):
@@ -78,7 +79,7 @@ def serve(args) -> None:
     from vfl.deploy.config import load_config
     from vfl.transport.network import parse_address
 
-    _check_installed()
+    check_installed("vfl serve", ("fastapi", "uvicorn", "sqlalchemy", "prometheus_client", "httpx"), "serve")
     config = load_config(args.config)
     role = args.role
     kind = config.role_of(role)
@@ -87,18 +88,25 @@ def serve(args) -> None:
                                                     token_file=args.token_file,
                                                     admin_token_file=args.admin_token_file)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="vfl serve: %(message)s")
+    if kind == "coordinator" and config.boosting:
+        print(f"party {role}: gradient boosting has no coordinator (the label party holds the key pair): nothing "
+              "to serve")
+        return
+    if kind == "coordinator" and config.mlp and len(config.roster.features) < 2:
+        print(f"party {role}: a split network with one feature party is served without a coordinator (no "
+              "masks to deal): nothing to serve")
+        return
+    with RunRecord.for_config(_workdir(args, role), "serve", config, role, failure_line) as record:
+        record.update(models=str(settings.models))
+        _serve_as(args, config, role, kind, settings, record)
+
+
+def _serve_as(args, config, role: str, kind: str, settings, record) -> None:
+    """Serve as party ``role`` (of ``kind``) until stopped."""
     if kind == "coordinator":
         if args.store or args.load_csv:
             raise ConfigurationError(f"party {role} is the coordinator: it holds no rows (leave out --store and "
                                      "--load-csv)")
-        if config.boosting:
-            print(f"party {role}: gradient boosting has no coordinator (the label party holds the key pair): nothing "
-                  "to serve")
-            return
-        if config.mlp and len(config.roster.features) < 2:
-            print(f"party {role}: a split network with one feature party is served without a coordinator (no "
-                  "masks to deal): nothing to serve")
-            return
         from vfl.serving.coordinator import CoordinatorService
 
         service = CoordinatorService(config, role, _workdir(args, role)).start()
@@ -114,7 +122,7 @@ def serve(args) -> None:
         service = FeatureService(config, role, store, settings, _workdir(args, role)).start()
         print(f"party {role}: serving model versions from {settings.models} with {store.description}", flush=True)
         return _until_stopped(service, role)
-    _serve_http(config, role, store, settings, credentials, args.access_log)
+    _serve_http(config, role, store, settings, credentials, args.access_log, record)
 
 
 def _credentials(role: str, settings):
@@ -124,17 +132,6 @@ def _credentials(role: str, settings):
     credentials = load_credentials(settings, role)
     check_bind(*settings.http, credentials, role)
     return credentials
-
-
-def _check_installed() -> None:
-    """The serving extra's libraries, or a one-line error saying how to get them."""
-    import importlib.util
-
-    missing = [name for name in ("fastapi", "uvicorn", "sqlalchemy", "prometheus_client", "httpx")
-               if importlib.util.find_spec(name) is None]
-    if missing:
-        raise ConfigurationError(f"vfl serve needs {', '.join(missing)}: pip install -e \".[serve]\" (the test "
-                                 "extra has them too)")
 
 
 def _workdir(args, role: str) -> Path:
@@ -198,7 +195,7 @@ class _Server:
         return Server(config)
 
 
-def _serve_http(config, role: str, store, settings, credentials, access_log: bool) -> None:
+def _serve_http(config, role: str, store, settings, credentials, access_log: bool, record) -> None:
     import uvicorn
 
     from vfl.serving.api import create_app, http_protocol
@@ -222,6 +219,7 @@ def _serve_http(config, role: str, store, settings, credentials, access_log: boo
     for sig in (signal.SIGINT, signal.SIGTERM):         # a stop finishes the requests under way, then exits 0
         signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
     guard = "bearer tokens required" if credentials.required else "no token: this machine only"
+    record.update(http=f"http://{host}:{port}", tokens=credentials.required)
     print(f"party {role}: serving model version {service.current} on http://{host}:{port} (POST /score, GET "
           f"/health, GET /metrics; {guard})" + ("" if store is None else f" with {store.description}"), flush=True)
     try:

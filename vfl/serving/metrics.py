@@ -40,6 +40,8 @@ class Metrics:
         self.latency = Histogram("vfl_serve_request_seconds", "Time from a /score request to its answer",
                                  buckets=_BUCKETS, registry=r)
         self.ids = Counter("vfl_serve_ids", "Ids answered, by outcome", ["outcome"], registry=r)
+        self.id_errors = Counter("vfl_serve_id_errors", "Ids not scored, by the party that could not and why",
+                                 ["party", "code"], registry=r)
         self.round_seconds = Histogram("vfl_serve_round_seconds", "One round's time at the label party", ["model"],
                                        buckets=_BUCKETS, registry=r)
         self.round_ids = Histogram("vfl_serve_round_ids", "Ids per round",
@@ -56,7 +58,10 @@ class Metrics:
         self.requests.labels(str(status)).inc()
         self.latency.observe(seconds)
         for answer in answers:
-            self.ids.labels("scored" if "error" not in answer else answer["error"]["code"]).inc()
+            error = answer.get("error")
+            self.ids.labels("scored" if error is None else error["code"]).inc()
+            if error is not None:
+                self.id_errors.labels(str(error.get("party") or "-"), error["code"]).inc()
 
     def text(self) -> bytes:
         return generate_latest(self.registry)

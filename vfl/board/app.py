@@ -1,0 +1,141 @@
+"""The board's web application (FastAPI, Jinja2 templates, SVG drawn here): read-only, one party's runs.
+
+Pages: ``/`` the runs, newest first (``?page=N``); ``/runs/ID`` one run (settings, live
+progress, results, what this party learned); fragments the run page polls while the
+run is under way: ``/runs/ID/live`` and, for a service, ``/runs/ID/serving``;
+``/api/runs/ID`` the same as JSON.  Only GET is served; nothing on the page writes.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+
+from vfl.board import charts, learned, results
+from vfl.board.runs import PAGE, NotFound, Workdir
+from vfl.board.serving import Scraper
+
+HERE = Path(__file__).parent
+
+
+def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
+    """The board of ``workdir``; ``token``: sent to a service's ``/metrics`` when it requires one."""
+    app = FastAPI(title="vfl board", docs_url=None, redoc_url=None, openapi_url=None)
+    templates = Jinja2Templates(directory=str(HERE / "templates"))
+    templates.env.filters["when"] = _when
+    app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
+    scraper = Scraper(token)
+
+    def render(request: Request, name: str, status_code: int = 200, **context) -> HTMLResponse:
+        return templates.TemplateResponse(request, name, {"workdir": str(workdir.path), **context},
+                                          status_code=status_code)
+
+    @app.exception_handler(NotFound)
+    async def not_found(request: Request, exc: NotFound):
+        if request.url.path.startswith("/api/"):
+            return JSONResponse({"error": f"no run {exc.args[0]!r} in this work directory"}, status_code=404)
+        return render(request, "missing.html", status_code=404, what=str(exc.args[0]))
+
+    @app.get("/", response_class=HTMLResponse)
+    def runs_page(request: Request, page: int = 1):
+        runs, total = workdir.page(max(1, page))
+        pages = max(1, -(-total // PAGE))
+        return render(request, "runs.html", runs=[_row(r) for r in runs], total=total, page_number=max(1, page),
+                      pages=pages)
+
+    @app.get("/runs/{run_id}", response_class=HTMLResponse)
+    def run_page(request: Request, run_id: str, tree: int = 0):
+        info, live = workdir.info(run_id), workdir.live(run_id)
+        result = workdir.result(run_id)
+        folder = workdir.folder(run_id)
+        said = learned.statement(info.get("family", ""), info.get("role", ""), info.get("task", "train"))
+        return render(request, "run.html", info=_row(info), settings=info.get("settings", {}),
+                      live_html=_live_html(info, live, bool((result or {}).get("loss_curve"))),
+                      running=info.get("status") == "running",
+                      sections=results.sections(info, result, folder, live, tree),
+                      received=learned.received(live.messages, info.get("task", "train")), kinds=learned.KINDS,
+                      statement=said, serving=info.get("task") == "serve" and bool(info.get("http")))
+
+    @app.get("/runs/{run_id}/live", response_class=HTMLResponse)
+    def live_fragment(run_id: str):
+        info = workdir.info(run_id)
+        return HTMLResponse(_live_html(info, workdir.live(run_id)), headers={"X-Run-Status": info["status"]})
+
+    @app.get("/runs/{run_id}/serving", response_class=HTMLResponse)
+    def serving_fragment(run_id: str):
+        info = workdir.info(run_id)
+        return HTMLResponse(scraper.html(run_id, info), headers={"X-Run-Status": info["status"]})
+
+    @app.get("/api/runs/{run_id}")
+    def run_json(run_id: str):
+        info, live = workdir.info(run_id), workdir.live(run_id)
+        return {"info": info, "step": live.step, "models": live.models, "messages": len(live.messages),
+                "lines": [text for _, text in live.lines[-20:]], "result": workdir.result(run_id)}
+
+    return app
+
+
+def _when(value) -> str:
+    if not value:
+        return "–"
+    try:
+        return datetime.fromisoformat(value).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def _row(info: dict) -> dict:
+    """``run.json`` with its duration (so far, if running)."""
+    row = dict(info)
+    try:
+        started = datetime.fromisoformat(info["started"])
+        ended = datetime.fromisoformat(info["ended"]) if info.get("ended") else None
+        seconds = ((ended.timestamp() if ended else time.time()) - started.timestamp())
+        row["duration"] = f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+    except (KeyError, TypeError, ValueError):
+        row["duration"] = "–"
+    return row
+
+
+def _live_html(info: dict, live, final_loss: bool = False) -> str:
+    """The live panel: the step, each model's epochs done, the loss so far as a growing curve, the last lines.
+
+    ``final_loss``: the result draws the whole loss curve, so the panel does not draw it again.
+    """
+    status = info.get("status", "")
+    parts = [f'<p class="status {status}" id="run-status">{status}</p>']
+    serving = info.get("task") == "serve"
+    if status == "running" and not serving:
+        parts.append(f'<p id="step">now: <b>{_escape(live.step)}</b></p>')
+    elif status == "failed":
+        parts.append(f'<p class="error" id="run-error">{_escape(info.get("error", ""))}</p>')
+    unit = "iteration" if info.get("family") == "trees" else "epoch"
+    for index, model in sorted(live.models.items()):
+        name = f"model {index + 1}/{model['models']}{model['what']}" if model.get("models", 1) > 1 else "training"
+        planned = model["epochs"] or "?"
+        parts.append(f'<p class="progress" id="progress-{index}">{_escape(name)}: {model["done"]} of {planned} '
+                     f'{unit}s <progress value="{model["done"]}" max="{model["epochs"] or 1}"></progress></p>')
+        if model["loss"] and not final_loss:
+            epochs, losses = zip(*sorted(model["loss"]))
+            parts.append(charts.line_chart([("loss", [e + 1 for e in epochs], list(losses))],
+                                           f"loss per {unit}, as it trains", unit, "loss", markers=True,
+                                           chart_id=f"loss-live-{index}"))
+    if not serving:
+        parts.append(f'<p class="counts">{len(live.messages):,} messages sent and received</p>')
+    if live.lines:
+        parts.append('<pre class="lines">' + "\n".join(_escape(text) for _, text in live.lines[-8:]) + "</pre>")
+    if live.damaged:
+        parts.append(f'<p class="error">{live.damaged} event lines could not be read</p>')
+    return "".join(parts)
+
+
+def _escape(text) -> str:
+    from html import escape
+
+    return escape(str(text))

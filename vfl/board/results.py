@@ -1,0 +1,307 @@
+"""What a finished run gave its party, as sections of a page: metrics, curves, losses, trees, the scorecard.
+
+Every section is built from the run's own record only (its ``result.json`` and the
+copies of its shard and statistics the record keeps), so a party's board shows
+what that party holds: a feature party's trees with its own thresholds and the
+others' splits as "party k, split j"; its own IV and points; no label party's metric.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from html import escape
+from pathlib import Path
+
+from vfl.board import charts
+
+
+def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int = 0) -> list[dict]:
+    """The result sections of a run: ``{"title", "html", "id"}`` each, in reading order."""
+    out: list[dict] = []
+    if not result:
+        return out
+    if "damaged" in result:
+        return [_section("Results", f'<p class="error">{escape(result["damaged"])}</p>')]
+    if "alignment" in result:
+        out.append(_alignment(result["alignment"]))
+    metrics = result.get("metrics") or {}
+    if "note" in metrics:
+        out.append(_section("Metrics", f"<p>{escape(str(metrics['note']))}</p>"))
+    for what in ("training", "validation"):
+        if isinstance(metrics.get(what), dict):
+            out += _rows_sections(what, metrics[what])
+    if "rows" in metrics and "metrics" in metrics:
+        out += _rows_sections("prediction", metrics)
+    curve = result.get("loss_curve")
+    if curve:
+        out.append(_losses(curve))
+    model = _json(folder / "model.json")
+    family = info.get("family")
+    if family == "trees" and isinstance(model, dict) and info.get("task") == "train":
+        out += _trees(model, tree)
+    if family == "credit" and isinstance(model, dict) and info.get("task") == "train":
+        out += _credit(model, result)
+    statistics = _csv(folder / "statistics.csv")
+    if statistics:
+        out.append(_section("Table statistics (its own columns)", _table(statistics), "statistics"))
+    psi = _csv(folder / "psi.csv")
+    if psi:
+        out.append(_stability(psi))
+    return out
+
+
+def _section(title: str, html: str, ident: str = "") -> dict:
+    return {"title": title, "html": html, "id": ident or title.lower().replace(" ", "-")}
+
+
+def _json(path: Path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _csv(path: Path) -> list[dict]:
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.DictReader(f))
+    except (OSError, ValueError, csv.Error):
+        return []
+
+
+def _number(value) -> str:
+    if isinstance(value, float):
+        return "–" if not math.isfinite(value) else f"{value:.4f}" if abs(value) < 1e5 else f"{value:.4g}"
+    return escape(str(value))
+
+
+def _table(rows: list[dict], columns=None) -> str:
+    columns = columns or list(rows[0])
+    head = "".join(f"<th>{escape(str(c))}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{_number(_float(r.get(c, '')))}</td>" for c in columns) + "</tr>"
+                   for r in rows)
+    return f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _float(value):
+    if isinstance(value, str):
+        try:
+            return float(value) if value.strip() and not value.strip().isalpha() else value
+        except ValueError:
+            return value
+    return value
+
+
+def _alignment(report: dict) -> dict:
+    rows = [{"party": name, "rows": n} for name, n in sorted(report.get("rows", {}).items())]
+    rows.append({"party": "shared", "rows": report.get("shared", "")})
+    return _section("Alignment", _table(rows), "alignment")
+
+
+def _rows_sections(what: str, report: dict) -> list[dict]:
+    metrics = report.get("metrics") or {}
+    table = _table([{"metric": k, "value": v} for k, v in metrics.items()]) if metrics else "<p>none</p>"
+    out = [_section(f"Metrics, {what} rows ({report.get('rows', 0):,})", table, f"metrics-{what}")]
+    curves = report.get("curves") or {}
+    charts_html = []
+    if "roc" in curves:
+        auc = metrics.get("AUC")
+        charts_html.append(charts.line_chart([("ROC", curves["roc"]["fpr"], curves["roc"]["tpr"])],
+                                             f"ROC" + (f" (AUC {auc:.4f})" if auc is not None else ""),
+                                             "false positive rate", "true positive rate", x_range=(0, 1),
+                                             y_range=(0, 1), diagonal=True, chart_id=f"roc-{what}"))
+    if "pr" in curves:
+        charts_html.append(charts.line_chart([("PR", curves["pr"]["recall"], curves["pr"]["precision"])],
+                                             "precision and recall", "recall", "precision", x_range=(0, 1),
+                                             y_range=(0, 1), chart_id=f"pr-{what}"))
+    if "ks" in curves:
+        ks = curves["ks"]
+        title = "K-S" + (f" ({metrics['KS']:.4f})" if metrics.get("KS") is not None else "")
+        charts_html.append(charts.line_chart([("positives", ks["population"], ks["positives"]),
+                                              ("negatives", ks["population"], ks["negatives"])], title,
+                                             "share of rows, highest scores first", "share of the class",
+                                             x_range=(0, 1), y_range=(0, 1), chart_id=f"ks-{what}"))
+    if "gains" in curves:
+        tenths = [f"{10 * (k + 1)}%" for k in range(len(curves["gains"]))]
+        charts_html.append(charts.line_chart([("gains", [0.0] + [(k + 1) / 10 for k in range(len(tenths))],
+                                               [0.0] + list(curves["gains"]))], "cumulative gains",
+                                             "share of rows, highest scores first", "share of positives",
+                                             x_range=(0, 1), y_range=(0, 1), diagonal=True, markers=True,
+                                             chart_id=f"gains-{what}"))
+        charts_html.append(charts.bar_chart(tenths, curves["lift"], "lift per tenth of the rows", "lift",
+                                            reference=1.0, chart_id=f"lift-{what}"))
+    if "residuals" in curves:
+        r = curves["residuals"]
+        charts_html.append(charts.line_chart([("residuals", r["predicted"], r["residual"])], "residuals",
+                                             "predicted", "label - predicted", markers=True,
+                                             chart_id=f"residuals-{what}").replace('stroke-width="2"',
+                                                                                   'stroke-width="0"'))
+    if "confusion" in curves:
+        charts_html.append(_confusion(curves["confusion"], curves.get("threshold")))
+    if charts_html:
+        out.append(_section(f"Curves, {what} rows", '<div class="charts">' + "".join(charts_html) + "</div>",
+                            f"curves-{what}"))
+    return out
+
+
+def _confusion(matrix, threshold) -> str:
+    n = len(matrix)
+    head = "".join(f"<th>predicted {k}</th>" for k in range(n))
+    body = "".join(f"<tr><th>actual {i}</th>" + "".join(f"<td>{v:,}</td>" for v in row) + "</tr>"
+                   for i, row in enumerate(matrix))
+    at = f" at score {threshold:g}" if threshold is not None else ""
+    return (f'<div class="confusion"><p class="caption">confusion matrix{escape(at)}</p>'
+            f'<table class="data" id="confusion"><thead><tr><th></th>{head}</tr></thead><tbody>{body}</tbody>'
+            "</table></div>")
+
+
+def _losses(curve) -> dict:
+    curves = curve if curve and isinstance(curve[0], list) else [curve]
+    series = [(f"model {k + 1}" if len(curves) > 1 else "loss", list(range(1, len(c) + 1)), c)
+              for k, c in enumerate(curves)]
+    return _section("Loss", charts.line_chart(series, "loss per epoch", "epoch", "loss", markers=True,
+                                              chart_id="loss-final"), "loss")
+
+
+# -- trees ------------------------------------------------------------------------------------------------
+
+def _trees(model: dict, chosen: int) -> list[dict]:
+    trees = model.get("trees") or []
+    if not trees:
+        return []
+    columns = model.get("columns", [])
+    thresholds = (model.get("binning") or {}).get("thresholds", [])
+    label = model.get("role") == "label"
+    parties = model.get("data_parties", [])
+    me = parties.index(model.get("party")) if model.get("party") in parties else -1
+    chosen = min(max(0, chosen), len(trees) - 1)
+    links = " ".join(f'<a href="?tree={k}#trees" class="{"chosen" if k == chosen else ""}">{k + 1}</a>'
+                     for k in range(len(trees)))
+    nodes = _tree_nodes(trees[chosen], label, me, parties, columns, thresholds)
+    html = (f'<p class="treepick">tree: {links}</p>'
+            + charts.tree_chart(nodes, f"tree {chosen + 1} of {len(trees)}", chart_id="tree")
+            + '<p class="caption">blue: this party\'s splits, with its thresholds; grey: another party\'s split, '
+              "known here only as that party's split number</p>")
+    out = [_section("Trees", html, "trees")]
+    if label:
+        out.append(_importances(trees, me, parties, columns))
+    return out
+
+
+def _split_text(columns, thresholds, column: int, bin_: int, missing_left: bool) -> str:
+    name = columns[column] if 0 <= column < len(columns) else f"column {column}"
+    cut = thresholds[column][bin_] if column < len(thresholds) and 0 <= bin_ < len(thresholds[column]) else None
+    text = f"{name} ≤ {cut:.4g}" if cut is not None else f"{name}: bin {bin_}"
+    return text + ("\nmissing go left" if missing_left else "")
+
+
+def _tree_nodes(tree: dict, label: bool, me: int, parties, columns, thresholds) -> list[dict]:
+    if label:
+        shape = tree["tree"]
+        left, right, owner, value = shape["left"], shape["right"], shape["owner"], shape["value"]
+    else:
+        left, right = tree["left"], tree["right"]
+        owner, value = None, None
+    own = {int(s[0]): s[1:] for s in tree.get("splits", [])}
+    counted: dict[int, int] = {}
+    nodes = []
+    for i in range(len(left)):
+        if left[i] < 0:
+            text = f"leaf\n{value[i]:.4f}" if value is not None else "leaf"
+            nodes.append({"text": text, "leaf": True})
+        elif i in own:
+            nodes.append({"text": _split_text(columns, thresholds, *own[i]), "left": left[i], "right": right[i],
+                          "own": True})
+        elif owner is None:                 # a feature party knows only that the split is not its own
+            nodes.append({"text": "another party's\nsplit", "left": left[i], "right": right[i], "own": False})
+        else:
+            counted[owner[i]] = counted.get(owner[i], 0) + 1
+            party = parties[owner[i]] if 0 <= owner[i] < len(parties) else "?"
+            nodes.append({"text": f"party {party}\nsplit {counted[owner[i]]}", "left": left[i], "right": right[i],
+                          "own": False})
+    return nodes
+
+
+def _importances(trees, me: int, parties, columns) -> dict:
+    gains: dict[str, float] = {}
+    for tree in trees:
+        shape = tree["tree"]
+        own = {int(s[0]): int(s[1]) for s in tree.get("splits", [])}
+        for i, (owner, gain) in enumerate(zip(shape["owner"], shape["gain"])):
+            if owner < 0:
+                continue
+            name = (columns[own[i]] if i in own and own[i] < len(columns) else
+                    f"party {parties[owner]} (all its columns)" if 0 <= owner < len(parties) else "another party")
+            gains[name] = gains.get(name, 0.0) + float(gain)
+    ranked = sorted(gains.items(), key=lambda kv: -kv[1])[:20]
+    return _section("Gain importances", charts.bar_chart([k for k, _ in ranked], [v for _, v in ranked],
+                                                         "total gain of the splits on each column", "gain",
+                                                         chart_id="importances")
+                    + '<p class="caption">a feature party\'s columns are summed into one bar: the label party '
+                      "knows their splits' gains, not their names</p>", "importances")
+
+
+# -- the credit pipeline ----------------------------------------------------------------------------------
+
+def _credit(model: dict, result: dict) -> list[dict]:
+    columns = model.get("columns", [])
+    order = list(model.get("selected", []))        # the order of the WOE values and points
+    selected = set(order)
+    coding = model.get("coding") or {}
+    woe = coding.get("woe")
+    points = model.get("points", [])
+    thresholds = (model.get("binning") or {}).get("thresholds", [])
+    counts = model.get("bin_counts", [])
+    ivs = result.get("iv")
+    party = model.get("party")
+    own_iv = ivs.get(party) if isinstance(ivs, dict) else ivs if isinstance(ivs, list) else None
+    plan = (result.get("plan") or {}).get(party) if isinstance(result.get("plan"), dict) else None
+    rows = []
+    for j, name in enumerate(columns):
+        row = {"column": name, "bins": len(counts[j]) if j < len(counts) else "",
+               "IV": own_iv[j] if own_iv is not None and j < len(own_iv) else "–",
+               "selected": "yes" if j in selected else "no"}
+        if plan is not None and j < len(plan) and not plan[j] and j not in selected:
+            row["selected"] = "no (IV or correlation rules)"
+        rows.append(row)
+    out = [_section("Information value and selection (its own columns)", _table(rows), "iv")]
+    if isinstance(ivs, dict) and len(ivs) > 1:
+        ranked = sorted(((iv, p, j) for p, values in ivs.items() for j, iv in enumerate(values)), reverse=True)
+        names = {party: columns}
+        out.append(_section("Information value of every party's columns", _table(
+            [{"party": p, "column": names[p][j] if p in names else f"column {j + 1}", "IV": iv,
+              "selected": "yes" if (result.get("plan") or {}).get(p, [True] * (j + 1))[j] else "no"}
+             for iv, p, j in ranked]), "iv-all"))
+    bins_html = []
+    for k, j in enumerate(order):
+        cuts = thresholds[j] if j < len(thresholds) else []
+        ranges = [f"≤ {cuts[0]:.4g}"] if cuts else ["all"]
+        ranges += [f"({a:.4g}, {b:.4g}]" for a, b in zip(cuts, cuts[1:])]
+        ranges += [f"> {cuts[-1]:.4g}"] if cuts else []
+        ranges.append("missing")
+        table = []
+        for b, rng in enumerate(ranges):
+            entry = {"bin": rng, "training rows": counts[j][b] if j < len(counts) and b < len(counts[j]) else ""}
+            if woe is not None and k < len(woe) and b < len(woe[k]):
+                entry["WOE"] = woe[k][b]
+            if k < len(points) and b < len(points[k]):
+                entry["points"] = points[k][b]
+            table.append(entry)
+        bins_html.append(f"<h4>{escape(columns[j])}</h4>" + _table(table))
+    if bins_html:
+        base = (model.get("scorecard") or {}).get("base_points")
+        head = f"<p>base points {base:.2f}</p>" if isinstance(base, (int, float)) else ""
+        out.append(_section("Scorecard: its bins, WOE and points", head + "".join(bins_html), "scorecard"))
+    return out
+
+
+def _stability(rows: list[dict]) -> dict:
+    name = next(iter(rows[0]))
+    values = [_float(r.get("psi", "")) for r in rows]
+    values = [v if isinstance(v, float) else 0.0 for v in values]
+    html = charts.bar_chart([r[name] for r in rows], values, "population stability per column (PSI)", "PSI",
+                            reference=0.1, chart_id="psi") + _table(rows)
+    return _section("Population stability (its own columns)", html, "psi")

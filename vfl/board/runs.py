@@ -1,0 +1,243 @@
+"""Reading one party's run records (:mod:`vfl.deploy.record`), for the board: safely, incrementally, in pages.
+
+Every path the board opens is a run folder whose name matches
+:data:`vfl.deploy.record.RUN_ID` inside ``WORKDIR/runs``, or a file the run's own
+summary names inside the work directory: a request cannot reach a file elsewhere.
+A record still being written is read as far as it goes (an event line without
+its newline waits for the next read); a damaged file is shown as damaged, with
+what could be read, never as an error page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from vfl.deploy.record import FORMAT, RUN_ID
+from vfl.errors import ConfigurationError
+
+#: Runs per page of the runs list.
+PAGE = 50
+
+
+class NotFound(LookupError):
+    """No such run (or a name that is not a run's)."""
+
+
+@dataclass
+class Live:
+    """What a run's events say so far, folded as they are read."""
+
+    task: str = "train"
+    offset: int = 0
+    step: str = "starting"
+    waiting: list = field(default_factory=list)
+    peers: list = field(default_factory=list)
+    lines: list = field(default_factory=list)
+    #: per model index: {"epochs": planned, "what": its class, "done": completed, "loss": [(epoch, loss)]}
+    models: dict = field(default_factory=dict)
+    #: every message: (t, direction, peer, name, kind, bytes, iteration)
+    messages: list = field(default_factory=list)
+    last: float = 0.0
+    damaged: int = 0
+
+
+class Workdir:
+    """One party's work directory, read only.
+
+    Parameters
+    ----------
+    path : path
+        The directory ``vfl party`` / ``vfl serve`` / ``save_run`` wrote (holding ``runs/``),
+        or a ``runs/`` folder itself.
+    """
+
+    def __init__(self, path):
+        path = Path(path).expanduser()
+        if not path.is_dir():
+            raise ConfigurationError(f"{path} is not a directory")
+        if path.name == "runs" and not (path / "runs").is_dir():
+            path = path.parent
+        runs = path / "runs"
+        if not runs.is_dir():
+            raise ConfigurationError(
+                f"{path} holds no vfl runs (no runs/ folder): give the work directory of a party "
+                "(vfl party --workdir, default ./vfl-NAME), or a folder written by an estimator's save_run")
+        self.path = path.resolve()
+        self.runs = runs.resolve()
+        self._live: dict[str, Live] = {}
+        self._lock = threading.Lock()
+
+    # -- the list ------------------------------------------------------------------------------------------
+    def run_ids(self) -> list[str]:
+        """Every run's id, newest first (names sort by their start time)."""
+        names = [e.name for e in _scandir(self.runs) if RUN_ID.match(e.name)]
+        return sorted(names, reverse=True)
+
+    def page(self, number: int = 1, size: int = PAGE) -> tuple[list[dict], int]:
+        """The runs of page ``number`` (from 1), newest first, and how many runs there are.
+
+        Only the page's ``run.json`` files are read, so the list costs the same at 10 runs or 10,000.
+        """
+        ids = self.run_ids()
+        start = max(0, (number - 1) * size)
+        return [self.info(i) for i in ids[start:start + size]], len(ids)
+
+    # -- one run -------------------------------------------------------------------------------------------
+    def folder(self, run_id: str) -> Path:
+        """The folder of run ``run_id``; :class:`NotFound` for anything that is not a run's name here."""
+        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+            raise NotFound(run_id)
+        folder = (self.runs / run_id).resolve()
+        if folder.parent != self.runs or not folder.is_dir():
+            raise NotFound(run_id)
+        return folder
+
+    def info(self, run_id: str) -> dict:
+        """``run.json``, or what can be said of a run whose ``run.json`` is missing or damaged."""
+        folder = self.folder(run_id)
+        info = _json(folder / "run.json")
+        if not isinstance(info, dict) or info.get("format") != FORMAT:
+            problem = ("its run.json is missing" if info is None else
+                       "its run.json is damaged" if isinstance(info, _Damaged) else
+                       f"its run.json is not a {FORMAT} record")
+            return {"id": run_id, "task": run_id.split("-")[1], "status": "unreadable", "error": problem,
+                    "party": "", "role": "", "family": "", "parties": {}, "settings": {},
+                    "started": "", "ended": None}
+        info["id"] = run_id
+        if info.get("status") == "running" and not _alive(info.get("pid")):
+            info.update(status="interrupted", error=f"its process (pid {info.get('pid')}) ended without recording "
+                                                    "an end: it was killed, or its machine stopped")
+        return info
+
+    def result(self, run_id: str) -> dict | None:
+        """``result.json`` (``None`` while running, or if the run failed); ``{"damaged": ...}`` if unreadable."""
+        value = _json(self.folder(run_id) / "result.json")
+        if isinstance(value, _Damaged):
+            return {"damaged": "its result.json is damaged"}
+        return value if isinstance(value, dict) else None
+
+    def live(self, run_id: str) -> Live:
+        """The run's events folded so far; reads only what was appended since the last call."""
+        folder = self.folder(run_id)
+        with self._lock:
+            state = self._live.get(run_id)
+            if state is None:
+                state = self._live[run_id] = Live(task=str(self.info(run_id).get("task", "train")))
+            try:
+                with open(folder / "events.jsonl", "rb") as f:
+                    f.seek(state.offset)
+                    data = f.read()
+            except OSError:
+                return state
+            end = data.rfind(b"\n") + 1          # a line still being written waits for the next read
+            for line in data[:end].splitlines():
+                try:
+                    _fold(state, json.loads(line))
+                except (ValueError, TypeError, KeyError):
+                    state.damaged += 1
+            state.offset += end
+            return state
+
+    def file(self, relative: str) -> Path | None:
+        """A file inside the work directory (a shard, statistics a run named), or ``None`` if outside or missing."""
+        try:
+            path = (self.path / relative).resolve()
+        except (OSError, ValueError):
+            return None
+        if self.path not in path.parents or not path.is_file():
+            return None
+        return path
+
+
+def _alive(pid) -> bool:
+    """Whether process ``pid`` still runs on this machine (a record from elsewhere: assumed so)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+class _Damaged:
+    """A JSON file that exists but does not parse."""
+
+
+def _json(path: Path):
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, RecursionError):
+        return _Damaged()
+
+
+def _scandir(path: Path):
+    try:
+        with os.scandir(path) as entries:
+            return [e for e in entries if e.is_dir()]
+    except OSError:
+        return []
+
+
+def _fold(state: Live, event: dict) -> None:
+    kind, t = event["event"], float(event.get("t", 0.0))
+    state.last = max(state.last, t)
+    if kind == "waiting":
+        state.waiting = list(event["peers"])
+        state.step = "waiting for " + ", ".join(state.waiting)
+    elif kind == "connected":
+        state.peers, state.waiting = list(event["peers"]), []
+        state.step = "connected"
+    elif kind == "line":
+        state.lines.append((t, str(event["text"])))
+    elif kind == "step":
+        state.step = str(event["name"])
+    elif kind == "model":
+        state.models[int(event["index"])] = {"epochs": int(event["epochs"]), "models": int(event.get("models", 1)),
+                                             "what": str(event.get("what", "")), "done": 0, "loss": []}
+    elif kind == "epoch":
+        model = state.models.setdefault(int(event.get("model", 0)),
+                                        {"epochs": 0, "models": 1, "what": "", "done": 0, "loss": []})
+        model["done"] = max(model["done"], int(event["epoch"]) + 1)
+        if event.get("loss") is not None:
+            model["loss"] = [p for p in model["loss"] if p[0] != int(event["epoch"])]
+            model["loss"].append((int(event["epoch"]), float(event["loss"])))
+    elif kind == "message":
+        state.messages.append((t, str(event["direction"]), str(event["peer"]), str(event["name"]),
+                               str(event["kind"]), int(event["bytes"]), event.get("iteration")))
+        state.step = step_of(str(event["name"]), state.task)
+
+
+#: The step of a run each message belongs to, for the live view and "what this party learned".
+STEPS = {
+    "setup": {"hello", "ids_digest", "columns", "models", "public_key", "resume", "start", "schedule", "parameters",
+              "pipeline_resume", "penalty"},
+    "alignment": {"psi_hello", "psi_setup", "psi_hub_points", "psi_spoke_points", "psi_hub_digests", "psi_result",
+                  "sfpsi_hello", "sfpsi_setup", "sfpsi_result", "sfpsi_done"},
+    "binning": {"bins", "widths"},
+    "WOE and IV": {"woe_start", "classes", "counts", "iv_kept"},
+    "selection": {"pearson_start", "pearson_columns", "pearson_rows", "pearson_products", "pearson",
+                  "own_correlation", "plan", "model_columns"},
+    "prediction": {"predict", "rows", "leaf_masks", "masked_scores", "masked_packed_scores", "partial_scores"},
+    "stopped": {"abort"},
+}
+
+
+def step_of(name: str, task: str = "train") -> str:
+    """The step a message named ``name`` belongs to in a run of ``task`` (its main step unless listed in
+    :data:`STEPS`: ``training``, or ``prediction`` in a prediction or a service)."""
+    if name.startswith("validation") or name == "early_stop":
+        return "validation"
+    for step, names in STEPS.items():
+        if name in names:
+            return step
+    return "training" if task == "train" else "prediction"
