@@ -132,10 +132,67 @@ def test_paths_outside_the_work_directory_are_refused(tmp_path):
         assert answer.status_code == 404 and "not the board" not in answer.text, path
     assert client.get("/api/runs/nope").json()["error"].startswith("no run")
     workdir = Workdir(tmp_path / "party")
-    assert workdir.file("../secret.txt") is None and workdir.file("/etc/passwd") is None
     with pytest.raises(NotFound):
         workdir.folder("../party")
     assert client.post("/").status_code == 405          # read-only
+    # links are not followed: a linked run folder is no run; a linked file in a run is not opened
+    outside = tmp_path / "elsewhere"
+    (outside / "runs").mkdir(parents=True)
+    elsewhere = _record(outside)
+    elsewhere.finish({})
+    (tmp_path / "party" / "runs" / elsewhere.id).symlink_to(elsewhere.folder)
+    (record.folder / "psi.csv").symlink_to(tmp_path / "secret.csv")
+    (tmp_path / "secret.csv").write_text("column,psi\nthe-secret-column,0.5\n")
+    listing = client.get("/")
+    assert listing.status_code == 200 and elsewhere.id not in listing.text
+    assert client.get(f"/runs/{elsewhere.id}").status_code == 404
+    assert "the-secret-column" not in client.get(f"/runs/{record.id}").text
+
+
+def test_odd_records_give_pages_never_errors(tmp_path):
+    """Event lines the reader cannot fold, fields of the wrong type, a tree whose children loop: shown as damaged."""
+    record = _record(tmp_path, family="trees")
+    with open(record.folder / "events.jsonl", "a") as f:
+        f.write('{"t": 1, "event": "epoch", "epoch": Infinity}\n' + "[" * 100_000 + "\n"
+                '{"t": 1, "event": "model", "index": "x"}\n')
+    record.message("<-", "A", _message("candidates"), 10)
+    record.finish({"metrics": [1, 2], "loss_curve": {"a": 1}, "alignment": "none"})
+    json.dump({"format": "vfl-boosting-shard/1", "role": "label", "party": "B", "data_parties": ["A", "B"],
+               "trees": [{"tree": {"left": [0, -1], "right": [1, -1], "owner": [0, -1], "value": [0, 1],
+                                   "gain": [1, 0]}}]}, open(record.folder / "model.json", "w"))
+    odd = _record(tmp_path, task="predict")
+    info = json.loads((odd.folder / "run.json").read_text())
+    (odd.folder / "run.json").write_text(json.dumps(dict(info, status=7, parties=["A"], error=None)))
+    client = _client(tmp_path)
+    for _ in range(2):
+        page = client.get(f"/runs/{record.id}")
+        assert page.status_code == 200 and "could not be read" in page.text
+        assert page.text.count("<code>candidates</code>") == 1 and ">1</td>" in page.text   # folded once
+    assert "3 event lines could not be read" in client.get(f"/runs/{record.id}/live").text
+    listing = client.get("/")
+    assert listing.status_code == 200 and "unreadable" in listing.text
+    assert client.get(f"/runs/{odd.id}").status_code == 200
+    assert client.get(f"/api/runs/{odd.id}").json()["info"]["status"] == "unreadable"
+
+
+def test_a_record_is_owner_only_and_never_stops_its_run(tmp_path, monkeypatch):
+    record = _record(tmp_path)
+    assert oct((tmp_path / "runs").stat().st_mode & 0o777) == "0o700"
+    assert oct(record.folder.stat().st_mode & 0o777) == "0o700"
+    assert oct((record.folder / "events.jsonl").stat().st_mode & 0o777) == "0o600"
+    model = tmp_path / "model_B.json"
+    model.write_text("{}")
+    os.chmod(model, 0o644)
+
+    def full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(record._events, "write", full)
+    record.event("epoch", model=0, epoch=0, loss=0.5)             # no exception: the run goes on
+    record.finish({"model": str(model)})
+    info = Workdir(tmp_path).info(record.id)
+    assert info["status"] == "finished" and "No space left on device" in info["record_error"]
+    assert oct((record.folder / "model.json").stat().st_mode & 0o777) == "0o600"
 
 
 def test_damaged_records_are_shown_as_damaged(tmp_path):

@@ -109,7 +109,7 @@ def _live_html(info: dict, live, final_loss: bool = False) -> str:
     ``final_loss``: the result draws the whole loss curve, so the panel does not draw it again.
     """
     status = info.get("status", "")
-    parts = [f'<p class="status {status}" id="run-status">{status}</p>']
+    parts = [f'<p class="status {_escape(status)}" id="run-status">{_escape(status)}</p>']
     serving = info.get("task") == "serve"
     if status == "running" and not serving:
         parts.append(f'<p id="step">now: <b>{_escape(live.step)}</b></p>')

@@ -35,6 +35,13 @@ def _label(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _real(value) -> float | None:
+    """``value`` as a finite float, or ``None`` (a record's damaged or missing number is left out)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) else None
+
+
 def line_chart(series, title: str = "", x_label: str = "", y_label: str = "", width: int = 520, height: int = 300,
                x_range=None, y_range=None, diagonal: bool = False, markers: bool = False, chart_id: str = "") -> str:
     """Lines through points: ``series`` is a list of ``(name, xs, ys)``.
@@ -42,8 +49,8 @@ def line_chart(series, title: str = "", x_label: str = "", y_label: str = "", wi
     ``x_range`` / ``y_range``: fixed ``(low, high)`` (default: the data's); ``diagonal``: the
     line ``y = x`` dashed (a ROC's chance line); ``markers``: a dot on every point.
     """
-    points = [(x, y) for _, xs, ys in series for x, y in zip(xs, ys)
-              if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+    series = [(name, [_real(x) for x in xs], [_real(y) for y in ys]) for name, xs, ys in series]
+    points = [(x, y) for _, xs, ys in series for x, y in zip(xs, ys) if x is not None and y is not None]
     xs_all, ys_all = [p[0] for p in points] or [0.0, 1.0], [p[1] for p in points] or [0.0, 1.0]
     x0, x1 = x_range or (min(xs_all), max(xs_all))
     y0, y1 = y_range or (min(ys_all), max(ys_all))
@@ -65,8 +72,7 @@ def line_chart(series, title: str = "", x_label: str = "", y_label: str = "", wi
         out.append(f'<line class="chance" x1="{px(x0):.1f}" y1="{py(y0):.1f}" x2="{px(x1):.1f}" y2="{py(y1):.1f}" '
                    'stroke="#999" stroke-dasharray="4 4"/>')
     for k, (name, xs, ys) in enumerate(series):
-        pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None and math.isfinite(x)
-               and math.isfinite(y)]
+        pts = [(x, y) for x, y in zip(xs, ys) if x is not None and y is not None]
         colour = COLOURS[k % len(COLOURS)]
         coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
         out.append(f'<polyline class="series" data-series="{escape(str(name))}" data-points="{len(pts)}" '
@@ -87,7 +93,7 @@ def line_chart(series, title: str = "", x_label: str = "", y_label: str = "", wi
 def bar_chart(labels, values, title: str = "", y_label: str = "", width: int = 520, height: int = 300,
               reference: float | None = None, chart_id: str = "") -> str:
     """One bar per label; ``reference``: a dashed horizontal line (e.g. a lift of 1)."""
-    values = [float(v) if v is not None and math.isfinite(v) else 0.0 for v in values]
+    values = [_real(v) or 0.0 for v in values]
     y0, y1 = min(0.0, *values, reference or 0.0), max(0.0, *values, reference or 0.0)
     if y1 <= y0:
         y1 = y0 + 1.0
@@ -148,27 +154,34 @@ def _axes(width, height, x0, x1, y0, y1, px, py, x_label: str, y_label: str) -> 
 
 def tree_chart(nodes: list[dict], title: str = "", chart_id: str = "") -> str:
     """A tree of ``nodes`` (index 0 the root; each ``{"text", "left", "right", "leaf"}``, children by index)."""
-    depth_of, order = {}, []
-
-    def walk(i: int, depth: int) -> None:
+    depth_of, order, parent = {0: 0}, [], {}
+    stack, seen = [0], {0}
+    while stack:                                   # depth first, each node once: a malformed tree is refused
+        i = stack.pop()
         node = nodes[i]
-        depth_of[i] = depth
-        if not node.get("leaf"):
-            walk(node["left"], depth + 1)
-        order.append(i) if node.get("leaf") else None
-        if not node.get("leaf"):
-            walk(node["right"], depth + 1)
+        if node.get("leaf"):
+            continue
+        for child in (node["right"], node["left"]):
+            if not isinstance(child, int) or not 0 <= child < len(nodes) or child in seen:
+                raise ValueError(f"node {i}: child {child!r} is not a node of the tree")
+            seen.add(child)
+            depth_of[child], parent[child] = depth_of[i] + 1, i
+            stack.append(child)
 
-    walk(0, 0)
+    def leaves_in_order(i: int) -> None:       # left to right, without recursion
+        pending = [i]
+        while pending:
+            j = pending.pop()
+            if nodes[j].get("leaf"):
+                order.append(j)
+            else:
+                pending += [nodes[j]["right"], nodes[j]["left"]]
+
+    leaves_in_order(0)
     x_of: dict[int, float] = {i: float(k) for k, i in enumerate(order)}
-
-    def place(i: int) -> float:
-        node = nodes[i]
-        if not node.get("leaf"):
-            x_of[i] = (place(node["left"]) + place(node["right"])) / 2
-        return x_of[i]
-
-    place(0)
+    for i in sorted(depth_of, key=depth_of.get, reverse=True):      # a split: the middle of its children
+        if not nodes[i].get("leaf"):
+            x_of[i] = (x_of[nodes[i]["left"]] + x_of[nodes[i]["right"]]) / 2
     box_w, box_h, gap_x, gap_y = 118, 34, 10, 30
     width = max(1, len(order)) * (box_w + gap_x) + 20
     height = (max(depth_of.values()) + 1) * (box_h + gap_y) + 30

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 from html import escape
 from pathlib import Path
 
@@ -18,37 +19,43 @@ from vfl.board import charts
 
 
 def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int = 0) -> list[dict]:
-    """The result sections of a run: ``{"title", "html", "id"}`` each, in reading order."""
-    out: list[dict] = []
+    """The result sections of a run: ``{"title", "html", "id"}`` each, in reading order.
+
+    A part of the record that cannot be read (damaged, or of another version) is one section saying so;
+    the others are shown as usual.
+    """
     if not result:
-        return out
+        return []
     if "damaged" in result:
-        return [_section("Results", f'<p class="error">{escape(result["damaged"])}</p>')]
-    if "alignment" in result:
-        out.append(_alignment(result["alignment"]))
-    metrics = result.get("metrics") or {}
-    if "note" in metrics:
-        out.append(_section("Metrics", f"<p>{escape(str(metrics['note']))}</p>"))
-    for what in ("training", "validation"):
-        if isinstance(metrics.get(what), dict):
-            out += _rows_sections(what, metrics[what])
-    if "rows" in metrics and "metrics" in metrics:
-        out += _rows_sections("prediction", metrics)
-    curve = result.get("loss_curve")
-    if curve:
-        out.append(_losses(curve))
+        return [_section("Results", f'<p class="error">{escape(str(result["damaged"]))}</p>')]
+    metrics = result.get("metrics") if isinstance(result.get("metrics"), dict) else {}
     model = _json(folder / "model.json")
-    family = info.get("family")
-    if family == "trees" and isinstance(model, dict) and info.get("task") == "train":
-        out += _trees(model, tree)
-    if family == "credit" and isinstance(model, dict) and info.get("task") == "train":
-        out += _credit(model, result)
-    statistics = _csv(folder / "statistics.csv")
-    if statistics:
-        out.append(_section("Table statistics (its own columns)", _table(statistics), "statistics"))
-    psi = _csv(folder / "psi.csv")
-    if psi:
-        out.append(_stability(psi))
+    family, task = info.get("family"), info.get("task")
+    parts = [("Alignment", lambda: [_alignment(result["alignment"])] if "alignment" in result else []),
+             ("Metrics", lambda: [_section("Metrics", f"<p>{escape(str(metrics['note']))}</p>")]
+              if "note" in metrics else [])]
+    for what in ("training", "validation"):
+        parts.append((f"Metrics, {what} rows", lambda what=what: _rows_sections(what, metrics[what])
+                      if isinstance(metrics.get(what), dict) else []))
+    parts += [("Metrics, prediction rows", lambda: _rows_sections("prediction", metrics)
+               if "rows" in metrics and "metrics" in metrics else []),
+              ("Loss", lambda: [_losses(result["loss_curve"])] if result.get("loss_curve") else []),
+              ("Trees", lambda: _trees(model, tree) if family == "trees" and task == "train" and model else []),
+              ("Scorecard", lambda: _credit(model, result) if family == "credit" and task == "train" and model
+               else []),
+              ("Table statistics", lambda: [_section("Table statistics (its own columns)", _table(rows), "statistics")
+                                            for rows in [_csv(folder / "statistics.csv")] if rows]),
+              ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows])]
+    out: list[dict] = []
+    if model is _DAMAGED:
+        out.append(_section("Model", '<p class="error">its model.json is damaged</p>', "model"))
+        model = None
+    for title, build in parts:
+        try:
+            out += build()
+        except Exception:  # noqa: BLE001 - a damaged or foreign record: say so, show the rest
+            out.append(_section(title, '<p class="error">this part of the record could not be read (damaged, or '
+                                       "written by another version of vfl)</p>"))
     return out
 
 
@@ -56,18 +63,31 @@ def _section(title: str, html: str, ident: str = "") -> dict:
     return {"title": title, "html": html, "id": ident or title.lower().replace(" ", "-")}
 
 
+#: A file of the record that exists but cannot be read.
+_DAMAGED = object()
+
+
+def _open(path: Path, mode: str = "r"):
+    """``path`` opened for reading, a link not followed (``OSError`` if it is one)."""
+    return os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), mode, encoding="utf-8",
+                     newline="" if mode == "r" else None)
+
+
 def _json(path: Path):
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
-    except (OSError, ValueError, RecursionError):
+    if not path.exists():
         return None
+    try:
+        with _open(path) as f:
+            value = json.load(f)
+    except (OSError, ValueError, RecursionError):
+        return _DAMAGED
+    return value if isinstance(value, dict) else _DAMAGED
 
 
 def _csv(path: Path) -> list[dict]:
     try:
-        with open(path, newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
+        with _open(path) as f:
+            return list(csv.DictReader(f))[:10_000]
     except (OSError, ValueError, csv.Error):
         return []
 
@@ -110,7 +130,7 @@ def _rows_sections(what: str, report: dict) -> list[dict]:
     if "roc" in curves:
         auc = metrics.get("AUC")
         charts_html.append(charts.line_chart([("ROC", curves["roc"]["fpr"], curves["roc"]["tpr"])],
-                                             f"ROC" + (f" (AUC {auc:.4f})" if auc is not None else ""),
+                                             "ROC" + (f" (AUC {auc:.4f})" if auc is not None else ""),
                                              "false positive rate", "true positive rate", x_range=(0, 1),
                                              y_range=(0, 1), diagonal=True, chart_id=f"roc-{what}"))
     if "pr" in curves:
@@ -255,7 +275,7 @@ def _credit(model: dict, result: dict) -> list[dict]:
     points = model.get("points", [])
     thresholds = (model.get("binning") or {}).get("thresholds", [])
     counts = model.get("bin_counts", [])
-    ivs = result.get("iv")
+    ivs = result.get("iv") if result.get("iv") is not None else model.get("iv")
     party = model.get("party")
     own_iv = ivs.get(party) if isinstance(ivs, dict) else ivs if isinstance(ivs, list) else None
     plan = (result.get("plan") or {}).get(party) if isinstance(result.get("plan"), dict) else None

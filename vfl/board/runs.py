@@ -1,11 +1,11 @@
 """Reading one party's run records (:mod:`vfl.deploy.record`), for the board: safely, incrementally, in pages.
 
-Every path the board opens is a run folder whose name matches
-:data:`vfl.deploy.record.RUN_ID` inside ``WORKDIR/runs``, or a file the run's own
-summary names inside the work directory: a request cannot reach a file elsewhere.
-A record still being written is read as far as it goes (an event line without
-its newline waits for the next read); a damaged file is shown as damaged, with
-what could be read, never as an error page.
+Every path the board opens is a file of a run folder whose name matches
+:data:`vfl.deploy.record.RUN_ID` directly inside ``WORKDIR/runs``; links are not
+followed (a linked folder is no run, a linked file is not opened), so a request
+cannot reach a file elsewhere.  A record still being written is read as far as it
+goes (an event line without its newline waits for the next read); a damaged or
+foreign file is shown as damaged, with what could be read, never as an error page.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 import json
 import os
 import threading
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from vfl.deploy.record import FORMAT, RUN_ID
@@ -21,6 +22,12 @@ from vfl.errors import ConfigurationError
 
 #: Runs per page of the runs list.
 PAGE = 50
+#: Runs whose folded events the board keeps in memory (the least recently viewed go first).
+CACHED_RUNS = 32
+#: Bytes of new events read per request at most (a longer backlog is read over the next polls).
+READ_BYTES = 16 * 2 ** 20
+#: The statuses a record may say; anything else reads as unreadable.
+STATUSES = ("running", "finished", "failed")
 
 
 class NotFound(LookupError):
@@ -68,7 +75,7 @@ class Workdir:
                 "(vfl party --workdir, default ./vfl-NAME), or a folder written by an estimator's save_run")
         self.path = path.resolve()
         self.runs = runs.resolve()
-        self._live: dict[str, Live] = {}
+        self._live: OrderedDict[str, Live] = OrderedDict()
         self._lock = threading.Lock()
 
     # -- the list ------------------------------------------------------------------------------------------
@@ -81,34 +88,43 @@ class Workdir:
         """The runs of page ``number`` (from 1), newest first, and how many runs there are.
 
         Only the page's ``run.json`` files are read, so the list costs the same at 10 runs or 10,000.
+        A run removed meanwhile is left out.
         """
         ids = self.run_ids()
         start = max(0, (number - 1) * size)
-        return [self.info(i) for i in ids[start:start + size]], len(ids)
+        shown = []
+        for run_id in ids[start:start + size]:
+            try:
+                shown.append(self.info(run_id))
+            except NotFound:
+                pass
+        return shown, len(ids)
 
     # -- one run -------------------------------------------------------------------------------------------
     def folder(self, run_id: str) -> Path:
         """The folder of run ``run_id``; :class:`NotFound` for anything that is not a run's name here."""
         if not isinstance(run_id, str) or not RUN_ID.match(run_id):
             raise NotFound(run_id)
-        folder = (self.runs / run_id).resolve()
-        if folder.parent != self.runs or not folder.is_dir():
+        folder = self.runs / run_id
+        if folder.is_symlink() or not folder.is_dir():
             raise NotFound(run_id)
         return folder
 
     def info(self, run_id: str) -> dict:
-        """``run.json``, or what can be said of a run whose ``run.json`` is missing or damaged."""
+        """``run.json``, checked field by field, or what can be said of a run whose ``run.json`` is missing,
+        damaged or not a record (status ``unreadable``); a running run whose process is gone: ``interrupted``."""
         folder = self.folder(run_id)
         info = _json(folder / "run.json")
-        if not isinstance(info, dict) or info.get("format") != FORMAT:
-            problem = ("its run.json is missing" if info is None else
-                       "its run.json is damaged" if isinstance(info, _Damaged) else
-                       f"its run.json is not a {FORMAT} record")
+        problem = ("its run.json is missing" if info is None else
+                   "its run.json is damaged" if isinstance(info, _Damaged) else
+                   f"its run.json is not a {FORMAT} record" if not isinstance(info, dict)
+                   or info.get("format") != FORMAT else _malformed(info))
+        if problem:
             return {"id": run_id, "task": run_id.split("-")[1], "status": "unreadable", "error": problem,
                     "party": "", "role": "", "family": "", "parties": {}, "settings": {},
                     "started": "", "ended": None}
         info["id"] = run_id
-        if info.get("status") == "running" and not _alive(info.get("pid")):
+        if info["status"] == "running" and not _alive(info.get("pid")):
             info.update(status="interrupted", error=f"its process (pid {info.get('pid')}) ended without recording "
                                                     "an end: it was killed, or its machine stopped")
         return info
@@ -116,52 +132,70 @@ class Workdir:
     def result(self, run_id: str) -> dict | None:
         """``result.json`` (``None`` while running, or if the run failed); ``{"damaged": ...}`` if unreadable."""
         value = _json(self.folder(run_id) / "result.json")
-        if isinstance(value, _Damaged):
+        if isinstance(value, _Damaged) or (value is not None and not isinstance(value, dict)):
             return {"damaged": "its result.json is damaged"}
-        return value if isinstance(value, dict) else None
+        return value
 
     def live(self, run_id: str) -> Live:
-        """The run's events folded so far; reads only what was appended since the last call."""
+        """The run's events folded so far, as a copy; reads only what was appended since the last call."""
         folder = self.folder(run_id)
         with self._lock:
-            state = self._live.get(run_id)
+            state = self._live.pop(run_id, None)
             if state is None:
-                state = self._live[run_id] = Live(task=str(self.info(run_id).get("task", "train")))
-            try:
-                with open(folder / "events.jsonl", "rb") as f:
-                    f.seek(state.offset)
-                    data = f.read()
-            except OSError:
-                return state
-            end = data.rfind(b"\n") + 1          # a line still being written waits for the next read
-            for line in data[:end].splitlines():
+                state = Live(task=str(self.info(run_id).get("task", "train")))
+            self._live[run_id] = state                              # the most recently viewed last
+            while len(self._live) > CACHED_RUNS:
+                self._live.popitem(last=False)
+            data = _read_from(folder / "events.jsonl", state.offset, READ_BYTES)
+            at = 0
+            while True:                           # a line still being written waits for the next read
+                end = data.find(b"\n", at)
+                if end < 0:
+                    break
                 try:
-                    _fold(state, json.loads(line))
-                except (ValueError, TypeError, KeyError):
+                    _fold(state, json.loads(data[at:end]))
+                except Exception:  # noqa: BLE001 - any line that is not an event of ours: counted, skipped
                     state.damaged += 1
-            state.offset += end
-            return state
+                at = end + 1
+            state.offset += at
+            return replace(state, waiting=list(state.waiting), peers=list(state.peers), lines=list(state.lines),
+                           models={k: dict(v, loss=list(v["loss"])) for k, v in state.models.items()},
+                           messages=list(state.messages))
 
-    def file(self, relative: str) -> Path | None:
-        """A file inside the work directory (a shard, statistics a run named), or ``None`` if outside or missing."""
-        try:
-            path = (self.path / relative).resolve()
-        except (OSError, ValueError):
-            return None
-        if self.path not in path.parents or not path.is_file():
-            return None
-        return path
+
+def _malformed(info: dict) -> str:
+    """What is wrong with a ``run.json`` of our format, or ``""``."""
+    text = ("task", "family", "party", "role", "started", "error")
+    if any(not isinstance(info.get(k), str) for k in text) or info.get("status") not in STATUSES:
+        return "its run.json is damaged (a field is missing or of the wrong type)"
+    if not isinstance(info.get("parties"), dict) or not all(isinstance(k, str) and isinstance(v, str)
+                                                            for k, v in info["parties"].items()):
+        return "its run.json is damaged (parties)"
+    if not isinstance(info.get("settings"), dict) or not (info.get("ended") is None or isinstance(info["ended"], str)):
+        return "its run.json is damaged (settings or end)"
+    return ""
+
+
+def _read_from(path: Path, offset: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of ``path`` from ``offset`` (a link is not followed; none if it cannot be read)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return b""
+    with os.fdopen(fd, "rb") as f:
+        f.seek(offset)
+        return f.read(limit)
 
 
 def _alive(pid) -> bool:
-    """Whether process ``pid`` still runs on this machine (a record from elsewhere: assumed so)."""
-    if not isinstance(pid, int) or pid <= 0:
+    """Whether process ``pid`` still runs on this machine (no pid, or one not ours to ask about: assumed so)."""
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid <= 0:
         return True
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except OSError:
+    except (OSError, OverflowError):
         return True
     return True
 
@@ -171,11 +205,16 @@ class _Damaged:
 
 
 def _json(path: Path):
+    """The JSON in ``path`` (``None`` if missing; :class:`_Damaged` if a link, unreadable or not JSON)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except FileNotFoundError:
         return None
+    except OSError:
+        return _Damaged()
+    try:
+        with os.fdopen(fd, encoding="utf-8") as f:
+            return json.load(f)
     except (OSError, ValueError, RecursionError):
         return _Damaged()
 
@@ -183,7 +222,7 @@ def _json(path: Path):
 def _scandir(path: Path):
     try:
         with os.scandir(path) as entries:
-            return [e for e in entries if e.is_dir()]
+            return [e for e in entries if e.is_dir(follow_symlinks=False)]
     except OSError:
         return []
 

@@ -11,6 +11,7 @@ run page shows their record and lines only.
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import deque
@@ -38,9 +39,11 @@ class Scraper:
 
         headers = {"authorization": f"Bearer {self.token}"} if self.token else {}
         t = time.time()
+        if not isinstance(url, str) or not url.startswith(("http://", "https://")):
+            return {"t": t, "error": f"its record names no HTTP address: {url!r}"}
         try:
             response = httpx.get(url.rstrip("/") + "/metrics", headers=headers, timeout=self.timeout)
-        except httpx.HTTPError as exc:
+        except Exception as exc:  # noqa: BLE001 - unreachable, refused, an address httpx cannot use
             return {"t": t, "error": f"cannot reach {url}: {type(exc).__name__}"}
         if response.status_code != 200:
             hint = " (give the board a token: vfl board --token-file)" if response.status_code == 401 else ""
@@ -50,8 +53,8 @@ class Scraper:
             for family in text_string_to_metric_families(response.text):
                 for sample in family.samples:
                     values[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
-        except ValueError as exc:
-            return {"t": t, "error": f"{url}/metrics is not Prometheus text: {exc}"}
+        except Exception as exc:  # noqa: BLE001 - whatever the parser makes of a page that is not Prometheus text
+            return {"t": t, "error": f"{url}/metrics is not Prometheus text: {type(exc).__name__}"}
         return {"t": t, "metrics": values}
 
     def html(self, run_id: str, info: dict) -> str:
@@ -69,8 +72,9 @@ class Scraper:
 
 
 def _sum(metrics: dict, name: str, **match) -> float:
-    return sum(v for (n, labels), v in metrics.items()
-               if n == name and all(dict(labels).get(k) == w for k, w in match.items()))
+    total = sum(v for (n, labels), v in metrics.items()
+                if n == name and all(dict(labels).get(k) == w for k, w in match.items()))
+    return total if math.isfinite(total) else 0.0
 
 
 def _labelled(metrics: dict, name: str, key: str) -> dict:
@@ -101,6 +105,10 @@ def quantile(before: dict, after: dict, q: float) -> float | None:
             return (low + share * (le - low)) * 1000
         low, below = le, cumulative
     return low * 1000
+
+
+def _count(value: float) -> str:
+    return f"{int(value):,}" if math.isfinite(value) else "–"
 
 
 def draw(history: list, url: str) -> str:
@@ -150,9 +158,9 @@ def draw(history: list, url: str) -> str:
         if n == "vfl_serve_id_errors_total" and v:
             errors[(dict(labels).get("party", "-"), dict(labels).get("code", ""))] = v
     statuses = {s: v for s, v in _labelled(last, "vfl_serve_requests_total", "status").items() if s != "200" and v}
-    rows = "".join(f"<tr><td>{escape(p)}</td><td>{escape(c)}</td><td>{int(v):,}</td></tr>"
+    rows = "".join(f"<tr><td>{escape(p)}</td><td>{escape(c)}</td><td>{_count(v)}</td></tr>"
                    for (p, c), v in sorted(errors.items()))
-    rows += "".join(f"<tr><td>(request)</td><td>HTTP {escape(s)}</td><td>{int(v):,}</td></tr>"
+    rows += "".join(f"<tr><td>(request)</td><td>HTTP {escape(s)}</td><td>{_count(v)}</td></tr>"
                     for s, v in sorted(statuses.items()))
     parts.append('<h4>errors by party</h4>' + (f'<table class="data" id="errors"><thead><tr><th>party</th>'
                                                 f"<th>code</th><th>count</th></tr></thead><tbody>{rows}</tbody>"

@@ -20,7 +20,10 @@ most one ``flush`` behind the party's own narration.
     {"format": "vfl-run/1", "id", "task": "train" | "predict" | "align" | "serve",
      "family": "linear" | "trees" | "mlp" | "credit" | "alignment" | "serving",
      "party", "role", "parties": {name: role}, "settings", "started", "ended",
-     "status": "running" | "finished" | "failed", "error", "pid"}
+     "status": "running" | "finished" | "failed", "error", "pid", "record_error" (if any)}
+
+Owner-only: the folders 0700, every file 0600.  A record that cannot be written (a full
+disk) never stops the run: it stops being written and ``record_error`` says why.
 
 Events (``"event"`` names the kind; ``"t"``: seconds since the epoch):
 ``waiting`` (``peers``), ``connected`` (``peers``, ``seconds``), ``line`` (``text``), ``step`` (``name``: a
@@ -109,15 +112,20 @@ class RunRecord:
                  describe_failure=None):
         started = datetime.now(timezone.utc)
         self.id = f"{started.strftime('%Y%m%dT%H%M%S.%fZ')}-{task}-{os.getpid()}"
-        self.folder = Path(workdir) / "runs" / self.id
-        self.folder.mkdir(parents=True, exist_ok=False)
+        runs = Path(workdir) / "runs"
+        runs.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.folder = runs / self.id
+        self.folder.mkdir(mode=0o700)
         self.info = {"format": FORMAT, "id": self.id, "task": task, "family": family, "party": party, "role": role,
                      "parties": dict(parties), "settings": plain_json(settings), "started": started.isoformat(),
                      "ended": None, "status": "running", "error": "", "pid": os.getpid()}
         self._describe = describe_failure or (lambda exc: str(exc) or type(exc).__name__)
         self._lock = threading.Lock()
-        self._events = open(self.folder / "events.jsonl", "a", encoding="utf-8")
+        #: why the record stopped being written, if it did (a full disk): the run itself goes on
+        self.broken = ""
         self._write_info()
+        fd = os.open(self.folder / "events.jsonl", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._events = os.fdopen(fd, "a", encoding="utf-8")
 
     @classmethod
     def for_config(cls, workdir, task: str, config, party: str, describe_failure=None) -> "RunRecord":
@@ -128,12 +136,20 @@ class RunRecord:
 
     # -- what happens --------------------------------------------------------------------------------------
     def event(self, event: str, **fields) -> None:
-        """Append one event and flush it (a reader sees it at once)."""
+        """Append one event and flush it (a reader sees it at once).
+
+        A record that cannot be written (a full disk) stops being written, and says so when the run
+        ends; it never stops the run.
+        """
         line = json.dumps({"t": round(time.time(), 3), "event": event, **plain_json(fields)}, allow_nan=False)
         with self._lock:
-            if not self._events.closed:
+            if self._events.closed or self.broken:
+                return
+            try:
                 self._events.write(line + "\n")
                 self._events.flush()
+            except OSError as exc:
+                self.broken = f"the record stopped being written: {exc.strerror or exc}"
 
     def message(self, direction: str, peer: str, message, nbytes: int) -> None:
         """A message this party sent or received: its name, kind and size (never its values)."""
@@ -145,7 +161,7 @@ class RunRecord:
         """Add or change fields of ``run.json`` (e.g. a service's address)."""
         with self._lock:
             self.info.update(plain_json(fields))
-            self._write_info()
+            self._write_info(quiet=True)
 
     # -- how it ends ---------------------------------------------------------------------------------------
     def finish(self, result: dict | None = None) -> None:
@@ -155,12 +171,15 @@ class RunRecord:
         into the record, so the run shows what it made even after a later run writes over them.
         """
         if result is not None:
-            for key in KEPT:
-                source = result.get(key)
-                if isinstance(source, str) and Path(source).is_file() and Path(source).stat().st_size <= KEEP_BYTES:
-                    shutil.copyfile(source, self.folder / KEPT[key])
-                    os.chmod(self.folder / KEPT[key], 0o600)
-            write_json(self.folder / "result.json", plain_json(result), private=True)
+            try:
+                for key in KEPT:
+                    source = result.get(key)
+                    if isinstance(source, str) and Path(source).is_file() \
+                            and Path(source).stat().st_size <= KEEP_BYTES:
+                        _copy_private(Path(source), self.folder / KEPT[key])
+                write_json(self.folder / "result.json", plain_json(result), private=True)
+            except OSError as exc:
+                self.broken = self.broken or f"the record of its result could not be written: {exc.strerror or exc}"
         self._end("finished", "")
 
     def fail(self, error: str) -> None:
@@ -171,11 +190,22 @@ class RunRecord:
             if self.info["status"] != "running":
                 return
             self.info.update(status=status, error=error, ended=datetime.now(timezone.utc).isoformat())
-            self._write_info()
-            self._events.close()
+            if self.broken:
+                self.info["record_error"] = self.broken
+            self._write_info(quiet=True)
+            try:
+                self._events.close()
+            except OSError:
+                pass
 
-    def _write_info(self) -> None:
-        write_json(self.folder / "run.json", self.info, private=True)
+    def _write_info(self, quiet: bool = False) -> None:
+        """Rewrite ``run.json`` whole; ``quiet``: a failure marks the record broken instead of raising."""
+        try:
+            write_json(self.folder / "run.json", self.info, private=True)
+        except OSError as exc:
+            if not quiet:
+                raise
+            self.broken = self.broken or f"the record stopped being written: {exc.strerror or exc}"
 
     def __enter__(self) -> "RunRecord":
         return self
@@ -189,6 +219,15 @@ class RunRecord:
             self.fail(self._describe(exc))
 
 
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target``, owner-only from the start (a temporary file, then renamed)."""
+    tmp = target.with_name(f".{target.name}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "wb") as out, open(source, "rb") as f:
+        shutil.copyfileobj(f, out)
+    os.replace(tmp, target)
+
+
 def save_fitted(path, *, family: str, party: str, parties: dict, settings: dict, transcript, loss_curve=None,
                 result: dict | None = None, files: dict | None = None) -> Path:
     """The record of a fit run in one process (an estimator's), as party ``party`` saw it; returns its folder.
@@ -198,21 +237,22 @@ def save_fitted(path, *, family: str, party: str, parties: dict, settings: dict,
     if ``party`` learns the loss.  ``result``: its summary (metrics and curves); ``files``:
     ``{name: writer(path)}`` of what the record keeps beside it (``model.json``: its shard).
     """
-    record = RunRecord(path, "train", family, party, parties[party], parties, settings)
-    frame = transcript.to_frame() if hasattr(transcript, "to_frame") else transcript
-    for row in frame.itertuples(index=False):
-        if party in (row.receiver, row.sender):
-            record.event("message", direction="received" if row.receiver == party else "sent",
-                         peer=row.sender if row.receiver == party else row.receiver, name=row.name, kind=row.kind,
-                         bytes=int(row.bytes), iteration=None if row.iteration is None else int(row.iteration))
-    if loss_curve is not None and len(loss_curve):
-        curves = loss_curve if isinstance(loss_curve[0], (list, tuple, np.ndarray)) else [loss_curve]
-        for index, curve in enumerate(curves):
-            record.event("model", index=index, models=len(curves), epochs=len(curve), what="")
-            for epoch, loss in enumerate(curve):
-                record.event("epoch", model=index, epoch=epoch, loss=float(loss))
-        result = {**(result or {}), "loss_curve": plain_json(loss_curve)}
-    for name, write in (files or {}).items():
-        write(record.folder / name)
-    record.finish(result or {})
+    with RunRecord(path, "train", family, party, parties[party], parties, settings) as record:
+        frame = transcript.to_frame() if hasattr(transcript, "to_frame") else transcript
+        for row in frame.itertuples(index=False):
+            if party in (row.receiver, row.sender):
+                record.event("message", direction="received" if row.receiver == party else "sent",
+                             peer=row.sender if row.receiver == party else row.receiver, name=row.name,
+                             kind=row.kind, bytes=int(row.bytes),
+                             iteration=None if row.iteration is None else int(row.iteration))
+        if loss_curve is not None and len(loss_curve):
+            curves = loss_curve if isinstance(loss_curve[0], (list, tuple, np.ndarray)) else [loss_curve]
+            for index, curve in enumerate(curves):
+                record.event("model", index=index, models=len(curves), epochs=len(curve), what="")
+                for epoch, loss in enumerate(curve):
+                    record.event("epoch", model=index, epoch=epoch, loss=float(loss))
+            result = {**(result or {}), "loss_curve": plain_json(loss_curve)}
+        for name, write in (files or {}).items():
+            write(record.folder / name)
+        record.finish(result or {})
     return record.folder

@@ -93,6 +93,8 @@ def label_curves(objective: str, scores, y, threshold: float = 0.0) -> dict:
     """
     scores, y = np.asarray(scores, dtype=np.float64), np.asarray(y)
     if objective == "linear":
+        if scores.ndim > 1 or y.ndim > 1:            # several outputs: no residual plot
+            return {}
         order = np.argsort(scores, kind="stable")
         pick = order[np.unique(np.linspace(0, len(order) - 1, min(len(order), CURVE_POINTS)).astype(int))]
         return {"residuals": {"predicted": _round(scores[pick]), "residual": _round(y[pick] - scores[pick])}}

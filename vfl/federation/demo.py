@@ -278,7 +278,7 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
               + ".\n  Kinds: ciphertext = Paillier-encrypted; masked = "
               f"decrypted by C but hidden by a random mask; public = harmless in clear.", flush=True)
         if board:
-            boards = start_boards(folder, [roster.label, *roster.features, roster.coordinator])
+            start_boards(folder, [roster.label, *roster.features, roster.coordinator], boards)
         print("\n== training ==", flush=True)
         progress = EpochProgress(iterations)
         try:
@@ -310,9 +310,10 @@ def run_demo(iterations: int | None = None, batch_size: int | None = None, key_b
                   "transcripts)", flush=True)
 
 
-def start_boards(folder: Path, names) -> dict:
-    """``vfl board`` for each party's work directory, as processes on free ports; prints their addresses."""
-    boards, lines = {}, []
+def start_boards(folder: Path, names, boards: dict) -> None:
+    """``vfl board`` for each party's work directory, as processes on free ports (added to ``boards`` as each
+    starts, so the caller can stop them whatever happens); prints their addresses."""
+    lines = []
     for name in names:
         (folder / name / "runs").mkdir(parents=True, exist_ok=True)
         proc = subprocess.Popen([sys.executable, "-m", "vfl", "board", "--workdir", str(folder / name), "--port", "0"],
@@ -321,9 +322,9 @@ def start_boards(folder: Path, names) -> dict:
         line = proc.stdout.readline().strip()
         found = re.search(r"(http://\S+)", line)
         lines.append(f"  {name}: {found.group(1)}" if found else f"  {name}: no board ({line or 'it stopped'})")
+        threading.Thread(target=proc.stdout.read, daemon=True).start()      # its later output: never a full pipe
     print("vfl demo: each party's board, in a browser (what that party knows, live as it trains):\n"
           + "\n".join(lines), flush=True)
-    return boards
 
 
 def _hold_boards(boards: dict) -> None:

@@ -219,7 +219,8 @@ def _serve_http(config, role: str, store, settings, credentials, access_log: boo
     for sig in (signal.SIGINT, signal.SIGTERM):         # a stop finishes the requests under way, then exits 0
         signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
     guard = "bearer tokens required" if credentials.required else "no token: this machine only"
-    record.update(http=f"http://{host}:{port}", tokens=credentials.required)
+    bound = sock.getsockname()
+    record.update(http=f"http://{bound[0]}:{bound[1]}", tokens=credentials.required)
     print(f"party {role}: serving model version {service.current} on http://{host}:{port} (POST /score, GET "
           f"/health, GET /metrics; {guard})" + ("" if store is None else f" with {store.description}"), flush=True)
     try:
