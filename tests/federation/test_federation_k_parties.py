@@ -150,5 +150,6 @@ def test_certs_for_named_parties_and_a_role_not_in_the_file(tmp_path, capsys):
     assert vfl_main(["party", "--config", str(config), "--role", "A", "--data", "a.csv"]) == 2
     assert f"vfl party A: error: {config}: no party 'A'; the file names ['bank', 'hub', 'shop', 'telco', 'web-2']" \
         in capsys.readouterr().err
-    assert vfl_main(["predict", "--config", str(config), "--role", "hub", "--data", "x.csv"]) == 2
+    assert vfl_main(["predict", "--config", str(config), "--role", "hub", "--data", "x.csv",
+                     "--workdir", str(tmp_path / "hub")]) == 2
     assert "party hub holds no data (it is the coordinator): leave out --data" in capsys.readouterr().err

@@ -208,8 +208,11 @@ def test_demo_example_takes_the_options_of_vfl_demo(capsys):
 
 def test_bad_configuration_exits_2(tmp_path, federation, capsys):
     config = federation["make"]()
-    assert vfl_main(["party", "--config", str(config), "--role", "C", "--data", "x.csv"]) == 2
+    assert vfl_main(["party", "--config", str(config), "--role", "C", "--data", "x.csv",
+                     "--workdir", str(tmp_path / "C")]) == 2
     assert "party C holds no data" in capsys.readouterr().err
+    (record,) = (tmp_path / "C" / "runs").iterdir()          # the refused run is recorded, with the same error
+    assert "party C holds no data" in json.loads((record / "run.json").read_text())["error"]
     bad = tmp_path / "bad.toml"
     bad.write_text(config.read_text().replace("learning_rate", "learnin_rate"))
     assert vfl_main(["party", "--config", str(bad), "--role", "A", "--data", "x.csv"]) == 2
