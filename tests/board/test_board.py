@@ -224,10 +224,8 @@ def test_a_directory_that_is_not_a_party_s_is_refused_clearly(tmp_path, capsys):
     assert "is not a directory" in capsys.readouterr().err
 
 
-def test_the_serving_panel_draws_a_services_metrics(tmp_path):
-    from vfl.serving.metrics import Metrics
-
-    metrics = Metrics()
+def serve_metrics(metrics):
+    """``vfl serve``'s own :class:`~vfl.serving.metrics.Metrics` answering ``GET /metrics`` on a free port."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -241,6 +239,14 @@ def test_the_serving_panel_draws_a_services_metrics(tmp_path):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_the_serving_panel_draws_a_services_metrics(tmp_path):
+    from vfl.serving.metrics import Metrics
+
+    metrics = Metrics()
+    server = serve_metrics(metrics)
     try:
         record = _record(tmp_path, task="serve", family="serving")
         record.update(http=f"http://127.0.0.1:{server.server_address[1]}")

@@ -179,11 +179,10 @@ def test_a_saved_fit_s_trees_and_a_service_s_growing_charts(tmp_path, browser):
     """An estimator's record (save_run) opened with vfl board --run: the trees page; a serving record whose
     service answers /metrics (a real Metrics over HTTP, fed requests as the page watches): its charts grow."""
     import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     from selenium.webdriver.common.by import By
 
-    from test_board import _two_parties
+    from test_board import _two_parties, serve_metrics
     from vfl import VerticalGradientBoostingClassifier
     from vfl.deploy.record import RunRecord
     from vfl.serving.metrics import Metrics
@@ -193,19 +192,7 @@ def test_a_saved_fit_s_trees_and_a_service_s_growing_charts(tmp_path, browser):
                                                random_state=0).fit(data)
     folder = trees.save_run(tmp_path / "fit", data)
     metrics = Metrics()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = metrics.text()
-            self.send_response(200)
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = serve_metrics(metrics)
     service = RunRecord(tmp_path / "fit", "serve", "serving", "B", "label", {"A": "feature", "B": "label"}, {})
     service.update(http=f"http://127.0.0.1:{server.server_address[1]}")
     stop = threading.Event()
