@@ -208,6 +208,8 @@ def test_the_boards_draw_the_trees_each_party_knows(boosted):
 
     label = pages(LABEL)
     assert 'id="importances"' in label[0] and 'id="roc-training"' in label[0]
+    scores = shard(work, LABEL)["validation_scores"]                              # early_stopping = true
+    assert 'id="early-stopping"' in label[0] and f'data-points="{len(scores)}"' in label[0]
     assert 'id="loss-live-0"' in label[0] and 'data-points="6"' in label[0]       # the loss of every tree
     assert any(re.search(r">party (shop|telco)</text>", page) for page in label)
     for name in FEATURES:

@@ -40,6 +40,8 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
     parts += [("Metrics, prediction rows", lambda: _rows_sections("prediction", metrics)
                if "rows" in metrics and "metrics" in metrics else []),
               ("Loss", lambda: [_losses(result["loss_curve"])] if result.get("loss_curve") else []),
+              ("Early stopping", lambda: [_early_stopping(model["validation_scores"], family)]
+               if model and model.get("validation_scores") else []),
               ("Trees", lambda: _trees(model, tree) if family == "trees" and task == "train" and model else []),
               ("Scorecard", lambda: _credit(model, result) if family == "credit" and task == "train" and model
                else []),
@@ -184,6 +186,18 @@ def _losses(curve) -> dict:
               for k, c in enumerate(curves)]
     return _section("Loss", charts.line_chart(series, "loss per epoch", "epoch", "loss", markers=True,
                                               chart_id="loss-final"), "loss")
+
+
+def _early_stopping(scores, family: str) -> dict:
+    """The validation score after each iteration or epoch (the label party's: it decides when to stop)."""
+    unit = "iteration" if family == "trees" else "epoch"
+    values = [float(v) for v in scores]
+    best = max(range(len(values)), key=values.__getitem__)
+    return _section("Early stopping", charts.line_chart([("validation score", list(range(1, len(values) + 1)),
+                                                          values)], f"validation score per {unit}", unit,
+                                                        "validation score (higher is better)", markers=True,
+                                                        chart_id="early-stopping")
+                    + f'<p class="caption">best after {unit} {best + 1}: {values[best]:.4f}</p>', "early-stopping")
 
 
 # -- trees ------------------------------------------------------------------------------------------------
