@@ -45,6 +45,11 @@ def test_a_record_is_read_as_it_is_written(tmp_path):
     workdir = Workdir(tmp_path)
     live = workdir.live(record.id)
     assert live.step == "setup" and live.models[0]["epochs"] == 3 and len(live.messages) == 1
+    client = _client(tmp_path)
+    assert "<code>public_key</code>" in client.get(f"/runs/{record.id}/received").text      # received so far
+    record.message("<-", "A", _message("residual"), 4096)
+    later = client.get(f"/runs/{record.id}/received")
+    assert "<code>residual</code>" in later.text and later.headers["x-run-status"] == "running"
     record.event("epoch", model=0, epoch=0, loss=0.69)
     with open(record.folder / "events.jsonl", "a") as f:      # a line still being written: not read yet
         f.write('{"t": 1, "event": "epoch", "model": 0, "ep')

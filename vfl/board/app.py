@@ -67,6 +67,16 @@ def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
         info = workdir.info(run_id)
         return HTMLResponse(_live_html(info, workdir.live(run_id)), headers={"X-Run-Status": info["status"]})
 
+    @app.get("/runs/{run_id}/received", response_class=HTMLResponse)
+    def received_fragment(request: Request, run_id: str):
+        info = workdir.info(run_id)
+        live = workdir.live(run_id)
+        answer = templates.TemplateResponse(request, "received.html", {
+            "received": learned.received(live.messages, info.get("task", "train")), "kinds": learned.KINDS,
+            "running": info.get("status") == "running"})
+        answer.headers["X-Run-Status"] = info["status"]
+        return answer
+
     @app.get("/runs/{run_id}/serving", response_class=HTMLResponse)
     def serving_fragment(run_id: str):
         info = workdir.info(run_id)

@@ -1,4 +1,5 @@
-// vfl board: refresh the panels of a run that is under way (the live progress, a service's metrics).
+// vfl board: refresh the panels of a run that is under way (the live progress, the messages received so far,
+// a service's metrics).
 // The server draws everything; this only fetches each panel again and stops when the run has ended.
 "use strict";
 
@@ -35,6 +36,7 @@ function follow(panel, everyMs) {
 
 document.addEventListener("DOMContentLoaded", () => {
   follow(document.getElementById("live"), 500);
+  follow(document.getElementById("received-panel"), 1000);
   const serving = document.getElementById("serving");
   if (serving) {
     serving.dataset.running = serving.dataset.running || "no";
