@@ -44,6 +44,9 @@ from vfl.serving.rounds import Layout, decrypted
 log = logging.getLogger("vfl.serving")
 #: Where a coordinator with a work directory keeps its serving key pair.
 KEY_FILE = "serving_key.json"
+#: Seconds a split network's deal waits for a feature party's link that is not up yet (a coordinator just
+#: started: the label party's link can be ready before the feature parties' are).
+LINK_WAIT = 5.0
 
 
 class CoordinatorService:
@@ -59,7 +62,7 @@ class CoordinatorService:
         self.label, self.features = config.roster.label, list(config.roster.features)
         peers = [p for p in config.roster.everyone if p != role]
         self._links: dict[str, object] = {}         # feature party -> its channel (the masks go there)
-        self._lock = threading.Lock()
+        self._lock = threading.Condition()
         self.decrypted = 0
         if self.mlp:
             self.runtime = Runtime(config, role, peers, self._on_link)
@@ -108,6 +111,7 @@ class CoordinatorService:
         """A feature party's link: it sends nothing; a split network's masks go out on it while it lasts."""
         with self._lock:
             self._links[channel.peer] = channel
+            self._lock.notify_all()
         try:
             while True:
                 message = channel.recv(1.0)
@@ -130,6 +134,7 @@ class CoordinatorService:
         units = integer(message, "units", self.label, 1, MAX_MASK_VALUES // rows)
         tag = token(message, self.label)
         with self._lock:
+            self._lock.wait_for(lambda: all(k in self._links for k in self.features), LINK_WAIT)
             links = {k: self._links.get(k) for k in self.features}
         missing = [k for k, link in links.items() if link is None]
         if missing:
