@@ -44,7 +44,7 @@ def test_a_record_is_read_as_it_is_written(tmp_path):
     record.message("<-", "C", _message("public_key", "public", None), 520)
     workdir = Workdir(tmp_path)
     live = workdir.live(record.id)
-    assert live.step == "setup" and live.models[0]["epochs"] == 3 and len(live.messages) == 1
+    assert live.step == "setup" and live.models[0]["epochs"] == 3 and live.messages == 1
     client = _client(tmp_path)
     assert "<code>public_key</code>" in client.get(f"/runs/{record.id}/received").text      # received so far
     record.message("<-", "A", _message("residual"), 4096)

@@ -59,7 +59,7 @@ def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
                       live_html=_live_html(info, live, bool((result or {}).get("loss_curve"))),
                       running=info.get("status") == "running",
                       sections=results.sections(info, result, folder, live, tree),
-                      received=learned.received(live.messages, info.get("task", "train")), kinds=learned.KINDS,
+                      received=learned.received(live.received, info.get("task", "train")), kinds=learned.KINDS,
                       statement=said, serving=info.get("task") == "serve" and bool(info.get("http")))
 
     @app.get("/runs/{run_id}/live", response_class=HTMLResponse)
@@ -72,7 +72,7 @@ def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
         info = workdir.info(run_id)
         live = workdir.live(run_id)
         answer = templates.TemplateResponse(request, "received.html", {
-            "received": learned.received(live.messages, info.get("task", "train")), "kinds": learned.KINDS,
+            "received": learned.received(live.received, info.get("task", "train")), "kinds": learned.KINDS,
             "running": info.get("status") == "running"})
         answer.headers["X-Run-Status"] = info["status"]
         return answer
@@ -85,7 +85,7 @@ def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
     @app.get("/api/runs/{run_id}")
     def run_json(run_id: str):
         info, live = workdir.info(run_id), workdir.live(run_id)
-        return {"info": info, "step": live.step, "models": live.models, "messages": len(live.messages),
+        return {"info": info, "step": live.step, "models": live.models, "messages": live.messages,
                 "lines": [text for _, text in live.lines[-20:]], "result": workdir.result(run_id)}
 
     return app
@@ -137,7 +137,7 @@ def _live_html(info: dict, live, final_loss: bool = False) -> str:
                                            f"loss per {unit}, as it trains", unit, "loss", markers=True,
                                            chart_id=f"loss-live-{index}"))
     if not serving:
-        parts.append(f'<p class="counts">{len(live.messages):,} messages sent and received</p>')
+        parts.append(f'<p class="counts">{live.messages:,} messages sent and received</p>')
     if live.lines:
         parts.append('<pre class="lines">' + "\n".join(_escape(text) for _, text in live.lines[-8:]) + "</pre>")
     if live.damaged:

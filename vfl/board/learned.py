@@ -115,20 +115,11 @@ def statement(family: str, role: str, task: str = "train") -> tuple[str, str, st
     return STATEMENTS.get((family, role))
 
 
-def received(messages, task: str = "train") -> list[dict]:
-    """The messages this party received, grouped by step, name, sender and kind, in the order first seen.
+def received(groups: dict, task: str = "train") -> list[dict]:
+    """The messages this party received (``groups``: :attr:`vfl.board.runs.Live.received`), described.
 
     Each group: ``step``, ``name``, ``peer``, ``kind``, ``count``, ``bytes`` and ``what`` (the description).
     """
-    groups: dict[tuple, dict] = {}
-    for t, direction, peer, name, kind, nbytes, _ in messages:
-        if direction != "received":
-            continue
-        key = (step_of(name, task), name, peer, kind)
-        group = groups.get(key)
-        if group is None:
-            group = groups[key] = {"step": key[0], "name": name, "peer": peer, "kind": kind, "count": 0, "bytes": 0,
-                                   "what": DESCRIPTIONS.get(name) or PSI_DESCRIPTIONS.get(name, name)}
-        group["count"] += 1
-        group["bytes"] += nbytes
-    return list(groups.values())
+    return [{"step": step_of(name, task), "name": name, "peer": peer, "kind": kind, "count": count, "bytes": nbytes,
+             "what": DESCRIPTIONS.get(name) or PSI_DESCRIPTIONS.get(name, name)}
+            for (name, peer, kind), (count, nbytes) in groups.items()]

@@ -46,8 +46,10 @@ class Live:
     lines: list = field(default_factory=list)
     #: per model index: {"epochs": planned, "what": its class, "done": completed, "loss": [(epoch, loss)]}
     models: dict = field(default_factory=dict)
-    #: every message: (t, direction, peer, name, kind, bytes, iteration)
-    messages: list = field(default_factory=list)
+    #: how many messages it sent and received
+    messages: int = 0
+    #: the messages it received, grouped: (name, sender, kind) -> [count, bytes], in the order first seen
+    received: dict = field(default_factory=dict)
     last: float = 0.0
     damaged: int = 0
 
@@ -160,7 +162,7 @@ class Workdir:
             state.offset += at
             return replace(state, waiting=list(state.waiting), peers=list(state.peers), lines=list(state.lines),
                            models={k: dict(v, loss=list(v["loss"])) for k, v in state.models.items()},
-                           messages=list(state.messages))
+                           received={k: list(v) for k, v in state.received.items()})
 
 
 def _malformed(info: dict) -> str:
@@ -251,9 +253,13 @@ def _fold(state: Live, event: dict) -> None:
             model["loss"] = [p for p in model["loss"] if p[0] != int(event["epoch"])]
             model["loss"].append((int(event["epoch"]), float(event["loss"])))
     elif kind == "message":
-        state.messages.append((t, str(event["direction"]), str(event["peer"]), str(event["name"]),
-                               str(event["kind"]), int(event["bytes"]), event.get("iteration")))
-        state.step = step_of(str(event["name"]), state.task)
+        name, nbytes = str(event["name"]), int(event["bytes"])
+        if event["direction"] == "received":
+            group = state.received.setdefault((name, str(event["peer"]), str(event["kind"])), [0, 0])
+            group[0] += 1
+            group[1] += nbytes
+        state.messages += 1
+        state.step = step_of(name, state.task)
 
 
 #: The step of a run each message belongs to, for the live view and "what this party learned".
