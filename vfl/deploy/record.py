@@ -232,19 +232,17 @@ def save_fitted(path, *, family: str, party: str, parties: dict, settings: dict,
                 result: dict | None = None, files: dict | None = None) -> Path:
     """The record of a fit run in one process (an estimator's), as party ``party`` saw it; returns its folder.
 
-    ``transcript``: every message (a :class:`~vfl.transport.Transcript` or its frame); only those
+    ``transcript``: every message, as :meth:`vfl.transport.Transcript.to_frame` gives them; only those
     ``party`` sent or received are recorded.  ``loss_curve`` (one list, or one per model): only
     if ``party`` learns the loss.  ``result``: its summary (metrics and curves); ``files``:
     ``{name: writer(path)}`` of what the record keeps beside it (``model.json``: its shard).
     """
     with RunRecord(path, "train", family, party, parties[party], parties, settings) as record:
-        frame = transcript.to_frame() if hasattr(transcript, "to_frame") else transcript
-        for row in frame.itertuples(index=False):
+        for row in transcript.itertuples(index=False):
             if party in (row.receiver, row.sender):
                 record.event("message", direction="received" if row.receiver == party else "sent",
                              peer=row.sender if row.receiver == party else row.receiver, name=row.name,
-                             kind=row.kind, bytes=int(row.bytes),
-                             iteration=None if row.iteration is None else int(row.iteration))
+                             kind=row.kind, bytes=int(row.bytes), iteration=row.iteration)
         if loss_curve is not None and len(loss_curve):
             curves = loss_curve if isinstance(loss_curve[0], (list, tuple, np.ndarray)) else [loss_curve]
             for index, curve in enumerate(curves):

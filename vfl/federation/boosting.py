@@ -46,8 +46,7 @@ NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds th
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+          narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of boosting; write its shard and transcript.
 
     Returns a summary dict: ``party``, ``role``, the shard's and transcript's paths,
@@ -140,8 +139,7 @@ def _rows_metrics(party: TreeLabelParty, rows: np.ndarray) -> dict:
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
-            narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+            narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of private prediction with its shard; the label party writes the scores CSV.
 
     Returns a summary dict: ``party``, ``role``, ``rows``, ``label`` (the label

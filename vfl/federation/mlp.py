@@ -39,8 +39,7 @@ from vfl.runs import mlp as run
 
 
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+          narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of training a split network; write its shard (data parties) and transcript.
 
     Returns a summary dict: ``party``, ``role``, ``epochs``, the transcript's and (data
@@ -163,8 +162,7 @@ def _log(probability: np.ndarray) -> np.ndarray:
 # --------------------------------------------------------------------------- prediction
 
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
-            narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+            narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of private prediction with its shard; the label party writes the scores CSV.
 
     Returns a summary dict: ``party``, ``role``, ``rows``, ``label`` (the label party's

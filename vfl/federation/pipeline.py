@@ -67,8 +67,7 @@ STEP_FORMAT = "vfl-pipeline-step/1"
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+          narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of the whole pipeline; write its statistics, shard and transcript.
 
     Returns a summary dict: ``party``, ``role``, the written paths, and at the label
@@ -276,8 +275,7 @@ def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".", output=None,
-            narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+            narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of scoring new rows with its shard.
 
     Every data party writes the population stability of its columns

@@ -66,8 +66,7 @@ from vfl.transport import Endpoint
 
 @uses_compute
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
-          narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+          narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of training; write its shard, transcript, and (coordinator) the loss curve.
 
     ``role`` is the party's name in ``config``; ``progress`` shows progress on standard
@@ -301,7 +300,8 @@ def _foreign(config: FederationConfig, kind: str) -> tuple:
 # --------------------------------------------------------------------------- alignment only
 
 @uses_compute
-def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False, record=None) -> dict:
+def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False,
+               record=None) -> dict:
     """``vfl align``: run only the private set intersection; write this party's aligned rows.
 
     Every data party runs it at once (the coordinator takes no part).  Returns
@@ -342,8 +342,7 @@ def scoring_part(config: FederationConfig, role: str, data_path, model_path, wor
 
 @uses_compute
 def predict(config: FederationConfig, role: str, data_path=None, model_path=None, workdir=".",
-            output=None, narrate: bool = False, progress: bool | None = False,
-          record=None) -> dict:
+            output=None, narrate: bool = False, progress: bool | None = False, record=None) -> dict:
     """Run party ``role``'s part of federated prediction; the label party writes the scores CSV.
 
     Returns a summary dict: ``party`` (the name), ``role`` (its kind), ``mode``,
