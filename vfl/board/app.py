@@ -9,6 +9,7 @@ run is under way: ``/runs/ID/live`` and, for a service, ``/runs/ID/serving``;
 from __future__ import annotations
 
 import time
+from html import escape
 from datetime import datetime
 from pathlib import Path
 
@@ -119,17 +120,17 @@ def _live_html(info: dict, live, final_loss: bool = False) -> str:
     ``final_loss``: the result draws the whole loss curve, so the panel does not draw it again.
     """
     status = info.get("status", "")
-    parts = [f'<p class="status {_escape(status)}" id="run-status">{_escape(status)}</p>']
+    parts = [f'<p class="status {_text(status)}" id="run-status">{_text(status)}</p>']
     serving = info.get("task") == "serve"
     if status == "running" and not serving:
-        parts.append(f'<p id="step">now: <b>{_escape(live.step)}</b></p>')
+        parts.append(f'<p id="step">now: <b>{_text(live.step)}</b></p>')
     elif status == "failed":
-        parts.append(f'<p class="error" id="run-error">{_escape(info.get("error", ""))}</p>')
+        parts.append(f'<p class="error" id="run-error">{_text(info.get("error", ""))}</p>')
     unit = "iteration" if info.get("family") == "trees" else "epoch"
     for index, model in sorted(live.models.items()):
         name = f"model {index + 1}/{model['models']}{model['what']}" if model.get("models", 1) > 1 else "training"
         planned = model["epochs"] or "?"
-        parts.append(f'<p class="progress" id="progress-{index}">{_escape(name)}: {model["done"]} of {planned} '
+        parts.append(f'<p class="progress" id="progress-{index}">{_text(name)}: {model["done"]} of {planned} '
                      f'{unit}s <progress value="{model["done"]}" max="{model["epochs"] or 1}"></progress></p>')
         if model["loss"] and not final_loss:
             epochs, losses = zip(*sorted(model["loss"]))
@@ -139,13 +140,12 @@ def _live_html(info: dict, live, final_loss: bool = False) -> str:
     if not serving:
         parts.append(f'<p class="counts">{live.messages:,} messages sent and received</p>')
     if live.lines:
-        parts.append('<pre class="lines">' + "\n".join(_escape(text) for _, text in live.lines[-8:]) + "</pre>")
+        parts.append('<pre class="lines">' + "\n".join(_text(text) for _, text in live.lines[-8:]) + "</pre>")
     if live.damaged:
         parts.append(f'<p class="error">{live.damaged} event lines could not be read</p>')
     return "".join(parts)
 
 
-def _escape(text) -> str:
-    from html import escape
-
-    return escape(str(text))
+def _text(value) -> str:
+    """Any value of a record as HTML text."""
+    return escape(str(value))
