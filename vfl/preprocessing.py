@@ -30,7 +30,9 @@ from sklearn.base import BaseEstimator, clone
 
 from types import SimpleNamespace
 
+from vfl import fitted_runs
 from vfl.dataset import VerticalDataset, check_fit_arguments
+from vfl.deploy.jsonfile import write_json
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.linear_model import VerticalLogisticRegression
 from vfl.parties.binning import Binner
@@ -530,6 +532,49 @@ class VerticalPipeline:
 
     def predict_score(self, data: VerticalDataset) -> np.ndarray:
         return self.steps[-1][1].predict_score(self._through(data))
+
+    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
+        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``.
+
+        For ``vfl board --run path``: every step's messages to and from the party, the
+        coordinator's loss curve, a data party's shard (its bins, coding and points, as
+        :meth:`shards`) with the IVs and the selection it learned (the label party: every
+        party's; a feature party: its own plan, and its IVs with ``share_woe``); with labelled
+        ``data``, the label party's metrics and curves on it (private prediction). Needs the
+        steps :meth:`shards` needs. Returns the run's folder.
+        """
+        if not getattr(self, "fitted_", False):
+            raise NotFittedError("this VerticalPipeline is not fitted yet; call fit first")
+        steps = self.named_steps
+        woe = _upstream(steps, VerticalWOE, "save_run()")
+        card = _upstream(steps, VerticalScorecard, "save_run()")
+        selection = _upstream(steps, VerticalSelection, "save_run()", required=False)
+        support = {p: (selection.support_[p] if selection is not None else np.ones(len(c), dtype=bool)).tolist()
+                   for p, c in woe.columns_.items()}
+        shard_of = self.shards()
+
+        def result(name, role):
+            if role == "coordinator":
+                return {}
+            out = {"selected": [c for c, kept in zip(woe.columns_[name], support[name]) if kept]}
+            if role == "feature":
+                return dict(out, iv=woe.iv_[name].tolist()) if woe.share_woe else out
+            out.update(iv={p: woe.iv_[p].tolist() for p in woe.columns_}, plan=support, base_points=card.base_points_)
+            if data is not None:
+                out["metrics"] = {"training": fitted_runs.report(self, data, card.classes_)}
+            return out
+
+        def shard(target, name):
+            if name in shard_of:
+                write_json(target, shard_of[name])
+
+        transcripts = [step.transcript_ for step in (woe, selection) if step is not None] + [card.model_.transcript_]
+        settings = {f"{name}__{key}": value for name, step in self.steps if hasattr(step, "get_params")
+                    for key, value in fitted_runs.scalar_settings(step.get_params(deep=False)).items()}
+        return fitted_runs.save_view(path, family="credit", label=woe._roster.label, features=woe._roster.features,
+                                     transcripts=transcripts, settings=settings, party=party,
+                                     loss_curve=card.model_.loss_curve_, loss_known_by="coordinator", result=result,
+                                     files={"model.json": shard})
 
     def shards(self) -> dict:
         """Every party's shard (format ``vfl-pipeline-shard/1``): only its own bins, WOE values, weights, points.

@@ -339,6 +339,50 @@ def test_an_estimator_saves_its_run_for_the_board(tmp_path, vertical_data):
         assert "another party&#39;s" in page and "leaf</text>" in page and not re.search(r"leaf</text><text[^>]*>-?\d", page)
 
 
+def test_the_credit_pipeline_saves_each_party_s_view_of_its_run(tmp_path):
+    """A fitted VerticalPipeline's record per party: the bank's IVs of every party, its bins, points and metrics;
+    the telco's own columns and plan only; the coordinator's loss; a pipeline without a scorecard is refused."""
+    from credit_data import credit_data
+    from vfl import VerticalLogisticRegression
+    from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
+
+    keys = {"key_bits": 1024, "insecure": True}
+    data = credit_data(n=600)
+    pipe = VerticalPipeline([("woe", VerticalWOE(VerticalBinning(max_bins=6), **keys)),
+                             ("selection", VerticalSelection(iv_threshold=0.01)),
+                             ("scorecard", VerticalScorecard(VerticalLogisticRegression(max_iter=5, **keys)))]).fit(data)
+    bank = pipe.save_run(tmp_path / "bank", data)
+    page = _client(tmp_path / "bank").get(f"/runs/{bank.name}").text
+    assert 'id="iv"' in page and 'id="iv-all"' in page and 'id="scorecard"' in page and 'id="roc-training"' in page
+    assert "base points" in page and "income" in page and ">telco<" in page
+    shard = json.loads((bank / "model.json").read_text())
+    assert shard == json.loads(json.dumps(pipe.shards()["bank"]))
+    result = json.loads((bank / "result.json").read_text())
+    assert result["plan"]["telco"] == pipe.named_steps["selection"].support_["telco"].tolist()
+    assert abs(result["base_points"] - pipe.named_steps["scorecard"].base_points_) < 1e-9
+    received = {json.loads(line)["name"] for line in (bank / "events.jsonl").read_text().splitlines()
+                if json.loads(line).get("direction") == "received"}
+    assert received                                              # the WOE step's counts and the model's messages
+
+    telco = pipe.save_run(tmp_path / "telco", data, party="telco")
+    page = _client(tmp_path / "telco").get(f"/runs/{telco.name}").text
+    assert 'id="iv"' in page and "calls" in page and 'id="scorecard"' in page
+    for hidden in ("income", "utilization", "iv-all", "roc-training", "AUC", "loss-final"):
+        assert hidden not in page
+    assert "iv" not in json.loads((telco / "result.json").read_text())     # no IV without share_woe
+
+    coordinator = next(name for name, role in json.loads((bank / "run.json").read_text())["parties"].items()
+                       if role == "coordinator")
+    seen_by_c = pipe.save_run(tmp_path / "c", party=coordinator)
+    page = _client(tmp_path / "c").get(f"/runs/{seen_by_c.name}").text
+    assert 'id="loss-final"' in page and 'id="scorecard"' not in page and "income" not in page
+    assert not (seen_by_c / "model.json").exists()
+
+    no_card = VerticalPipeline([("woe", VerticalWOE(VerticalBinning(max_bins=6), **keys))]).fit(data)
+    with pytest.raises(ConfigurationError, match="VerticalScorecard"):
+        no_card.save_run(tmp_path / "x")
+
+
 @pytest.mark.slow
 def test_the_demo_prints_each_party_s_board_and_b_s_shows_the_run_s_curves():
     """``vfl demo --board``: the addresses it prints answer while it holds them open; B's shows the ROC."""
