@@ -199,3 +199,104 @@ def test_a_feature_party_set_to_private_refuses_to_look_ids_up():
     message = Message("leaves", "public", 1, {"ids": pack_ids(["a"])})
     with pytest.raises(ConfigurationError, match="answers private queries only"):
         service._rows(message, None, complete=False)
+
+
+# -- a feature party's table builds, and the label party holding them ------------------------------------------
+def _feature_service(monkeypatch, tmp_path, store):
+    """A feature party's service with its handlers, a trees share and tiny payloads (no links, no key)."""
+    import threading
+
+    import vfl.serving.feature as feature
+    for version in ("1", "2"):
+        (tmp_path / version).mkdir()
+        (tmp_path / version / "model_A.json").write_text("{}")
+    share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], pipeline=False, trained_with="t")
+    monkeypatch.setattr(feature, "load_share", lambda *a, **k: share)
+    monkeypatch.setattr(private, "payloads", lambda share, values, layout=None, frac_bits=0:
+                        np.zeros((len(values), 2), dtype=np.uint8))
+    service = feature.FeatureService.__new__(feature.FeatureService)
+    service.role, service.label, service.coordinator, service.workdir = "A", "B", None, None
+    service.config = SimpleNamespace(mlp=False, boosting=True, pipeline=None, training=SimpleNamespace(frac_bits=16))
+    service.settings = SimpleNamespace(models=tmp_path)
+    service.store, service.shares, service.tables, service.named = store, {}, {}, {}
+    service._tables, service._lock = threading.Lock(), threading.Lock()
+    return service
+
+
+def _load(service, version, keep, tables):
+    import time
+    service._load(Message("load", "public", -1, {"round": 1, "version": version, "keep": keep, "tables": tables}))
+    while service.tables.get(version) is not None and service.tables[version].building:
+        time.sleep(0.01)
+
+
+def test_a_refresh_that_failed_leaves_the_label_party_its_table_across_a_relink(monkeypatch, tmp_path):
+    """The rebuild fails at A (its store); the reload says so, A still serves its table, and a relink of A keeps it."""
+    import concurrent.futures as cf
+    import itertools
+    import threading
+
+    from vfl.serving.label import LabelService
+
+    class Store:
+        calls = 0
+
+        def rows(self, columns):
+            Store.calls += 1
+            if Store.calls > 1:
+                raise ConfigurationError("party A's store: reading its rows failed: database is locked")
+            return [f"id{i}" for i in range(50)], np.zeros((50, 1))
+
+        def check_columns(self, columns):
+            pass
+
+    feature = _feature_service(monkeypatch, tmp_path, Store())
+
+    class Link:                         # the label party's link to A, answered by A's own handlers
+        peer, closed = "A", False
+
+        def request(self, round_id, name, kind, **fields):
+            answer = cf.Future()
+            try:
+                got = feature._table(Message(name, kind, -1, dict(fields, round=round_id)))
+                answer.set_result(_wire(*got))
+            except ConfigurationError as exc:
+                answer.set_result(_wire("failed", "public", {"reason": f"party A: {exc}"}))
+            return answer
+
+        def forget(self, round_id):
+            pass
+
+    label = LabelService.__new__(LabelService)
+    label.role, label._closed, label.held, label._tables, label._held, label.layout = \
+        "B", False, {}, {}, threading.Condition(), None
+    label._rounds, link, key = itertools.count(1), Link(), ("A", "1")
+    _load(feature, "1", "1", 1)
+    label._fetch("A", link, "1", None)
+    first = label.held[key]
+    _load(feature, "1", "1", 2)                             # a refresh: A's store fails
+    label._fetch("A", link, "1", first)                     # (what a reload does)
+    assert label.held[key] is first and label._tables[key].startswith("failed: its private table of model version 1 "
+                                                                       "could not be built: party A's store")
+    label._fetch("A", link, "1", label.held.pop(key))       # A relinks: the table held is asked for again
+    assert label.held.get(key) is first and [t.ident for t in feature.named.values()] == [first.ident]
+
+
+def test_a_table_built_for_a_version_dropped_meanwhile_is_not_kept(monkeypatch, tmp_path):
+    import time
+
+    class SlowStore:
+        def rows(self, columns):
+            time.sleep(0.5)
+            return [f"id{i}" for i in range(50)], np.zeros((50, 1))
+
+        def check_columns(self, columns):
+            pass
+
+    feature = _feature_service(monkeypatch, tmp_path, SlowStore())
+    feature._load(Message("load", "public", -1, {"round": 1, "version": "1", "keep": "1", "tables": 1}))
+    building = feature.tables["1"]
+    _load(feature, "2", "2", 0)                             # version 1 dropped while its table builds
+    while building.building:
+        time.sleep(0.01)
+    assert feature.tables == {} and feature.named == {} and "dropped" in building.error

@@ -317,6 +317,8 @@ class FeatureService:
                     if kept is not None:
                         private.write_table(kept, table, digest)
                 with self._tables:              # the last one keeps serving rounds under way; older ones go
+                    if self.tables.get(version) is not state:
+                        raise ConfigurationError(f"model version {version} was dropped while its table was built")
                     self._drop_named(version, keep=state.table)
                     state.table, state.error = table, ""
                     self.named[table.ident] = table
@@ -348,10 +350,13 @@ class FeatureService:
         if state is None:
             raise ConfigurationError(f"it was not asked to build a private table of model version {version}")
         if table is None or table.ident == after:
-            if not state.building and state.error:
-                raise ConfigurationError(f"its private table of model version {version} could not be built: "
-                                         f"{state.error}")
-            return "table_pending", "public", {"percent": state.percent, "building": int(state.building)}
+            failed = "" if state.building or not state.error else \
+                f"its private table of model version {version} could not be built: {state.error}"
+            if failed and table is None:
+                raise ConfigurationError(failed)
+            # the newest table is the one the label party holds; a rebuild that failed left it serving: say both
+            return "table_pending", "public", {"percent": state.percent, "building": int(state.building),
+                                               "reason": failed}
         per = max(1, private.CHUNK_BYTES // table.entry_bytes)
         data = table.entries[offset * table.entry_bytes:(offset + per) * table.entry_bytes]
         return "table_part", "ciphertext", {"table": table.ident, "count": table.count, "offset": offset,

@@ -260,6 +260,14 @@ class LabelService:
                 reply = self._table_part(channel, version, after, 0)
                 if reply.name == "table_pending":
                     percent = messages.integer(reply, "percent", peer, 0, 100)
+                    if held is not None and reply.fields.get("reason"):
+                        # its rebuild failed; the table it still serves is the one held: rounds go on with it
+                        self._hold(key, held)
+                        self._note(key, f"failed: {messages.reason(reply, peer)} (rounds go on with the table "
+                                        "held before)")
+                        log.warning("party %s: %s's private table of model version %s: %s", self.role, peer,
+                                    version, messages.reason(reply, peer))
+                        return
                     self._note(key, f"being built ({percent}%)")
                     # still building; or done, but the peer has not the coordinator's new key yet: it will build
                     if reply.fields.get("building") or (held is not None and self._stale(held)):
