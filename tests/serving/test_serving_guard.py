@@ -399,3 +399,48 @@ def test_the_new_serving_keys_are_checked_by_name(tmp_path, table, words):
     with pytest.raises(ConfigurationError) as caught:
         parse_serving("f.toml", table, ["bank"], tmp_path)
     assert words in str(caught.value)
+
+
+def test_a_reload_under_way_keeps_rounds_going_and_refuses_a_second_and_the_client_waits_for_it():
+    """A reload that takes longer than the client's timeout: the client gets its answer; a second reload meanwhile
+    is a 409 naming the first; rounds run in the batcher's own threads, so none waits behind reloads."""
+    import uvicorn
+
+    from vfl.serving.client import ScoringClient, ScoringError
+
+    release = threading.Event()
+
+    class SlowReload(LabelStandIn):
+        def reload(self, version):
+            release.wait(30)
+            return {"model_version": version, "previous": "1"}
+
+    app = create_app(SlowReload(ServingSettings()), Metrics())
+    sock = socket.create_server(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.02)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    answers = []
+    try:
+        with ScoringClient(url, timeout=0.5) as admin, ScoringClient(url, timeout=5.0) as user:
+            first = threading.Thread(target=lambda: answers.append(admin.reload("2")))
+            first.start()
+            time.sleep(0.3)
+            with pytest.raises(ScoringError) as caught:
+                user.reload("2")
+            assert caught.value.status == 409 and caught.value.code == "reload_in_progress"
+            started = time.monotonic()
+            scored = [user.score(["10023"], deadline_ms=2000) for _ in range(10)]
+            assert time.monotonic() - started < 5 and all("score" in s["results"][0] for s in scored)
+            time.sleep(0.5)                                  # the first reload has outlasted its client's timeout
+            release.set()
+            first.join(10)
+            assert answers == [{"model_version": "2", "previous": "1"}]
+            assert user.reload("3") == {"model_version": "3", "previous": "1"}     # the next one runs
+    finally:
+        release.set()
+        server.should_exit = True
+        thread.join(10)

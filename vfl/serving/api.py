@@ -339,6 +339,7 @@ def create_app(service, metrics, credentials: Credentials | None = None) -> Fast
     settings = service.settings
     credentials = credentials or Credentials()
     state: dict = {}
+    reloading = asyncio.Lock()
 
     @contextlib.asynccontextmanager
     async def lifespan(app):
@@ -411,11 +412,19 @@ def create_app(service, metrics, credentials: Credentials | None = None) -> Fast
 
     @app.post("/admin/reload", responses={
         404: {"description": "This party has no shard of that version"},
-        409: {"description": "A party refused the version (its message says why)"},
+        409: {"description": "A party refused the version (its message says why), or a reload is under way"},
         503: {"description": "A party is unavailable: nothing was switched"}})
     async def reload(body: ReloadRequest):
+        if reloading.locked():          # one at a time: a retry while one runs would only queue behind it
+            metrics.reloads.labels("refused").inc()
+            return _error(409, "reload_in_progress", "a reload is under way (a refresh of private tables takes "
+                          "minutes); wait for its answer, or watch GET /health and model_version", service.role)
+        async with reloading:
+            return await _reload(body.version)
+
+    async def _reload(version: str):
         try:
-            result = await asyncio.get_running_loop().run_in_executor(None, service.reload, body.version)
+            result = await asyncio.get_running_loop().run_in_executor(None, service.reload, version)
         except ConfigurationError as exc:
             metrics.reloads.labels("refused").inc()
             return _error(404 if isinstance(exc, MissingVersion) else 400, "version_refused", str(exc), service.role)

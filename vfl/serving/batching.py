@@ -2,8 +2,10 @@
 
 A request's ids wait at most ``wait`` seconds for others (or until ``max_batch``
 ids are waiting), then go out in one round with them; at most ``max_rounds``
-rounds run at once (in threads: the rounds' own work is the crypto and the
-waiting for peers), and a request larger than ``max_batch`` spans several rounds.
+rounds run at once (in threads of the batcher's own pool: the rounds' own work is
+the crypto and the waiting for peers; nothing else the service runs in threads,
+such as a reload, can take their places), and a request larger than ``max_batch``
+spans several rounds.
 A round's deadline is the earliest of its requests'.  What waits is bounded
 (``max_queue`` ids): beyond it a request is refused at once rather than queued
 past any deadline.
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -58,6 +61,7 @@ class MicroBatcher:
         self._queue: deque[_Request] = deque()
         self._waiting = 0
         self._slots = asyncio.Semaphore(max_rounds)
+        self._pool = ThreadPoolExecutor(max_rounds, thread_name_prefix="vfl-round")
         self._arrived = asyncio.Event()
         self._task = asyncio.get_running_loop().create_task(self._gather())
 
@@ -123,7 +127,7 @@ class MicroBatcher:
         inline = [row for request, start, stop in parts for row in request.inline[start:stop]]
         deadline = min(request.deadline for request, _, _ in parts)
         try:
-            version, answers = await asyncio.get_running_loop().run_in_executor(None, self.run, ids, inline,
+            version, answers = await asyncio.get_running_loop().run_in_executor(self._pool, self.run, ids, inline,
                                                                                deadline)
             error = None
         except RoundError as exc:
@@ -148,3 +152,4 @@ class MicroBatcher:
 
     async def close(self) -> None:
         self._task.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)

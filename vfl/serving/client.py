@@ -39,7 +39,7 @@ class ScoringClient:
     url : str
         The service's base URL (``http://127.0.0.1:8080``, or the reverse proxy's ``https://...``).
     timeout : float
-        Seconds for each HTTP call.
+        Seconds for each HTTP call (a reload waits for its answer: see :meth:`reload`).
     headers : dict, optional
         Sent with every call (a reverse proxy's own header, say).
     token : str, optional
@@ -73,11 +73,18 @@ class ScoringClient:
         raise _error(response)
 
     def reload(self, version: str) -> dict:
-        """Have every party switch to model ``version``: ``{"model_version", "previous"}``."""
-        return self._call("POST", "/admin/reload", {"version": str(version)})
+        """Have every party switch to model ``version``: ``{"model_version", "previous"}``.
 
-    def _call(self, method: str, path: str, body: dict) -> dict:
-        response = self._http.request(method, path, json=body)
+        Waits for the answer however long the switch takes (with private queries a refresh
+        rebuilds every feature party's table: minutes for 10^6 rows; the service bounds its own
+        waits and answers 503/504 naming the party that did not make it).
+        """
+        return self._call("POST", "/admin/reload", {"version": str(version)}, wait=True)
+
+    def _call(self, method: str, path: str, body: dict, wait: bool = False) -> dict:
+        timeout = httpx.Timeout(self._http.timeout.connect, read=None, write=self._http.timeout.write,
+                                pool=self._http.timeout.pool) if wait else httpx.USE_CLIENT_DEFAULT
+        response = self._http.request(method, path, json=body, timeout=timeout)
         if response.status_code == 200:
             return response.json()
         raise _error(response)
