@@ -97,6 +97,22 @@ def test_store_errors_in_plain_words(tmp_path, rows):
         load_csv_into(url, "features", bad, "telco")
 
 
+
+@pytest.mark.parametrize("stored, canonical", [(" 7 ", "7"), ("8.0", "8"), ("cafe\u0301", "caf\u00e9")])
+def test_a_table_made_by_hand_with_an_id_not_in_canonical_text_is_refused_naming_it(tmp_path, stored, canonical):
+    """Lookups compare canonical text: an id stored otherwise would never be found, so the store refuses to open."""
+    import sqlite3
+
+    db = sqlite3.connect(tmp_path / "hand.db")
+    db.execute("create table features (id text primary key, x real)")
+    db.executemany("insert into features values (?, ?)", [("9", 1.0), (stored, 2.0)])
+    db.commit()
+    db.close()
+    with pytest.raises(DataError) as caught:
+        open_store(f"sqlite:///{tmp_path / 'hand.db'}", "features", "id", "telco")
+    assert f"the id {stored!r} is not written as its canonical text {canonical!r}" in str(caught.value)
+    assert "party telco's store" in str(caught.value)
+
 # -- ids on the wire ----------------------------------------------------------------------------------------
 def test_ids_round_trip_and_malformed_ids_are_refused():
     ids = ["a", "7", "Zoë", "x" * 256]
