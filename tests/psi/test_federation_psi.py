@@ -74,6 +74,10 @@ def test_unaligned_csvs_train_and_predict_on_the_intersection(tmp_path, federati
 
 def test_vfl_align_writes_each_partys_rows_in_one_common_order(tmp_path, federation_certs):
     data, shared_ids, _, _ = overlapping_csvs(tmp_path, seed=8)
+    frame = pd.read_csv(data[("A", "train")], dtype={"id": str})
+    gap = frame.index[frame["id"].str.strip() == shared_ids[3]][0]
+    frame.loc[gap, "a1"] = np.nan                    # an empty cell: aligning takes it, whatever trains after
+    frame.to_csv(data[("A", "train")], index=False)
     config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3))
     out = {role: tmp_path / f"aligned_{role}.csv" for role in ("A", "B")}
     # only the data parties run it: the coordinator has no rows
@@ -90,6 +94,7 @@ def test_vfl_align_writes_each_partys_rows_in_one_common_order(tmp_path, federat
     a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
     assert list(a["id"]) == list(b["id"]) and sorted(a["id"]) == sorted(shared_ids)
     assert list(b.columns) == ["id", "b0", "b1", "label"] and list(a.columns) == ["id", "a0", "a1", "a2"]
+    assert a.loc[a["id"] == shared_ids[3], "a1"].isna().all() and a["a1"].isna().sum() == 1
 
 
 def test_the_coordinator_has_nothing_to_align(tmp_path, federation_certs):
