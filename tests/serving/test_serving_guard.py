@@ -261,6 +261,18 @@ def test_every_error_is_in_the_envelope():
             assert path in response.json()["error"]["message"] or status == 422
 
 
+@pytest.mark.parametrize("raw", [b'{"ids": [', b'{"ids": [' + b"9" * 5000 + b"]}",
+                                 b'{"ids": ["1"], "deadline_ms": 1' + b"0" * 4300 + b"}", b'{"ids": ["\xff"]}'],
+                         ids=["cut short", "a long id number", "a long deadline", "not UTF-8"])
+def test_a_body_json_cannot_parse_is_a_422_invalid_request_and_counted(raw):
+    """Malformed JSON, a number beyond Python's 4300 digits, bytes that are not UTF-8: one answer for all."""
+    metrics = Metrics()
+    with TestClient(create_app(LabelStandIn(ServingSettings()), metrics)) as http:
+        response = http.post("/score", content=raw, headers={"content-type": "application/json"})
+    assert response.status_code == 422 and response.json()["error"]["code"] == "invalid_request"
+    assert b'vfl_serve_requests_total{status="422"} 1.0' in metrics.text()
+
+
 def test_a_wrong_content_type_is_a_415_naming_the_expected_one():
     with client() as http:
         for kind in ("text/plain", "application/x-www-form-urlencoded", None):

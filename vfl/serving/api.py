@@ -359,6 +359,11 @@ def create_app(service, metrics, credentials: Credentials | None = None) -> Fast
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, exc: HTTPException):
         where = f"{request.method} {request.url.path}"
+        if exc.status_code == 400 and request.url.path in _JSON_PATHS:    # a body JSON could not parse (not UTF-8,
+            if request.url.path == "/score":                                # an integer beyond 4300 digits): as
+                metrics.answered(422, 0.0)                                  # malformed JSON is answered
+            return _error(422, "invalid_request", "body: it could not be parsed as JSON (UTF-8 text, with numbers of "
+                                                  "at most 4300 digits)")
         code, message = {404: ("not_found", f"{where}: no such endpoint (POST /score, GET /health, GET /metrics, "
                                             "POST /admin/reload)"),
                          405: ("method_not_allowed", f"{where}: the endpoint does not take {request.method}")
