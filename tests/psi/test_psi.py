@@ -204,6 +204,30 @@ def test_a_bad_point_from_the_hub_stops_the_spoke_naming_the_hub(kind):
         run_protocol(ids, "B", tamper)
 
 
+
+class Garbling(Endpoint):
+    """An endpoint whose ``psi_spoke_points`` chunks are replaced by ``fields``."""
+
+    def __init__(self, *args, fields: dict, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.garbled = fields
+
+    def send(self, to, name, kind, **fields):
+        return super().send(to, name, kind, **(self.garbled if name == "psi_spoke_points" else fields))
+
+
+@pytest.mark.parametrize("fields", [{"start": 0}, {"data": b"\x09" + bytes(31)}, {"start": "0", "data": b"\x09" * 32},
+                                    {"start": 5, "data": b"\x09" * 32}],
+                         ids=["no data", "no start", "start as text", "a chunk out of order"])
+def test_a_malformed_chunk_from_a_spoke_is_named_with_the_spoke(fields):
+    roles = ["B", "A", "C"]
+    network = InProcessNetwork(roles)
+    eps = {r: (Garbling if r == "C" else Endpoint)(network.transport(r), [p for p in roles if p != r],
+                                                   **({"fields": fields} if r == "C" else {})) for r in roles}
+    ids = {r: [b"%d" % i for i in range(20)] for r in roles}
+    with pytest.raises(ProtocolError, match="B: C sent a malformed 'psi_spoke_points' chunk"):
+        run_roles(network, {r: (lambda r=r: protocol.align_rows(eps[r], ids[r], "B", ["A", "C"])) for r in roles})
+
 def test_points_stream_in_chunks_and_results_match(monkeypatch):
     monkeypatch.setattr(protocol, "CHUNK_IDS", 16)
     ids = {"B": [b"%d" % i for i in range(100)], "A": [b"%d" % i for i in range(50, 130)],

@@ -138,7 +138,7 @@ def _recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
     done = 0
     while done < total:
         message = ep.recv(peer, name)
-        start, data = message["start"], message["data"]
+        start, data = message.fields.get("start"), message.fields.get("data")
         if not isinstance(data, bytes) or start != done or len(data) % width or not data \
                 or done + len(data) // width > total:
             raise ProtocolError(f"{ep.role}: {peer} sent a malformed {name!r} chunk (items {start}.. of "
