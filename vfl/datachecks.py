@@ -118,7 +118,8 @@ def canonical_ids(values, where: str, column: str) -> list[str]:
             text = canonical_id(value)
             text.encode("utf-8")
         except (ValueError, UnicodeEncodeError) as exc:
-            reason = exc if isinstance(exc, ValueError) else "the id is not valid Unicode text"
+            reason = "the id is not valid Unicode text (a lone surrogate)" if isinstance(exc, UnicodeEncodeError) \
+                else exc                        # (UnicodeEncodeError is a ValueError: asked first)
             raise DataError(f"{where}: id column {column!r}, row {row}: {reason}") from None
         out.append(text)
     return out

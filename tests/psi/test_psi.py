@@ -114,7 +114,8 @@ def test_canonical_id(value, expected):
 
 @pytest.mark.parametrize("value,reason", [(None, "missing"), (float("nan"), "missing"), (pd.NA, "missing"),
                                           (True, "boolean"), (np.bool_(False), "boolean"),
-                                          ("   ", "empty"), (float("inf"), "inf"), (b"7", "bytes")])
+                                          ("   ", "empty"), (float("inf"), "inf"), (b"7", "bytes"),
+                                          ("ab\ud800", "not valid Unicode text")])
 def test_bad_ids_are_named_with_their_row(value, reason):
     frame_a = pd.DataFrame({"id": pd.Series([1, 2, value, 4], dtype=object), "f": range(4)})
     frame_b = pd.DataFrame({"id": [1, 2, 3, 4], "y": range(4)})
