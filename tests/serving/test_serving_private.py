@@ -300,3 +300,45 @@ def test_a_table_built_for_a_version_dropped_meanwhile_is_not_kept(monkeypatch, 
     while building.building:
         time.sleep(0.01)
     assert feature.tables == {} and feature.named == {} and "dropped" in building.error
+
+
+def test_a_kept_table_and_json_are_owner_only_even_over_a_file_a_crash_left(tmp_path):
+    """Written aside then renamed: a leftover aside file readable by others does not lend the table its mode."""
+    import os
+    import stat
+
+    from vfl.deploy.jsonfile import write_json
+    table = SimpleNamespace(version="1", kind="trees", ident=b"\x01" * private.IDENT_BYTES, key=b"\x02" * 32,
+                            payload_bytes=2, count=1, key_fingerprint="", entries=b"\x00" * 8)
+    (tmp_path / "1.tmp").write_bytes(b"left by a crash")
+    os.chmod(tmp_path / "1.tmp", 0o644)
+    private.write_table(tmp_path / "1.table", table, "digest")
+    (tmp_path / ".model.json.tmp").write_text("{}")
+    os.chmod(tmp_path / ".model.json.tmp", 0o644)
+    write_json(tmp_path / "model.json", {"a": 1})
+    for name in ("1.table", "model.json"):
+        assert stat.S_IMODE(os.stat(tmp_path / name).st_mode) == 0o600, name
+
+
+def test_a_fault_answering_one_message_fails_that_round_and_keeps_the_link(monkeypatch, tmp_path):
+    """A feature party's handler that fails unexpectedly: a 'failed' answer naming the party, then the next message."""
+    service = _feature_service(monkeypatch, tmp_path, store=None)
+    service._score = lambda message: 1 / 0
+    sent = []
+
+    class Link:
+        peer = "B"
+        inbox = [Message("score", "public", -1, {"round": 7}), Message("unknown", "public", -1, {"round": 8})]
+
+        def recv(self, timeout):
+            if not self.inbox:
+                raise EOFError("the link closed")
+            return self.inbox.pop(0)
+
+        def send(self, name, kind, **fields):
+            sent.append((name, fields))
+
+    with pytest.raises(EOFError):
+        service._answer(Link())
+    assert [(name, fields["round"]) for name, fields in sent] == [("failed", 7), ("failed", 8)]
+    assert sent[0][1]["reason"] == "party A: internal error (ZeroDivisionError) answering 'score'; its log says more"

@@ -9,13 +9,22 @@ from pathlib import Path
 from vfl.errors import ConfigurationError, DataError
 
 
+def open_private(path, mode: str = "w"):
+    """``path`` opened for writing (truncated), readable by its owner only: mode 0600 even over a file a crash
+    left there with another mode (``O_CREAT`` alone would keep that one)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(fd, 0o600)
+    return os.fdopen(fd, mode)
+
+
 def write_json(path, obj, private: bool = True) -> Path:
     """Write ``obj`` as JSON atomically; ``private`` files get mode 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
-    with os.fdopen(fd, "w") as f:
+    opened = open_private(tmp) if private else \
+        os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "w")
+    with opened as f:
         json.dump(obj, f, indent=1, allow_nan=False)
         f.flush()
         os.fsync(f.fileno())

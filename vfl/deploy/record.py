@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.deploy.jsonfile import write_json
+from vfl.deploy.jsonfile import open_private, write_json
 
 FORMAT = "vfl-run/1"
 #: A run's folder name: its start (UTC, to the microsecond), its task and the process id.
@@ -222,8 +222,7 @@ class RunRecord:
 def _copy_private(source: Path, target: Path) -> None:
     """Copy ``source`` to ``target``, owner-only from the start (a temporary file, then renamed)."""
     tmp = target.with_name(f".{target.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "wb") as out, open(source, "rb") as f:
+    with open_private(tmp, "wb") as out, open(source, "rb") as f:
         shutil.copyfileobj(f, out)
     os.replace(tmp, target)
 

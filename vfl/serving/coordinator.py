@@ -34,6 +34,7 @@ import threading
 from pathlib import Path
 
 from vfl.crypto import Context, FixedPoint, PrivateKey, PublicKey, ring
+from vfl.deploy.jsonfile import open_private
 from vfl.errors import ConfigurationError, ProtocolError, VFLError
 from vfl.parties import Coordinator
 from vfl.serving.feature import MAX_MASK_VALUES, MAX_ROUND_IDS
@@ -173,6 +174,6 @@ def _keep_key(path: Path, context) -> None:
     text = json.dumps({"format": "vfl-serving-key/1", "n": str(int(context.public_key.n)), "p": str(int(secret.p)),
                        "q": str(int(secret.q))})
     aside = path.with_suffix(".tmp")
-    with os.fdopen(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w") as f:
+    with open_private(aside) as f:
         f.write(text)
     os.replace(aside, path)

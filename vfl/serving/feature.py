@@ -225,11 +225,15 @@ class FeatureService:
                 if handler is None or not isinstance(round_id, int):
                     raise ProtocolError(f"{channel.peer} sent {message.name!r}, which a feature party does not answer")
                 name, kind, fields = handler(message)
-                channel.send(name, kind, round=round_id, **fields)
             except (DataError, ConfigurationError, ProtocolError) as exc:
                 log.warning("party %s: %s: %s", self.role, message.name, exc)
-                channel.send("failed", "public", round=round_id if isinstance(round_id, int) else -1,
-                             reason=f"party {self.role}: {_public(exc)}")
+                name, kind, fields = "failed", "public", {"reason": f"party {self.role}: {_public(exc)}"}
+            except Exception as exc:  # noqa: BLE001 - a fault answering one message fails that round, not the link
+                log.exception("party %s: answering %r failed", self.role, message.name)
+                name, kind, fields = "failed", "public", {
+                    "reason": f"party {self.role}: internal error ({type(exc).__name__}) answering "
+                              f"{message.name!r}; its log says more"}
+            channel.send(name, kind, round=round_id if isinstance(round_id, int) else -1, **fields)
 
     def _share(self, message):
         version = messages.version(message, "version", self.label)

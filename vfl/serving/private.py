@@ -45,6 +45,7 @@ import gmpy2
 import numpy as np
 
 from vfl.crypto import oprf, ring
+from vfl.deploy.jsonfile import open_private
 from vfl.errors import DataError, ProtocolError
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
 from vfl.serving.rounds import partial_scores, row_status
@@ -216,7 +217,7 @@ def write_table(path, table: Table, digest: str) -> None:
                        "ident": table.ident.hex(), "key": table.key.hex(), "payload_bytes": table.payload_bytes,
                        "count": table.count, "key_fingerprint": table.key_fingerprint, "digest": digest})
     aside = path.with_suffix(".tmp")
-    with os.fdopen(os.open(aside, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+    with open_private(aside, "wb") as f:
         f.write(head.encode() + b"\n" + table.entries)
     os.replace(aside, path)
 
