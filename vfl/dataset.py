@@ -170,8 +170,9 @@ class VerticalDataset:
             if not (self.positional.get(name) and len(given) == len(columns)) and given != list(columns):
                 missing = [c for c in columns if c not in given]
                 extra = [c for c in given if c not in columns]
-                raise DataError(f"party {name}: prediction columns differ from training "
-                                f"(missing {missing}, unexpected {extra}, or another order)")
+                how = f"missing {missing}, unexpected {extra}" if missing or extra else \
+                    f"the same columns in another order: trained {list(columns)[:20]}, given {given[:20]}"
+                raise DataError(f"party {name}: prediction columns differ from training ({how})")
             out[name] = self.features(name)
         return out
 

@@ -84,6 +84,11 @@ def _dataset(data: VerticalDataset, features: dict) -> VerticalDataset:
     return VerticalDataset(frames, label=data.label if data.label_party in frames else None)
 
 
+def _same_columns(data: VerticalDataset, trained: dict) -> None:
+    """Refuse data whose parties or columns (names, order) are not those a step was fitted on, naming the party."""
+    data.prediction_features(trained)
+
+
 def _upstream(upstream, kind, who: str, required: bool = True):
     """The fitted step of type ``kind`` among ``upstream`` (a dict of fitted steps, or one step)."""
     steps = upstream.values() if isinstance(upstream, dict) else ([upstream] if upstream is not None else [])
@@ -140,6 +145,7 @@ class VerticalBinning(BaseEstimator):
         """Each party's bin codes (``max_bins`` for a missing value), the label kept."""
         if not hasattr(self, "binners_"):
             raise NotFittedError("this VerticalBinning is not fitted yet; call fit first")
+        _same_columns(data, self.columns_)
         return _dataset(data, {p: (self.binners_[p].transform(data.features(p), f"party {p}", data.columns(p)),
                                    data.columns(p)) for p in data.parties})
 
@@ -221,7 +227,10 @@ class VerticalWOE(BaseEstimator):
         return self
 
     def transform(self, data: VerticalDataset) -> VerticalDataset:
-        """The data as it is (the WOE step computes statistics; the scorecard codes the columns)."""
+        """The data as it is (the WOE step computes statistics; the scorecard codes the columns), checked."""
+        if not hasattr(self, "columns_"):
+            raise NotFittedError("this VerticalWOE is not fitted yet; call fit first")
+        _same_columns(data, self.columns_)
         return data
 
     def woe_table(self) -> pd.DataFrame:
@@ -309,6 +318,7 @@ class VerticalSelection(BaseEstimator):
                                                              rules, share)
         transcript = Transcript()
         plan = run_in_threads(roster, programs, transcript, n_jobs=woe.n_jobs)[roster.label]["plan"]
+        self.columns_ = {p: data.columns(p) for p in data.parties}
         self.support_ = {p: np.asarray(plan[p], dtype=bool) for p in data.parties}
         self.selected_columns_ = {p: [c for c, s in zip(data.columns(p), self.support_[p]) if s] for p in data.parties}
         label = woe._parties[woe._roster.label]
@@ -325,6 +335,7 @@ class VerticalSelection(BaseEstimator):
         """The selected columns only (a party with none left keeps none)."""
         if not hasattr(self, "support_"):
             raise NotFittedError("this VerticalSelection is not fitted yet; call fit first")
+        _same_columns(data, self.columns_)
         return _dataset(data, {p: (data.features(p)[:, self.support_[p]], self.selected_columns_[p])
                                for p in data.parties})
 
@@ -373,6 +384,7 @@ class VerticalScorecard(BaseEstimator):
         woe = _upstream(upstream, VerticalWOE, "VerticalScorecard")
         run.event_classes(data.labels, data.label_party, None, scorecard=True)
         self.scale_ = ScorecardScale(self.base_score, self.base_odds, self.pdo)
+        self.columns_ = {party: data.columns(party) for party in data.parties}
         self.coders_, self._binners = {}, {}
         for party in data.parties:
             trained = woe.columns_[party]
@@ -423,6 +435,7 @@ class VerticalScorecard(BaseEstimator):
     def _coded(self, data: VerticalDataset) -> VerticalDataset:
         """Every party in the model (fitted: ``parties_``; while fitting: the label party and every party
         with a model column) with its model columns."""
+        _same_columns(data, self.columns_)
         take = getattr(self, "parties_", None) or [p for p in data.parties
                                                    if self.coders_[p].names or p == data.label_party]
         return _dataset(data, {p: (run.model_rows(self._binners[p], self.coders_[p], _role_data(data, p), p),

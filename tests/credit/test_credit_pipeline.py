@@ -245,3 +245,24 @@ def test_one_class_or_one_row_says_so_instead_of_blaming_the_binning(rows, messa
     with pytest.raises(DataError, match=message) as caught:
         pipeline().fit(data)
     assert "label_strategy" not in str(caught.value)
+
+
+def test_prediction_data_with_other_columns_or_parties_is_refused_naming_the_party(fitted):
+    """Every step checks the parties and their columns (names and order) against what it was fitted on."""
+    data, pipe = fitted
+    telco, bank = credit_frames()
+    bank = bank.drop(columns="default")
+    cases = [({"telco": telco[["id", "tenure", "calls", "noise"]], "bank": bank},
+              r"party telco: .*the same columns in another order"),
+             ({"telco": telco.rename(columns={"calls": "minutes"}), "bank": bank},
+              r"party telco: .*missing \['calls'\], unexpected \['minutes'\]"),
+             ({"telco": telco.assign(extra=1.0), "bank": bank}, r"party telco: .*unexpected \['extra'\]"),
+             ({"mobile": telco, "bank": bank}, r"prediction data has parties")]
+    for frames, words in cases:
+        new = VerticalDataset(frames, id_column="id")
+        for predict in (pipe.predict_score, pipe.predict_proba, pipe.named_steps["woe"].transform):
+            with pytest.raises(DataError, match=words):
+                predict(new)
+    binning = VerticalBinning(max_bins=4).fit(data)
+    with pytest.raises(DataError, match="party telco: .*another order"):
+        binning.transform(VerticalDataset(cases[0][0], id_column="id"))
