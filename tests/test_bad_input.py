@@ -83,7 +83,8 @@ def test_a_missing_value_is_kept_by_the_data_and_refused_by_linear_models():
     a.loc[7, "a1"] = np.nan
     data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
     assert np.isnan(data.features("A")[7, list(a.columns).index("a1") - 1])
-    message = r"party A, column 'a1': NaN at row 7 \(id 1007\); linear models need every value.*gradient-boosting"
+    message = (r"party A, column 'a1': NaN at row 7 \(id 1007\); linear models and neural networks need every "
+               r"value.*gradient-boosting")
     with pytest.raises(DataError, match=message):
         VerticalLogisticRegression(max_iter=2, key_bits=1024, insecure=True).fit(data)
     model = VerticalLogisticRegression(max_iter=2, key_bits=1024, insecure=True)

@@ -131,9 +131,10 @@ def check_columns(where: str, frame: pd.DataFrame) -> None:
         raise DataError(f"{where}: the columns have {frame.columns.nlevels} levels (a MultiIndex such as "
                         f"{frame.columns[0]!r}); give one name per column, e.g. "
                         "frame.columns = ['_'.join(map(str, c)) for c in frame.columns]")
-    duplicated = frame.columns[frame.columns.duplicated()]
+    names = pd.Index([str(c) for c in frame.columns])      # as the dataset names them: 1 and "1" are one name
+    duplicated = names[names.duplicated()]
     if len(duplicated):
-        raise DataError(f"{where}: duplicate column name(s) {sorted(set(map(str, duplicated)))}")
+        raise DataError(f"{where}: duplicate column name(s) {sorted(set(duplicated))} (names are compared as text)")
 
 
 def check_feature_party_columns(where: str, columns, foreign) -> None:
@@ -182,13 +183,13 @@ def feature_values(where: str, frame: pd.DataFrame, columns, ids=None, missing: 
     return values
 
 
-#: Why a linear model refuses a missing value, and what to do.
-NO_GAPS = ("linear models need every value: fill the gaps first, or use a gradient-boosting model "
-           "(vfl.VerticalGradientBoostingClassifier / Regressor), which takes missing values as they are")
+#: Why the linear models and the split networks refuse a missing value, and what to do.
+NO_GAPS = ("linear models and neural networks need every value: fill the gaps first, or use a gradient-boosting "
+           "model (vfl.VerticalGradientBoostingClassifier / Regressor), which takes missing values as they are")
 
 
 def check_complete(where: str, values: np.ndarray, columns, ids=None) -> None:
-    """Refuse a missing value (NaN) in ``values``, naming the column and the row (for the linear models)."""
+    """Refuse a missing value (NaN) in ``values``, naming the column and the row (linear models, networks)."""
     gaps = np.isnan(values)
     if gaps.any():
         row, col = map(int, np.argwhere(gaps)[0])

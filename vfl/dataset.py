@@ -145,8 +145,15 @@ class VerticalDataset:
                             f"{list(self.feature_parties)}: use feature_parties")
         return self.feature_parties[0] if self.feature_parties else None
 
+    def require_columns(self, model: str) -> None:
+        """Refuse a party with no column, naming it: every party of ``model`` (e.g. "a linear model") needs one."""
+        for party in self.parties:
+            if not self.columns(party):
+                raise DataError(f"party {party}: no feature columns (besides the id and the label); every party of "
+                                f"{model} needs at least one")
+
     def require_complete(self) -> None:
-        """Refuse a missing value (NaN) in any party's columns, naming it: the linear models need every value."""
+        """Refuse a missing value (NaN) in any party's columns, naming it (linear models and networks need them all)."""
         for party in self.parties:
             check_complete(f"party {party}", self.features(party), self.columns(party), self.ids)
 
@@ -221,6 +228,15 @@ def _as_frame(party: str, frame) -> pd.DataFrame:
         raise DataError(f"party {party}: the frame is empty (no rows)")
     check_columns(f"party {party}", table)
     return table.reset_index(drop=True)
+
+
+def score_labels(data, y=None) -> np.ndarray:
+    """The labels ``score(data, y)`` compares with: ``y`` if given (scikit-learn's meaning), else the data's own."""
+    if y is not None:
+        return np.asarray(y)
+    if getattr(data, "labels", None) is None:
+        raise DataError("score needs labels: the data has no label column and no y was given")
+    return data.labels
 
 
 def check_fit_arguments(data, y) -> None:

@@ -16,10 +16,10 @@ from sklearn.base import BaseEstimator
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs
-from vfl.crypto import compute, get_engine
+from vfl.crypto import compute
 from vfl.deploy.shards.trees import write_shard
-from vfl.dataset import VerticalDataset, check_fit_arguments
-from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
+from vfl.errors import DataError, NotFittedError
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.protocols import Roster
@@ -74,11 +74,7 @@ class _VerticalGradientBoosting(BaseEstimator):
             frac_bits=self.frac_bits)
 
     def _check_run_params(self) -> None:
-        if self.engine is not None:
-            try:
-                get_engine(self.engine) if isinstance(self.engine, str) else None
-            except ValueError as exc:
-                raise ConfigurationError(str(exc)) from None
+        compute.check_engine(self.engine)
         check_verbose(self.verbose)
         compute.check_n_jobs(self.n_jobs)
 
@@ -285,10 +281,8 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
         return self.classes_[np.argmax(proba, axis=1)]
 
     def score(self, data: VerticalDataset, y=None) -> float:
-        """Accuracy on ``data`` (which holds the labels)."""
-        if data.labels is None:
-            raise DataError("score needs the labels: name the label column in the VerticalDataset")
-        return float(accuracy_score(data.labels, self.predict(data)))
+        """Accuracy on ``data`` against ``y``, or the labels ``data`` holds."""
+        return float(accuracy_score(score_labels(data, y), self.predict(data)))
 
 
 class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
@@ -306,8 +300,6 @@ class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
         return self._raw(data)[:, 0]
 
     def score(self, data: VerticalDataset, y=None) -> float:
-        """R^2 on ``data`` (which holds the targets)."""
-        if data.labels is None:
-            raise DataError("score needs the targets: name the label column in the VerticalDataset")
-        return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))
+        """R^2 on ``data`` against ``y``, or the targets ``data`` holds."""
+        return float(r2_score(np.asarray(score_labels(data, y), dtype=np.float64), self.predict(data)))
 

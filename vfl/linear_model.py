@@ -21,8 +21,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs
-from vfl.crypto import FixedPoint, compute, get_engine
-from vfl.dataset import VerticalDataset, check_fit_arguments
+from vfl.crypto import FixedPoint, compute
+from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, dp, targets
 from vfl.parties.scaling import Standardizer
@@ -119,9 +119,7 @@ class _VerticalLinearModel(BaseEstimator):
         """The parameters that are not training settings: how prediction runs, the engine, the progress bar."""
         if not isinstance(self.inference, str) or self.inference not in MODES:
             raise ConfigurationError(f"inference must be one of {MODES}, got {self.inference!r}")
-        if self.engine is not None and not _is_engine(self.engine):
-            raise ConfigurationError(f"engine must be None or the name of a registered crypto engine "
-                                     f"(such as 'fast' or 'simple'), got {self.engine!r}")
+        compute.check_engine(self.engine)
         check_verbose(self.verbose)
         compute.check_n_jobs(self.n_jobs)
 
@@ -146,6 +144,7 @@ class _VerticalLinearModel(BaseEstimator):
         self
         """
         check_fit_arguments(data, y)
+        data.require_columns("a linear model")
         data.require_complete()
         settings = dataclasses.replace(self._settings(), sample_weighted=sample_weight is not None)
         self._check_run_params()
@@ -616,7 +615,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
     def score(self, data: VerticalDataset, y=None) -> float:
         """R^2 of the predictions on ``data`` (labels from ``data`` unless ``y`` is given)."""
         predicted = self.predict(data)
-        return float(r2_score(_labels(data, y), predicted))
+        return float(r2_score(score_labels(data, y), predicted))
 
 
 class VerticalLogisticRegression(_VerticalLinearModel):
@@ -663,7 +662,7 @@ class VerticalLogisticRegression(_VerticalLinearModel):
     def score(self, data: VerticalDataset, y=None) -> float:
         """Accuracy of the predictions on ``data``."""
         predicted = self.predict(data)
-        return float(accuracy_score(_labels(data, y), predicted))
+        return float(accuracy_score(score_labels(data, y), predicted))
 
 
 def _check_warm_start(trained: dict, label_party: str, given: dict, label: str) -> None:
@@ -692,29 +691,11 @@ def _convergence_advice(models: list) -> str:
     return "increase max_iter"
 
 
-def _is_engine(name) -> bool:
-    if not isinstance(name, str):
-        return False
-    try:
-        get_engine(name)
-    except ValueError:
-        return False
-    return True
-
-
 def _roster(features, label: str) -> Roster:
     """The in-process federation: the users' party names; the coordinator is "C" unless a party took that name."""
     taken = {*features, label}
     coordinator = next(name for name in ("C", "coordinator", "vfl-coordinator") if name not in taken)
     return Roster(tuple(features), label, coordinator)
-
-
-def _labels(data: VerticalDataset, y) -> np.ndarray:
-    if y is not None:
-        return np.asarray(y)
-    if data.labels is None:
-        raise DataError("score needs labels: the data has no label column and no y was given")
-    return data.labels
 
 
 class _Bars:

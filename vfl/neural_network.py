@@ -18,8 +18,9 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs
-from vfl.dataset import VerticalDataset, check_fit_arguments
+from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.parties.labels import class_labels
 from vfl.parties.linear import dp as label_dp
 from vfl.parties.mlp.split import SplitNetwork
 from vfl.progressbar import ProgressBar, check_verbose
@@ -246,7 +247,8 @@ class VerticalMLPClassifier(_VerticalMLP):
     """
 
     def _fit_task(self, data: VerticalDataset) -> str:
-        return "binary" if np.unique(np.asarray(data.labels)).size <= 2 else "multiclass"
+        classes, _ = class_labels(data.labels, data.label_party, "a classifier", "VerticalMLPRegressor")
+        return "binary" if classes.size == 2 else "multiclass"
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         """Class probabilities, shape (n, n_classes)."""
@@ -254,13 +256,12 @@ class VerticalMLPClassifier(_VerticalMLP):
         return np.column_stack([1 - out[:, 0], out[:, 0]]) if out.shape[1] == 1 else out
 
     def predict(self, data: VerticalDataset) -> np.ndarray:
-        return self.classes_[np.argmax(self.predict_proba(data), axis=1)]
+        proba = self.predict_proba(data)          # (checks the fit before classes_ is read)
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def score(self, data: VerticalDataset, y=None) -> float:
-        """Accuracy on ``data`` (which holds the labels)."""
-        if data.labels is None:
-            raise DataError("score needs the labels: name the label column in the VerticalDataset")
-        return float(accuracy_score(data.labels, self.predict(data)))
+        """Accuracy on ``data`` against ``y``, or the labels ``data`` holds."""
+        return float(accuracy_score(score_labels(data, y), self.predict(data)))
 
 
 class VerticalMLPRegressor(_VerticalMLP):
@@ -277,7 +278,5 @@ class VerticalMLPRegressor(_VerticalMLP):
         return out[:, 0] if out.shape[1] == 1 else out
 
     def score(self, data: VerticalDataset, y=None) -> float:
-        """R^2 on ``data`` (which holds the targets)."""
-        if data.labels is None:
-            raise DataError("score needs the targets: name the label column in the VerticalDataset")
-        return float(r2_score(np.asarray(data.labels, dtype=np.float64), self.predict(data)))
+        """R^2 on ``data`` against ``y``, or the targets ``data`` holds."""
+        return float(r2_score(np.asarray(score_labels(data, y), dtype=np.float64), self.predict(data)))

@@ -31,6 +31,7 @@ from sklearn.base import BaseEstimator, clone
 from types import SimpleNamespace
 
 from vfl import fitted_runs
+from vfl.crypto import compute
 from vfl.dataset import VerticalDataset, check_fit_arguments
 from vfl.deploy.jsonfile import write_json
 from vfl.errors import ConfigurationError, DataError, NotFittedError
@@ -200,6 +201,8 @@ class VerticalWOE(BaseEstimator):
         _labelled(data, y, "VerticalWOE")
         _flag(self.share_woe, "share_woe")
         _flag(self.insecure, "insecure")
+        compute.check_engine(self.engine)
+        compute.check_n_jobs(self.n_jobs)
         binning = clone(self.binning) if self.binning is not None else VerticalBinning()
         binning.fit(data)
         roster = Roster(data.feature_parties, data.label_party, None).without_coordinator()

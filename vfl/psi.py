@@ -93,7 +93,11 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         raise DataError("intersect needs a mapping of two or more party names to DataFrames")
     if isinstance(min_rows, bool) or not isinstance(min_rows, (int, np.integer)) or min_rows < 1:
         raise DataError(f"min_rows must be a positive integer, got {min_rows!r}")
-    frames = dict(frames)
+    names = [str(party) for party in frames]             # party names as VerticalDataset gives them: text
+    if len(set(names)) < len(names):
+        raise DataError(f"intersect: two parties have the same name as text: {sorted(names)}")
+    frames = dict(zip(names, frames.values()))
+    label_party = None if label_party is None else str(label_party)
     for party, frame in frames.items():
         if not isinstance(frame, pd.DataFrame):
             raise DataError(f"party {party}: expected a pandas DataFrame, got {type(frame).__name__}")

@@ -148,6 +148,21 @@ def check_n_jobs(n_jobs, where: str = "n_jobs") -> None:
                                  f"processes), got {n_jobs!r}")
 
 
+def check_engine(engine, where: str = "engine") -> None:
+    """``None`` or the name of a registered crypto engine; else a :class:`ConfigurationError`."""
+    from vfl.crypto.engine import get_engine
+
+    if engine is None:
+        return
+    try:
+        if not isinstance(engine, str):
+            raise ValueError
+        get_engine(engine)
+    except ValueError:
+        raise ConfigurationError(f"{where} must be None or the name of a registered crypto engine (such as 'fast' "
+                                 f"or 'simple'), got {engine!r}") from None
+
+
 def _cores_for(n_jobs: int) -> int:
     """scikit-learn's ``n_jobs`` as a number of local processes: ``-1`` every core, ``-2`` all but one..."""
     n_jobs = int(n_jobs)

@@ -33,7 +33,7 @@ import numpy as np
 
 from vfl.crypto import compute, multiexp, workers
 from vfl.crypto.djn import djn_tables, owner_tables
-from vfl.crypto.engine import SimpleEngine
+from vfl.crypto.engine import SimpleEngine, get_engine
 
 #: Below this many modular multiplications (~8 ms at 2048 bits) a call runs in the calling
 #: thread; above it the local workers' round trip (well under a millisecond) is worth paying.
@@ -167,6 +167,11 @@ class FastEngine:
         self._threads: cf.ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
         self._crt: dict = {}
+
+    def __reduce__(self):
+        # by its registered name (its threads, lock and caches are this process's): a fitted model that holds
+        # a context pickles, and is unpickled with the engine of that name in the process that loads it
+        return get_engine, (self.name,)
 
     # -- helpers -----------------------------------------------------------------
     def _thread_map(self, fn, items: list, min_items: int = 4) -> list:

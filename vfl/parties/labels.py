@@ -39,27 +39,48 @@ def targets(labels, objective: str, role: str = "B") -> tuple[list[np.ndarray], 
         A non-numeric label for linear regression; for logistic regression fewer
         than two classes, mixed value types, or a continuous label.
     """
-    labels = np.asarray(labels)
     if objective == "linear":
-        try:
-            return [labels.astype(np.float64)], None
-        except (TypeError, ValueError):
-            raise DataError(f"party {role}: linear regression needs a numeric label") from None
+        return [numeric_labels(labels, role, "linear regression")], None
+    labels = np.asarray(labels)
+    classes, _ = class_labels(labels, role, "logistic regression", "linear regression")
+    positives = classes[1:] if classes.size == 2 else classes
+    return [np.where(labels == positive, 1.0, -1.0) for positive in positives], classes
+
+
+def class_labels(labels, role: str, model: str = "a classifier",
+                 instead: str = "a regressor") -> tuple[np.ndarray, np.ndarray]:
+    """The sorted classes of a classifier's label and each row's class index (every family's one check).
+
+    Raises
+    ------
+    DataError
+        Naming the party ``role``: mixed value types, fewer than two classes, or a
+        continuous target (``instead`` names what fits one).
+    """
+    labels = np.asarray(labels)
     try:
-        classes = np.unique(labels)
+        classes, codes = np.unique(labels, return_inverse=True)
     except TypeError:
         kinds = sorted({type(v).__name__ for v in labels.tolist()})
         raise DataError(f"party {role}: the label mixes value types ({', '.join(kinds)}); "
                         "use one type for every class") from None
     if classes.size < 2:
-        raise DataError(f"party {role}: logistic regression needs at least two classes, "
-                        f"found {classes.size} distinct value(s): {classes[:10].tolist()}")
+        raise DataError(f"party {role}: the label column holds one class only "
+                        f"({plain_class(classes[0]) if classes.size else 'no row'!r}); {model} needs two or more")
     if type_of_target(labels) not in ("binary", "multiclass"):
-        raise DataError(f"party {role}: logistic regression needs class labels, but the label is a continuous "
+        raise DataError(f"party {role}: {model} needs class labels, but the label is a continuous "
                         f"target ({classes.size} distinct values such as {classes[:3].tolist()}); use "
-                        "linear regression for it")
-    positives = classes[1:] if classes.size == 2 else classes
-    return [np.where(labels == positive, 1.0, -1.0) for positive in positives], classes
+                        f"{instead} for it")
+    return classes, codes.reshape(-1)
+
+
+def numeric_labels(labels, role: str, model: str = "a regressor") -> np.ndarray:
+    """A regressor's label as floats; values that are not numbers are refused, naming the party ``role``."""
+    try:
+        return np.asarray(labels, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise DataError(f"party {role}: the label column holds values that are not numbers; {model} needs "
+                        "real targets") from None
 
 
 def event_classes(labels, role: str) -> np.ndarray:

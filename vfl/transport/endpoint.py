@@ -76,6 +76,17 @@ class Transcript:
         #: ``(time, role, record index or None)``: a role sent the record, or (None) took a message
         self._events: list[tuple[float, str, int | None]] = []
 
+    def __getstate__(self) -> dict:
+        """A copy of the record (a fitted estimator's transcript pickles and deep-copies with it); no lock."""
+        with self._lock:
+            state = dict(self.__dict__)
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def record(self, message: Message, sender: str, receiver: str, frame: bytes, model: int | None = None) -> None:
         with self._lock:
             self._events.append((self._clock(), sender, len(self.records)))

@@ -49,7 +49,7 @@ class MLPLabelParty(Checkpointed):
         self.x = np.asarray(features, dtype=np.float64).reshape(len(labels), -1)
         self.columns = list(columns)
         self.task = task
-        self.y, self.classes = targets(labels, task)
+        self.y, self.classes = targets(labels, task, role)
         if task == "regression" and label_bound is not None:
             self.y = np.clip(self.y, -label_bound, label_bound)
         self.bottom_sizes = tuple(bottom_sizes) if self.x.shape[1] else ()

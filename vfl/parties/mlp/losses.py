@@ -29,6 +29,7 @@ import numpy as np
 from scipy.special import xlogy
 
 from vfl.errors import ConfigurationError
+from vfl.parties.labels import class_labels, numeric_labels
 
 #: Per task, the output layer's activation.
 OUTPUT_ACTIVATION = {"binary": "logistic", "multiclass": "softmax", "regression": "identity"}
@@ -41,22 +42,24 @@ def check_task(task: str) -> str:
     return task
 
 
-def targets(y: np.ndarray, task: str) -> tuple[np.ndarray, np.ndarray | None]:
+def targets(y: np.ndarray, task: str, role: str = "B") -> tuple[np.ndarray, np.ndarray | None]:
     """The target matrix the output layer is compared with, and the classes (None for regression).
 
     As scikit-learn's ``LabelBinarizer``: binary labels give one column, 1 for
     the larger class; multi-class labels one column per class in sorted order.
+    The labels are checked as every family checks them (:mod:`vfl.parties.labels`),
+    naming the label party ``role``.
     """
-    y = np.asarray(y)
     if check_task(task) == "regression":
-        y = y.astype(np.float64)
+        y = numeric_labels(y, role, "a regressor")
         return (y.reshape(-1, 1) if y.ndim == 1 else y), None
-    classes, codes = np.unique(y, return_inverse=True)
+    classes, codes = class_labels(y, role, "a classifier", "a regressor (task = \"regression\")")
     if task == "binary":
         if classes.size != 2:
-            raise ConfigurationError(f"binary task needs exactly two classes, got {classes.size}")
+            raise ConfigurationError(f"party {role}: task \"binary\" needs exactly two classes, the label has "
+                            f"{classes.size}; use task \"multiclass\"")
         return codes.reshape(-1, 1).astype(np.float64), classes
-    return np.eye(classes.size)[codes.ravel()], classes
+    return np.eye(classes.size)[codes], classes
 
 
 def loss(task: str, y: np.ndarray, out: np.ndarray, sample_weight: np.ndarray | None = None) -> float:

@@ -14,8 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from vfl.crypto import Context, FixedPoint, generate_keypair
-from vfl.errors import DataError, ProtocolError
+from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
+from vfl.parties.labels import class_labels, numeric_labels
 from vfl.parties.trees import layout
 from vfl.parties.trees.loss import BOUNDS, Loss, loss_from_dict, make_loss, quantize
 from vfl.parties.trees.columns import BinnedColumns
@@ -63,17 +64,10 @@ class TreeLabelParty(BinnedColumns):
         self.train_rows = np.asarray(train_rows, dtype=np.int64)
         self.validation_rows = np.asarray(validation_rows, dtype=np.int64)
         if loss_name == "log_loss":
-            self.classes, self.y = np.unique(self.labels, return_inverse=True)
-            if len(self.classes) < 2:
-                raise DataError(f"party {self.role}: the label column holds one class only "
-                                f"({self.classes[0]!r}); a classifier needs two or more")
+            self.classes, self.y = class_labels(self.labels, self.role, "a classifier", "a gradient-boosting regressor")
             self.loss = make_loss(loss_name, len(self.classes))
         else:
-            try:
-                self.y = np.asarray(self.labels, dtype=np.float64)
-            except (TypeError, ValueError):
-                raise DataError(f"party {self.role}: the label column holds values that are not numbers; a "
-                                "regressor needs real targets") from None
+            self.y = numeric_labels(self.labels, self.role)
             self.loss = make_loss(loss_name, y=self.y[self.train_rows])
         self.baseline = self.loss.baseline(self.y[self.train_rows])
         self.raw = np.tile(self.baseline, (self.n_rows, 1))
