@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hmac
 import json
+import re
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -112,11 +113,17 @@ class Session:
             # abort): closing at once could reset the connections and lose the abort on its way.
             self.transport.close(linger=ABORT_LINGER if exc is not None else DEFAULT_LINGER)
 
-    def hello(self, extra: dict | None = None) -> dict[str, dict]:
-        """Exchange settings fingerprints with every peer (and ``extra`` fields between data parties); return theirs."""
+    def hello(self, extra: dict | None = None, run_id: str | None = None) -> dict[str, dict]:
+        """Exchange settings fingerprints with every peer (and ``extra`` fields between data parties); return theirs.
+
+        In training the label party gives every peer the run's id (``run_id``,
+        :func:`vfl.deploy.checkpoint.run_id`); every party then has :attr:`trained_with`.
+        """
         ep = self.endpoint
         shared = self.config.shared(self.task)
         mine = {"fingerprint": self.config.fingerprint(self.task), "shared": json.dumps(shared, sort_keys=True)}
+        if run_id is not None:
+            mine["run_id"] = run_id
         data_parties = set(self.roster.data_parties)
         for peer in ep.peers:
             fields = dict(mine, **(extra or {})) if {peer, self.role} <= data_parties else mine
@@ -130,7 +137,17 @@ class Session:
                                      f"{differences(shared, message['shared'], self.role, peer)}; every party "
                                      "must use the same [training] and [prediction] settings and the same command")
             theirs[peer] = message.fields
+        label = self.roster.label
+        self.run_id = run_id if self.role == label else theirs.get(label, {}).get("run_id")
         return theirs
+
+    @property
+    def trained_with(self) -> str:
+        """What this training's shards carry, and prediction compares: the settings' fingerprint and the run's id."""
+        if not isinstance(getattr(self, "run_id", None), str) or not re.fullmatch(r"[0-9a-f]{32}", self.run_id):
+            raise ProtocolError(f"{self.role}: the label party {self.roster.label} gave no run id in its 'hello' (a "
+                                "party on an older vfl?); every party must run the same vfl")
+        return f"{self.config.fingerprint('train')}/{self.run_id}"
 
     def save_transcript(self, path) -> Path:
         path = Path(path)
@@ -141,7 +158,7 @@ class Session:
 
 #: The fields of a ``hello`` this party reads, and the type each must have (data parties add all but the first two).
 _HELLO_FIELDS = {"fingerprint": str, "shared": str, "ids_salt": str, "n_rows": int, "n_columns": int,
-                 "trained_with": str}
+                 "trained_with": str, "run_id": str}
 
 
 def check_hello(role: str, peer: str, message) -> None:
@@ -372,5 +389,5 @@ def check_same_training(role: str, roster: Roster, theirs: dict, trained_with: s
     """Prediction: every data peer's shard comes from the same training as this party's (their ``hello``)."""
     for peer in data_peers(role, roster):
         if theirs[peer].get("trained_with") != trained_with:
-            raise DataError(f"party {role}: the model shards of {role} and {peer} come from trainings with "
-                            "different settings; use the shards of one training run")
+            raise DataError(f"party {role}: the model shards of {role} and {peer} come from different training "
+                            "runs (or settings); use the shards one training run wrote")

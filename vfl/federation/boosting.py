@@ -27,7 +27,7 @@ import numpy as np
 
 from vfl.errors import DataError
 from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
 from vfl.deploy.shards import trees as shards
 from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
@@ -68,10 +68,12 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     try:
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns))
-            theirs = session.hello(extra)
+            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
+            trained_with = session.trained_with
             data, alignment = align_data(session, role, data, extra, theirs, narrator, run.min_rows(settings))
             if alignment:
                 shown.line(alignment_line(role, alignment))
+            store.data = data_digest(data)
             checkpoints = store.load() if resume else {}
             if narrator and checkpoints:
                 narrator.say(f"resume: has checkpoints after iterations {sorted(k + 1 for k in checkpoints)}")
@@ -102,7 +104,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary.update(classes=None if party.classes is None else [plain(c) for c in party.classes],
                        metrics=training_metrics(config, party), trees=len(party.trees))
     summary["model"] = str(shards.write_shard(
-        workdir / f"model_{role}.json", party, kind, config.fingerprint("train"),
+        workdir / f"model_{role}.json", party, kind, trained_with,
         label=config.label if kind == "label" else None, feature_parties=roster.features,
         n_iter=summary["iterations"], validation_scores=result.validation_scores))
     store.clear()                               # finished: the shard is the result

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
@@ -60,11 +60,13 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     try:
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
-            theirs = session.hello(extra)
+            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
+            trained_with = session.trained_with
             if data:
                 data, alignment = align_data(session, role, data, extra, theirs, narrator, run.MIN_ROWS)
                 if alignment:
                     shown.line(alignment_line(role, alignment))
+            store.data = data_digest(data)
             checkpoints = store.load() if resume and data else {}
             if narrator and checkpoints:
                 narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
@@ -89,7 +91,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary.update(epochs=history["n_iter"], loss_curve=list(history["loss_curve"]), metrics=metrics,
                        classes=None if party.classes is None else [plain(c) for c in party.classes])
     summary["model"] = str(shards.write_shard(
-        workdir / f"model_{role}.json", trained.party, kind, config.fingerprint("train"),
+        workdir / f"model_{role}.json", trained.party, kind, trained_with,
         label=config.label if kind == "label" else None, feature_parties=roster.features,
         record=history if kind == "label" else None))
     store.clear()                               # finished: the shard is the result

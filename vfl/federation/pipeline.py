@@ -37,7 +37,7 @@ import pandas as pd
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.checkpoint import CheckpointStore, check_same_data, data_digest, run_id
 from vfl.deploy.jsonfile import read_json, write_json
 from vfl.deploy.shards import credit as shards
 from vfl.deploy.shards.credit import read_shard
@@ -94,12 +94,14 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         with Session(config, role, "train", narrator, shown) as session:
             ep = session.endpoint
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
-            theirs = session.hello(extra)
+            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
+            trained_with = session.trained_with
             if data:
                 data, alignment = align_data(session, role, data, extra, theirs, narrator, 10)
                 if alignment:
                     shown.line(alignment_line(role, alignment))
                     summary["alignment"] = alignment
+                store.data = data_digest(data)
                 shown.step("table statistics")
                 statistics = describe(data.features, data.columns)
                 summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
@@ -111,7 +113,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                                  f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
                 shown.step("WOE and IV")
                 step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
-                                          narrator)
+                                          narrator, store.data)
                 coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
                 coded = coder.transform(codes)
                 scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
@@ -124,7 +126,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             if kind == "feature":
                 _check_part(config, role, [data.columns[j] for j in coder.selected])
                 check_training(SpanLedger.at(workdir, role), roster.label, coder.names, column_rank(coded), 1,
-                               fingerprint, *span_opt_in(config, role))
+                               trained_with, *span_opt_in(config, role))
             if kind == "label" and classes_line(role, step["classes"]):
                 shown.line(classes_line(role, step["classes"]))
             party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
@@ -142,7 +144,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary.update(loss_curve=result["loss_curve"], epochs=result["n_iter"], converged=result["converged"])
         write_json(workdir / f"training_{role}.json", summary, private=False)
     else:
-        shard = _shard(config, role, kind, data, binner, coder, party, scaler, step, fingerprint)
+        shard = _shard(config, role, kind, data, binner, coder, party, scaler, step, trained_with)
         summary["model"] = str(write_json(workdir / f"model_{role}.json", shard, private=True))
         if kind == "label":
             summary.update(metrics=metrics, iv=step["iv"], plan=step["plan"], classes=step["classes"],
@@ -167,11 +169,11 @@ def _data(config: FederationConfig, role: str, kind: str, data_path, columns=Non
 
 
 def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner,
-                       path: Path, fingerprint: str, resume: bool, narrator) -> dict:
+                       path: Path, fingerprint: str, resume: bool, narrator, digest: str | None = None) -> dict:
     """Steps 4: WOE/IV and selection between the data parties, or their saved result when every one has it."""
     credit, settings = config.pipeline, config.training
     roster = config.roster.without_coordinator()
-    saved = _load_step(path, role, fingerprint) if resume else None
+    saved = _load_step(path, role, fingerprint, digest) if resume else None
     if kind == "feature":
         ep.send(roster.label, "pipeline_resume", "public", saved=saved is not None)
         go = flag(ep.recv(roster.label, "pipeline_resume"), "resume")
@@ -195,11 +197,12 @@ def _woe_and_selection(ep, config: FederationConfig, role: str, kind: str, data:
         if empty:
             raise DataError(f"party {role}: no column of {', '.join(empty)} was selected; every feature party must "
                             "keep a column for the model (lower iv_threshold, or raise top_k)")
-    write_json(path, {"format": STEP_FORMAT, "party": role, "fingerprint": fingerprint, "step": step}, private=True)
+    write_json(path, {"format": STEP_FORMAT, "party": role, "fingerprint": fingerprint, "data": digest,
+                      "step": step}, private=True)
     return step
 
 
-def _load_step(path: Path, role: str, fingerprint: str) -> dict | None:
+def _load_step(path: Path, role: str, fingerprint: str, data: str | None = None) -> dict | None:
     if not path.exists():
         return None
     saved = read_json(path, "checkpoint")
@@ -208,6 +211,7 @@ def _load_step(path: Path, role: str, fingerprint: str) -> dict | None:
     if saved.get("fingerprint") != fingerprint:
         raise ConfigurationError(f"party {role}: the checkpoint {path} was made with other settings; run without "
                                  "--resume to start afresh")
+    check_same_data(role, path, saved.get("data"), data)
     return saved["step"]
 
 

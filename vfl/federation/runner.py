@@ -44,7 +44,7 @@ import numpy as np
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError
 from vfl.deploy.align import alignment_line, min_rows, private_intersection, write_aligned
-from vfl.deploy.checkpoint import CheckpointStore
+from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
 from vfl.deploy.jsonfile import write_json
 from vfl.deploy.shards.linear import (read_coordinator_shard, read_shard, shard_models, shard_scaler, shard_shares,
                                       write_coordinator_shard, write_shard)
@@ -92,7 +92,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     try:
         with Session(config, role, "train", narrator, shown) as session:
             extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
-            theirs = session.hello(extra)
+            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
+            trained_with = session.trained_with
             alignment = None
             if data:
                 data, alignment = align_data(session, role, data, extra, theirs, narrator,
@@ -100,9 +101,9 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                                                       (kind == "label" and settings.fit_intercept)))
                 if alignment:
                     shown.line(alignment_line(role, alignment))
-            on_model = _on_model(config, role, kind, workdir, resume, narrator, shown)
+            on_model = _on_model(config, role, kind, workdir, resume, narrator, shown, data_digest(data))
             trained = _train_role(session.endpoint, config, role, kind, data, theirs, previous, coordinator, workdir,
-                                  on_model, narrator)
+                                  on_model, narrator, trained_with)
             shown.close()
             n_models, parties = trained.n_models, trained.parties
             classes = trained.classes
@@ -122,7 +123,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                        converged=all(r["converged"] for r in results))
         if kept_shared(settings):   # C's shares: prediction needs them, and only C may read them
             summary["model"] = str(write_coordinator_shard(workdir / f"model_{role}.json", role,
-                                                           config.fingerprint("train"), trained.shares))
+                                                           trained_with, trained.shares))
         write_json(workdir / f"training_{role}.json", summary, private=False)
     else:
         if kind == "label" and settings.dp:
@@ -132,7 +133,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary["model"] = str(write_shard(
             workdir / f"model_{role}.json", role, kind, settings.objective, data.columns,
             [p.params for p in parties] if n_models > 1 else parties[0].params, parties[0].fit_intercept,
-            config.fingerprint("train"), None if classes is None else [plain(c) for c in classes],
+            trained_with, None if classes is None else [plain(c) for c in classes],
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
             scaler=trained.scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None))
@@ -141,7 +142,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
 
 def _train_role(ep: Endpoint, config: FederationConfig, role: str, kind: str, data: PartyData | None, theirs: dict,
-                previous: dict | None, coordinator, workdir: Path, on_model, narrator) -> run_linear.Trained:
+                previous: dict | None, coordinator, workdir: Path, on_model, narrator,
+                trained_with: str) -> run_linear.Trained:
     """This party's training run (:mod:`vfl.runs.linear`), with its session's hooks."""
     settings, roster = config.training, config.roster
     if kind == "coordinator":
@@ -153,7 +155,7 @@ def _train_role(ep: Endpoint, config: FederationConfig, role: str, kind: str, da
         return run_linear.train_label(ep, data, settings, roster, **hooks,
                                       peer_columns=hello_columns(role, theirs, roster))
     return run_linear.train_feature(ep, data, settings, roster, **hooks,
-                                    **_span_consent(config, role, workdir, config.fingerprint("train")))
+                                    **_span_consent(config, role, workdir, trained_with))
 
 
 def _span_consent(config: FederationConfig, role: str, workdir: Path, model: str) -> dict:
@@ -163,7 +165,8 @@ def _span_consent(config: FederationConfig, role: str, workdir: Path, model: str
                 span_model=model, span_how=f"allow_score_span = true in its own [parties.{role}] table")
 
 
-def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, resume: bool, narrator, shown: Progress):
+def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, resume: bool, narrator, shown: Progress,
+              data: str | None = None):
     """The run's ``on_model`` hook: say which model starts, and checkpoint each model in its own folder."""
     settings = config.training
 
@@ -175,7 +178,7 @@ def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, res
             narrator.say(f"one-vs-rest: model {index + 1} of {n_models}{which}")
         shown.model(settings.max_iter, index, n_models, which)
         store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
-                                config.fingerprint("train"))
+                                config.fingerprint("train"), data)
         return _checkpointing(store, kind, resume, narrator, shown)
     return on_model
 
