@@ -310,3 +310,11 @@ def assert_succeeded(results):
     for role, (code, out, err) in results.items():
         assert code == 0, f"{role}: {err}"
     return results
+
+
+def same_model(resumed: dict, uninterrupted: dict) -> bool:
+    """Two shards of one model: equal but for the run's id in ``trained_with`` (each training run has its own;
+    the settings' fingerprint before the ``/`` must agree)."""
+    resumed, uninterrupted = dict(resumed), dict(uninterrupted)
+    ours, theirs = resumed.pop("trained_with"), uninterrupted.pop("trained_with")
+    return ours.split("/")[0] == theirs.split("/")[0] and resumed == uninterrupted

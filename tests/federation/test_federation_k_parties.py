@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from vfl.transport.tls import write_federation_certs
-from vfl_net_helpers import _free_ports, kill_one_midway, start_parties, write_federation_file, write_k_party_data
+from vfl_net_helpers import (_free_ports, kill_one_midway, same_model, start_parties, write_federation_file,
+                             write_k_party_data)
 
 pytestmark = pytest.mark.slow    # processes, TLS links, servers or kernels
 
@@ -107,7 +108,7 @@ def test_a_feature_party_killed_then_resume_gives_the_uninterrupted_model(k_part
     epochs = pd.read_csv(cut / COORDINATOR / "transcript_train.csv")["iteration"]
     assert epochs.max() == 7 and epochs[epochs >= 0].min() >= 3  # started after epoch 4 (or 3), not from 0
     for name in (*FEATURES, LABEL):
-        assert shard(cut, name) == shard(whole, name)
+        assert same_model(shard(cut, name), shard(whole, name))
     curve = json.loads((cut / COORDINATOR / "training_hub.json").read_text())["loss_curve"]
     assert curve == json.loads((whole / COORDINATOR / "training_hub.json").read_text())["loss_curve"]
 
