@@ -167,8 +167,8 @@ def feature_values(where: str, frame: pd.DataFrame, columns, ids=None, missing: 
     for column in columns:
         dtype = frame[column].dtype
         if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
-            raise DataError(f"{where}, column {column!r}: not numeric (dtype {dtype}); "
-                            "encode categories as numbers first")
+            raise DataError(f"{where}, column {column!r}: not numeric (dtype {dtype})"
+                            f"{_first_text(frame[column], ids)}; encode categories as numbers first")
         if pd.api.types.is_complex_dtype(dtype):
             raise DataError(f"{where}, column {column!r}: complex numbers (dtype {dtype}); the protocol "
                             "takes real values only (split the real and imaginary parts into two columns)")
@@ -181,6 +181,17 @@ def feature_values(where: str, frame: pd.DataFrame, columns, ids=None, missing: 
                         + (f" and {int(bad.sum()) - 1} more" if bad.sum() > 1 else "")
                         + ("" if missing or what != "NaN" else f"; {NO_GAPS}"))
     return values
+
+
+def _first_text(column: pd.Series, ids) -> str:
+    """Where a column that should be numeric first holds something else: `` (row 3 (id 'c-17') holds 'abc')``."""
+    values = column.to_numpy(dtype=object)
+    numbers = pd.to_numeric(column, errors="coerce").to_numpy()
+    bad = np.flatnonzero(pd.isna(numbers) & ~pd.isna(values))
+    if not len(bad):
+        return ""
+    text = str(values[bad[0]])
+    return f": {_row(int(bad[0]), ids)} holds {text if len(text) <= 40 else text[:37] + '...'!r}"
 
 
 #: Why the linear models and the split networks refuse a missing value, and what to do.

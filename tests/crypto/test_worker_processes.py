@@ -165,3 +165,12 @@ def test_workers_ignore_an_interrupt_sent_to_the_process_group(two_workers, keyp
     cts = engine.encrypt(pk, values)
     assert [v - pk.n if v > pk.n // 2 else v for v in engine.decrypt(sk, cts)] == values
     assert all(process.poll() is None for process in processes) and pool.deaths == 0
+
+
+def test_workers_are_out_of_reach_of_a_terminal_s_ctrl_c_even_while_they_start(two_workers, keypair_1024):
+    """A terminal's Ctrl-C goes to its foreground process group: a worker in a session of its own never gets
+    it, not even before its interpreter has set SIGINT aside (which printed tracebacks)."""
+    pk, _ = keypair_1024
+    FastEngine().encrypt(pk, list(range(40)))
+    for worker in workers.get_pool().workers:
+        assert os.getsid(worker.process.pid) != os.getsid(0) and os.getpgid(worker.process.pid) != os.getpgid(0)

@@ -83,7 +83,7 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
 @pytest.mark.parametrize("csv, kwargs, message", [
     ("id,x\n1,2\n1,3\n", {}, "id '1' appears twice"),
     ("key,x\n1,2\n", {}, "id column 'id' is missing"),
-    ("id,x\n1,abc\n2,3\n", {}, "column 'x': not numeric"),
+    ("id,x\n1,abc\n2,3\n", {}, r"column 'x': not numeric \(dtype \w+\): row 0 \(id '1'\) holds 'abc'"),
     ("id,x\n1,\n2,3\n", {}, r"column 'x': NaN at row 0 \(id '1'\)"),
     ("id,x\n1,inf\n2,3\n", {}, r"column 'x': infinity at row 0 \(id '1'\)"),
     ('id,x\n"   ",2\n2,3\n', {}, r"id column 'id', row 0: the id is empty \(only whitespace"),
@@ -91,6 +91,8 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
     ("id,x,y\n1,2,0\n2,3,1\n", {"foreign": ("y", None)}, r"holds the column 'y', the label party's.*feature party"),
     ("id,x,w\n1,2,0\n2,3,1\n", {"foreign": ("y", "w")}, r"holds the column 'w', the label party's"),
     ("id,x,y\n1,2,\n2,3,1\n", {"label": "y"}, r"column 'y': NaN at row 0 \(id '1'\)"),
+    ("id,x,y\nz9,1,0\nb2,2,1\na1,,1\n", {"label": "y"}, r"column 'x': NaN at row 2 \(id 'a1'\)"),   # the file's row,
+    ("id,x,y\nz9,1,\nb2,2,1\na1,3,1\n", {"label": "y"}, r"column 'y': NaN at row 0 \(id 'z9'\)"),   # not the sorted
     ("id,x\n1,2\n", {"label": "y"}, "there is no label column 'y'; its columns are x"),
     ("id,x,diagnosis\n1,2,a\n", {"label": "diagnosys"},
      r"d.csv\): there is no label column 'diagnosys' \(did you mean 'diagnosis'\?\); its columns are x, diagnosis"),
@@ -101,6 +103,14 @@ def test_csv_errors_name_party_column_and_row(tmp_path, csv, kwargs, message):
     (tmp_path / "d.csv").write_text(csv)
     with pytest.raises(DataError, match=message):
         load_csv(tmp_path / "d.csv", "A", **kwargs)
+
+
+def test_a_csv_read_is_sorted_by_id_with_its_labels_and_weights():
+    import io
+
+    data = load_csv(io.StringIO("id,x,y,w\nz9,1,0,1\nb2,2,1,2\na1,3,1,3\n"), "B", label="y", weight="w")
+    assert data.ids == ["a1", "b2", "z9"] and data.features[:, 0].tolist() == [3.0, 2.0, 1.0]
+    assert data.labels.tolist() == [1, 1, 0] and data.weights.tolist() == [3.0, 2.0, 1.0]
 
 
 def test_the_cli_and_the_api_refuse_the_same_data_alike(tmp_path):

@@ -57,8 +57,9 @@ def worker_count() -> int:
 
 # A worker imports ``vfl.crypto`` only, not the ``vfl`` package's ``__init__`` (estimators,
 # scikit-learn...): the package is stubbed with just its path before anything is imported.
-# SIGINT is ignored: a Ctrl-C in a terminal, or a Jupyter kernel's interrupt or shutdown, reaches the
-# whole process group, and the parent decides what stops (a worker ends when its stdin closes).
+# A worker runs in a session of its own, so that a Ctrl-C in a terminal (which reaches the whole foreground
+# process group) never reaches it, not even while its interpreter starts; it also ignores SIGINT (a Jupyter
+# kernel's interrupt): the parent decides what stops, and a worker ends when its stdin closes.
 _BOOTSTRAP = (
     "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
     "import sys, types\n"
@@ -100,7 +101,7 @@ class _Worker:
         env = dict(os.environ, VFL_IN_WORKER="1", VFL_WORKERS="0")
         self.process = subprocess.Popen([sys.executable, "-c", _BOOTSTRAP, package_dir],
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
-                                        close_fds=True)
+                                        close_fds=True, start_new_session=True)
         self.jobs = jobs
         self.alive = True
         self.thread = threading.Thread(target=self._feed, name="vfl-worker-feeder", daemon=True)

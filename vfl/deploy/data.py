@@ -127,8 +127,7 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
         row = int(np.flatnonzero(duplicated.to_numpy())[0])
         raise DataError(f"{where}: id {frame[id_column].iloc[row]!r} appears twice (row {row}; ids are compared "
                         "without surrounding spaces, and 7 and 7.0 are one id)")
-    frame = frame.sort_values(id_column, kind="stable").reset_index(drop=True)
-    ids = frame[id_column].tolist()
+    ids = frame[id_column].tolist()        # in the file's order: a problem names the file's data row (from 0)
 
     labels = None
     if label is not None and label in frame.columns:
@@ -152,7 +151,10 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     if not columns:
         raise DataError(f"{where}: no feature columns besides {id_column!r}")
     features = feature_values(where, frame, columns, ids, missing=missing)
-    return PartyData(ids=ids, columns=[str(c) for c in columns], features=features, labels=labels, weights=weights)
+    order = np.argsort(np.array(ids, dtype=object), kind="stable")        # then the rows sorted by id
+    return PartyData(ids=[ids[i] for i in order], columns=[str(c) for c in columns], features=features[order],
+                     labels=None if labels is None else labels[order],
+                     weights=None if weights is None else weights[order])
 
 
 def _weights(frame: pd.DataFrame, column: str, id_column: str, where: str) -> np.ndarray:
