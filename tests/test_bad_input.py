@@ -37,7 +37,7 @@ def test_ids_in_another_order():
 
 def test_missing_or_duplicate_ids():
     a, b = frames()
-    with pytest.raises(DataError, match="party B: id column 'id' is missing"):
+    with pytest.raises(DataError, match="party B: the id column 'id' is missing"):
         VerticalDataset({"A": a, "B": b.drop(columns="id")}, label="y", id_column="id")
     a.loc[3, "id"] = a.loc[2, "id"]
     with pytest.raises(DataError, match="party A: id 1002 appears twice"):
@@ -430,3 +430,22 @@ def test_inprocess_train_checks_its_parties_labels_and_key():
     from vfl.protocols import TrainingSettings
     with pytest.raises(ConfigurationError, match="the coordinator C makes 1024-bit keys.*key_bits=2048"):
         inprocess_run(settings=TrainingSettings(max_iter=1))
+
+
+@pytest.mark.parametrize("frame", [pd.DataFrame({"key": ["1", "2"], "x": [1.0, 2.0]}),
+                                   pd.DataFrame({"id": ["7", "7.0"], "x": [1.0, 2.0]}),
+                                   pd.DataFrame({"id": ["1", "2"]})],
+                         ids=["no id column", "an id twice", "no feature column"])
+def test_the_api_and_the_csv_reader_word_a_table_s_problems_alike(tmp_path, frame):
+    """One set of checks (vfl.datachecks): the same words through VerticalDataset (or a fit) and vfl party's reader."""
+    from vfl.deploy.data import load_csv
+
+    frame.to_csv(tmp_path / "a.csv", index=False)
+    with pytest.raises(DataError) as by_csv:
+        load_csv(tmp_path / "a.csv", "A")
+    b = pd.DataFrame({"id": ["1", "2"], "b": [0.5, 1.5], "y": [0, 1]})
+    with pytest.raises(DataError) as by_api:
+        VerticalLogisticRegression(**FAST).fit(VerticalDataset({"A": frame, "B": b}, label="y", id_column="id"))
+    api, csv = str(by_api.value), str(by_csv.value)
+    assert api.startswith("party A: ") and csv.startswith(f"party A ({tmp_path / 'a.csv'}): ")
+    assert csv.split("): ", 1)[1].split(";")[0] == api.split(": ", 1)[1].split(";")[0], (api, csv)

@@ -125,6 +125,30 @@ def canonical_ids(values, where: str, column: str) -> list[str]:
     return out
 
 
+def check_id_column(where: str, columns, id_column: str) -> None:
+    """Refuse a table without its id column, naming the columns it has."""
+    if id_column not in columns:
+        raise DataError(f"{where}: the id column {id_column!r} is missing; its columns are "
+                        f"{[str(c) for c in columns][:10]}")
+
+
+def check_distinct_ids(where: str, canonical, given=None) -> None:
+    """Refuse an id that appears twice (compared as canonical text), naming it as given and both rows."""
+    first: dict = {}
+    for row, key in enumerate(canonical):
+        seen = first.setdefault(key, row)
+        if seen != row:
+            shown = show(given[row]) if given is not None else repr(key)
+            raise DataError(f"{where}: id {shown} appears twice (rows {seen} and {row}; ids are compared as text "
+                            "without surrounding spaces, and 7 and 7.0 are one id)")
+
+
+def check_has_columns(where: str, columns, why: str = "") -> None:
+    """Refuse a party with no feature column (``why``: what needs one)."""
+    if not len(columns):
+        raise DataError(f"{where}: no feature columns (besides the id and the label){why}")
+
+
 def check_columns(where: str, frame: pd.DataFrame) -> None:
     """Column names a party's table can be trained on: one level, each name once."""
     if isinstance(frame.columns, pd.MultiIndex):

@@ -11,8 +11,9 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from vfl.datachecks import (canonical_ids, check_columns, check_complete, check_label_held, check_shared_id_columns,
-                             feature_values, label_values, show as _show)
+from vfl.datachecks import (canonical_ids, check_columns, check_complete, check_distinct_ids, check_has_columns,
+                             check_id_column, check_label_held, check_shared_id_columns, feature_values, label_values,
+                             show as _show)
 from vfl.errors import DataError
 
 
@@ -102,14 +103,10 @@ class VerticalDataset:
         """Each party's ids present, not blank, distinct, and the same row by row (compared as canonical ids)."""
         keys = {}
         for party, frame in tables.items():
-            if self.id_column not in frame.columns:
-                raise DataError(f"party {party}: id column {self.id_column!r} is missing")
+            check_id_column(f"party {party}", frame.columns, self.id_column)
             keys[party] = pd.Series(canonical_ids(frame[self.id_column], f"party {party}", self.id_column),
                                     dtype=object)
-            dup = keys[party].duplicated()
-            if dup.any():
-                row = int(np.flatnonzero(dup.to_numpy())[0])
-                raise DataError(f"party {party}: id {_show(frame[self.id_column].iloc[row])} appears twice (row {row})")
+            check_distinct_ids(f"party {party}", keys[party].tolist(), frame[self.id_column].tolist())
         (first, a), *others = [(p, f[self.id_column].to_numpy()) for p, f in tables.items()]
         for second, b in others:
             if len(a) != len(b):
@@ -148,9 +145,7 @@ class VerticalDataset:
     def require_columns(self, model: str) -> None:
         """Refuse a party with no column, naming it: every party of ``model`` (e.g. "a linear model") needs one."""
         for party in self.parties:
-            if not self.columns(party):
-                raise DataError(f"party {party}: no feature columns (besides the id and the label); every party of "
-                                f"{model} needs at least one")
+            check_has_columns(f"party {party}", self.columns(party), f"; every party of {model} needs at least one")
 
     def require_complete(self) -> None:
         """Refuse a missing value (NaN) in any party's columns, naming it (linear models and networks need them all)."""

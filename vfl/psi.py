@@ -27,7 +27,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from vfl.datachecks import canonical_id, canonical_ids
+from vfl.datachecks import canonical_id, canonical_ids, check_id_column
 from vfl.errors import DataError
 from vfl.protocols.psi import align_rows, check_unique
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
@@ -101,9 +101,7 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
     for party, frame in frames.items():
         if not isinstance(frame, pd.DataFrame):
             raise DataError(f"party {party}: expected a pandas DataFrame, got {type(frame).__name__}")
-        if id_column not in frame.columns:
-            raise DataError(f"party {party}: id column {id_column!r} is missing "
-                            f"(columns: {', '.join(map(str, frame.columns[:10]))})")
+        check_id_column(f"party {party}", frame.columns, id_column)
     hub = _hub(frames, label, label_party)
     spokes = [p for p in frames if p != hub]
     ids = {p: [i.encode("utf-8") for i in canonical_ids(f[id_column], f"party {p}", id_column)]

@@ -87,7 +87,7 @@ def test_csv_rows_sorted_by_id_and_digest_ignores_order(tmp_path):
     ("id,x\n1,\n2,3\n", {}, r"column 'x': NaN at row 0 \(id '1'\)"),
     ("id,x\n1,inf\n2,3\n", {}, r"column 'x': infinity at row 0 \(id '1'\)"),
     ('id,x\n"   ",2\n2,3\n', {}, r"id column 'id', row 0: the id is empty \(only whitespace"),
-    ("id,x\n7,2\n7.0,3\n", {}, r"id '7' appears twice \(row 1; .*7 and 7.0 are one id"),
+    ("id,x\n7,2\n7.0,3\n", {}, r"id '7.0' appears twice \(rows 0 and 1; .*7 and 7.0 are one id"),
     ("id,x,y\n1,2,0\n2,3,1\n", {"foreign": ("y", None)}, r"holds the column 'y', the label party's.*feature party"),
     ("id,x,w\n1,2,0\n2,3,1\n", {"foreign": ("y", "w")}, r"holds the column 'w', the label party's"),
     ("id,x,y\n1,2,\n2,3,1\n", {"label": "y"}, r"column 'y': NaN at row 0 \(id '1'\)"),

@@ -133,7 +133,7 @@ def test_duplicate_ids_are_named_with_both_rows():
 def test_a_missing_id_column_is_named():
     frame_a = pd.DataFrame({"key": [1, 2], "f": [0, 1]})
     frame_b = pd.DataFrame({"id": [1, 2], "y": [0, 1]})
-    with pytest.raises(DataError, match="party A: id column 'id' is missing"):
+    with pytest.raises(DataError, match="party A: the id column 'id' is missing"):
         vfl.psi.intersect({"A": frame_a, "B": frame_b}, "id", label="y")
 
 

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from vfl.datachecks import (canonical_ids, check_columns, check_feature_party_columns, check_label_held,
-                             feature_values, label_values)
+from vfl.datachecks import (canonical_ids, check_columns, check_distinct_ids, check_feature_party_columns,
+                             check_has_columns, check_id_column, check_label_held, feature_values, label_values)
 from vfl.errors import DataError
 
 
@@ -116,17 +116,13 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
         raise DataError(f"{where}: the label column {label!r} is also the id column; the label must be "
                         "another column (set [data] label and id_column to two different columns)")
     check_columns(where, frame)
-    if id_column not in frame.columns:
-        raise DataError(f"{where}: the id column {id_column!r} is missing; columns are {list(frame.columns)[:10]}")
+    check_id_column(where, frame.columns, id_column)
     if frame.empty:
         raise DataError(f"{where}: no rows")
     check_feature_party_columns(where, frame.columns, foreign)
+    given = frame[id_column].tolist()
     frame = frame.assign(**{id_column: canonical_ids(frame[id_column], where, id_column)})
-    duplicated = frame[id_column].duplicated()
-    if duplicated.any():
-        row = int(np.flatnonzero(duplicated.to_numpy())[0])
-        raise DataError(f"{where}: id {frame[id_column].iloc[row]!r} appears twice (row {row}; ids are compared "
-                        "without surrounding spaces, and 7 and 7.0 are one id)")
+    check_distinct_ids(where, frame[id_column].tolist(), given)
     ids = frame[id_column].tolist()        # in the file's order: a problem names the file's data row (from 0)
 
     labels = None
@@ -148,8 +144,7 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
         extra = [c for c in available if c not in columns]
         if absent or extra:
             raise DataError(f"{where}: columns differ from the model's (missing {absent}, unexpected {extra})")
-    if not columns:
-        raise DataError(f"{where}: no feature columns besides {id_column!r}")
+    check_has_columns(where, columns)
     features = feature_values(where, frame, columns, ids, missing=missing)
     order = np.argsort(np.array(ids, dtype=object), kind="stable")        # then the rows sorted by id
     return PartyData(ids=[ids[i] for i in order], columns=[str(c) for c in columns], features=features[order],
