@@ -170,12 +170,14 @@ def test_bad_hyperparameters(vertical_data, param, value):
         VerticalLogisticRegression(**{**FAST, param: value}).fit(vertical_data)
 
 
-def test_overflowing_values_name_the_cell():
+@pytest.mark.filterwarnings("error::RuntimeWarning")        # one clear error, no numpy warning before it
+@pytest.mark.parametrize("init", ["zeros", "random"])
+def test_overflowing_values_name_the_cell(init):
     a, b = frames()
     a.loc[5, "a2"] = 1e300
     data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
     with pytest.raises(FixedPointOverflowError, match="party A, column 'a2': value 1e\\+300 at row 5"):
-        VerticalLogisticRegression(**FAST).fit(data)
+        VerticalLogisticRegression(**{**FAST, "init": init}).fit(data)
 
 
 def test_batch_not_larger_than_feature_count(vertical_data):

@@ -81,9 +81,10 @@ def column_rank(features) -> int:
     x = x[np.all(np.isfinite(x), axis=1)]
     if len(x) < 2:
         return 0
-    centred = x - x.mean(axis=0)
-    spread = centred.std(axis=0)
-    keep = spread > 0
+    with np.errstate(over="ignore", invalid="ignore"):     # a value too large to square: refused by the range check
+        centred = x - x.mean(axis=0)
+        spread = centred.std(axis=0)
+    keep = (spread > 0) & np.isfinite(spread)
     if not keep.any():
         return 0
     z = centred[:, keep] / spread[keep] / np.sqrt(len(x))

@@ -95,7 +95,8 @@ class DataParty:
         elif init == "random":
             f = self.n_features
             if f:
-                rms = np.sqrt(np.mean(np.square(self.features), axis=0))
+                with np.errstate(over="ignore"):    # a value too large to square is refused by the range check
+                    rms = np.sqrt(np.mean(np.square(self.features), axis=0))
                 half_width = math.sqrt(3.0 / f) * self.start_scale / np.where(rms > 0, rms, 1.0)
                 params[:f] = (2.0 * uniform_floats(f) - 1.0) * half_width
             if self.fit_intercept:
