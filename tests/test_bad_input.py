@@ -176,7 +176,7 @@ def test_overflowing_values_name_the_cell(init):
     a, b = frames()
     a.loc[5, "a2"] = 1e300
     data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
-    with pytest.raises(FixedPointOverflowError, match="party A, column 'a2': value 1e\\+300 at row 5"):
+    with pytest.raises(FixedPointOverflowError, match=r"party A, column 'a2': value 1e\+300 at row 5 \(id 1005\)"):
         VerticalLogisticRegression(**{**FAST, "init": init}).fit(data)
 
 

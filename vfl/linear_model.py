@@ -162,7 +162,7 @@ class _VerticalLinearModel(BaseEstimator):
         for name in roster.data_parties:
             label = name == roster.label
             own = RoleData(data.columns(name), np.asarray(data.features(name), dtype=np.float64),
-                           data.labels if label else None, sample_weight if label else None)
+                           data.labels if label else None, sample_weight if label else None, data.ids)
             hooks = dict(scaler=warm["scalers"][name] if warm and warm["scalers"] else None,
                          starts=self._starts_hook(warm, roster, name) if warm else None,
                          validation=self._validation_hook(validation, name, label) if validation is not None else None,

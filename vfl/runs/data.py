@@ -20,9 +20,12 @@ class RoleData:
         The label party's labels; None elsewhere.
     weights : ndarray (rows,), optional
         The label party's row weights (``sample_weight``), where the family takes them; None elsewhere.
+    ids : list of str, optional
+        The rows' ids, to name a row in an error (they never leave the party).
     """
 
     columns: list
     features: np.ndarray
     labels: np.ndarray | None = None
     weights: np.ndarray | None = None
+    ids: list | None = None

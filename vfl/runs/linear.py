@@ -153,6 +153,7 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
     for index in range(n_models):
         party = _party(role, features, data.columns, settings, n_models,
                        model_targets[index] if label else None, weights)
+        party.ids = getattr(data, "ids", None)          # to name a row in an error
         if begin[index] is not None:            # warm start: continue from the previous weights
             party.warm_params = begin[index]
         if validation is not None:

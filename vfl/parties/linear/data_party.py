@@ -36,6 +36,9 @@ class DataParty:
 
     role = "?"
 
+    #: the rows' ids, in the rows' order, to name a row in an error (they stay with the party); None: not known
+    ids: list | None = None
+
     def __init__(self, features, fit_intercept: bool = False, role: str | None = None, columns=None):
         self.role = role or self.role
         x = np.asarray(features, dtype=np.float64)
@@ -208,8 +211,9 @@ class DataParty:
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
+                which = f"row {row}" + (f" (id {_plain(self.ids[row])!r})" if self.ids is not None else "")
                 raise FixedPointOverflowError(
-                    f"party {self.role}, {self._column(col)}: value {self.features[row, col]:.3g} at row {row} is "
+                    f"party {self.role}, {self._column(col)}: value {self.features[row, col]:.3g} at {which} is "
                     f"outside the fixed-point range of a {context.public_key.key_bits}-bit key "
                     f"with {precision.frac_bits} fractional bits (|value| < {limit:.3g} for {self.n_rows} rows); "
                     "scale the column down")
@@ -400,3 +404,8 @@ def prediction_bound(context: Context, n_parties: int = 2) -> float:
 
 #: The name of :class:`DataParty` before the families had folders (it was the base of the label party too).
 FeatureParty = DataParty
+
+
+def _plain(value):
+    """An id as Python (``1005``, ``'c-17'``), not numpy's repr, for a message."""
+    return value.item() if isinstance(value, np.generic) else value
