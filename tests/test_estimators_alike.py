@@ -118,3 +118,12 @@ def test_intersect_takes_party_names_as_text():
     assert set(aligned) == {"0", "1"} and sorted(aligned["0"]["id"]) == ["3", "4"]
     with pytest.raises(DataError, match="two parties have the same name as text"):
         intersect({1: a, "1": b}, "id", label="y")
+
+
+def test_each_estimator_says_whether_it_classifies_or_regresses_as_scikit_learn_asks():
+    from sklearn.base import clone, is_classifier, is_regressor
+
+    for make in CLASSIFIERS.values():
+        assert is_classifier(make()) and not is_regressor(make()) and is_classifier(clone(make()))
+    for make in REGRESSORS.values():
+        assert is_regressor(make()) and not is_classifier(make())

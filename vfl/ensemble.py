@@ -12,7 +12,7 @@ for split.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs
@@ -187,7 +187,7 @@ class _VerticalGradientBoosting(BaseEstimator):
                               n_jobs=self.n_jobs)[roster.label]
 
 
-class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
+class VerticalGradientBoostingClassifier(ClassifierMixin, _VerticalGradientBoosting):
     """Gradient-boosted trees for classification across parties, the label party holding the key.
 
     Binary log loss, or the multinomial log loss (one tree per class and
@@ -285,7 +285,7 @@ class VerticalGradientBoostingClassifier(_VerticalGradientBoosting):
         return float(accuracy_score(score_labels(data, y), self.predict(data)))
 
 
-class VerticalGradientBoostingRegressor(_VerticalGradientBoosting):
+class VerticalGradientBoostingRegressor(RegressorMixin, _VerticalGradientBoosting):
     """Gradient-boosted trees for regression (squared error) across parties.
 
     The same parameters as :class:`VerticalGradientBoostingClassifier`, with

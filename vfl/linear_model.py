@@ -16,7 +16,7 @@ import warnings
 from functools import partial
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
@@ -418,7 +418,7 @@ class _VerticalLinearModel(BaseEstimator):
         return {name: Standardizer(mean[name], self.scale_[name]) for name in mean} if mean else None
 
 
-class VerticalLinearRegression(_VerticalLinearModel):
+class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
     """Linear regression on vertically partitioned data, trained with Paillier encryption.
 
     Minimises ``(1/2n) sum (z_i - y_i)^2 + (alpha/2) ||w||^2`` from a secret random
@@ -618,7 +618,7 @@ class VerticalLinearRegression(_VerticalLinearModel):
         return float(r2_score(score_labels(data, y), predicted))
 
 
-class VerticalLogisticRegression(_VerticalLinearModel):
+class VerticalLogisticRegression(ClassifierMixin, _VerticalLinearModel):
     """Logistic regression on vertically partitioned data, trained with Paillier encryption.
 
     Minimises the second-order Taylor approximation of the log loss (Hardy et al.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
@@ -181,7 +181,7 @@ class _VerticalMLP(BaseEstimator):
                                                               roster))[roster.label]
 
 
-class VerticalMLPClassifier(_VerticalMLP):
+class VerticalMLPClassifier(ClassifierMixin, _VerticalMLP):
     """A neural network for classification across parties (split learning), as scikit-learn's ``MLPClassifier``.
 
     Every data party runs a *bottom* network on its own columns (``bottom_sizes``;
@@ -264,7 +264,7 @@ class VerticalMLPClassifier(_VerticalMLP):
         return float(accuracy_score(score_labels(data, y), self.predict(data)))
 
 
-class VerticalMLPRegressor(_VerticalMLP):
+class VerticalMLPRegressor(RegressorMixin, _VerticalMLP):
     """A neural network for regression across parties (split learning), as scikit-learn's ``MLPRegressor``.
 
     The same parameters as :class:`VerticalMLPClassifier`; the output layer is the identity and the loss half
