@@ -156,6 +156,36 @@ def test_what_each_party_receives_in_conjugate_gradient():
         assert set(t[t.name == "norm_part"]["receiver"]) == {"B"}
 
 
+
+@pytest.mark.parametrize("packing", [False, True])
+def test_what_c_decrypts_in_conjugate_gradient_is_masked_or_summed_over_every_party_and_row(packing):
+    """Decrypted, as C decrypts it: every gradient value C gets is masked (far from any small number), and the
+    only small values are the batch loss and the step's few scalars (sums over every party and row)."""
+    from vfl import inprocess
+    from vfl.parties import Coordinator, PartyA, PartyB
+    from vfl.transport import BigInts, Transcript
+
+    _, _, x, y = make_vertical(n_rows=40, task="logistic", seed=2)
+    settings = TrainingSettings(objective="logistic", max_iter=3, tol=None, key_bits=1024, insecure=True, alpha=0.01,
+                                solver="cg", packing=packing)
+    coordinator, transcript = Coordinator(1024, insecure=True), Transcript(keep_payloads=True)
+    inprocess.train({"A": PartyA(x[:, :3]), "B": PartyB(x[:, 3:], np.where(y == 1, 1.0, -1.0))}, coordinator,
+                    settings, transcript)
+    context = coordinator.context
+    n = int(context.public_key.n)
+    seen = {}
+    for sender, receiver, message in transcript.messages():
+        for value in message.fields.values():
+            if receiver == "C" and isinstance(value, BigInts):
+                plain = [int(v) for v in context.engine.decrypt(context.private_key, value.to_ints())]
+                small = sum(min(v, n - v).bit_length() < 200 for v in plain)
+                seen.setdefault(message.name, []).append((len(plain), small))
+    gradients = [k for k in seen if "gradient" in k]
+    assert len(gradients) == 1 and all(small == 0 for _, small in seen[gradients[0]])       # masked: none small
+    # step t's 2t + 1 scalars (the squared norm and its products with the earlier directions), each a sum
+    assert [count for count, _ in seen["norm"]] == [2 * t + 1 for t in range(len(seen["norm"]))]
+    assert set(seen) == {gradients[0], "norm", "packed_loss" if packing else "loss"}
+
 def test_solver_choice():
     assert TrainingSettings().conjugate
     assert not TrainingSettings(batch_size=32).conjugate
