@@ -32,6 +32,9 @@ def test_errors_are_value_errors():
     ([client(), (np.full((2, 4), np.nan), np.zeros(2))], InvalidParameterError, "client 1: X contains NaN"),
     ([client(labels=(1,)), client(labels=(1,))], LabelError, "at least two classes"),
     ([client(), "oops"], InvalidParameterError, "client 1 must be an"),
+    ([client(), (rng.normal(size=(4, 4)), np.array([0.0, 1.0, np.nan, 1.0]))], LabelError,
+     r"client 1, row 2: the label is missing"),
+    ([(rng.normal(size=(8, 4)), rng.normal(size=8))], LabelError, "continuous target"),
 ])
 def test_bad_clients(clients, error, message):
     with pytest.raises(error, match=message):
@@ -156,3 +159,25 @@ def test_generator_and_numpy_scalars_are_accepted():
 def test_models_and_datasets_reject_bad_arguments(build, message):
     with pytest.raises(InvalidParameterError, match=message):
         build()
+
+
+def test_prediction_and_score_check_their_input_as_fit_does():
+    from sklearn.base import clone
+
+    fitted = FedAvg(num_rounds=2).fit([client(n=20), client(n=20)])
+    X, y = client(n=10)
+    X[3, 1] = np.nan
+    for call in (lambda: fitted.predict(X), lambda: fitted.score(X, y)):
+        with pytest.raises(InvalidParameterError, match=r"X, row 3, column 1: nan \(values must be finite\)"):
+            call()
+    X, y = client(n=10)
+    with pytest.raises(ShapeMismatchError, match=r"y has shape \(10, 1\); expected \(10,\)"):
+        fitted.score(X, y[:, None])
+    with pytest.raises(ShapeMismatchError, match="expected"):
+        fitted.score(X, y[:4])
+    with pytest.raises(LabelError, match=r"y has labels \['a'\] not seen in training"):
+        fitted.score(X, np.array(["a"] * 10))
+    with pytest.raises(InvalidParameterError, match="X_test, row 0"):
+        FedAvg(num_rounds=1).fit([client(), client()], X_test=np.full((2, 4), np.inf), y_test=np.array([0, 1]))
+    again = clone(FedAvg(num_rounds=3, learning_rate=0.5))
+    assert again.get_params()["num_rounds"] == 3 and again.set_params(num_rounds=4).num_rounds == 4

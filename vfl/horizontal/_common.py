@@ -11,6 +11,7 @@ client) set ``personalized_parameters_``; the mixin then answers
 from __future__ import annotations
 
 import numpy as np
+from sklearn.base import BaseEstimator
 from sklearn.exceptions import NotFittedError
 
 from ._checks import check_fraction, check_hidden_layer_sizes, check_nonnegative_float
@@ -75,9 +76,17 @@ def prepare(clients, classes, model_name, hidden_layer_sizes, l2, initial_parame
 
 
 def check_features(X, n_features: int, what: str = "X") -> np.ndarray:
-    X = np.asarray(X, dtype=np.float64)
+    """``X`` as floats of shape ``(n, n_features)``, every value finite (else an error naming the row)."""
+    try:
+        X = np.asarray(X, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InvalidParameterError(f"{what} is not numeric ({exc})") from None
     if X.ndim != 2 or X.shape[1] != n_features:
         raise ShapeMismatchError(f"{what} has shape {X.shape}; expected (n, {n_features})")
+    bad = ~np.isfinite(X)
+    if bad.any():
+        row, col = map(int, np.argwhere(bad)[0])
+        raise InvalidParameterError(f"{what}, row {row}, column {col}: {X[row, col]} (values must be finite)")
     return X
 
 
@@ -220,7 +229,7 @@ def test_metrics(model, w, X_test, y_test) -> tuple[float, float]:
     return cross_entropy(model, w, X_test, y_test), accuracy(model, w, X_test, y_test)
 
 
-class FederatedClassifierMixin:
+class FederatedClassifierMixin(BaseEstimator):
     """``predict_proba`` / ``predict`` / ``score`` / per-client metrics from ``model_`` and ``parameters_``.
 
     ``client=k`` in the prediction methods selects client ``k``'s model:
@@ -295,4 +304,11 @@ class FederatedClassifierMixin:
 
     def score(self, X, y, client=None) -> float:
         """Mean accuracy on ``(X, y)`` (``client=k``: of client ``k``'s model)."""
-        return float(np.mean(self.predict(X, client) == np.asarray(y)))
+        predicted = self.predict(X, client)
+        y = np.asarray(y)
+        if y.shape != predicted.shape:
+            raise ShapeMismatchError(f"y has shape {y.shape}; expected ({len(predicted)},), one label per row of X")
+        unknown = np.setdiff1d(y, self.classes_)
+        if unknown.size:
+            raise LabelError(f"y has labels {unknown.tolist()[:10]} not seen in training {self.classes_.tolist()}")
+        return float(np.mean(predicted == y))

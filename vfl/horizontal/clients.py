@@ -8,6 +8,8 @@ never leaves this module's functions except through the parameter vector that
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
+from sklearn.utils.multiclass import type_of_target
 
 from ._checks import check_fraction, check_positive_int
 from .errors import (
@@ -64,7 +66,11 @@ def check_clients(clients) -> list[tuple[np.ndarray, np.ndarray]]:
                 f"client {k} has {X.shape[1]} features but client 0 has {checked[0][0].shape[1]}"
             )
         if not np.all(np.isfinite(X)):
-            raise InvalidParameterError(f"client {k}: X contains NaN or infinite values")
+            row = int(np.flatnonzero(~np.all(np.isfinite(X), axis=1))[0])
+            raise InvalidParameterError(f"client {k}: X contains NaN or infinite values (first at row {row})")
+        missing = np.flatnonzero(pd.isna(y))
+        if missing.size:
+            raise LabelError(f"client {k}, row {int(missing[0])}: the label is missing (NaN)")
         checked.append((X, y))
     return checked
 
@@ -76,7 +82,11 @@ def encode_labels(clients, classes=None) -> tuple[np.ndarray, list[tuple[np.ndar
     the label set is agreed before training; pass it explicitly when some
     class might be absent from every client.
     """
-    found = np.unique(np.concatenate([y for _, y in clients]))
+    labels = np.concatenate([y for _, y in clients])
+    found = np.unique(labels)
+    if classes is None and type_of_target(labels) not in ("binary", "multiclass"):
+        raise LabelError(f"the labels are a continuous target ({found.size} distinct values such as "
+                         f"{found[:3].tolist()}), not classes; these models classify")
     classes = found if classes is None else np.unique(np.asarray(classes))
     if classes.size < 2:
         raise LabelError(f"need at least two classes, got {classes.tolist()}")
