@@ -108,3 +108,38 @@ def test_the_label_party_receives_only_the_sum_of_parts_openings_and_the_penalty
                     ("A", "penalty", "plaintext"), ("C", "triples", "masked")}
     widths = next(m for s, r, m in transcript.messages() if r == "B" and m.name == "widths")
     assert set(widths.fields) == {"rows", "columns", "out", "last_epoch"}
+
+
+def test_at_prediction_the_label_party_gets_only_the_sum_of_two_feature_parties_parts():
+    """Batch prediction with two feature parties: the coordinator's masks sum to zero, so the parts' sum is exact;
+    each part reaches the label party under a mask uniform over the ring (about half its entries above 2^255),
+    while the part itself, unmasked, is a small fixed-point number."""
+    import pandas as pd
+
+    import vfl.neural_network as network
+    from vfl import VerticalDataset, VerticalMLPClassifier
+
+    rng = np.random.default_rng(0)
+    x_a, x_c, x_b = rng.normal(size=(200, 3)), rng.normal(size=(200, 3)), rng.normal(size=(200, 2))
+    y = (x_b[:, 0] + x_a[:, 0] - x_c[:, 1] > 0).astype(int)
+    data = VerticalDataset({"A": pd.DataFrame(x_a).add_prefix("a"), "A2": pd.DataFrame(x_c).add_prefix("c"),
+                            "B": pd.DataFrame(x_b).add_prefix("b").assign(y=y)}, label="y")
+    with pytest.warns(Warning):
+        model = VerticalMLPClassifier(hidden_layer_sizes=(4,), bottom_sizes=(4,), batch_size=100, max_iter=2).fit(data)
+    transcript, run_threads = Transcript(keep_payloads=True), network.run_in_threads
+    network.run_in_threads = lambda roster, programs, _=None, **kw: run_threads(roster, programs, transcript, **kw)
+    try:
+        model.predict_proba(data)
+    finally:
+        network.run_in_threads = run_threads
+    by = {(sender, to, m.name): m for sender, to, m in transcript.messages()}
+    assert {k for k in by if k[1] == "B"} == {("A", "B", "predict"), ("A2", "B", "predict"), ("A", "B", "part"),
+                                              ("A2", "B", "part")}
+    values = lambda m: ring.from_bytes(m["values"], (len(m["values"]) // ring.RING_BYTES,))
+    masks = {k: values(by[("coordinator", k, "part_mask")]) for k in ("A", "A2")}
+    assert all(v == 0 for v in ring.reduce(masks["A"] + masks["A2"]))                 # the masks cancel in the sum
+    for k in ("A", "A2"):
+        sent = values(by[(k, "B", "part")])
+        assert by[(k, "B", "part")].kind == "masked" and 0.35 < np.mean([v >> 255 for v in sent]) < 0.65
+        part = ring.reduce(sent - masks[k])
+        assert all(min(v, (1 << ring.RING_BITS) - v) < 1 << 120 for v in part)       # small once unmasked

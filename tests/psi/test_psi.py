@@ -335,3 +335,17 @@ def test_two_processes_over_tls_find_half_of_the_ids():
     assert {r["intersection"] for r in reports.values()} == {500}
     assert reports["A"]["bytes_sent"] >= 1000 * (32 + 16)      # its points, then digests of B's
     assert reports["B"]["bytes_sent"] >= 1000 * 32
+
+
+def test_with_two_spokes_each_spoke_is_told_the_final_intersection_only():
+    """Hub B, spokes A and C: A shares 60 ids with B, and 30 of them are C's too; A is told 30 positions, never
+    its 60 pairwise matches, and receives nothing but the setup, B's blinded points and that result."""
+    id_lists = [list(range(100)), list(range(60)), list(range(30, 90))]
+    frames = frames_for([[str(v) for v in ids] for ids in id_lists], ["B", "A", "C"])
+    transcript = Transcript(keep_payloads=True)
+    aligned = vfl.psi.intersect(frames, "id", label="y", transcript=transcript)
+    assert sorted(aligned["A"]["id"].astype(int)) == list(range(30, 60))
+    to_a = [m for _, to, m in transcript.messages() if to == "A"]
+    assert {m.name for m in to_a} == {"psi_setup", "psi_hub_points", "psi_result"}
+    (result,) = [m for m in to_a if m.name == "psi_result"]
+    assert result["size"] == 30 and len(result["positions"]) == 30

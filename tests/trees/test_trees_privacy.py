@@ -121,3 +121,19 @@ def test_every_tree_shuffles_a_feature_partys_candidates_afresh(monkeypatch):
     assert len(orders) == 4 and all(sorted(o.tolist()) == list(range(len(o))) for o in orders)
     assert all(np.mean(o == np.arange(len(o))) < 0.2 for o in orders)
     assert all(not np.array_equal(a, b) for a, b in zip(orders, orders[1:]))
+
+
+@pytest.mark.parametrize("hide_membership", [False, True])
+def test_at_prediction_a_feature_party_receives_the_row_count_and_its_trees_only(monkeypatch, hide_membership):
+    """What A receives to predict: one public message, the row count and which trees hold its splits; no leaf,
+    score or row of any tree (it answers with its own splits' leaf masks, which only B reads)."""
+    data, _, _, _ = attack_data(3)
+    model, _ = fit_recorded(monkeypatch, data, hide_membership=hide_membership)
+    transcript, run = Transcript(keep_payloads=True), ensemble.run_in_threads
+    monkeypatch.setattr(ensemble, "run_in_threads",
+                        lambda roster, programs, _=None, **kwargs: run(roster, programs, transcript, **kwargs))
+    model.predict_proba(data)
+    received = [(m.name, m.kind, sorted(m.fields)) for _, to, m in transcript.messages() if to == "A"]
+    assert received == [("predict", "public", ["n_rows", "trees"])]
+    (_, _, predict), = [item for item in transcript.messages() if item[1] == "A"]
+    assert predict["n_rows"] == N_ROWS and set(np.asarray(predict["trees"]).tolist()) <= set(range(model.n_iter_))
