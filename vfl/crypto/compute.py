@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from vfl.crypto import _codec
+from vfl.crypto.engine import get_engine
 from vfl.errors import ComputeError, ConfigurationError
 
 
@@ -150,8 +151,6 @@ def check_n_jobs(n_jobs, where: str = "n_jobs") -> None:
 
 def check_engine(engine, where: str = "engine") -> None:
     """``None`` or the name of a registered crypto engine; else a :class:`ConfigurationError`."""
-    from vfl.crypto.engine import get_engine
-
     if engine is None:
         return
     try:

@@ -104,6 +104,8 @@ def check_same_data(role: str, where, saved: str | None, now: str | None) -> Non
 
 #: The label party's file of the run's id, beside its checkpoints.
 RUN_FILE = "run_id.json"
+#: A run's id: 16 random bytes as hex.
+RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def run_id(folder, resume: bool) -> str:
@@ -115,7 +117,7 @@ def run_id(folder, resume: bool) -> str:
     path = Path(folder) / RUN_FILE
     if resume and path.exists():
         kept = read_json(path, "run id").get("run")
-        if isinstance(kept, str) and re.fullmatch(r"[0-9a-f]{32}", kept):
+        if isinstance(kept, str) and RUN_ID.fullmatch(kept):
             return kept
     fresh = secrets.token_hex(16)
     write_json(path, {"run": fresh}, private=True)

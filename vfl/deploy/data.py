@@ -122,8 +122,8 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
     check_feature_party_columns(where, frame.columns, foreign)
     given = frame[id_column].tolist()
     frame = frame.assign(**{id_column: canonical_ids(frame[id_column], where, id_column)})
-    check_distinct_ids(where, frame[id_column].tolist(), given)
     ids = frame[id_column].tolist()        # in the file's order: a problem names the file's data row (from 0)
+    check_distinct_ids(where, ids, given)
 
     labels = None
     if label is not None and label in frame.columns:

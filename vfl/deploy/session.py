@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hmac
 import json
-import re
 import time
 from contextlib import contextmanager
 from dataclasses import replace
@@ -23,6 +22,7 @@ from pathlib import Path
 from vfl.errors import (ComputeError, ConfigurationError, DataError, DivergenceError, HandshakeError, PeerError,
                         PeerStopped, ProtocolError, VFLError)
 from vfl.deploy.align import private_intersection
+from vfl.deploy.checkpoint import RUN_ID
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, is_salt, new_salt
 from vfl.deploy.narration import Narrator
@@ -71,6 +71,8 @@ class Session:
         self.narrator = narrator
         self.progress = progress
         self.transcript = Transcript()
+        #: the training run's id, as the label party gives it in its hello (None before, and in other tasks)
+        self.run_id: str | None = None
         self.transport: NetworkTransport | None = None
         self.endpoint: Endpoint | None = None
 
@@ -144,7 +146,7 @@ class Session:
     @property
     def trained_with(self) -> str:
         """What this training's shards carry, and prediction compares: the settings' fingerprint and the run's id."""
-        if not isinstance(getattr(self, "run_id", None), str) or not re.fullmatch(r"[0-9a-f]{32}", self.run_id):
+        if not isinstance(self.run_id, str) or not RUN_ID.fullmatch(self.run_id):
             raise ProtocolError(f"{self.role}: the label party {self.roster.label} gave no run id in its 'hello' (a "
                                 "party on an older vfl?); every party must run the same vfl")
         return f"{self.config.fingerprint('train')}/{self.run_id}"

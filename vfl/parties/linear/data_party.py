@@ -11,6 +11,7 @@ import numpy as np
 from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
+from vfl.parties.labels import plain_class
 from vfl.parties.linear import packed
 from vfl.parties.linear.cg import Directions
 from vfl.parties.linear.objectives import Objective
@@ -211,7 +212,7 @@ class DataParty:
             big = np.abs(self.features) >= limit
             if big.any():
                 row, col = map(int, np.argwhere(big)[0])
-                which = f"row {row}" + (f" (id {_plain(self.ids[row])!r})" if self.ids is not None else "")
+                which = f"row {row}" + (f" (id {plain_class(self.ids[row])!r})" if self.ids is not None else "")
                 raise FixedPointOverflowError(
                     f"party {self.role}, {self._column(col)}: value {self.features[row, col]:.3g} at {which} is "
                     f"outside the fixed-point range of a {context.public_key.key_bits}-bit key "
@@ -404,8 +405,3 @@ def prediction_bound(context: Context, n_parties: int = 2) -> float:
 
 #: The name of :class:`DataParty` before the families had folders (it was the base of the label party too).
 FeatureParty = DataParty
-
-
-def _plain(value):
-    """An id as Python (``1005``, ``'c-17'``), not numpy's repr, for a message."""
-    return value.item() if isinstance(value, np.generic) else value
