@@ -19,8 +19,10 @@ federation has one *label party* (feature columns and the labels), one
     address = "10.0.0.2:7002"
     certificate = "certs/telco.pem"
     key = "certs/telco.key"
-    allow_score_span = false            # true: telco accepts models whose scores (over every model and version
-                                        # with bank) span the rank of its columns: bank could recover its rows
+    allow_reconstruction = false        # true: telco releases per-row outputs (scores, split sides, a network's
+                                        # part) even where its release check finds bank could rebuild its columns
+    release_epsilon = 4.0               # optional: differential privacy on every per-row release (noise per row
+                                        # and version; release_delta, release_clip, release_budget beside it)
     [parties.shop]
     role = "feature"
     address = "10.0.0.3:7003"
@@ -195,6 +197,28 @@ MLP = "mlp"
 _MLP_KEYS = (set(MLPSettings.__dataclass_fields__) - {"default_bottom"}) | {"model", "iterations", "report_metrics"}
 
 
+#: A feature party's differential-privacy keys for its releases, with their defaults.
+RELEASE_KEYS = {"release_epsilon": None, "release_delta": 1e-6, "release_clip": 4.0, "release_budget": 10.0}
+
+
+def _release_dp(here: str, entry: dict, role: str) -> dict | None:
+    """A feature party's ``release_epsilon`` (and its companions), checked; None without it."""
+    given = {k: entry[k] for k in RELEASE_KEYS if k in entry}
+    if not given:
+        return None
+    if role != "feature":
+        raise ConfigurationError(f"{here}: {', '.join(given)} apply to a feature party's releases, not a {role} party")
+    if "release_epsilon" not in given:
+        raise ConfigurationError(f"{here}: {', '.join(given)} given without release_epsilon")
+    values = {k[len("release_"):]: given.get(k, default) for k, default in RELEASE_KEYS.items()}
+    for key, value in values.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or \
+                (key == "delta" and not value < 1):
+            raise ConfigurationError(f"{here}: release_{key} must be a number above 0"
+                                     f"{' and below 1' if key == 'delta' else ''}, got {value!r}")
+    return {k: float(v) for k, v in values.items()}
+
+
 @dataclass(frozen=True)
 class PartyEntry:
     """One party's entry: its name, role (one of :data:`KINDS`), address and TLS files."""
@@ -204,9 +228,17 @@ class PartyEntry:
     address: tuple[str, int]
     certificate: Path
     key: Path
-    #: this party (a feature party) accepts that the label party recovers its rows from the scores
-    #: (its ``allow_score_span = true``: read by this party only, see :mod:`vfl.protocols.span`)
-    allow_score_span: bool = False
+    #: this party (a feature party) releases per-row outputs even where its release check finds that the label
+    #: party could rebuild its columns (its ``allow_reconstruction = true``, or the older ``allow_score_span``:
+    #: read by this party only, see :mod:`vfl.protocols.release`)
+    allow_reconstruction: bool = False
+    #: differential privacy on its releases: ``{"epsilon", "delta", "clip", "budget"}``, or None
+    #: (:mod:`vfl.protocols.release_dp`; read by this party only)
+    release_dp: dict | None = None
+
+    @property
+    def allow_score_span(self) -> bool:          # the opt-in's earlier name
+        return self.allow_reconstruction
 
 
 @dataclass(frozen=True)
@@ -489,7 +521,8 @@ def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dic
         lowered[name.lower()] = name
         if not isinstance(entry, dict):
             raise ConfigurationError(f"{here}: expected a table")
-        _unknown(here, entry, {"role", "address", "certificate", "key", "allow_score_span"})
+        _unknown(here, entry, {"role", "address", "certificate", "key", "allow_score_span", "allow_reconstruction",
+                               *RELEASE_KEYS})
         if legacy:
             role = LEGACY_ROLES[name]
         elif "role" not in entry:
@@ -499,13 +532,17 @@ def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dic
             role = entry["role"]
         if role not in KINDS:
             raise ConfigurationError(f"{here}: role must be one of {list(KINDS)}, got {role!r}")
-        span = entry.get("allow_score_span", False)
+        if "allow_score_span" in entry and "allow_reconstruction" in entry:
+            raise ConfigurationError(f"{here}: give allow_reconstruction only (allow_score_span is its earlier name)")
+        key = "allow_score_span" if "allow_score_span" in entry else "allow_reconstruction"
+        span = entry.get(key, False)
         if not isinstance(span, bool) or (span and role != "feature"):
-            raise ConfigurationError(f"{here}: allow_score_span must be true or false, for a feature party, "
+            raise ConfigurationError(f"{here}: {key} must be true or false, for a feature party, "
                                      f"got {span!r}" + (f" for a {role} party" if span is True else ""))
         parties[name] = PartyEntry(name, role, parse_address(_required(here, entry, "address")),
                                    _path(base, _required(here, entry, "certificate")),
-                                   _path(base, _required(here, entry, "key")), span)
+                                   _path(base, _required(here, entry, "key")), span,
+                                   _release_dp(here, entry, role))
     for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
         named = [n for n, e in parties.items() if e.role == kind]
         if len(named) != 1 and not (kind == "coordinator" and boosting and not named):
@@ -632,13 +669,14 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
-    and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``) and ``"allow_score_span"`` (a bool).
+    and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``), ``"allow_reconstruction"`` (a bool)
+    and ``"release_epsilon"`` (with its companions, :data:`RELEASE_KEYS`).
     ``serving`` holds ``[serving]`` keys, and a party's own ``[serving.NAME]`` table under its name.
     """
     lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
     for name in sorted(parties):
         lines.append(f"[parties.{name}]")
-        lines += [f"{k} = {_toml(v if isinstance(v, bool) else str(v))}" for k, v in parties[name].items()]
+        lines += [f"{k} = {_toml(v if isinstance(v, (bool, int, float)) else str(v))}" for k, v in parties[name].items()]
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
                          ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight,

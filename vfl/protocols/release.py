@@ -561,6 +561,18 @@ class ReleasePolicy:
     budget: float = 10.0
     key: object = None
 
+    @classmethod
+    def in_process(cls, party: str, scope: str, allowed: bool = False, how: str = "allow_reconstruction",
+                   epsilon: float | None = None, delta: float = 1e-6, clip: float = 4.0,
+                   budget: float = 10.0) -> ReleasePolicy:
+        """A policy whose ledger and noise key live in this process (the estimators: one scope per data set)."""
+        from vfl.protocols.release_dp import NoiseKey, check_parameters
+
+        if epsilon is not None:
+            check_parameters(epsilon, delta, clip)
+        return cls(party, ReleaseLedger.in_memory(party, scope), allowed, how, epsilon, delta, clip, budget,
+                   NoiseKey.in_memory(f"{party}|{scope}") if epsilon is not None else None)
+
     def release(self, label_party: str, columns, features, spec: dict, what: str, *, ids=None, values=None,
                 bits: bool = False, version: str | None = None, record: bool = True) -> np.ndarray:
         """What the party may send for ``features`` under ``spec``: checked, recorded, with DP noise if chosen.
