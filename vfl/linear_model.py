@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import fitted_runs
+from vfl import fitted_runs, release_options
 from vfl.crypto import FixedPoint, compute
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
@@ -34,7 +34,6 @@ from vfl.runs.data import RoleData
 from vfl.runs.linear import check_warm_models, scaled
 from vfl.runs.threads import run_in_threads
 from vfl.progressbar import ProgressBar, check_verbose
-from vfl.protocols.span import SpanLedger
 from vfl.transport import Transcript
 
 
@@ -57,8 +56,8 @@ class _VerticalLinearModel(BaseEstimator):
                  epsilon=1e-8, rho=0.99, early_stopping=False, validation_fraction=0.1, n_iter_no_change=5,
                  scoring="loss",
                  warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
-                 score_bound=2.0 ** 12, n_jobs=None, allow_score_span=None, protocol="yang",
-                 reveal="respectively"):
+                 score_bound=2.0 ** 12, n_jobs=None, allow_reconstruction=None, release_epsilon=None,
+                 release_delta=1e-6, release_clip=4.0, protocol="yang", reveal="respectively", allow_score_span=None):
         self.solver = solver
         self.standardize = standardize
         self.learning_rate = learning_rate
@@ -100,6 +99,10 @@ class _VerticalLinearModel(BaseEstimator):
         self.feature_bound = feature_bound
         self.score_bound = score_bound
         self.n_jobs = n_jobs
+        self.allow_reconstruction = allow_reconstruction
+        self.release_epsilon = release_epsilon
+        self.release_delta = release_delta
+        self.release_clip = release_clip
         self.allow_score_span = allow_score_span
         self.protocol = protocol
         self.reveal = reveal
@@ -122,6 +125,7 @@ class _VerticalLinearModel(BaseEstimator):
         compute.check_engine(self.engine)
         check_verbose(self.verbose)
         compute.check_n_jobs(self.n_jobs)
+        release_options.check(self)
 
     def fit(self, data: VerticalDataset, y=None, validation: VerticalDataset | None = None, sample_weight=None):
         """Train on aligned vertical data; the party holding the label plays B.
@@ -152,13 +156,13 @@ class _VerticalLinearModel(BaseEstimator):
             raise DataError("fit needs labels: name the label column with VerticalDataset(..., label='column')")
         data.require_label()
         roster = _roster(data.feature_parties, data.label_party)
-        allowed = self._allowed_score_span(roster)
+        allowed = release_options.allowed(self, roster)
         if validation is not None:
             self._check_validation(validation, data, roster)
         warm = self._warm(data, roster)
         coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
         peer_columns = {name: len(data.columns(name)) for name in roster.features}
-        programs, scopes, span_model = {}, {}, secrets.token_hex(8)   # each feature party's score-span ledger
+        programs, scopes = {}, {}           # each feature party's release ledger, per data set
         for name in roster.data_parties:
             label = name == roster.label
             own = RoleData(data.columns(name), np.asarray(data.features(name), dtype=np.float64),
@@ -171,10 +175,9 @@ class _VerticalLinearModel(BaseEstimator):
                 programs[name] = partial(run_linear.train_label, data=own, settings=settings, roster=roster,
                                          peer_columns=peer_columns, **hooks)
             else:
-                scopes[name] = run_linear.span_scope(roster.label, own)
+                scopes[name] = release_options.scope(roster.label, own.columns, own.features)
                 programs[name] = partial(run_linear.train_feature, data=own, settings=settings, roster=roster,
-                                         allow_score_span=name in allowed, span_how=f"allow_score_span=[{name!r}]",
-                                         span_model=span_model, **hooks)
+                                         release=release_options.policy(self, name, scopes[name], allowed), **hooks)
         bars = _Bars(self.verbose, self.max_iter)
         programs[roster.coordinator] = partial(run_linear.train_coordinator, coordinator=coordinator,
                                                settings=settings, roster=roster, on_model=bars.on_model)
@@ -185,7 +188,7 @@ class _VerticalLinearModel(BaseEstimator):
             bars.close()
         self._set_fitted(trained, roster, data, settings, coordinator, transcript)
         # in-process, each feature party's ledger is this process's, per data set: prediction releases scores
-        self._score_span = {"scopes": scopes, "model": span_model}
+        self._release_scopes = scopes
         return self
 
     def _set_fitted(self, trained: dict, roster: Roster, data: VerticalDataset, settings, coordinator: Coordinator,
@@ -289,18 +292,6 @@ class _VerticalLinearModel(BaseEstimator):
             intercept = intercept + offset
         return coef, intercept if intercept.ndim else float(intercept)
 
-    def _allowed_score_span(self, roster: Roster) -> tuple:
-        """The feature parties named in ``allow_score_span`` (checked: a list of the roster's feature parties)."""
-        allowed = self.allow_score_span
-        if allowed is not None and (isinstance(allowed, str) or not all(isinstance(p, str) for p in allowed)):
-            raise ConfigurationError(f"allow_score_span must be None or a list of feature party names, got "
-                                     f"{allowed!r}")
-        unknown = sorted(set(allowed or ()) - set(roster.features))
-        if unknown:
-            raise ConfigurationError(f"allow_score_span names {unknown}, which are not feature parties "
-                                     f"{list(roster.features)}")
-        return tuple(allowed or ())
-
     def _check_validation(self, validation, data: VerticalDataset, roster: Roster) -> None:
         """A separate validation set (``fit(validation=...)``): for early stopping, with the training data's shape."""
         if not self.early_stopping:
@@ -365,25 +356,25 @@ class _VerticalLinearModel(BaseEstimator):
         features = data.prediction_features(self.feature_names_)
         self._check_run_params()
         roster = _roster(self.feature_parties_, self.label_party_)
-        allowed = self._allowed_score_span(roster)
+        allowed = release_options.allowed(self, roster)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
             coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
                                                           self.engine)
         transcript = Transcript()
-        scores = run_in_threads(roster, self._prediction_programs(features, roster, coordinator, allowed),
+        scores = run_in_threads(roster, self._prediction_programs(features, roster, coordinator, allowed, data.ids),
                                 transcript, n_jobs=self.n_jobs)[roster.label]
         self.predict_transcript_ = transcript.to_frame()
         return scores
 
-    def _release_hooks(self, name: str) -> dict:
-        """Feature party ``name``'s score-span ledger for a prediction: the one its training recorded in this
-        process (a model copied or unpickled elsewhere starts a ledger of its own there)."""
-        span = self.__dict__.get("_score_span") or {"scopes": {}, "model": ""}
-        scope = span["scopes"].get(name) or "unscoped-" + secrets.token_hex(8)
-        return dict(ledger=SpanLedger.in_memory(name, scope), span_model=span["model"])
+    def _release_policy(self, name: str, allowed) -> object:
+        """Feature party ``name``'s release policy for a prediction: its ledger is the one its training started in
+        this process (a model copied or unpickled elsewhere starts a ledger of its own there)."""
+        scope = (self.__dict__.get("_release_scopes") or {}).get(name) or "unscoped-" + secrets.token_hex(8)
+        return release_options.policy(self, name, scope, allowed)
 
-    def _prediction_programs(self, features: dict, roster: Roster, coordinator: Coordinator, allowed) -> dict:
+    def _prediction_programs(self, features: dict, roster: Roster, coordinator: Coordinator, allowed, ids=None
+                             ) -> dict:
         """Every role's prediction run with the fitted weights (or, ``reveal="never"``, each role's shares).
 
         The label party always carries an intercept (0.0 when none was fitted): the same scores.
@@ -397,9 +388,8 @@ class _VerticalLinearModel(BaseEstimator):
         for name in roster.features:
             models = ([s["parties"][name] for s in shares] if shares else list(np.atleast_2d(self.coef_[name])))
             programs[name] = partial(run_linear.predict_feature, features=features[name], scaler=scalers.get(name),
-                                     columns=self.feature_names_[name], models=models, allow_score_span=name in allowed,
-                                     span_how=f"allow_score_span=[{name!r}]", engine=self.engine,
-                                     **self._release_hooks(name), **run)
+                                     columns=self.feature_names_[name], models=models, engine=self.engine,
+                                     release=self._release_policy(name, allowed), ids=ids, **run)
         own = np.atleast_2d(self.coef_[roster.label])
         models = ([s["parties"][roster.label] for s in shares] if shares else
                   [np.append(own[index], intercept) for index, intercept in enumerate(intercepts)])
@@ -533,17 +523,25 @@ class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
     score_bound : float, default=2**12
         Declared bound on each party's share of a score; a larger one is refused with
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
-    allow_score_span : list of str or None, default=None
-        Feature parties that accept that the label party recovers their rows from the
-        scores.  Once the weights of every model a feature party's scores were released
-        with, to this label party, span as many directions as the rank of its columns
-        (``K`` scores per row: ``K`` one-vs-rest classes, or one), the label party knowing
-        a few of its rows solves for all.  In-process each feature party keeps that record
-        per process, for each data set of its own (see :mod:`vfl.protocols.span`): such a
-        model is refused before ``fit`` trains it (counting its ``K`` scores) and at each
-        prediction (its exact weights; the prediction records it) unless the party is
-        named here; ``vfl party`` reads ``allow_score_span = true`` from the party's own
-        ``[parties.NAME]`` table.
+    allow_reconstruction : list of str or None, default=None
+        Feature parties that release their per-row outputs (partial scores, split
+        sides, a network's part) even where their release check finds that the label
+        party, knowing some of their rows, could rebuild their columns.  Before any
+        per-row output leaves it, each feature party runs the known attacks on its own
+        rows and outputs (:mod:`vfl.protocols.release`), with every earlier release to
+        this label party, and refuses if one rebuilds a column for more than 5% of rows
+        beyond a constant guess; the refusal names the attack, the column, the share
+        and this option.  ``vfl party`` reads ``allow_reconstruction = true`` from the
+        party's own ``[parties.NAME]`` table.  ``allow_score_span`` is its earlier name.
+    release_epsilon : float or None, default=None
+        Differential privacy on every feature party's per-row releases: Gaussian noise
+        (randomized response for split sides) drawn once per row and model version,
+        so each row's release is (``release_epsilon``, ``release_delta``)-DP with
+        respect to its values; the budget over versions composes in the party's
+        ledger (see docs/threat_model.md for the price in AUC).
+    release_delta : float, default=1e-6
+    release_clip : float, default=4.0
+        Each row's released values are clipped to this L2 norm before the noise.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
         the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from vfl.protocols.release import ReleaseWarning
 from vfl import VerticalDataset
 from vfl.deploy.config import load_config
 from vfl.errors import ConfigurationError, DataError
@@ -93,10 +94,10 @@ def shard(work, role):
     return json.loads((work / role / f"model_{role}.json").read_text())
 
 
-def error_line(processes, role):
-    """The message party ``role`` printed on failing (``vfl party ROLE: error: MESSAGE``) and its exit code."""
+def error_line(processes, role, command="party"):
+    """The message party ``role`` printed on failing (``vfl COMMAND ROLE: error: MESSAGE``) and its exit code."""
     code, _, err = processes[role]
-    prefix = f"vfl party {role}: error: "
+    prefix = f"vfl {command} {role}: error: "
     lines = [line[len(prefix):] for line in err.splitlines() if line.startswith(prefix)]
     assert lines, err
     return code, lines[0]
@@ -143,11 +144,17 @@ def test_the_same_refusal_through_both_paths(both, case):
         assert (code, message) == (2, str(refused))
 
 
-def test_the_score_span_refusal_names_each_face_s_own_consent(both):
-    """A (3 columns) in a model of 3 one-vs-rest scores: refused alike, each face naming its own opt-in."""
-    refused, processes, _ = both(CLASSES, allow_span=False)
-    assert isinstance(refused, ConfigurationError)
-    code, message = error_line(processes, "A")
-    reason, how = str(refused).split("accept this: ")
-    assert code == 2 and message == f"{reason}accept this: allow_score_span = true in its own [parties.A] table"
-    assert how == "allow_score_span=['A']"
+def test_the_release_refusal_names_each_face_s_own_consent(both):
+    """A (3 columns) in a model of 3 one-vs-rest scores: both faces train (the estimator warns), and both refuse
+    A's partial scores at prediction alike, each face naming its own opt-in."""
+    with pytest.warns(ReleaseWarning, match="party A: releasing its partial scores"):
+        model, processes, work = both(CLASSES, allow_span=False)
+    assert_succeeded(processes)
+    with pytest.raises(ConfigurationError) as refused:
+        model.decision_function(both.last["dataset"])
+    predicted = run_parties("predict", both.last["config"], both.last["data"], work, split="train")
+    code, message = error_line(predicted, "A", "predict")
+    reason, how = str(refused.value).split("accept this: ")
+    assert "by a least-squares fit from its outputs" in reason and "rebuild column" in reason
+    assert code == 2 and message == f"{reason}accept this: allow_reconstruction = true in its own [parties.A] table"
+    assert how == "allow_reconstruction=['A']"

@@ -157,14 +157,7 @@ def _train_role(ep: Endpoint, config: FederationConfig, role: str, kind: str, da
         return run_linear.train_label(ep, data, settings, roster, **hooks,
                                       peer_columns=hello_columns(role, theirs, roster))
     return run_linear.train_feature(ep, data, settings, roster, **hooks,
-                                    **_span_consent(config, role, workdir, trained_with))
-
-
-def _span_consent(config: FederationConfig, role: str, workdir: Path, model: str) -> dict:
-    """A feature party's score-span hooks: its ledger (in its work directory, :mod:`vfl.protocols.span`), the
-    model's name there, and its own consent (its ``[parties.NAME]`` table) with how it gives it."""
-    return dict(allow_score_span=config.party(role).allow_score_span, ledger=SpanLedger.at(workdir, role),
-                span_model=model, span_how=f"allow_score_span = true in its own [parties.{role}] table")
+                                    release=release_policy(config, role, workdir))
 
 
 def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, resume: bool, narrator, shown: Progress,
@@ -410,8 +403,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         elif kind == "feature":
             summary["rows"] = run_linear.predict_feature(ep, data.features, data.columns, models, settings, roster,
                                                          scaler=shard_scaler(shard), mode=mode, shared=shared,
-                                                         **_span_consent(config, role, workdir,
-                                                                         shard["trained_with"]))
+                                                         release=release_policy(config, role, workdir),
+                                                         ids=data.ids)
         else:
             scores = run_linear.predict_label(ep, data.features, data.columns, models, shard["fit_intercept"],
                                               settings, roster, scaler=shard_scaler(shard), mode=mode, shared=shared)

@@ -57,15 +57,16 @@ from scipy.spatial import cKDTree
 from vfl.errors import ConfigurationError, DataError
 
 #: A continuous cell is recovered when the estimate lies within this many of the column's standard deviations.
-TOLERANCE = 0.05
-#: A column with at most this many distinct values is discrete: recovered means the exact value.
+TOLERANCE = 0.01
+#: A column with at most this many distinct values (each taken by two rows on average) is discrete: recovered means
+#: the exact value.
 DISCRETE_LEVELS = 32
 #: The largest gain over the constant guess (a share of the rows assessed) any attack may have on any column.
 THRESHOLD = 0.05
 #: Rows assessed at most (half known to the attacker, half rebuilt); more rows are sampled.
 SAMPLE = 20_000
 #: Fewer rows than this cannot be assessed on their own: the check then needs the model's check on its training rows.
-MIN_ROWS = 100
+MIN_ROWS = 20
 #: The principal directions of a release the local fit works in (a release of more dimensions is reduced to them).
 LOCAL_DIMENSIONS = 12
 #: The ledger's file in a party's work directory, and its format.
@@ -77,6 +78,10 @@ ATTACKS = {
     "neighbour": "matching each row to the known row with the nearest outputs (discrete decoding, monotone fit)",
     "local": "a least-squares fit on the known rows with the nearest outputs (inverting a non-linear map piece by piece)",
 }
+
+class ReleaseWarning(UserWarning):
+    """A model whose release the check would refuse, found on its training rows (before anything is released)."""
+
 
 _MEMORY: dict[str, dict] = {}      # in-process ledgers, by scope
 _LOCK = threading.RLock()          # a check and its record happen as one
@@ -152,16 +157,28 @@ def _as_points(known, query):
 
 @dataclass(frozen=True)
 class Finding:
-    """What one attack rebuilds of one column: the share of rows recovered, and a constant guess's share."""
+    """What one attack rebuilds of one column: the share of ``rows`` rows recovered, and a constant guess's share."""
 
     attack: str
     column: str
     share: float
     baseline: float
+    rows: int = 0
 
     @property
     def gain(self) -> float:
         return max(0.0, self.share - self.baseline)
+
+    @property
+    def sure_gain(self) -> float:
+        """The gain at the lower end of a 99% confidence interval of the share (Wilson's): a few rows rebuilt by
+        chance in a small sample do not count as a finding."""
+        if self.rows <= 0:
+            return self.gain
+        z, n, p = 2.326, self.rows, self.share
+        centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+        half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+        return max(0.0, centre - half - self.baseline)
 
 
 @dataclass
@@ -174,21 +191,21 @@ class Assessment:
     rows_given_away: float = 0.0         # rows every column of which some attack recovered
 
     def worst(self) -> Finding | None:
-        return max(self.findings, key=lambda f: f.gain, default=None)
+        return max(self.findings, key=lambda f: (f.sure_gain, f.gain), default=None)
 
     def passes(self, threshold: float = THRESHOLD) -> bool:
         worst = self.worst()
-        return worst is None or worst.gain <= threshold
+        return worst is None or worst.sure_gain <= threshold
 
     def to_dict(self) -> dict:
         return {"rows": self.rows, "total": self.total, "rows_given_away": round(self.rows_given_away, 6),
                 "findings": [{"attack": f.attack, "column": f.column, "share": round(f.share, 6),
-                              "baseline": round(f.baseline, 6)} for f in self.findings]}
+                              "baseline": round(f.baseline, 6), "rows": f.rows} for f in self.findings]}
 
     @classmethod
     def from_dict(cls, data: dict) -> Assessment:
         return cls(int(data["rows"]), int(data["total"]),
-                   [Finding(f["attack"], f["column"], float(f["share"]), float(f["baseline"]))
+                   [Finding(f["attack"], f["column"], float(f["share"]), float(f["baseline"]), int(f.get("rows", 0)))
                     for f in data["findings"]], float(data.get("rows_given_away", 0.0)))
 
 
@@ -224,14 +241,17 @@ def assess(features, release, columns, sample: int = SAMPLE) -> Assessment:
         if valid.sum() < MIN_ROWS // 2 or np.ptp(values) == 0:
             continue
         levels = np.unique(values)
+        if len(levels) > min(DISCRETE_LEVELS, len(values) // 2):
+            levels = None                         # continuous (few rows with distinct values are no codes)
         best = None
         recovered_any = np.zeros(len(query), dtype=bool)
         for attack, guess in estimates.items():
             hit = _recovered(guess[:, j], column[query], levels, values.std())
             hit &= valid
             recovered_any |= hit
-            finding = Finding(attack, str(name), float(hit[valid].mean()), _baseline(values, levels))
-            if best is None or finding.gain > best.gain:
+            finding = Finding(attack, str(name), float(hit[valid].mean()), _baseline(values, levels),
+                              int(valid.sum()))
+            if best is None or (finding.sure_gain, finding.gain) > (best.sure_gain, best.gain):
                 best = finding
         all_recovered &= recovered_any | ~valid
         findings.append(best)
@@ -240,7 +260,7 @@ def assess(features, release, columns, sample: int = SAMPLE) -> Assessment:
 
 
 def _recovered(estimate, truth, levels, spread) -> np.ndarray:
-    if len(levels) <= DISCRETE_LEVELS:
+    if levels is not None:
         at = np.clip(np.searchsorted(levels, estimate), 1, len(levels) - 1)
         snapped = np.where(np.abs(estimate - levels[at - 1]) <= np.abs(levels[at] - estimate),
                            levels[at - 1], levels[at])
@@ -251,7 +271,7 @@ def _recovered(estimate, truth, levels, spread) -> np.ndarray:
 
 def _baseline(values, levels) -> float:
     """The share of rows the best constant guess recovers: the commonest value, or the densest window."""
-    if len(levels) <= DISCRETE_LEVELS:
+    if levels is not None:
         return float(np.unique(values, return_counts=True)[1].max() / len(values))
     ordered = np.sort(values)
     ends = np.searchsorted(ordered, ordered + 2 * TOLERANCE * values.std(), side="right")
@@ -510,7 +530,7 @@ def refuse(party: str, label_party: str, what: str, assessment: Assessment, how:
     if assessment.passes(threshold):
         return
     worst = assessment.worst()
-    others = sorted({f.column for f in assessment.findings if f.gain > threshold} - {worst.column})
+    others = sorted({f.column for f in assessment.findings if f.sure_gain > threshold} - {worst.column})
     more = f" (and {len(others)} more column(s): {', '.join(map(repr, others[:5]))})" if others else ""
     raise ConfigurationError(
         f"party {party}: releasing {what} would let the label party {label_party} rebuild column {worst.column!r} "

@@ -18,26 +18,28 @@ and runs, in this order:
 * the targets and the model count: one target, or one per class for logistic
   regression with three classes or more (one-vs-rest); the label party tells every
   peer how many models (message ``models``) after checking its warm start;
-* the score-span rule at each feature party, the label-leak warnings at the label party;
+* at each feature party, after training, the release check of its partial scores on its training rows
+  (:mod:`vfl.protocols.release`: a warning now, the refusal at prediction); the label-leak warnings at the
+  label party;
 * one protocol run per model (:mod:`vfl.protocols.linear`), under the coordinator's
   one key and on the same rows, each tagged with its index in the transcript.
 
 What differs between the faces comes in as hooks: where checkpoints are kept and
 what is shown after every epoch (``on_model``), the warm starts (fitted attributes
 or a previous shard), a separate validation set (the estimator's
-``fit(validation=...)``) and whether a feature party accepts the score span.
+``fit(validation=...)``) and a feature party's release policy (its ledger, opt-in and DP).
 """
 
 from __future__ import annotations
 
-import hashlib
+import warnings
 
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
 import numpy as np
 
-from vfl.errors import DataError, ProtocolError
+from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.linear.shareholders import CoordinatorShares
 from vfl.parties.linear.shares import WeightShare
@@ -45,7 +47,7 @@ from vfl.parties.scaling import Standardizer
 from vfl.protocols import (Roster, TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b,
                            predict_c, run_a, run_b, run_c)
 from vfl.protocols.linear import shared as shared_protocol
-from vfl.protocols.span import SpanLedger, check_release, check_training, column_rank, model_name, raw_directions
+from vfl.protocols.release import ReleasePolicy, ReleaseWarning, check_model, linear_release, refuse
 from vfl.protocols.linear.checks import (check_validation_split, warn_clipped_labels,
                                          warn_mini_batch_labels)
 from vfl.transport import Endpoint
@@ -107,10 +109,9 @@ def train_label(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, 
         The scaling a warm start continues; otherwise (``standardize``) a scaler is fitted.
     starts : callable, optional
         ``starts(n_models, classes)`` -> this party's start per model (warm start).
-    allow_score_span : bool, default False
-        A feature party's consent to a model with at least as many scores per row as it has columns.
-    span_how : str
-        How that party gives its consent (named in the refusal).
+    release : ReleasePolicy, optional
+        A feature party's release policy: after training, the model's partial scores are
+        checked on its training rows and the verdict kept in its ledger.
     validation : callable, optional
         ``validation(index, n_models, party, trained)`` gives model ``index``'s party its separate
         validation rows (scaled by ``trained.scaler``; the label party's coded for ``trained.classes``).
@@ -128,8 +129,7 @@ def train_label(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, 
 
 def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, *,
                       peer_columns: Mapping[str, int] | None = None, scaler: Standardizer | None = None,
-                      starts=None, allow_score_span: bool = False, span_how: str = "allow_score_span",
-                      ledger: SpanLedger | None = None, span_model: str | None = None,
+                      starts=None, release: ReleasePolicy | None = None,
                       validation=None, on_model: OnModel | None = None, engine=None) -> Trained:
     role = ep.role
     label = role == roster.label
@@ -146,9 +146,6 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
         model_targets, classes, weights = None, None, None
         n_models = agree_on_models(ep, role, roster, None)
         begin = _warm_starts(starts, role, n_models, None)
-        check_training(ledger or SpanLedger.in_memory(role, span_scope(roster.label, data)), roster.label,
-                       list(data.columns), column_rank(features), n_models, span_model or "", allow_score_span,
-                       span_how)
     trained = Trained(n_models, scaler=scaler, classes=classes)
     for index in range(n_models):
         party = _party(role, features, data.columns, settings, n_models,
@@ -164,7 +161,29 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
         program(ep, party, settings, checkpoints or None, on_epoch, engine=engine, roster=roster)
         trained.parties.append(party)
     ep.model = None
+    if release is not None and not label:
+        _check_trained(release, roster.label, data, trained)
     return trained
+
+
+def _check_trained(release: ReleasePolicy, label_party: str, data, trained: Trained) -> None:
+    """A feature party, after training: assess on its training rows what the model's partial scores would let the
+    label party rebuild, keep the verdict in its ledger (a later prediction of too few rows to assess uses it), and
+    warn now if a prediction would be refused (nothing is released yet).  A model that stays shared is checked at
+    prediction, on generic directions."""
+    params = [getattr(p, "params", None) for p in trained.parties]
+    if not params or any(p is None or getattr(q, "share", None) is not None
+                         for p, q in zip(params, trained.parties)):
+        return
+    weights = np.vstack([np.ravel(p)[:len(data.columns)] for p in params])
+    assessment = check_model(release.ledger, label_party, list(data.columns), data.features,
+                             raw_release(weights, trained.scaler), what=_RELEASED)
+    if not release.allowed and release.epsilon is None and not assessment.passes():
+        try:
+            refuse(release.party, label_party, _RELEASED, assessment, release.how)
+        except ConfigurationError as exc:
+            warnings.warn(f"{exc} (checked on its training rows; prediction will refuse)", ReleaseWarning,
+                          stacklevel=2)
 
 
 def _check_columns(ep: Endpoint, n_rows: int, n_columns: int, settings, roster: Roster,
@@ -210,13 +229,6 @@ def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: Training
             trained.shares.append(coordinator.shares.state())
     ep.model = None
     return trained
-
-
-def span_scope(label_party: str, data) -> str:
-    """In-process, a feature party's ledger is kept per data set (its columns and values) and label party."""
-    x = np.ascontiguousarray(data.features, dtype=np.float64)
-    digest = hashlib.sha256(repr((label_party, list(data.columns), x.shape)).encode() + x.tobytes())
-    return digest.hexdigest()[:32]
 
 
 def fit_scaler(settings, kept: Standardizer | None, data, role: str) -> Standardizer | None:
@@ -362,30 +374,57 @@ def agree_on_models(ep: Endpoint, role: str, roster: Roster, count: int | None) 
 # --------------------------------------------------------------------------- prediction
 
 def predict_feature(ep: Endpoint, features: np.ndarray, columns, models: list, settings, roster: Roster, *,
-                    scaler: Standardizer | None = None, mode: str = "private", allow_score_span: bool = False,
-                    span_how: str = "allow_score_span", shared: bool = False, ledger: SpanLedger | None = None,
-                    span_model: str = "", engine=None) -> int:
+                    scaler: Standardizer | None = None, mode: str = "private", shared: bool = False,
+                    release: ReleasePolicy | None = None, ids=None, engine=None) -> int:
     """A feature party's part of prediction: its rows, scaled by its training ``scaler``, scored by each model.
 
     ``models`` holds this party's weights per model (or, ``shared``, its share of them).
-    Before any score leaves the party, the score-span rule (:func:`vfl.protocols.span.check_release`) is
-    checked on every model this party revealed to the label party, in ``ledger`` (its work directory's;
-    in-process, this process's ledger of the model's training rows); ``span_model`` names the model where
-    its weights are unknown (``shared``).  Returns the number of rows scored.
+    Before any score leaves the party, its ``release`` policy checks what the label party
+    could rebuild from them with every earlier release to it
+    (:meth:`vfl.protocols.release.ReleasePolicy.release`; with DP, the noisy scores are
+    what is sent; ``ids`` name the rows the noise is drawn for).  Returns the number of
+    rows scored.
     """
     n_models = agree_on_models(ep, ep.role, roster, len(models))
-    directions = None if shared else raw_directions([np.ravel(m)[:len(columns)] for m in models],
-                                                    None if scaler is None else scaler.scale)
-    if ledger is not None:
-        check_release(ledger, roster.label, list(columns), directions, n_models,
-                      model_name(directions, span_model), allow_score_span, span_how)
-    features = scaled(features, scaler)
+    x = scaled(features, scaler)
+    sent = [None] * n_models
+    if release is not None:
+        if shared:
+            if release.epsilon is not None:
+                raise ConfigurationError(f"party {ep.role}: release_epsilon needs the party's own weights to add "
+                                         "noise to its partial scores; a model that stays shared keeps them hidden")
+            release.release(roster.label, list(columns), features, generic_release(len(columns), n_models),
+                            _RELEASED + " (weights kept shared: checked on generic directions)", ids=ids)
+        else:
+            weights = np.vstack([np.ravel(m)[:len(columns)] for m in models])
+            exact = x @ weights.T
+            values = release.release(roster.label, list(columns), features, raw_release(weights, scaler),
+                                     _RELEASED, ids=ids, values=exact)
+            sent = [values[:, index] for index in range(n_models)]
     for index in range(n_models):
         ep.model = index if n_models > 1 else None
-        score_rows(ep, settings, roster, features, columns, models[index], None, None, mode,
-                   shared=shared, engine=engine)
+        score_rows(ep, settings, roster, x, columns, models[index], None, None, mode,
+                   shared=shared, engine=engine, scores=sent[index])
     ep.model = None
-    return len(features)
+    return len(x)
+
+
+_RELEASED = "its partial scores at prediction"
+
+
+def raw_release(weights, scaler: Standardizer | None) -> dict:
+    """The release function of partial scores ``((x - mean) / scale) w`` in the party's own units."""
+    w = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    if scaler is None:
+        return linear_release(w)
+    scale = np.asarray(scaler.scale, dtype=np.float64)
+    raw = np.where(np.isfinite(scale), w / scale, 0.0)          # a dropped constant column: infinite scale, weight 0
+    return linear_release(raw, -(raw @ np.nan_to_num(np.asarray(scaler.mean, dtype=np.float64))))
+
+
+def generic_release(n_columns: int, n_models: int) -> dict:
+    """Fixed generic directions standing for weights the party does not know (a model that stays shared)."""
+    return linear_release(np.random.default_rng(7321).standard_normal((n_models, n_columns)))
 
 
 def predict_label(ep: Endpoint, features: np.ndarray, columns, models: list, fit_intercept: bool, settings,
@@ -424,7 +463,7 @@ def predict_coordinator(ep: Endpoint, coordinator: Coordinator, settings, roster
 
 
 def score_rows(ep: Endpoint, settings, roster: Roster, features, columns, params, fit_intercept, coordinator,
-               mode: str = "private", shared: bool = False, engine=None):
+               mode: str = "private", shared: bool = False, engine=None, scores=None):
     """One private prediction of ``features`` with the weights ``params``: the label party gets the scores.
 
     The coordinator passes ``coordinator`` (and no features); the others their own
@@ -445,7 +484,7 @@ def score_rows(ep: Endpoint, settings, roster: Roster, features, columns, params
     if kind == "feature":
         party = PartyA(features, role=role, columns=columns)
         party.load_state({"params": np.asarray(params, dtype=np.float64)})
-        predict_a(ep, party, features, mode, settings.frac_bits, engine, roster=roster, **packed)
+        predict_a(ep, party, features, mode, settings.frac_bits, engine, roster=roster, scores=scores, **packed)
         return len(features)
     party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
     party.load_state({"params": np.asarray(params, dtype=np.float64)})

@@ -62,15 +62,18 @@ def _receive_key(ep: Endpoint, party, frac_bits: int, engine, roster: Roster) ->
 
 def predict_feature(ep: Endpoint, party: PartyA, features, mode: str = "private", frac_bits: int = 32,
               engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
-              score_bound: float = DEFAULT_SCORE_BOUND) -> None:
-    """A feature party's program: its partial scores leave it encrypted (or, for ``table3``, in plaintext to C)."""
+              score_bound: float = DEFAULT_SCORE_BOUND, scores=None) -> None:
+    """A feature party's program: its partial scores leave it encrypted (or, for ``table3``, in plaintext to C).
+
+    ``scores``: what the party releases in place of its exact partial scores (with DP noise, say).
+    """
     _check_mode(mode)
     x = _features(party, features)
     _receive_key(ep, party, frac_bits, engine, roster)
     n_rows = ep.recv(roster.label, "rows")["n_rows"]
     if n_rows != x.shape[0]:
         raise DataError(f"party {party.role} has {x.shape[0]} prediction rows but party {roster.label} has {n_rows}")
-    u_a = party.scores(features=x)
+    u_a = party.scores(features=x) if scores is None else np.asarray(scores, dtype=np.float64)
     if mode == "private" and packing:
         check_declared(party.role, u_a, score_bound, "partial score", advice=_SCALE)
         group = prediction_slots(party.context, score_bound, party.n_parties)
