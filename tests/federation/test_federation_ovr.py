@@ -66,7 +66,7 @@ def ovr_run(tmp_path_factory, federation_certs):  # noqa: F811 - the fixture of 
         # A has 3 columns and the model 3 scores per row: A must accept that B could recover its rows
         return write_federation_file(folder / name, federation_certs[0], _free_ports(3), {**TRAINING, **training},
                                      data={"sample_weight": "w"},
-                                     party_options={"A": {"allow_score_span": True}} if allow_span else None)
+                                     party_options={"A": {"allow_reconstruction": True}} if allow_span else None)
 
     whole = config("federation.toml")
     results = assert_succeeded(run_parties("party", whole, data, folder / "run", extra=["--narrate"]))
@@ -186,10 +186,14 @@ def test_warm_start_continues_every_class_model(ovr_run):
 
 
 def test_a_feature_party_refuses_as_many_scores_as_columns_unless_it_opts_in(ovr_run):
-    """Without ``allow_score_span = true`` in [parties.A], A (3 columns, 3 classes) refuses; every party stops."""
+    """Without ``allow_reconstruction = true`` in [parties.A], A (3 columns, 3 classes) trains, but its release check
+    refuses its 3 partial scores per row at prediction (a linear image of its rows); every party stops."""
     config = ovr_run["config"]("no-span.toml", allow_span=False)
-    results = run_parties("party", config, ovr_run["data"], ovr_run["folder"] / "no-span")
+    work = ovr_run["folder"] / "no-span"
+    assert_succeeded(run_parties("party", config, ovr_run["data"], work))
+    results = run_parties("predict", config, ovr_run["data"], work, split="train")
     code, _, err = results["A"]
-    assert code != 0 and "party A: the model gives the label party B 3 one-vs-rest scores per predicted row" in err
-    assert "allow_score_span = true in its own [parties.A] table" in err
+    assert code != 0 and "party A: releasing its partial scores at prediction would let the label party B rebuild" \
+        in err and "known-row linear regression" in err, err
+    assert "allow_reconstruction = true in its own [parties.A] table" in err
     assert all(code != 0 for code, _, _ in results.values())

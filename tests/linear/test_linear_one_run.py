@@ -154,7 +154,9 @@ def test_the_release_refusal_names_each_face_s_own_consent(both):
         model.decision_function(both.last["dataset"])
     predicted = run_parties("predict", both.last["config"], both.last["data"], work, split="train")
     code, message = error_line(predicted, "A", "predict")
-    reason, how = str(refused.value).split("accept this: ")
+    reason, rest = str(refused.value).split("accept this: ")
+    how, after = rest.split(" — ")
     assert "by a least-squares fit from its outputs" in reason and "rebuild column" in reason
-    assert code == 2 and message == f"{reason}accept this: allow_reconstruction = true in its own [parties.A] table"
+    assert code == 2 and message == f"{reason}accept this: allow_reconstruction = true in its own [parties.A] " \
+                                    f"table — {after}"
     assert how == "allow_reconstruction=['A']"

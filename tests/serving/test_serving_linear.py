@@ -314,12 +314,12 @@ def test_a_refresh_builds_the_private_tables_again_from_the_stores_as_they_are_n
     assert s.health()["queries"] == "private"
 
 
-def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_reload(served):
-    """Issue 30: each version alone gives 1 score against A's 3 columns, but three directions give B every row.
+def test_versions_that_would_give_a_feature_party_s_rows_away_are_refused_at_reload(served):
+    """Each version alone gives 1 score against A's 3 continuous columns, but three directions give B every row.
 
-    A keeps a ledger in its work directory of every version it served to B (versions 1 and 2 share a direction);
-    a third direction is refused at ``/admin/reload``, also after A restarts, and B keeps serving the version
-    before it.
+    A keeps a release ledger in its work directory of every version it served to B (its function, replayed on
+    A's store at every check); a third direction is refused at ``/admin/reload``, also after A restarts, and B
+    keeps serving the version before it.
     """
     s, folder, shards = served["services"], served["folder"], served["shards"]
     a1, b1 = shards["A"][0], shards["B"][0]
@@ -329,10 +329,10 @@ def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_relo
         (folder / "models" / version / "model_B.json").write_text(json.dumps(b1))
     response = httpx.post(f"{s.url}/admin/reload", json={"version": "3"}, timeout=60)
     assert response.status_code == 200, response.text
-    training = json.loads((folder / "train" / "A" / "score_span_ledger.json").read_text())
-    assert training["ranks"] == [{"columns": ["a0", "a1", "a2"], "rank": 3}] and training["models"] == []
-    served_ledger = json.loads((folder / "serve" / "A" / "score_span_ledger.json").read_text())
-    assert len(served_ledger["models"]) == 3                       # versions 1, 2 (one direction) and 3
+    training = json.loads((folder / "train" / "A" / "release_ledger.json").read_text())["releases"]
+    assert [e["released"] for e in training] == [False]            # checked on the training rows, never sent
+    served_ledger = json.loads((folder / "serve" / "A" / "release_ledger.json").read_text())["releases"]
+    assert {e["what"] for e in served_ledger} >= {f"its partial scores in served version {v}" for v in "13"}
     for restarted in (False, True):
         if restarted:
             s.kill("A")
@@ -341,18 +341,19 @@ def test_versions_that_would_complete_a_feature_party_s_span_are_refused_at_relo
         refused = httpx.post(f"{s.url}/admin/reload", json={"version": "4"}, timeout=60)
         assert refused.status_code == 409, refused.text
         message = refused.json()["error"]["message"]
-        assert "party A" in message and "could recover A's rows" in message, message
-        assert "A's earlier models with B 2 more" in message and "allow_score_span = true" in message, message
+        assert "party A: releasing its partial scores in served version 4 would let the label party B rebuild " \
+            "column" in message, message
+        assert "allow_reconstruction = true" in message, message
         assert s.health()["model_version"] == "3"
         assert s.score([served["ids"][8]]).status_code == 200
 
 
 def test_with_the_opt_in_three_versions_give_the_label_party_every_row(served):
-    """The attack the ledger stops: A opted in, B scores the same ids under versions 1, 3 and 4 (one score each,
+    """The attack the release ledger stops: A opted in, B scores the same ids under versions 1, 3 and 4 (one score each,
     against A's 3 columns) and, knowing 4 of A's rows, recovers every other row; from two versions, none."""
     s, folder, shards, b = served["services"], served["folder"], served["shards"], served["b"]
     opted_in = folder / "federation-A-opts-in.toml"
-    opted_in.write_text(Path(s.config).read_text().replace("[parties.A]\n", "[parties.A]\nallow_score_span = true\n"))
+    opted_in.write_text(Path(s.config).read_text().replace("[parties.A]\n", "[parties.A]\nallow_reconstruction = true\n"))
     s.kill("A")
     config, s.config = s.config, opted_in
     try:

@@ -59,8 +59,7 @@ from vfl.parties import Coordinator, dp
 from vfl.protocols import run_a, run_b, run_c
 from vfl.runs import linear as run_linear
 from vfl.runs.linear import kept_shared
-from vfl.protocols.release import ReleaseLedger, ReleasePolicy
-from vfl.protocols.release_dp import NoiseKey
+from vfl.protocols.release import ReleasePolicy
 from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
 from vfl.transport import Endpoint
 
@@ -287,12 +286,7 @@ def release_scores(config: FederationConfig, role: str, workdir: Path, columns, 
 def release_policy(config: FederationConfig, role: str, workdir: Path) -> ReleasePolicy:
     """Feature party ``role``'s release policy: its release ledger and noise key in its work directory, its own
     opt-in and differential-privacy choices (its ``[parties.NAME]`` table; :mod:`vfl.protocols.release`)."""
-    entry = config.party(role)
-    dp = entry.release_dp or {}
-    return ReleasePolicy(role, ReleaseLedger.at(workdir, role), allowed=entry.allow_reconstruction,
-                         how=f"allow_reconstruction = true in its own [parties.{role}] table",
-                         epsilon=dp.get("epsilon"), delta=dp.get("delta", 1e-6), clip=dp.get("clip", 4.0),
-                         budget=dp.get("budget", 10.0), key=NoiseKey.at(workdir, role) if dp else None)
+    return ReleasePolicy.for_party(config.party(role), workdir)
 
 
 def span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:

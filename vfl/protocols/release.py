@@ -535,10 +535,9 @@ def refuse(party: str, label_party: str, what: str, assessment: Assessment, how:
     raise ConfigurationError(
         f"party {party}: releasing {what} would let the label party {label_party} rebuild column {worst.column!r} "
         f"for {worst.share:.0%} of rows (a constant guess gets {worst.baseline:.0%}){more} by {ATTACKS[worst.attack]}, "
-        f"knowing some of {party}'s rows — measured on {assessment.rows} of its rows; "
-        f"{assessment.rows_given_away:.0%} of rows would be given away whole. Add differential-privacy noise to the "
-        f"release (release_epsilon), give {party} more columns or a non-linear model, leave {party} out, "
-        f"or let {party} accept this: {how}")
+        f"knowing some of {party}'s rows; let {party} accept this: {how} — or add differential-privacy noise "
+        f"(release_epsilon), give {party} more columns or a non-linear model, or leave it out (measured on "
+        f"{assessment.rows} of its rows; {assessment.rows_given_away:.0%} of rows given away whole)")
 
 
 # ------------------------------------------------------------------------------------------- a party's policy
@@ -593,6 +592,36 @@ class ReleasePolicy:
         return cls(party, ReleaseLedger.in_memory(party, scope), allowed, how, epsilon, delta, clip, budget,
                    NoiseKey.in_memory(f"{party}|{scope}") if epsilon is not None else None)
 
+    @classmethod
+    def for_party(cls, entry, workdir) -> ReleasePolicy:
+        """A party's policy from its ``federation.toml`` entry (``name``, ``allow_reconstruction``, ``release_dp``),
+        its ledger and noise key in its work directory ``workdir``."""
+        from vfl.protocols.release_dp import NoiseKey
+
+        dp = entry.release_dp or {}
+        return cls(entry.name, ReleaseLedger.at(workdir, entry.name), allowed=entry.allow_reconstruction,
+                   how=f"allow_reconstruction = true in its own [parties.{entry.name}] table",
+                   epsilon=dp.get("epsilon"), delta=dp.get("delta", 1e-6), clip=dp.get("clip", 4.0),
+                   budget=dp.get("budget", 10.0), key=NoiseKey.at(workdir, entry.name) if dp else None)
+
+    def noised(self, exact, ids, version: str, bits: bool = False) -> tuple[np.ndarray, dict | None]:
+        """``exact`` with this party's noise for ``ids`` in ``version`` (the same every time), and the DP record;
+        without ``epsilon``, ``exact`` itself and None."""
+        from vfl.protocols import release_dp
+
+        exact = np.asarray(exact, dtype=np.float64)
+        if self.epsilon is None:
+            return exact, None
+        if self.key is None:
+            raise ConfigurationError(f"party {self.party}: release_epsilon needs the party's noise key")
+        ids = list(range(len(exact))) if ids is None else list(ids)
+        if bits:
+            noisy, dp = release_dp.randomized_response(exact, ids, self.key, version, self.epsilon, self.party)
+            return noisy.astype(np.float64).reshape(exact.shape), dp
+        noisy, dp = release_dp.gaussian_release(exact, ids, self.key, version, self.epsilon, self.delta,
+                                                self.clip, self.party)
+        return noisy.reshape(exact.shape), dp
+
     def release(self, label_party: str, columns, features, spec: dict, what: str, *, ids=None, values=None,
                 bits: bool = False, version: str | None = None, record: bool = True) -> np.ndarray:
         """What the party may send for ``features`` under ``spec``: checked, recorded, with DP noise if chosen.
@@ -611,20 +640,12 @@ class ReleasePolicy:
             check_release(self.ledger, label_party, columns, x, spec, what=what, allowed=self.allowed, how=self.how,
                           release=exact, record=record)
             return exact
-        if self.key is None:
-            raise ConfigurationError(f"party {self.party}: release_epsilon needs the party's noise key")
-        ids = list(range(len(x))) if ids is None else list(ids)
         version = version or release_name(spec, columns)
-        if bits:
-            noisy, dp = release_dp.randomized_response(exact, ids, self.key, version, self.epsilon, self.party)
-            noisy = noisy.astype(np.float64)
-        else:
-            noisy, dp = release_dp.gaussian_release(exact, ids, self.key, version, self.epsilon, self.delta,
-                                                    self.clip, self.party)
+        noisy, dp = self.noised(exact, ids, version, bits)
         with _LOCK:
             name = release_name(spec, columns)
             earlier = [e["dp"] for e in self.ledger.releases(label_party) if e.get("dp") and e["name"] != name]
             release_dp.check_budget(self.party, label_party, earlier, dp, self.budget, self.how)
             check_release(self.ledger, label_party, columns, x, spec, what=what + f" (with noise, epsilon "
                           f"{self.epsilon:g})", allowed=self.allowed, how=self.how, release=noisy, dp=dp, record=record)
-        return noisy.reshape(exact.shape)
+        return noisy

@@ -46,7 +46,8 @@ import numpy as np
 from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
-from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
+from vfl.protocols.release import ReleasePolicy
+from vfl.runs.linear import raw_release
 from vfl.serving import messages, private
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
@@ -116,13 +117,16 @@ class FeatureService:
     settings : ServingSettings, optional
         Its ``[serving]`` settings (default: the federation file's).
     workdir : path-like, optional
-        Its work directory, which keeps its score-span ledger (:mod:`vfl.protocols.span`;
+        Its work directory, which keeps its release ledger and noise key (:mod:`vfl.protocols.release`;
         ``vfl serve`` passes ``--workdir``); without one, a ledger of this process.
     """
 
     def __init__(self, config, role: str, store, settings=None, workdir=None):
         self.config, self.role, self.store = config, role, store
-        self.ledger = SpanLedger.at(workdir, role) if workdir is not None else SpanLedger.in_memory(role, "serve")
+        entry = config.party(role)
+        self.release = (ReleasePolicy.for_party(entry, workdir) if workdir is not None else ReleasePolicy.in_process(
+            role, "serve", allowed=entry.allow_reconstruction, how=f"allow_reconstruction = true in its own "
+            f"[parties.{role}] table", **{k: v for k, v in (entry.release_dp or {}).items()}))
         self.workdir = Path(workdir) if workdir is not None else None     # keeps its private tables
         self.settings = settings or config.serving_of(role)
         roster = config.roster
@@ -256,11 +260,8 @@ class FeatureService:
         share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting,
                            mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
         self.store.check_columns(share.columns)
-        if share.kind == "linear":
-            directions = raw_directions(share.coef, None if share.scaler is None else share.scaler.scale)
-            check_release(self.ledger, self.label, share.released_columns, directions, share.width,
-                          model_name(directions, share.trained_with), self.config.party(self.role).allow_score_span,
-                          f"allow_score_span = true in its own [parties.{self.role}] table")
+        if share.kind == "linear" and not share.pipeline:
+            self._check_release(share, version)
         with self._lock:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
@@ -278,6 +279,26 @@ class FeatureService:
         return "loaded", "public", {"trained_with": share.trained_with, "width": width, **best}
 
     # -- private queries ----------------------------------------------------------------------
+    def _check_release(self, share, version: str) -> None:
+        """Before version ``version`` scores any row: this party's release check of its partial scores over every
+        row of its store (:mod:`vfl.protocols.release`), recorded in its ledger; with DP, on the noisy scores."""
+        ids, values = self.store.rows(share.columns)
+        complete = np.all(np.isfinite(values), axis=1)
+        rows = values[complete]
+        self.release.release(self.label, share.columns, rows, raw_release(share.coef, share.scaler),
+                             f"its partial scores in served version {version}",
+                             ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+
+    def _noised(self, version: str, u: np.ndarray, ids, status) -> np.ndarray:
+        """The partial scores ``u`` with this party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
+        if self.release.epsilon is None:
+            return u
+        ok = np.flatnonzero(status == OK)
+        if len(ok):
+            u = u.copy()
+            u[ok] = self.release.noised(u[ok], [ids[i] for i in ok], version)[0]
+        return u
+
     def _build(self, version: str, refresh: bool) -> None:
         """Build the table of ``version`` in the background (again if ``refresh``), unless one is built or building."""
         with self._tables:
@@ -312,7 +333,8 @@ class FeatureService:
                 how = "kept on disk, read"
                 if table is None:
                     how = "built"
-                    bodies = private.payloads(share, values, layout, self.config.training.frac_bits)
+                    bodies = private.payloads(share, values, layout, self.config.training.frac_bits,
+                                              noise=lambda u, status: self._noised(version, u, ids, status))
 
                     def progress(done, total):
                         state.percent = int(100 * done / max(1, total))
@@ -385,11 +407,12 @@ class FeatureService:
             raise ConfigurationError("it answers private queries only ([serving] queries = \"private\"): it does "
                                      "not look ids up for the label party")
 
-    def _rows(self, message, share, complete: bool):
+    def _rows(self, message, share, complete: bool, with_ids: bool = False):
         self._by_id()
         ids = messages.unpack_ids(message, self.label, MAX_ROUND_IDS)
         values, found = self.store.lookup(ids, share.columns)
-        return values, row_status(values, found, complete)
+        status = row_status(values, found, complete)
+        return (values, status, ids) if with_ids else (values, status)
 
     def _score(self, message):
         share = self._share(message)
@@ -400,8 +423,9 @@ class FeatureService:
         if layout is None or layout.context.public_key.fingerprint != fingerprint:
             raise ConfigurationError(f"it does not hold the coordinator's current key "
                                      f"({'not linked to ' + str(self.coordinator) if layout is None else 'another key'})")
-        values, status = self._rows(message, share, complete=share.complete)
+        values, status, ids = self._rows(message, share, complete=share.complete, with_ids=True)
         u, status = partial_scores(share, values, status, layout.bound)
+        u = self._noised(share.version, u, ids, status)
         return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status)
 
     def _part(self, message):

@@ -74,9 +74,12 @@ def domain(party: str, version: str, ident: bytes) -> bytes:
 
 # -- payloads (the feature party) -------------------------------------------------------------------------
 
-def linear_payloads(share, layout, values: np.ndarray, status: np.ndarray) -> np.ndarray:
-    """Per row: its status byte and ``[[u_k]]`` (``share.width`` ciphertexts; zeros where the status is not OK)."""
+def linear_payloads(share, layout, values: np.ndarray, status: np.ndarray, noise=None) -> np.ndarray:
+    """Per row: its status byte and ``[[u_k]]`` (``share.width`` ciphertexts; zeros where the status is not OK);
+    ``noise(u, status)``: the party's release noise added first (DP, :mod:`vfl.protocols.release_dp`)."""
     u, status = partial_scores(share, values, status, layout.bound)
+    if noise is not None:
+        u = noise(u, status)
     width = layout.context.public_key.ciphertext_bytes * share.width
     out = _bodies(status, width)
     ok = np.flatnonzero(status == OK)
@@ -115,12 +118,13 @@ def _bodies(status: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0) -> np.ndarray:
-    """Every row's payload for ``share`` (its kind's function): ``(rows, payload bytes)``, the first its status."""
+def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0, noise=None) -> np.ndarray:
+    """Every row's payload for ``share`` (its kind's function): ``(rows, payload bytes)``, the first its status;
+    ``noise``: a linear model's release noise (:func:`linear_payloads`)."""
     complete = getattr(share, "complete", share.kind != "trees")
     status = row_status(values, np.ones(len(values), dtype=bool), complete)
     if share.kind == "linear":
-        return linear_payloads(share, layout, values, status)
+        return linear_payloads(share, layout, values, status, noise)
     if share.kind == "trees":
         return tree_payloads(share, values, status)
     return mlp_payloads(share, values, status, frac_bits)
