@@ -28,6 +28,8 @@ each run and the issue's goals; ``--predict ROWS`` times private prediction of
 ROWS rows unpacked against packed (:mod:`benchmarks.predict`).
 ``--woe`` times the credit-scoring WOE/IV step on 10^6 rows x 50 feature-party
 columns against its floor (:mod:`benchmarks.woe`).
+``--release`` times the release check beside the private prediction it guards, and with ``--data DIR`` gives
+the AUC at several ``release_epsilon`` beside the attacks' figures (:mod:`benchmarks.release`).
 ``--board`` times ``vfl board``'s pages over 10,000 runs and a long run's live panel
 (:mod:`benchmarks.board`).
 """
@@ -123,6 +125,12 @@ def parse_args(argv=None):
                    default=None, metavar="P[,P...]",
                    help="with --shared: which runs, of yang, yang-packed, shared (unpacked) and shared-packed "
                         "(default all four)")
+    p.add_argument("--release", action="store_true",
+                   help="instead: the release check's cost beside the private prediction it guards (10^5, 10^6 rows), "
+                        "and with --data DIR (FATE's default_credit) the AUC at several release_epsilon beside what the "
+                        "check's attacks rebuild (benchmarks.release)")
+    p.add_argument("--release-sizes", type=_parse_sizes, default=None, metavar="N,N,...",
+                   help="with --release: the row counts (default 100000,1000000)")
     p.add_argument("--board", action="store_true",
                    help="instead: vfl board's runs page over 10,000 runs and a long run's live panel (benchmarks.board; "
                         "options: python -m benchmarks.board --help)")
@@ -240,6 +248,11 @@ def main(argv=None) -> int:
         from benchmarks.board import main as main_board
 
         return main_board([] if args.json is None else ["--json", str(args.json)])
+    if args.release:
+        from benchmarks.release import main_release
+
+        _write_json(args, main_release(args, machine, load))
+        return 0
     if args.woe:
         from benchmarks.woe import main as main_woe
 
