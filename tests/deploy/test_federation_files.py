@@ -151,6 +151,29 @@ def test_allow_score_span_is_a_feature_party_boolean(tmp_path):
             load_config(write_config(tmp_path / "h.toml", "ca.pem", bad, {"key_bits": 1024, "insecure": True}))
 
 
+def test_a_feature_party_s_release_choices_are_its_own_and_checked(tmp_path):
+    parties = {name: {"address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "k.pem"}
+               for i, name in enumerate("ABC")}
+    training = {"key_bits": 1024, "insecure": True}
+    parties["A"].update(allow_reconstruction=True, release_epsilon=2.0, release_clip=1.5)
+    config = load_config(write_config(tmp_path / "f.toml", "ca.pem", parties, training))
+    assert config.party("A").allow_reconstruction and config.party("A").allow_score_span
+    assert config.party("A").release_dp == {"epsilon": 2.0, "delta": 1e-6, "clip": 1.5, "budget": 10.0}
+    assert config.party("B").release_dp is None
+    plain = {**parties, "A": {k: v for k, v in parties["A"].items() if not k.startswith(("release", "allow"))}}
+    assert config.fingerprint("train") == load_config(write_config(tmp_path / "g.toml", "ca.pem", plain,
+                                                                   training)).fingerprint("train")
+    for name, extra, problem in (
+            ("B", {"release_epsilon": 1.0}, r"apply to a feature party's releases, not a label party"),
+            ("A", {"release_clip": 1.0}, r"release_clip given without release_epsilon"),
+            ("A", {"release_epsilon": -1.0}, r"release_epsilon must be a number above 0"),
+            ("A", {"release_epsilon": 1.0, "release_delta": 1.0}, r"release_delta must be a number above 0 and below 1"),
+            ("A", {"allow_reconstruction": True, "allow_score_span": True}, r"give allow_reconstruction only")):
+        bad = {**plain, name: {**plain[name], **extra}}
+        with pytest.raises(ConfigurationError, match=rf"\[parties.{name}\]: .*{problem}"):
+            load_config(write_config(tmp_path / "h.toml", "ca.pem", bad, training))
+
+
 def test_init_zeros_in_the_file_needs_insecure(tmp_path):
     parties = {name: {"address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "k.pem"}
                for i, name in enumerate("ABC")}
