@@ -479,15 +479,19 @@ def check_release(ledger: ReleaseLedger, label_party: str, columns, features, sp
     """
     x = np.asarray(features, dtype=np.float64)
     name = release_name(spec, columns)
+    pick = _sample(len(x), name)                  # the rows assessed: every release is evaluated on them only
+    xs = x[pick]
     with _LOCK:
-        outputs = [np.asarray(evaluate(spec, x) if release is None else release, dtype=np.float64).reshape(len(x), -1)]
+        outputs = [np.asarray(evaluate(spec, xs) if release is None else np.asarray(release)[pick],
+                              dtype=np.float64).reshape(len(xs), -1)]
         for entry in ledger.releases(label_party):
             if (entry["name"] == name or entry.get("dp") or not entry.get("released", True)
                     or not set(entry["columns"]) <= set(columns)):
                 continue
             index = [list(columns).index(c) for c in entry["columns"]]
-            outputs.append(evaluate(entry["spec"], x[:, index]).reshape(len(x), -1))
-        assessment = assess(x, np.hstack(outputs), columns)
+            outputs.append(evaluate(entry["spec"], xs[:, index]).reshape(len(xs), -1))
+        assessment = assess(xs, np.hstack(outputs), columns)
+        assessment.total = len(x)
         if not assessment.findings:
             earlier = ledger.find(label_party, name)
             if earlier is None or not earlier.get("checked"):
@@ -507,13 +511,23 @@ def check_release(ledger: ReleaseLedger, label_party: str, columns, features, sp
         return assessment
 
 
+def _sample(n: int, name: str) -> np.ndarray:
+    """At most :data:`SAMPLE` of ``n`` rows, the same for the same release and row count (not a secret)."""
+    if n <= SAMPLE:
+        return np.arange(n)
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(f"{name}|{n}".encode()).digest()[:8], "big"))
+    return np.sort(rng.choice(n, SAMPLE, replace=False))
+
+
 def check_model(ledger: ReleaseLedger, label_party: str, columns, features, spec: dict, *, what: str) -> Assessment:
     """After training: assess a model's release on the party's training rows and keep the verdict (refusing
     nothing: nothing is released yet).  A later release of too few rows to assess uses it."""
     x = np.asarray(features, dtype=np.float64)
     name = release_name(spec, columns)
+    xs = x[_sample(len(x), name)]
     with _LOCK:
-        assessment = assess(x, evaluate(spec, x), columns)
+        assessment = assess(xs, evaluate(spec, xs), columns)
+        assessment.total = len(x)
         earlier = ledger.find(label_party, name)
         if assessment.findings and earlier is None:
             data = ledger._read()
