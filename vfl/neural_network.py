@@ -10,6 +10,7 @@ precision (docs/mlp.md).
 
 from __future__ import annotations
 
+import secrets
 import warnings
 
 import numpy as np
@@ -17,7 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import fitted_runs
+from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties.labels import class_labels
@@ -38,13 +39,16 @@ _COORDINATOR = "coordinator"
 class _VerticalMLP(BaseEstimator):
     _task = ""
 
-    def __init__(self, hidden_layer_sizes=(100,), *, bottom_sizes=(), activation="relu", solver="adam",
+    def __init__(self, hidden_layer_sizes=(100,), *, bottom_sizes="auto", standardize=True, activation="relu",
+                 solver="adam",
                  alpha=0.0001, batch_size="auto", learning_rate_init=0.001, max_iter=200, shuffle=True,
                  random_state=None, tol=1e-4, verbose="auto", momentum=0.9, nesterovs_momentum=True,
                  early_stopping=False, validation_fraction=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8,
-                 n_iter_no_change=10, frac_bits=40, dp_epsilon=None, dp_delta=None, dp_label_bound=None):
+                 n_iter_no_change=10, frac_bits=40, dp_epsilon=None, dp_delta=None, dp_label_bound=None,
+                 allow_reconstruction=None, release_epsilon=None, release_delta=1e-6, release_clip=4.0):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.bottom_sizes = bottom_sizes
+        self.standardize = standardize
         self.activation = activation
         self.solver = solver
         self.alpha = alpha
@@ -67,16 +71,20 @@ class _VerticalMLP(BaseEstimator):
         self.dp_epsilon = dp_epsilon
         self.dp_delta = dp_delta
         self.dp_label_bound = dp_label_bound
+        self.allow_reconstruction = allow_reconstruction
+        self.release_epsilon = release_epsilon
+        self.release_delta = release_delta
+        self.release_clip = release_clip
 
     def _settings(self, task: str) -> MLPSettings:
         per_party = dict(self.bottom_sizes) if isinstance(self.bottom_sizes, dict) else {}
-        default = () if isinstance(self.bottom_sizes, dict) else self.bottom_sizes
+        default = "auto" if isinstance(self.bottom_sizes, dict) else self.bottom_sizes
         hidden = self.hidden_layer_sizes
         if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
             hidden = (int(hidden),)
         return MLPSettings(task=task, hidden_layer_sizes=hidden, bottom_sizes=per_party,
                            default_bottom=tuple(default) if isinstance(default, (tuple, list)) else default,
-                           activation=self.activation, solver=self.solver, alpha=self.alpha,
+                           standardize=self.standardize, activation=self.activation, solver=self.solver, alpha=self.alpha,
                            batch_size=self.batch_size, learning_rate_init=self.learning_rate_init,
                            max_iter=self.max_iter, shuffle=self.shuffle, tol=self.tol, momentum=self.momentum,
                            nesterovs_momentum=self.nesterovs_momentum, early_stopping=self.early_stopping,
@@ -111,12 +119,19 @@ class _VerticalMLP(BaseEstimator):
             raise ConfigurationError(f"a party is named {_COORDINATOR!r}, the name of the in-process coordinator: "
                                      "rename it")
         roster = Roster(data.feature_parties, data.label_party, _COORDINATOR)
+        release_options.check(self)
+        allowed = release_options.allowed(self, roster)
         roles = {name: RoleData(data.columns(name), data.features(name),
-                                data.labels if name == roster.label else None) for name in roster.data_parties}
+                                data.labels if name == roster.label else None, ids=data.ids)
+                 for name in roster.data_parties}
+        self._release_scopes = {k: release_options.scope(roster.label, roles[k].columns, roles[k].features)
+                                for k in roster.features}
+        releases = {k: release_options.policy(self, k, self._release_scopes[k], allowed) for k in roster.features}
         self.transcript_ = Transcript()
         with ProgressBar(self.verbose, settings.max_iter, "vfl mlp", "epoch") as bar:
             results = run_in_threads(roster, run.training_programs(
-                roles, settings, roster, on_epoch=lambda epoch, state: bar.step(state["loss"])), self.transcript_)
+                roles, settings, roster, on_epoch=lambda epoch, state: bar.step(state["loss"]), releases=releases),
+                self.transcript_)
         record = results[roster.label].record
         self._parties = {name: results[name].party for name in roster.data_parties}
         self._roster, self._settings_ = roster, settings
@@ -174,11 +189,16 @@ class _VerticalMLP(BaseEstimator):
         self._check_fitted()
         if not isinstance(data, VerticalDataset):
             raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
-        roles = {name: RoleData(data.columns(name), values)
+        roles = {name: RoleData(data.columns(name), values, ids=data.ids)
                  for name, values in data.prediction_features(self.feature_names_).items()}
         roster = self._roster
-        return run_in_threads(roster, run.prediction_programs(roles, self._parties, self._settings_,
-                                                              roster))[roster.label]
+        release_options.check(self)
+        allowed = release_options.allowed(self, roster)
+        scopes = self.__dict__.get("_release_scopes") or {}
+        releases = {k: release_options.policy(self, k, scopes.get(k) or "unscoped-" + secrets.token_hex(8), allowed)
+                    for k in roster.features}
+        return run_in_threads(roster, run.prediction_programs(roles, self._parties, self._settings_, roster,
+                                                              releases))[roster.label]
 
 
 class VerticalMLPClassifier(ClassifierMixin, _VerticalMLP):
@@ -199,8 +219,15 @@ class VerticalMLPClassifier(ClassifierMixin, _VerticalMLP):
     ----------
     hidden_layer_sizes : tuple of int, default=(100,)
         The interactive layer's width, then the top's hidden widths (at least one).
-    bottom_sizes : tuple of int or dict, default=()
-        Every party's bottom layers' widths, or ``{party: widths}`` (a party not named gets none).
+    bottom_sizes : "auto", tuple of int or dict, default="auto"
+        Every party's bottom layers' widths, or ``{party: widths}`` (a party not named gets ``"auto"``).
+        ``"auto"``: each feature party one layer of ``max(1, min(16, columns // 2))`` units — narrower than
+        its columns, so that its part of the interactive layer is no linear image of its rows — and the
+        label party none.  ``()`` sends a party's columns straight into the interactive layer: a linear
+        image of its rows, which its release check refuses once it is as wide as their rank.
+    standardize : bool, default=True
+        Each party scales its own columns on its training rows (kept with its model, applied at
+        prediction): columns in their own units otherwise dominate the network.
     activation : {"identity", "logistic", "tanh", "relu"}, default="relu"
     solver : {"adam", "sgd"}, default="adam"
     alpha : float, default=0.0001
@@ -230,6 +257,25 @@ class VerticalMLPClassifier(ClassifierMixin, _VerticalMLP):
         labels better than chance over many epochs (docs/mlp.md gives the measured figures).
     dp_label_bound : float or None, default=None
         Regression with DP: the targets are clipped to ``[-dp_label_bound, dp_label_bound]``.
+    allow_reconstruction : list of str or None, default=None
+        Feature parties that release their per-row outputs (partial scores, split
+        sides, a network's part) even where their release check finds that the label
+        party, knowing some of their rows, could rebuild their columns.  Before any
+        per-row output leaves it, each feature party runs the known attacks on its own
+        rows and outputs (:mod:`vfl.protocols.release`), with every earlier release to
+        this label party, and refuses if one rebuilds a column for more than 5% of rows
+        beyond a constant guess; the refusal names the attack, the column, the share
+        and this option.  ``vfl party`` reads ``allow_reconstruction = true`` from the
+        party's own ``[parties.NAME]`` table.  ``allow_score_span`` is its earlier name.
+    release_epsilon : float or None, default=None
+        Differential privacy on every feature party's per-row releases: Gaussian noise
+        (randomized response for split sides) drawn once per row and model version,
+        so each row's release is (``release_epsilon``, ``release_delta``)-DP with
+        respect to its values; the budget over versions composes in the party's
+        ledger (see docs/threat_model.md for the price in AUC).
+    release_delta : float, default=1e-6
+    release_clip : float, default=4.0
+        Each row's released values are clipped to this L2 norm before the noise.
 
     Attributes
     ----------

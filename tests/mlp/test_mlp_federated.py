@@ -16,6 +16,7 @@ import vfl
 from vfl.centralized.mlp import fit_mlp
 from vfl.errors import ConfigurationError, DataError, DivergenceError
 from vfl.parties.mlp import initial_network
+from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
 from vfl.protocols.mlp import MLPSettings
 from vfl.protocols.mlp.settings import batches
@@ -42,7 +43,7 @@ def _federated_and_pooled(xs, y, settings, names, label_columns=True):
     roster = Roster(tuple(names[:-1]), names[-1], "C")
     widths = [x.shape[1] for x in xs]
     holders = names if label_columns else names[:-1]
-    bottoms = [settings.bottom_of(n) for n in holders]
+    bottoms = [settings.bottom_of(n, x.shape[1], feature=n != names[-1]) for n, x in zip(holders, xs)]
     n_out = 1 if settings.task != "multiclass" else len(np.unique(y))
     start = initial_network(widths, bottoms, settings.hidden_layer_sizes, n_out, settings.activation)
     starts = {n: (start.bottoms[i], start.blocks[i]) for i, n in enumerate(names[:-1])}
@@ -55,7 +56,10 @@ def _federated_and_pooled(xs, y, settings, names, label_columns=True):
     record = results[names[-1]].record
     seed, n = record["seed"], len(y)
     size = settings.effective_batch(n)
-    pooled = fit_mlp(xs, y, start, task=settings.task, activation=settings.activation, solver=settings.solver,
+    # the pooled network on each party's columns as that party scaled them (standardize, its own)
+    scaled = [Standardizer.fit(x, n, list(range(x.shape[1]))).apply(x) if settings.standardize and x.shape[1] else x
+              for n, x in zip(holders, xs)]
+    pooled = fit_mlp(scaled, y, start, task=settings.task, activation=settings.activation, solver=settings.solver,
                      alpha=settings.alpha, learning_rate_init=settings.learning_rate_init, max_iter=record["n_iter"],
                      momentum=settings.momentum, nesterovs_momentum=settings.nesterovs_momentum,
                      batches=lambda e: batches(n, size, seed, e, settings.shuffle))
@@ -125,8 +129,11 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_it_on_the_validation_row
     frames = {"A": pd.DataFrame(xs[0], columns=list("abcd")),
               "B": pd.DataFrame(xs[1], columns=list("efg")).assign(y=y)}
     data = vfl.VerticalDataset(frames, label="y")
+    # A's 4 columns through a bottom of 2 over many epochs: its release check would refuse (tests/mlp/
+    # test_mlp_release.py); here the subject is early stopping, so A opts in
     model = vfl.VerticalMLPClassifier((6,), max_iter=60, batch_size=50, learning_rate_init=0.05, early_stopping=True,
-                                      n_iter_no_change=3, random_state=11, verbose=False).fit(data)
+                                      n_iter_no_change=3, random_state=11, verbose=False,
+                                      allow_reconstruction=["A"]).fit(data)
     assert model.n_iter_ < 60
     assert len(model.validation_scores_) == model.n_iter_
     assert model.best_validation_score_ == max(model.validation_scores_)
@@ -152,8 +159,10 @@ def test_the_estimator_reaches_scikit_learns_auc_on_breast_cancer():
     frames = {"A": pd.DataFrame(X[:, :20], columns=[f"a{i}" for i in range(20)]),
               "B": pd.DataFrame(X[:, 20:], columns=[f"b{i}" for i in range(10)]).assign(y=y)}
     data = vfl.VerticalDataset(frames, label="y")
+    # scikit-learn's network: no bottom (A's 20 columns straight into the 8 units, a linear image of its rows
+    # that A's release check measures: A opts in here)
     model = vfl.VerticalMLPClassifier((8,), max_iter=30, batch_size=64, learning_rate_init=0.01, tol=0,
-                                      verbose=False)
+                                      verbose=False, bottom_sizes=(), allow_reconstruction=["A"])
     with pytest.warns(Warning):
         model.fit(data)
     reference = MLPClassifier((8,), max_iter=30, batch_size=64, learning_rate_init=0.01, tol=0, random_state=0)
@@ -259,6 +268,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one():
 def test_label_dp_spends_the_budget_asked_for_and_runs_every_epoch():
     data = vfl.VerticalDataset(_frames(), label="y")
     model = vfl.VerticalMLPClassifier((4,), max_iter=4, batch_size=60, tol=0.5, n_iter_no_change=1,
+                                      allow_reconstruction=["A"],
                                       dp_epsilon=2.0, dp_delta=1e-5, verbose=False).fit(data)
     assert model.n_iter_ == 4                     # tol would have stopped it: with DP every epoch runs
     assert model.dp_spent_[0] == pytest.approx(2.0, rel=1e-3) and model.dp_spent_[1] == 1e-5

@@ -125,7 +125,8 @@ def test_at_prediction_the_label_party_gets_only_the_sum_of_two_feature_parties_
     data = VerticalDataset({"A": pd.DataFrame(x_a).add_prefix("a"), "A2": pd.DataFrame(x_c).add_prefix("c"),
                             "B": pd.DataFrame(x_b).add_prefix("b").assign(y=y)}, label="y")
     with pytest.warns(Warning):
-        model = VerticalMLPClassifier(hidden_layer_sizes=(4,), bottom_sizes=(4,), batch_size=100, max_iter=2).fit(data)
+        model = VerticalMLPClassifier(hidden_layer_sizes=(4,), bottom_sizes=(4,), batch_size=100, max_iter=2,
+                                      allow_reconstruction=list(data.feature_parties)).fit(data)
     transcript, run_threads = Transcript(keep_payloads=True), network.run_in_threads
     network.run_in_threads = lambda roster, programs, _=None, **kw: run_threads(roster, programs, transcript, **kw)
     try:

@@ -606,7 +606,7 @@ def _mlp(where: str, table: dict, parties: dict) -> MLPSettings:
         raise ConfigurationError(f"{where}: 'task' is missing: set task = \"binary\", \"multiclass\" or "
                                  "\"regression\" (every party, the coordinator too, needs it before the label party "
                                  "reads a label)")
-    bottoms = values.pop("bottom_sizes", [])
+    bottoms = values.pop("bottom_sizes", "auto")
     if isinstance(bottoms, dict):
         data_parties = sorted(n for n, e in parties.items() if e.role != "coordinator")
         unknown = sorted(set(bottoms) - set(data_parties))
@@ -614,11 +614,11 @@ def _mlp(where: str, table: dict, parties: dict) -> MLPSettings:
             raise ConfigurationError(f"{where}: bottom_sizes names {unknown}, not data parties of this federation "
                                      f"({data_parties})")
         values["bottom_sizes"] = bottoms
-    elif isinstance(bottoms, list):
+    elif isinstance(bottoms, list) or bottoms == "auto":
         values["default_bottom"] = bottoms
     else:
-        raise ConfigurationError(f"{where}: bottom_sizes must be an array of widths (every data party's bottom) or "
-                                 f"a table of arrays by party name, got {bottoms!r}")
+        raise ConfigurationError(f"{where}: bottom_sizes must be \"auto\", an array of widths (every data party's "
+                                 f"bottom) or a table of arrays by party name, got {bottoms!r}")
     try:
         return MLPSettings(**values)
     except ConfigurationError as exc:

@@ -618,7 +618,8 @@ class ReleasePolicy:
                    epsilon=dp.get("epsilon"), delta=dp.get("delta", 1e-6), clip=dp.get("clip", 4.0),
                    budget=dp.get("budget", 10.0), key=NoiseKey.at(workdir, entry.name) if dp else None)
 
-    def noised(self, exact, ids, version: str, bits: bool = False) -> tuple[np.ndarray, dict | None]:
+    def noised(self, exact, ids, version: str, bits: bool = False, compositions: int = 1
+               ) -> tuple[np.ndarray, dict | None]:
         """``exact`` with this party's noise for ``ids`` in ``version`` (the same every time), and the DP record;
         without ``epsilon``, ``exact`` itself and None."""
         from vfl.protocols import release_dp
@@ -633,7 +634,7 @@ class ReleasePolicy:
             noisy, dp = release_dp.randomized_response(exact, ids, self.key, version, self.epsilon, self.party)
             return noisy.astype(np.float64).reshape(exact.shape), dp
         noisy, dp = release_dp.gaussian_release(exact, ids, self.key, version, self.epsilon, self.delta,
-                                                self.clip, self.party)
+                                                self.clip, self.party, compositions)
         return noisy.reshape(exact.shape), dp
 
     def release(self, label_party: str, columns, features, spec: dict, what: str, *, ids=None, values=None,

@@ -108,19 +108,23 @@ def _check_ids(ids, n: int, party: str) -> list:
 
 
 def gaussian_release(values, ids, key: NoiseKey, version: str, epsilon: float, delta: float, clip: float,
-                     party: str = "") -> tuple[np.ndarray, dict]:
-    """Clip each row of ``values`` to L2 norm ``clip`` and add the row's Gaussian noise; returns it and the DP record."""
+                     party: str = "", compositions: int = 1) -> tuple[np.ndarray, dict]:
+    """Clip each row of ``values`` to L2 norm ``clip`` and add the row's Gaussian noise; returns it and the DP record.
+
+    ``compositions``: how many such releases of each row together are (``epsilon``, ``delta``)-DP (a network's
+    training releases each row once per epoch)."""
     check_parameters(epsilon, delta, clip)
     v = np.asarray(values, dtype=np.float64)
     matrix = v.reshape(len(v), -1)
     ids = _check_ids(ids, len(matrix), party)
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     clipped = matrix * np.minimum(1.0, clip / np.where(norms > 0, norms, 1.0))
-    z = noise_multiplier(epsilon, delta, 1)
+    z = noise_multiplier(epsilon, delta, compositions)
     sigma = 2.0 * clip * z
     noisy = clipped + sigma * row_normals(key, version, ids, matrix.shape[1])
-    record = {"mechanism": "gaussian", "noise_multiplier": z, "epsilon": float(epsilon), "delta": float(delta),
-              "clip": float(clip), "sigma": sigma, "version": version}
+    record = {"mechanism": "gaussian", "noise_multiplier": z / np.sqrt(compositions), "epsilon": float(epsilon),
+              "delta": float(delta), "clip": float(clip), "sigma": sigma, "version": version,
+              "compositions": int(compositions)}
     return noisy.reshape(v.shape), record
 
 

@@ -22,6 +22,8 @@ from vfl.datachecks import check_complete
 from vfl.errors import DataError
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
+from vfl.parties.scaling import Standardizer
+from vfl.protocols.release import ReleasePolicy, assess, check_model, evaluate, network_release, refuse, release_name
 from vfl.protocols import Roster
 from vfl.protocols import mlp as protocol
 from vfl.protocols.mlp import MLPSettings
@@ -52,12 +54,25 @@ def _checked(data, role: str) -> np.ndarray:
     return features
 
 
+def _scaled(features: np.ndarray, role: str, columns, settings: MLPSettings):
+    """A party's rows scaled by its own standardization (``standardize``), and that scaler (or None)."""
+    if not settings.standardize or features.shape[1] == 0:
+        return features, None
+    scaler = Standardizer.fit(features, role, columns)
+    return scaler.apply(features), scaler
+
+
 def feature_party(data, role: str, settings: MLPSettings) -> MLPFeatureParty:
-    """A feature party built from its data (every value finite; its bottom from ``settings``)."""
+    """A feature party built from its data (every value finite; its bottom from ``settings``; its columns scaled
+    by its own standardization, ``standardize``)."""
     features = _checked(data, role)
     if features.shape[1] == 0:
         raise DataError(f"party {role}: a feature party with no column has nothing to bring to the network")
-    return MLPFeatureParty(role, features, data.columns, settings.bottom_of(role), settings.activation)
+    scaled, scaler = _scaled(features, role, data.columns, settings)
+    party = MLPFeatureParty(role, scaled, data.columns, settings.bottom_of(role, features.shape[1]),
+                            settings.activation)
+    party.scaler = scaler
+    return party
 
 
 def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
@@ -69,18 +84,109 @@ def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
         raise DataError(f"party {role}: {len(features)} rows, fewer than the {MIN_ROWS} a network needs")
     if data.weights is not None:
         raise DataError(f"party {role}: the split network does not take row weights (sample_weight) yet")
-    return MLPLabelParty(role, features, data.columns, data.labels, settings.task, settings.bottom_of(role),
-                         settings.hidden_layer_sizes, settings.activation,
-                         settings.dp_label_bound if settings.dp else None)
+    scaled, scaler = _scaled(features, role, data.columns, settings)
+    party = MLPLabelParty(role, scaled, data.columns, data.labels, settings.task,
+                          settings.bottom_of(role, features.shape[1], feature=False), settings.hidden_layer_sizes,
+                          settings.activation, settings.dp_label_bound if settings.dp else None)
+    party.scaler = scaler
+    return party
 
 
 def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,
-                  on_epoch=None, checkpoints: Mapping[int, dict] | None = None) -> Trained:
-    """A feature party's training run (``checkpoints``: its saved states by epoch, to resume)."""
+                  on_epoch=None, checkpoints: Mapping[int, dict] | None = None,
+                  release: ReleasePolicy | None = None) -> Trained:
+    """A feature party's training run (``checkpoints``: its saved states by epoch, to resume; ``release``: its
+    release policy, which checks every epoch's parts before they leave it, :class:`TrainingReleases`)."""
     check_settings_for(roster, settings)
     party = feature_party(data, role, settings)
-    record = protocol.train_feature(ep, party, settings, roster, start, on_epoch, checkpoints)
+    guard = None
+    if release is not None:
+        guard = TrainingReleases(release, roster.label, data, settings.max_iter)
+    record = protocol.train_feature(ep, party, settings, roster, start, on_epoch, checkpoints, guard)
+    if guard is not None:
+        guard.finish(party)
     return Trained(party, record)
+
+
+def release_spec(party) -> dict:
+    """A feature party's part ``h_k W_k`` as a function of its rows in their own units: its standardization, its
+    bottom layers, its block (:func:`vfl.protocols.release.network_release`)."""
+    layers = []
+    scaler = getattr(party, "scaler", None)
+    if scaler is not None:
+        scale = np.asarray(scaler.scale, dtype=np.float64)
+        layers.append((np.diag(1.0 / scale), -np.asarray(scaler.mean, dtype=np.float64) / scale, "identity"))
+    layers += [(w, b, party.activation) for w, b in party.bottom]
+    layers.append((party.block, np.zeros(np.asarray(party.block).shape[1]), "identity"))
+    return network_release(layers)
+
+
+class TrainingReleases:
+    """A feature party's releases while a network trains: its part of the interactive layer for every batch.
+
+    Before each epoch's first part leaves it, the party evaluates its current part on a
+    fixed sample of its rows (at most :data:`TRAINING_SAMPLE`), adds it to what the label
+    party has received of those rows over the epochs so far (kept compressed: its top
+    :data:`HISTORY_DIRECTIONS` principal directions) and runs the release check
+    (:func:`vfl.protocols.release.assess`) on the union; a part that would let the label party
+    rebuild a column ends the run (unless the party opted in).  The parts sent within an
+    epoch come from the weights of its batches' steps; the check sees the epoch's first.
+    With ``release_epsilon`` every part carries the row's Gaussian noise for that epoch,
+    calibrated so that all ``max_iter`` epochs together are (epsilon, delta)-DP per row.
+    """
+
+    def __init__(self, policy: ReleasePolicy, label_party: str, data, epochs: int):
+        self.policy, self.label, self.epochs = policy, label_party, int(epochs)
+        self.columns = list(data.columns)
+        self.raw = np.asarray(data.features, dtype=np.float64)
+        ids = getattr(data, "ids", None)
+        self.ids = [str(i) for i in (range(len(self.raw)) if ids is None else ids)]
+        order = np.random.default_rng(len(self.raw)).permutation(len(self.raw))     # fixed rows: not a secret
+        self.sample = np.sort(order[:TRAINING_SAMPLE])
+        self.history = None
+        self.version = "training-" + release_name({"rows": len(self.raw)}, self.columns)[:12]
+        self.dp = None
+
+    def before_epoch(self, epoch: int, party) -> None:
+        out = evaluate(release_spec(party), self.raw[self.sample])
+        if self.policy.epsilon is not None:
+            out = self._noised(epoch, self.sample, out, "part")
+        stack = out if self.history is None else np.hstack([self.history, out])
+        if stack.shape[1] > HISTORY_DIRECTIONS:
+            centred = stack - stack.mean(axis=0)
+            u, s, _ = np.linalg.svd(centred, full_matrices=False)
+            stack = u[:, :HISTORY_DIRECTIONS] * s[:HISTORY_DIRECTIONS]
+        self.history = stack
+        if self.policy.allowed:
+            return
+        what = (f"its part of the interactive layer at training (epoch {epoch + 1}, with every epoch before)"
+                + (f" (with noise, epsilon {self.policy.epsilon:g})" if self.policy.epsilon is not None else ""))
+        refuse(self.policy.party, self.label, what, assess(self.raw[self.sample], stack, self.columns),
+               self.policy.how)
+
+    def _noised(self, epoch: int, rows, part, name: str) -> np.ndarray:
+        noisy, self.dp = self.policy.noised(part, [self.ids[r] for r in rows], f"{self.version}-{name}-{epoch}",
+                                            compositions=self.epochs)
+        return noisy
+
+    def sent(self, epoch: int, rows, part, name: str) -> np.ndarray:
+        """The part to send for training rows ``rows`` (with the row's noise under DP)."""
+        return part if self.policy.epsilon is None else self._noised(epoch, rows, part, name)
+
+    def finish(self, party) -> None:
+        """Record the training's releases in the ledger (the final network; its DP budget), and keep the check of
+        its final part on the training rows for later predictions."""
+        spec = release_spec(party)
+        check_model(self.policy.ledger, self.label, self.columns, self.raw, spec, what=_PREDICTED)
+        if self.dp is not None:
+            dp = dict(self.dp, version=self.version)
+            self.policy.ledger.record(self.label, self.version, self.columns, spec, "its parts at training", None, dp)
+
+
+#: The training rows a feature party checks its parts on, and the directions of their history it keeps.
+TRAINING_SAMPLE = 4000
+HISTORY_DIRECTIONS = 64
+_PREDICTED = "its part of the interactive layer at prediction"
 
 
 def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,
@@ -103,17 +209,19 @@ def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> di
 
 def training_programs(data: Mapping[str, object], settings: MLPSettings, roster: Roster, *,
                       starts: Mapping[str, object] | None = None, on_epoch=None, hooks=None,
-                      checkpoints: Mapping[str, Mapping[int, dict]] | None = None) -> dict:
+                      checkpoints: Mapping[str, Mapping[int, dict]] | None = None,
+                      releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
     """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
 
     ``on_epoch`` goes to the label party; ``hooks`` (by party name) to any data party, e.g. to save
     checkpoints; ``checkpoints`` (by party name) resume a run.
     """
-    starts, hooks, checkpoints = starts or {}, dict(hooks or {}), checkpoints or {}
+    starts, hooks, checkpoints, releases = starts or {}, dict(hooks or {}), checkpoints or {}, releases or {}
     if on_epoch is not None:
         hooks[roster.label] = on_epoch
     programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, start=starts.get(k),
-                                                  on_epoch=hooks.get(k), checkpoints=checkpoints.get(k)))
+                                                  on_epoch=hooks.get(k), checkpoints=checkpoints.get(k),
+                                                  release=releases.get(k)))
                 for k in roster.features}
     programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster, role=roster.label,
                                                     start=starts.get(roster.label), on_epoch=hooks.get(roster.label),
@@ -122,9 +230,20 @@ def training_programs(data: Mapping[str, object], settings: MLPSettings, roster:
     return programs
 
 
-def predict_feature(ep: Endpoint, data, party: MLPFeatureParty, settings: MLPSettings, roster: Roster) -> int:
-    """A feature party's part of private prediction on its rows ``data``; returns how many rows it scored."""
-    return protocol.predict_feature(ep, party, _checked(data, party.role), settings, roster)
+def predict_feature(ep: Endpoint, data, party: MLPFeatureParty, settings: MLPSettings, roster: Roster,
+                    release: ReleasePolicy | None = None) -> int:
+    """A feature party's part of private prediction on its rows ``data``; returns how many rows it scored.
+
+    Before its part leaves it, its ``release`` policy checks what the label party could rebuild from it with
+    every earlier release (DP noise added if chosen; ``data.ids`` name the rows the noise is drawn for).
+    """
+    raw = _checked(data, party.role)
+    part = None
+    if release is not None:
+        exact = party.part(party.check_columns(raw))
+        part = release.release(roster.label, list(party.columns), raw, release_spec(party), _PREDICTED,
+                               ids=getattr(data, "ids", None), values=exact)
+    return protocol.predict_feature(ep, party, raw, settings, roster, part=part)
 
 
 def predict_label(ep: Endpoint, data, party: MLPLabelParty, settings: MLPSettings, roster: Roster) -> np.ndarray:
@@ -138,9 +257,11 @@ def predict_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> 
 
 
 def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object], settings: MLPSettings,
-                        roster: Roster) -> dict:
-    """Every role's prediction run (``parties``: the trained ones, by name); the label party's returns the outputs."""
-    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], settings, roster))
+                        roster: Roster, releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
+    """Every role's prediction run (``parties``: the trained ones, by name; ``releases``: the feature parties'
+    release policies); the label party's returns the outputs."""
+    releases = releases or {}
+    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], settings, roster, releases.get(k)))
                 for k in roster.features}
     programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], settings, roster)
     programs[roster.coordinator] = lambda ep: predict_coordinator(ep, settings, roster)

@@ -278,6 +278,8 @@ class MLPShare:
         """``(n, units)`` parts (0 where a row has none) and, per row, whether it has one: finite, below
         ``2^VALUE_BITS`` in magnitude (what :func:`vfl.crypto.ring.encode` takes)."""
         party = self.party
+        if getattr(party, "scaler", None) is not None:
+            x = party.scaler.apply(x)
         with np.errstate(all="ignore"):
             out = forward(party.bottom, x, [party.activation] * len(party.bottom))[-1] @ party.block
         ok = np.isfinite(out).all(axis=1) & (np.abs(out) < 2.0 ** ring.VALUE_BITS).all(axis=1)
@@ -291,6 +293,7 @@ class MLPShare:
         with np.errstate(all="ignore"):
             z = parts + party.bias
             if party.has_columns:
+                x = x if getattr(party, "scaler", None) is None else party.scaler.apply(x)
                 z = z + forward(party.bottom, x, [party.activation] * len(party.bottom))[-1] @ party.block
             return forward(party.top, activate(upper[0], z), upper[1:])[-1]
 

@@ -1,6 +1,7 @@
 """Split networks: a party's model shard, and the party it describes for prediction.
 
-A feature party's shard holds its columns, its bottom layers (``[[W, b], ...]``,
+A feature party's shard holds its columns, its standardization (``standardize``: means and scales, when it
+scaled its columns), its bottom layers (``[[W, b], ...]``,
 ``W`` of shape inputs x outputs) and its block of the interactive layer; the
 label party's also its bottom and block (none when it holds no column), the
 interactive layer's intercept, the top layers up to the output, the task, the
@@ -24,6 +25,7 @@ from vfl.parties.mlp.activations import HIDDEN
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.parties.mlp.losses import OUTPUT_ACTIVATION
+from vfl.parties.scaling import Standardizer
 
 #: The format of a split network's model shard.
 FORMAT = "vfl-mlp-shard/1"
@@ -43,6 +45,8 @@ def write_shard(path, party, role: str, fingerprint: str, label: str | None = No
     shard = {"format": FORMAT, "party": party.role, "role": role, "columns": list(party.columns),
              "trained_with": fingerprint, "activation": party.activation, "bottom": _layers(party.bottom),
              "block": None if party.block is None else party.block.tolist()}
+    if getattr(party, "scaler", None) is not None:
+        shard["standardize"] = party.scaler.to_dict()
     if role == "label":
         record = record or {}
         shard.update(label=label, data_parties=[*feature_parties, party.role], task=party.task,
@@ -101,6 +105,8 @@ def read_shard(path, party: str, role: str) -> dict:
     if shard.get("activation") not in HIDDEN:
         raise DataError(f"{path}: 'activation' must be one of {sorted(HIDDEN)}, got {short(shard.get('activation'))}")
     shard["bottom"], width = _stack(path, "bottom", shard.get("bottom"), len(columns))
+    shard["scaler"] = (Standardizer.from_dict(shard["standardize"], len(columns), str(path))
+                       if "standardize" in shard else None)
     if role == "label" and not columns:
         if shard.get("block") is not None or shard["bottom"]:
             raise DataError(f"{path}: a label party with no column has no bottom and no block")
@@ -157,4 +163,5 @@ def shard_party(shard: dict, role: str):
                               bottom_sizes, tuple(shard["hidden_layer_sizes"]), shard["activation"])
         party.bias, party.top = shard["intercept"], shard["top"]
     party.bottom, party.block = shard["bottom"], shard["block"]
+    party.scaler = shard.get("scaler")
     return party

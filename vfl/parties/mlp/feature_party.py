@@ -128,5 +128,7 @@ class MLPFeatureParty(Checkpointed):
                                                                                          self.block.ravel()))
 
     def check_columns(self, x: np.ndarray) -> np.ndarray:
-        """Rows to score: as many columns as it trained on."""
-        return check_columns(self.role, self.columns, x)
+        """Rows to score: as many columns as it trained on, scaled as its training rows were (``scaler``)."""
+        x = check_columns(self.role, self.columns, x)
+        scaler = getattr(self, "scaler", None)
+        return x if scaler is None or not x.shape[1] else scaler.apply(x)

@@ -178,8 +178,10 @@ class MLPLabelParty(Checkpointed):
                                   "pass's range; the fit diverged: lower learning_rate_init") from None
 
     def check_columns(self, x: np.ndarray) -> np.ndarray:
-        """Rows to score: as many columns as it trained on."""
-        return check_columns(self.role, self.columns, x)
+        """Rows to score: as many columns as it trained on, scaled as its training rows were (``scaler``)."""
+        x = check_columns(self.role, self.columns, x)
+        scaler = getattr(self, "scaler", None)
+        return x if scaler is None or not x.shape[1] else scaler.apply(x)
 
     def score(self, rows: np.ndarray, parts: np.ndarray) -> float:
         """scikit-learn's ``score`` on rows ``rows``: the accuracy, or R² for regression (early stopping's measure)."""

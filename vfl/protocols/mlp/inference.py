@@ -26,11 +26,16 @@ from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 
 
-def predict_feature(ep: Endpoint, party: MLPFeatureParty, x, settings: MLPSettings, roster: Roster) -> int:
-    """Feature party ``k``'s part of prediction on its rows ``x``; returns how many rows it scored."""
+def predict_feature(ep: Endpoint, party: MLPFeatureParty, x, settings: MLPSettings, roster: Roster,
+                    part=None) -> int:
+    """Feature party ``k``'s part of prediction on its rows ``x``; returns how many rows it scored.
+
+    ``part``: what it releases in place of its exact part (checked, with DP noise if chosen).
+    """
     x = party.check_columns(x)
     ep.send(roster.label, "predict", "public", rows=len(x))
-    send_part(ep, party.part(x), roster.label, roster.coordinator, settings, len(roster.features) > 1, "part")
+    send_part(ep, party.part(x) if part is None else part, roster.label, roster.coordinator, settings,
+              len(roster.features) > 1, "part")
     return len(x)
 
 

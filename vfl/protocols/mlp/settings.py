@@ -43,13 +43,18 @@ class MLPSettings:
 
     ``bottom_sizes`` maps each data party's name to its bottom layers' widths
     (``()``: its columns go straight into the interactive layer); a party it does
-    not name gets ``default_bottom``.
+    not name gets ``default_bottom``: ``"auto"`` (the default) gives every feature
+    party one ReLU-type layer narrower than its columns (:func:`auto_bottom`: what
+    it sends the label party is then no linear image of its rows) and the label
+    party none.  ``standardize``: each data party scales its own columns on its
+    training rows (kept with its model, applied at prediction).
     """
 
     task: str = "binary"
     hidden_layer_sizes: tuple = (100,)
     bottom_sizes: dict = field(default_factory=dict)
-    default_bottom: tuple = ()
+    default_bottom: tuple | str = "auto"
+    standardize: bool = True
     activation: str = "relu"
     solver: str = "adam"
     alpha: float = 0.0001
@@ -77,7 +82,9 @@ class MLPSettings:
         hidden = _sizes(self.hidden_layer_sizes, "hidden_layer_sizes")
         require(len(hidden) >= 1, "hidden_layer_sizes needs the interactive layer's width at least", hidden)
         object.__setattr__(self, "hidden_layer_sizes", hidden)
-        object.__setattr__(self, "default_bottom", _sizes(self.default_bottom, "bottom_sizes"))
+        if self.default_bottom != "auto":
+            object.__setattr__(self, "default_bottom", _sizes(self.default_bottom, "bottom_sizes"))
+        require(isinstance(self.standardize, bool), "standardize must be a bool", self.standardize)
         require(isinstance(self.bottom_sizes, dict), "bottom_sizes must map party names to tuples of widths",
                self.bottom_sizes)
         object.__setattr__(self, "bottom_sizes", {str(k): _sizes(v, f"bottom_sizes[{k!r}]")
@@ -149,9 +156,13 @@ class MLPSettings:
         """The interactive layer's width."""
         return self.hidden_layer_sizes[0]
 
-    def bottom_of(self, party: str) -> tuple[int, ...]:
-        """Party ``party``'s bottom layers' widths."""
-        return self.bottom_sizes.get(party, self.default_bottom)
+    def bottom_of(self, party: str, columns: int | None = None, feature: bool = True) -> tuple[int, ...]:
+        """Party ``party``'s bottom layers' widths (``columns``: its column count, for ``"auto"``)."""
+        if party in self.bottom_sizes:
+            return self.bottom_sizes[party]
+        if self.default_bottom != "auto":
+            return self.default_bottom
+        return auto_bottom(columns) if feature and columns is not None else ()
 
     def optimizer_options(self) -> dict:
         """The keyword arguments of :func:`vfl.parties.mlp.make_optimizer`."""
@@ -163,6 +174,12 @@ class MLPSettings:
         """scikit-learn's batch size: ``min(200, rows)`` for ``"auto"``, else clipped to the rows."""
         size = min(200, n_rows) if self.batch_size == "auto" else int(self.batch_size)
         return int(np.clip(size, 1, n_rows))
+
+
+def auto_bottom(columns: int) -> tuple[int, ...]:
+    """A feature party's default bottom: one layer of ``max(1, min(16, columns // 2))`` units, narrower than its
+    columns, so that the interactive part it sends is no linear image of its rows (its release check decides)."""
+    return (max(1, min(16, int(columns) // 2)),)
 
 
 def warn_label_leak(settings: MLPSettings, n_rows: int) -> None:

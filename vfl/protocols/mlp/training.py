@@ -130,12 +130,14 @@ def validation_count(n_rows: int, settings: MLPSettings) -> int:
 
 
 def train_feature(ep: Endpoint, party: MLPFeatureParty, settings: MLPSettings, roster: Roster, start=None,
-                  on_epoch: OnEpoch | None = None, checkpoints: Checkpoints | None = None) -> dict:
+                  on_epoch: OnEpoch | None = None, checkpoints: Checkpoints | None = None, releases=None) -> dict:
     """Feature party ``k``'s program.
 
     ``start``: its ``(bottom, block)`` (by default a secret one); ``checkpoints``: its saved states by
     completed epoch (``on_epoch(epoch, state)`` hands each over), to resume after the last epoch every
-    party completed.
+    party completed; ``releases``: its release guard (``before_epoch(epoch, party)`` checks what the label
+    party could rebuild before the epoch's first part leaves it, ``sent(epoch, rows, part, name)`` gives the
+    part to send, with DP noise if chosen).
     """
     label, coordinator = roster.label, roster.coordinator
     n_rows, in_dim = party.x.shape
@@ -153,16 +155,24 @@ def train_feature(ep: Endpoint, party: MLPFeatureParty, settings: MLPSettings, r
     for epoch in range(first + 1, 0 if flag(plan_msg, "finished") else settings.max_iter):
         ep.iteration = epoch
         norms = 0.0
+        if releases is not None:
+            releases.before_epoch(epoch, party)
         for idx in batches(len(train_rows), batch, seed, epoch, settings.shuffle):
             rows = train_rows[idx]
-            send_part(ep, party.train_part(rows), label, coordinator, settings, masked, "part")
+            part = party.train_part(rows)
+            if releases is not None:
+                part = releases.sent(epoch, rows, part, "part")
+            send_part(ep, part, label, coordinator, settings, masked, "part")
             norms += party.squared_norm()
             bottom_grads, block_grad = _feature_backward(ep, party, settings, roster, len(rows), in_dim)
             party.step(bottom_grads, block_grad, settings.alpha, len(rows))
         if settings.alpha > 0:
             ep.send(label, "penalty", "plaintext", value=float(norms))
         if n_val:
-            send_part(ep, party.part(party.x[val_rows]), label, coordinator, settings, masked, "validation_part")
+            part = party.part(party.x[val_rows])
+            if releases is not None:
+                part = releases.sent(epoch, val_rows, part, "validation_part")
+            send_part(ep, part, label, coordinator, settings, masked, "validation_part")
         verdict = ep.recv(label, "epoch")
         if flag(verdict, "best"):
             best = [a.copy() for a in party.parameters()]
@@ -227,7 +237,7 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
     smallest = min(batch_sizes(n_train, settings.effective_batch(n_train)))
     in_dims = {k: int(widths[k]["columns"]) for k in roster.features}
     for k in roster.features:
-        check_batch_size(k, in_dims[k], settings.bottom_of(k), settings.units, smallest)
+        check_batch_size(k, in_dims[k], settings.bottom_of(k, in_dims[k]), settings.units, smallest)
     fan_in = sum(int(msg["out"]) for msg in widths.values()) + party.out_width
     first = min([int(msg["last_epoch"]) for msg in widths.values()] + [max(checkpoints) if checkpoints else -1])
     saved = None
@@ -324,10 +334,11 @@ def receive_parts(ep, roster: Roster, name: str, rows: int, settings: MLPSetting
 
 def _label_backward(ep, party: MLPLabelParty, settings: MLPSettings, roster: Roster, delta, in_dims) -> None:
     rows = delta.shape[0]
-    plans = {k: plan(rows, in_dims[k], settings.bottom_of(k), settings.units) for k in roster.features}
+    plans = {k: plan(rows, in_dims[k], settings.bottom_of(k, in_dims[k]), settings.units) for k in roster.features}
     halves = {k: dealt_halves(unpack_dealt(ep.recv(roster.coordinator, "triples")["values"], plans[k], LABEL),
                               plans[k], LABEL) for k in roster.features}
-    sides = {k: party.backward_side(delta, settings.frac_bits, len(settings.bottom_of(k))) for k in roster.features}
+    sides = {k: party.backward_side(delta, settings.frac_bits, len(settings.bottom_of(k, in_dims[k])))
+             for k in roster.features}
     for r in range(max(len(p) for p in plans.values())):
         factors = {}
         for k in roster.features:
@@ -418,7 +429,7 @@ def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> di
             if masked:
                 deal_masks(ep, roster, "part", size, settings.units)
             for k in roster.features:
-                rounds = plan(size, in_dims[k], settings.bottom_of(k), settings.units)
+                rounds = plan(size, in_dims[k], settings.bottom_of(k, in_dims[k]), settings.units)
                 feature, label_half = deal(rounds)
                 ep.send(k, "triples", "masked", values=pack_dealt(feature, rounds))
                 ep.send(label, "triples", "masked", values=pack_dealt(label_half, rounds))
