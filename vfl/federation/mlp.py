@@ -35,6 +35,7 @@ from vfl.deploy.session import Session, align_data, check_same_training, rows_he
 from vfl.deploy.shards import mlp as shards
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties.mlp.label_party import MLPLabelParty
+from vfl.protocols.release import ReleasePolicy
 from vfl.runs import mlp as run
 
 
@@ -72,10 +73,11 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                 narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
             if data:
                 shown.model(settings.max_iter)
-            trained = _train_role(session.endpoint, config, role, kind, data, store, checkpoints, narrator, shown)
+            trained = _train_role(session.endpoint, config, role, kind, data, store, checkpoints, narrator, shown,
+                                  workdir)
             shown.close()
             if config.report_metrics:
-                metrics = _report_training(session.endpoint, config, role, kind, data, trained)
+                metrics = _report_training(session.endpoint, config, role, kind, data, trained, workdir)
             transcript = session.save_transcript(workdir / "transcript_train.csv")
     finally:
         shown.close()
@@ -108,8 +110,9 @@ def _load(config: FederationConfig, role: str, kind: str, data_path, columns=Non
 
 
 def _train_role(ep, config: FederationConfig, role: str, kind: str, data, store: CheckpointStore, checkpoints,
-                narrator, shown: Progress):
-    """This party's training run (:mod:`vfl.runs.mlp`), checkpointing, narrating and showing every epoch."""
+                narrator, shown: Progress, workdir: Path):
+    """This party's training run (:mod:`vfl.runs.mlp`), checkpointing, narrating and showing every epoch; a feature
+    party checks its releases with its own policy (its ledger and choices, :mod:`vfl.protocols.release`)."""
     settings, roster = config.training, config.roster
     if kind == "coordinator":
         return run.train_coordinator(ep, settings, roster)
@@ -123,18 +126,22 @@ def _train_role(ep, config: FederationConfig, role: str, kind: str, data, store:
                          + (f", validation score {score:.4f}" if score is not None else ""))
         shown.epoch(epoch, loss)
 
-    train_role = run.train_label if kind == "label" else run.train_feature
-    return train_role(ep, data, settings, roster, role=role, on_epoch=on_epoch, checkpoints=checkpoints)
+    if kind == "label":
+        return run.train_label(ep, data, settings, roster, role=role, on_epoch=on_epoch, checkpoints=checkpoints)
+    return run.train_feature(ep, data, settings, roster, role=role, on_epoch=on_epoch, checkpoints=checkpoints,
+                             release=ReleasePolicy.for_party(config.party(role), workdir))
 
 
-def _report_training(ep, config: FederationConfig, role: str, kind: str, data, trained) -> dict | None:
+def _report_training(ep, config: FederationConfig, role: str, kind: str, data, trained, workdir: Path
+                     ) -> dict | None:
     """One private prediction of the training rows; the label party's metrics of its training and validation rows."""
     settings, roster = config.training, config.roster
     if kind == "coordinator":
         run.predict_coordinator(ep, settings, roster)
         return None
     if kind == "feature":
-        run.predict_feature(ep, data, trained.party, settings, roster)
+        run.predict_feature(ep, data, trained.party, settings, roster,
+                            ReleasePolicy.for_party(config.party(role), workdir))
         return None
     party = trained.party
     out = run.predict_label(ep, data, party, settings, roster)
@@ -198,7 +205,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             check_same_training(role, roster, theirs, shard["trained_with"])
             summary["rows"] = data.n_rows
             if kind == "feature":
-                run.predict_feature(session.endpoint, data, party, settings, roster)
+                run.predict_feature(session.endpoint, data, party, settings, roster,
+                                    ReleasePolicy.for_party(config.party(role), workdir))
             else:
                 out = run.predict_label(session.endpoint, data, party, settings, roster)
                 summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, out, party,

@@ -48,6 +48,7 @@ from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.release import ReleasePolicy
 from vfl.runs.linear import raw_release
+from vfl.runs.mlp import release_spec as mlp_release_spec
 from vfl.serving import messages, private
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
@@ -262,6 +263,8 @@ class FeatureService:
         self.store.check_columns(share.columns)
         if share.kind == "linear" and not share.pipeline:
             self._check_release(share, version)
+        elif share.kind == "mlp":
+            self._check_part_release(share, version)
         with self._lock:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
@@ -288,6 +291,18 @@ class FeatureService:
         self.release.release(self.label, share.columns, rows, raw_release(share.coef, share.scaler),
                              f"its partial scores in served version {version}",
                              ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+
+    def _check_part_release(self, share, version: str) -> None:
+        """Before version ``version`` of a split network answers for any row: this party's release check of its part
+        of the interactive layer over every row of its store, recorded in its ledger; with DP, on the noisy parts."""
+        ids, values = self.store.rows(share.columns)
+        complete = np.all(np.isfinite(values), axis=1)
+        parts, finite = share.parts(values[complete])
+        rows = values[complete][finite]
+        kept = [i for i, ok in zip(ids, complete) if ok]
+        self.release.release(self.label, share.columns, rows, mlp_release_spec(share.party),
+                             f"its part of the interactive layer in served version {version}",
+                             ids=[i for i, ok in zip(kept, finite) if ok], values=parts[finite], version=version)
 
     def _noised(self, version: str, u: np.ndarray, ids, status) -> np.ndarray:
         """The partial scores ``u`` with this party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
@@ -434,10 +449,11 @@ class FeatureService:
             raise ProtocolError(f"asked for the interactive layer's part of a {share.kind} model")
         tag = messages.token(message, self.label) if self.coordinator is not None else None
         wait = messages.integer(message, "wait_ms", self.label, 1, 3_600_000) / 1000.0
-        values, status = self._rows(message, share, complete=True)
+        values, status, ids = self._rows(message, share, complete=True, with_ids=True)
         ok = status == OK
         parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
         status[ok & ~finite] = OUT_OF_RANGE
+        parts = self._noised(share.version, parts, ids, status)
         encoded = ring.uniform(parts.shape)             # no part: uniform, hiding the others' in the label's sum
         scored = status == OK
         if scored.any():

@@ -99,11 +99,14 @@ def tree_payloads(share, values: np.ndarray, status: np.ndarray) -> np.ndarray:
     return out
 
 
-def mlp_payloads(share, values: np.ndarray, status: np.ndarray, frac_bits: int) -> np.ndarray:
-    """Per row: its status byte and its part ``h_k W_k`` of the interactive layer as ring elements."""
+def mlp_payloads(share, values: np.ndarray, status: np.ndarray, frac_bits: int, noise=None) -> np.ndarray:
+    """Per row: its status byte and its part ``h_k W_k`` of the interactive layer as ring elements (``noise(parts,
+    status)``: the party's release noise added first, DP)."""
     ok = status == OK
     parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
     status = np.where(ok & ~finite, OUT_OF_RANGE, status)
+    if noise is not None:
+        parts = noise(parts, status)
     out = _bodies(status, share.units * ring.RING_BYTES)
     scored = np.flatnonzero(status == OK)
     if len(scored):
@@ -127,7 +130,7 @@ def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0, noise=N
         return linear_payloads(share, layout, values, status, noise)
     if share.kind == "trees":
         return tree_payloads(share, values, status)
-    return mlp_payloads(share, values, status, frac_bits)
+    return mlp_payloads(share, values, status, frac_bits, noise)
 
 
 # -- the table (the feature party) -----------------------------------------------------------------------
