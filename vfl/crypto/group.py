@@ -49,7 +49,7 @@ import gmpy2
 import numpy as np
 from nacl import bindings as sodium
 
-from vfl.crypto import workers
+from vfl.crypto import mb, workers
 from vfl.errors import ProtocolError
 
 #: Bytes of an encoded point (its u-coordinate).
@@ -68,6 +68,8 @@ TASK_POINTS = 1 << 13
 SEED_BYTES = 32
 _MAP_TAG = b"vfl-x25519/map"
 _P = gmpy2.mpz(PRIME)
+#: The X25519 engines that ran this process's ladders (here or in its worker processes), by name.
+_USED: set[str] = set()
 
 
 class InvalidPointError(ProtocolError):
@@ -117,7 +119,7 @@ def _tasks(n: int, width: int) -> list[tuple[int, int]]:
 def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     """Run ``fn(words, *extra)`` on slices of ``data`` (items of ``width`` bytes); join what the tasks return.
 
-    Each task returns ``(result as words, index of the first refused item or -1)``.
+    Each task returns ``(result as words, index of the first refused item or -1, the X25519 engine it used)``.
     """
     n = len(data) // width
     if n == 0:
@@ -125,13 +127,26 @@ def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     ranges = _tasks(n, width)
     results = workers.run(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
     out = []
-    for (lo, _), (words, bad) in zip(ranges, results):
+    for (lo, _), (words, bad, used) in zip(ranges, results):
+        if used:
+            _USED.add(used)
         if bad >= 0:
             index = lo // width + bad
             raise InvalidPointError(index, f"point {index} is not the u-coordinate of a point of large order on "
                                            "Curve25519 (not canonical, on the twist, or of small order)")
         out.append(_unwords(words))
     return b"".join(out)
+
+
+def engine() -> dict:
+    """Which X25519 engine this process's ladders run on (:func:`vfl.crypto.mb.engine`), and why not the fast one.
+
+    ``ran`` lists the engines that have run ladders so far, here or in the worker processes (which
+    choose for themselves, the same way): what a PSI records beside the choice.
+    """
+    report = mb.engine()
+    report["ran"] = sorted(_USED)
+    return report
 
 
 # -- scalars --------------------------------------------------------------------------------
@@ -231,9 +246,9 @@ def _task_hash(words: np.ndarray, scalar_hex: str) -> tuple:
     seeds = _unwords(words)
     points = b"".join(_map_to_curve(seeds[i:i + SEED_BYTES]) for i in range(0, len(seeds), SEED_BYTES))
     if not scalar_hex:
-        return _words(points), -1
-    out, bad = _ladder(points, bytes.fromhex(scalar_hex))
-    return _words(out), bad
+        return _words(points), -1, ""
+    out, bad, used = _ladder(points, bytes.fromhex(scalar_hex))
+    return _words(out), bad, used
 
 
 def _task_blind(words: np.ndarray, scalar_hex: str, key_hex: str, size: int) -> tuple:
@@ -242,10 +257,10 @@ def _task_blind(words: np.ndarray, scalar_hex: str, key_hex: str, size: int) -> 
     for k, i in enumerate(range(0, len(points), POINT_BYTES)):
         u = int.from_bytes(points[i:i + POINT_BYTES], "little")
         if u >= PRIME or not _on_curve(gmpy2.mpz(u)):
-            return np.zeros(0, dtype=np.uint64), k
-    out, bad = _ladder(points, bytes.fromhex(scalar_hex))
+            return np.zeros(0, dtype=np.uint64), k, ""
+    out, bad, used = _ladder(points, bytes.fromhex(scalar_hex))
     if bad >= 0:
-        return np.zeros(0, dtype=np.uint64), bad
+        return np.zeros(0, dtype=np.uint64), bad, used
     if key_hex:
         prefix = hashlib.sha256(bytes.fromhex(key_hex))
         digests = bytearray()
@@ -254,16 +269,14 @@ def _task_blind(words: np.ndarray, scalar_hex: str, key_hex: str, size: int) -> 
             h.update(out[i:i + POINT_BYTES])
             digests += h.digest()[:size]
         out = bytes(digests)
-    return _words(out), -1
+    return _words(out), -1, used
 
 
-def _ladder(points: bytes, scalar: bytes) -> tuple[bytes, int]:
-    """libsodium's X25519 of every point: ``(results, index of a refused point or -1)``."""
-    mul = sodium.crypto_scalarmult
-    out = []
-    for k, i in enumerate(range(0, len(points), POINT_BYTES)):
-        try:
-            out.append(mul(scalar, points[i:i + POINT_BYTES]))
-        except Exception:   # libsodium returned -1 (PyNaCl raises RuntimeError): a point of small order
-            return b"", k
-    return b"".join(out), -1
+def _ladder(points: bytes, scalar: bytes) -> tuple[bytes, int, str]:
+    """X25519 of every point, as libsodium's ``crypto_scalarmult`` (:func:`vfl.crypto.mb.x25519_many`: Intel's
+    8-way ladder where it runs, libsodium's otherwise): ``(results, index of a refused point or -1, engine)``."""
+    used = mb.engine()["engine"]
+    out, ok = mb.x25519_many(scalar, points)
+    if not ok.all():        # the all-zero result: a point of small order
+        return b"", int(np.argmin(ok)), used
+    return out, -1, used
