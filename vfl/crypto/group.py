@@ -243,32 +243,69 @@ def blind_digests(points: bytes, scalar: bytes, key: bytes, size: int) -> bytes:
 # -- worker tasks (also run in this process when there are no workers) --------------------------
 def _task_hash(words: np.ndarray, scalar_hex: str) -> tuple:
     """Map seeds to curve points; blind them if a scalar is given."""
-    seeds = _unwords(words)
-    points = b"".join(_map_to_curve(seeds[i:i + SEED_BYTES]) for i in range(0, len(seeds), SEED_BYTES))
+    points = _map_many(_unwords(words))
     if not scalar_hex:
         return _words(points), -1, ""
     out, bad, used = _ladder(points, bytes.fromhex(scalar_hex))
     return _words(out), bad, used
 
 
+def _map_many(seeds: bytes) -> bytes:
+    """:func:`_map_to_curve` of every seed, each try of all the seeds still without a point at once.
+
+    The same points as one seed at a time (tested): try ``t`` of a seed is ``SHA-512(tag ‖ seed ‖ t) mod p``
+    and its curve test (:func:`vfl.crypto.mb.on_curve_many`) runs on all the seeds at try ``t`` together.
+    """
+    n = len(seeds) // SEED_BYTES
+    result = np.zeros((n, 4), dtype=np.uint64)
+    pending = np.arange(n)
+    sha, tag, prime = hashlib.sha512, _MAP_TAG, PRIME
+    t = 0
+    while pending.size:
+        suffix = bytes([t])
+        us = b"".join([(int.from_bytes(sha(tag + seeds[SEED_BYTES * k:SEED_BYTES * k + SEED_BYTES] + suffix).digest(),
+                                       "little") % prime).to_bytes(POINT_BYTES, "little") for k in pending.tolist()])
+        candidates = np.frombuffer(us, dtype="<u8").reshape(-1, 4)
+        ok = mb.on_curve_many(candidates)
+        result[pending[ok]] = candidates[ok]
+        pending = pending[~ok]
+        t += 1      # each try succeeds with probability 1/2: 256 failures in a row is a 2^-256 event
+    return result.astype("<u8").tobytes()
+
+
+_P_WORDS = np.frombuffer(PRIME.to_bytes(POINT_BYTES, "little"), dtype="<u8")
+
+
+def _first_bad(points: bytes) -> int:
+    """The index of the first point that is not canonical (``u >= p``) or not on the curve, or -1."""
+    words = np.frombuffer(points, dtype="<u8").reshape(-1, 4)
+    # u >= p, compared from the top word down (p's top word is 2^63 - 1, its two middle words all ones)
+    top, high = words[:, 3], _P_WORDS[3]
+    too_big = (top > high) | ((top == high) & (words[:, 2] == _P_WORDS[2]) & (words[:, 1] == _P_WORDS[1])
+                              & (words[:, 0] >= _P_WORDS[0]))
+    good = ~too_big
+    good[good] = mb.on_curve_many(words[good])
+    return int(np.argmin(good)) if not good.all() else -1
+
+
 def _task_blind(words: np.ndarray, scalar_hex: str, key_hex: str, size: int) -> tuple:
     """Check and blind each point; digest the results if a key is given; stop at the first refused point."""
     points = _unwords(words)
-    for k, i in enumerate(range(0, len(points), POINT_BYTES)):
-        u = int.from_bytes(points[i:i + POINT_BYTES], "little")
-        if u >= PRIME or not _on_curve(gmpy2.mpz(u)):
-            return np.zeros(0, dtype=np.uint64), k, ""
+    bad = _first_bad(points)
+    if bad >= 0:
+        return np.zeros(0, dtype=np.uint64), bad, ""
     out, bad, used = _ladder(points, bytes.fromhex(scalar_hex))
     if bad >= 0:
         return np.zeros(0, dtype=np.uint64), bad, used
     if key_hex:
         prefix = hashlib.sha256(bytes.fromhex(key_hex))
-        digests = bytearray()
+        copy = prefix.copy
+        digests = []
         for i in range(0, len(out), POINT_BYTES):
-            h = prefix.copy()
+            h = copy()
             h.update(out[i:i + POINT_BYTES])
-            digests += h.digest()[:size]
-        out = bytes(digests)
+            digests.append(h.digest()[:size])
+        out = b"".join(digests)
     return _words(out), -1, used
 
 
