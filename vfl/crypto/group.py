@@ -149,6 +149,16 @@ def engine() -> dict:
     return report
 
 
+def engine_record() -> dict:
+    """What a PSI's result and run record keep of its X25519 engine: :func:`engine` without the library's path.
+
+    ``{"engine": "ipp-crypto-mb8" | "libsodium", "reason": "" or why not Intel's multi-buffer ladder,
+    "ran": [...], "curve_check": ..., "version": ...}``.
+    """
+    report = engine()
+    return {key: report[key] for key in ("engine", "reason", "ran", "curve_check", "version") if key in report}
+
+
 # -- scalars --------------------------------------------------------------------------------
 def random_scalar() -> bytes:
     """A fresh secret scalar: 32 CSPRNG bytes, clamped (a multiple of 8, bit 254 set, bit 255 clear)."""
