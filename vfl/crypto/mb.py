@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import platform
 import sys
 import threading
 from pathlib import Path
@@ -129,8 +130,9 @@ def _load() -> dict:
                 "reason": f"{_ENV}={choice!r} is not one of auto, ipp, libsodium: using libsodium"}
     if choice == SODIUM:
         return {"engine": SODIUM, "fast": False, "reason": f"{_ENV}=libsodium asks for libsodium"}
-    if not sys.platform.startswith("linux") or os.uname().machine not in ("x86_64", "AMD64"):
-        return _off(choice, f"the fast engine is for Linux x86-64 (this is {sys.platform} {os.uname().machine})")
+    machine = platform.machine()
+    if not sys.platform.startswith("linux") or machine not in ("x86_64", "AMD64"):
+        return _off(choice, f"the fast engine is for Linux x86-64 (this is {sys.platform} {machine})")
     ok, why = _cpu_has_ifma()
     if not ok:
         return _off(choice, why)
