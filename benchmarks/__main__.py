@@ -98,6 +98,10 @@ def parse_args(argv=None):
     p.add_argument("--against", choices=["secretflow"], default=None,
                    help="with --psi: also SecretFlow's PSI (spu 0.9.5: ECDH on curve 25519, RR22, KKRT) on the same "
                         "ids, side by side (benchmarks.psi_secretflow; SecretFlow in a virtualenv of its own)")
+    p.add_argument("--curve-engine", choices=["auto", "ipp", "libsodium", "both"], default="auto",
+                   help="with --psi: the X25519 engine of vfl's PSI (VFL_CURVE_ENGINE): auto (Intel's multi-buffer "
+                        "ladder of vfl[fast-crypto] where the CPU has AVX-512 IFMA, else libsodium), ipp (that one or "
+                        "fail), libsodium, or both (each size with ipp, then with libsodium)")
     p.add_argument("--secretflow-python", metavar="PATH", default=None,
                    help="with --against secretflow: the interpreter of the virtualenv holding spu 0.9.5 "
                         "(default: $VFL_SECRETFLOW_PYTHON)")
@@ -267,7 +271,8 @@ def main(argv=None) -> int:
         from benchmarks.psi_secretflow import default_secretflow_python
 
         return main_psi(args.psi_sizes, args.json, overlap=args.psi_overlap, against=args.against,
-                        secretflow_python=args.secretflow_python or default_secretflow_python())
+                        secretflow_python=args.secretflow_python or default_secretflow_python(),
+                        curve_engines=["ipp", "libsodium"] if args.curve_engine == "both" else [args.curve_engine])
     if args.shared:
         from benchmarks.shared import main_shared
 

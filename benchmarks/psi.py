@@ -12,6 +12,12 @@ half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones,
 * ``cpu_seconds``: CPU time of the party process and its workers (``main_cpu_seconds``: the party process's);
 * ``rss_mb`` / ``worker_rss_mb``: peak RSS of the party process / of its largest worker.
 
+* ``curve_engine``: the X25519 engine its ladders ran on (:func:`vfl.crypto.group.engine`), and if not
+  Intel's multi-buffer one, why.
+
+``--curve-engine ipp|libsodium|both`` chooses the engine (``VFL_CURVE_ENGINE`` in the party processes;
+``both`` runs every size with each).
+
 Before the sizes, it times one party's crypto alone (no peer running): own ids
 hashed and blinded, and a peer's points validated and blinded, per second, in
 one process and with the worker processes.
@@ -57,7 +63,7 @@ def party_ids(role: str, n: int, overlap: float = OVERLAP) -> list[bytes]:
 def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: bool = False,
               overlap: float = OVERLAP) -> dict:
     """One party of the bench: connect, intersect, report."""
-    from vfl.crypto import workers
+    from vfl.crypto import group, workers
     from vfl.protocols.psi import align_rows
     from vfl.transport import Endpoint
     from vfl.transport.network import NetworkTransport
@@ -92,13 +98,15 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
     transport.close()
     worker_rss = _worker_peak_rss_mb()
     workers.shutdown()
+    engine = group.engine()
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"role": role, "n": n, "intersection": int(len(rows)), "seconds": seconds,
             "own_seconds": marks.get("own", start) - start,
             "cpu_seconds": (me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime) + kids.ru_utime + kids.ru_stime,
             "main_cpu_seconds": me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
             "rss_mb": me.ru_maxrss / 1024, "worker_rss_mb": worker_rss,
-            "bytes_sent": sum(r[5] for r in endpoint.transcript.records)}
+            "bytes_sent": sum(r[5] for r in endpoint.transcript.records),
+            "curve_engine": {k: engine.get(k) for k in ("engine", "reason", "ran", "curve_check", "version")}}
 
 
 def _worker_peak_rss_mb() -> float:
@@ -141,7 +149,8 @@ def micro(count: int = 1 << 15) -> list[dict]:
                 end = time.perf_counter()
                 best = [min(best[0], middle - start), min(best[1], end - middle)]
             out.append({"how": label, "workers": workers.worker_count() if setting is None else 0,
-                        "hash_and_blind_per_s": count / best[0], "blind_per_s": count / best[1]})
+                        "hash_and_blind_per_s": count / best[0], "blind_per_s": count / best[1],
+                        "engine": group.engine()["engine"]})
     finally:
         if saved is None:
             os.environ.pop("VFL_WORKERS", None)
@@ -151,8 +160,10 @@ def micro(count: int = 1 << 15) -> list[dict]:
     return out
 
 
-def run_size(n: int, progress: bool = True, overlap: float = OVERLAP) -> dict:
-    """Both parties of one size as two processes; their reports by role."""
+def run_size(n: int, progress: bool = True, overlap: float = OVERLAP, curve_engine: str = "auto") -> dict:
+    """Both parties of one size as two processes (``VFL_CURVE_ENGINE=curve_engine``); their reports by role."""
+    import os
+
     from vfl.federation.demo import free_ports
     from vfl.transport.tls import write_federation_certs
 
@@ -163,7 +174,8 @@ def run_size(n: int, progress: bool = True, overlap: float = OVERLAP) -> dict:
         for role in (HUB, SPOKE):
             cmd = [sys.executable, "-m", "benchmarks.psi", "party", role, str(n), folder, str(ports[0]),
                    str(ports[1]), "--overlap", repr(overlap)] + (["--progress"] if progress and role == HUB else [])
-            procs[role] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            procs[role] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
+                                           env={**os.environ, "VFL_CURVE_ENGINE": curve_engine})
         outputs = {}
         threads = [threading.Thread(target=lambda r=r: outputs.__setitem__(r, procs[r].communicate()[0]))
                    for r in procs]
@@ -180,7 +192,7 @@ def run_size(n: int, progress: bool = True, overlap: float = OVERLAP) -> dict:
 
 
 def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | None = None,
-             secretflow_python: str | None = None) -> int:
+             secretflow_python: str | None = None, curve_engines=("auto",)) -> int:
     """Run the PSI bench for ``sizes`` (ids per party) and print the table.
 
     ``against="secretflow"`` also runs SecretFlow's PSI (ECDH, RR22, KKRT) on the same ids under the
@@ -198,29 +210,50 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
     print(f"load average at start: {load()}")
     print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own worker processes;")
     print(f"on one machine they share its cores.  {overlap:.0%} of each party's ids are in common.")
-    rates = micro()
-    results = []
-    for n in sizes:
-        reports = run_size(n, overlap=overlap)
-        results.append({"n": n, "reports": reports, "load_after": load()})
+    import os
+
+    from vfl.crypto import mb
+
+    rates, results = [], []
+    saved = os.environ.get("VFL_CURVE_ENGINE")
+    try:
+        for choice in curve_engines:
+            os.environ["VFL_CURVE_ENGINE"] = choice
+            print(f"X25519 engine ({choice}): {mb.describe()}")
+            rates += micro()
+            for n in sizes:
+                reports = run_size(n, overlap=overlap, curve_engine=choice)
+                results.append({"n": n, "reports": reports, "load_after": load(), "curve_engine": choice})
+    finally:
+        if saved is None:
+            os.environ.pop("VFL_CURVE_ENGINE", None)
+        else:
+            os.environ["VFL_CURVE_ENGINE"] = saved
     print()
-    header = ["ids per party", "party", "wall s (cores shared)", "of which own ids", "CPU s", "ids/s (wall)",
+    header = ["ids per party", "X25519", "party", "wall s (cores shared)", "of which own ids", "CPU s",
+              "CPU µs per id", "ids/s (wall)",
               "est. s on 2 own cores", "peak RSS party + 2 workers", "sent", "intersection"]
     body = []
     for result in results:
         for role in (HUB, SPOKE):
             r = result["reports"][role]
-            body.append([f"{result['n']:,}", f"{role} ({'hub' if role == HUB else 'spoke'})", _fmt_s(r["seconds"]),
-                         _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]), f"{result['n'] / r['seconds']:,.0f}",
+            body.append([f"{result['n']:,}", r["curve_engine"]["engine"], f"{role} ({'hub' if role == HUB else 'spoke'})",
+                         _fmt_s(r["seconds"]), _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]),
+                         f"{r['cpu_seconds'] / result['n'] * 1e6:.1f}", f"{result['n'] / r['seconds']:,.0f}",
                          _fmt_s(r["cpu_seconds"] / 2),
                          f"{r['rss_mb']:.0f} + 2 x {r['worker_rss_mb']:.0f} MB",
                          f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['intersection']:,}"])
     print(table(body, header))
-    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2")
+    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2; CPU µs per id = CPU s / "
+          "ids per party")
+    for result in results:
+        why = result["reports"][HUB]["curve_engine"].get("reason")
+        if why:
+            print(f"{result['n']:,} ids ({result['curve_engine']}): libsodium ran because {why}")
     print()
-    print(table([[m["how"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
+    print(table([[m["how"], m["engine"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
                   _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
-                ["one party alone", "own ids hashed + blinded /s", "peer points validated + blinded /s",
+                ["one party alone", "X25519", "own ids hashed + blinded /s", "peer points validated + blinded /s",
                  "crypto s for 10^6 x 10^6"]))
     others = []
     if against == "secretflow":

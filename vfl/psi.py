@@ -27,6 +27,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
+from vfl.crypto import group
 from vfl.datachecks import canonical_id, canonical_ids, check_id_column
 from vfl.errors import DataError
 from vfl.protocols.psi import align_rows, check_unique
@@ -81,7 +82,9 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
     dict of str to pandas.DataFrame
         Per party, its rows of the intersection in the common order, with a
         fresh ``RangeIndex`` and ``id_column`` holding the canonical ids (text),
-        so the aligned frames hold equal ids row by row.
+        so the aligned frames hold equal ids row by row.  Each frame's ``attrs["psi"]`` records the
+        row counts, the shared count and the X25519 engine that ran (``curve_engine``: Intel's
+        multi-buffer ladder or libsodium, and if libsodium, why; see docs/psi.md).
 
     Raises
     ------
@@ -121,10 +124,12 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
     finally:
         for bar in bars.values():
             bar.close()
-    aligned = {}
+    aligned, engine = {}, group.engine_record()
     for party, frame in frames.items():
         out = frame.iloc[rows[party]].reset_index(drop=True)
         out[id_column] = [ids[party][i].decode("utf-8") for i in rows[party]]
+        out.attrs["psi"] = {"rows": {p: len(v) for p, v in ids.items()}, "shared": int(len(rows[party])),
+                            "curve_engine": engine}
         aligned[party] = out
     return aligned
 

@@ -120,7 +120,12 @@ def _float(value):
 def _alignment(report: dict) -> dict:
     rows = [{"party": name, "rows": n} for name, n in sorted(report.get("rows", {}).items())]
     rows.append({"party": "shared", "rows": report.get("shared", "")})
-    return _section("Alignment", _table(rows), "alignment")
+    engine = report.get("curve_engine") or {}
+    note = ""
+    if engine.get("engine"):
+        why = f" ({engine['reason']})" if engine.get("reason") else ""
+        note = f'<p class="caption">X25519 engine: {escape(str(engine["engine"]))}{escape(why)}</p>'
+    return _section("Alignment", _table(rows) + note, "alignment")
 
 
 def _rows_sections(what: str, report: dict) -> list[dict]:

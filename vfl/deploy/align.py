@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vfl.crypto import group
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
 from vfl.protocols import psi_secretflow
@@ -58,6 +59,8 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
     report = {"rows": sizes, "shared": int(len(rows))}
     if config.psi_backend != "vfl":
         report["backend"] = config.psi_backend
+    else:
+        report["curve_engine"] = group.engine_record()
     if narrator is not None:
         narrator.say(alignment_line(role, report))
     return data.take(rows), report
