@@ -21,8 +21,28 @@ SUBCOMMAND_MODULES = (
 )
 
 
+class Parser(argparse.ArgumentParser):
+    """vfl's parsers: no abbreviated options (``--token`` is not read as ``--token-file``), and an argument it does
+    not know is named, its value not repeated (it may be a secret given to the wrong option).
+
+    Subcommands' parsers are of the same class (argparse makes them of their parent's).
+    """
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            shown = [a.split("=", 1)[0] + ("=…" if "=" in a else "") if a.startswith("-") else "…" for a in extras]
+            self.error("unrecognized arguments: " + " ".join(shown) + " (values are not repeated: they may be "
+                       "secrets; options are never abbreviated)")
+        return namespace
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="vfl",
         description="Vertical federated learning with Paillier encryption, and horizontal FedAvg.",
     )
