@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from vfl.deploy.jsonfile import write_private_csv
 from vfl.crypto import group
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
@@ -82,7 +83,4 @@ def write_aligned(path, data: PartyData, id_column: str, label: str | None = Non
     frame.insert(0, id_column, data.ids)
     if label is not None and data.labels is not None:
         frame[label] = data.labels
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
+    return write_private_csv(frame, path, index=False)

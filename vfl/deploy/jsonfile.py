@@ -1,4 +1,5 @@
-"""Every JSON file vfl writes and reads for a party: written atomically, mode 0600, read with one set of errors."""
+"""Every JSON file vfl writes and reads for a party: written atomically, mode 0600, read with one set of errors;
+and the party's other files that hold its data (CSVs, its serving store), owner-only alike."""
 
 from __future__ import annotations
 
@@ -15,6 +16,25 @@ def open_private(path, mode: str = "w"):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.fchmod(fd, 0o600)
     return os.fdopen(fd, mode)
+
+
+def write_private_csv(frame, path, **options) -> Path:
+    """A table (a transcript, scores, aligned rows) as a CSV readable by its owner only, whatever the umask."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open_private(path) as out:
+        frame.to_csv(out, **options)
+    return path
+
+
+def private_file(path) -> Path:
+    """Create ``path`` empty and owner-only if it is not there (a database file its engine then opens: SQLite
+    gives its journal and WAL files the database file's mode), or make it owner-only if it is."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
+    return path
 
 
 def write_json(path, obj, private: bool = True) -> Path:

@@ -15,6 +15,7 @@ import numpy as np
 from sklearn.metrics import (accuracy_score, confusion_matrix, mean_squared_error, precision_recall_curve, r2_score,
                              roc_auc_score, roc_curve)
 
+from vfl.deploy.jsonfile import write_private_csv
 from vfl.metrics import ks_statistic
 
 
@@ -210,7 +211,4 @@ def write_scores(path, ids, scores, probability=None, classes=None, id_column: s
         for k, name in enumerate(classes):
             frame[f"probability_{name}"] = probability[:, k]
         frame["prediction"] = np.asarray(classes, dtype=object)[np.argmax(probability, axis=1)]
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
+    return write_private_csv(frame, path, index=False)

@@ -19,6 +19,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
+from vfl.deploy.jsonfile import write_private_csv
 from vfl.errors import (ComputeError, ConfigurationError, DataError, DivergenceError, HandshakeError, PeerError,
                         PeerStopped, ProtocolError, VFLError)
 from vfl.deploy.align import private_intersection
@@ -152,10 +153,7 @@ class Session:
         return f"{self.config.fingerprint('train')}/{self.run_id}"
 
     def save_transcript(self, path) -> Path:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self.transcript.to_frame().to_csv(path, index=False)
-        return path
+        return write_private_csv(self.transcript.to_frame(), path, index=False)
 
 
 #: The fields of a ``hello`` this party reads, and the type each must have (data parties add all but the first two).

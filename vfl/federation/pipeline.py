@@ -38,7 +38,7 @@ from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.deploy.align import alignment_line
 from vfl.deploy.checkpoint import CheckpointStore, check_same_data, data_digest, run_id
-from vfl.deploy.jsonfile import read_json, write_json
+from vfl.deploy.jsonfile import read_json, write_json, write_private_csv
 from vfl.deploy.shards import credit as shards
 from vfl.deploy.shards.credit import read_shard
 from vfl.deploy.compute import uses_compute
@@ -270,9 +270,7 @@ def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binn
 
 
 def _write_csv(frame: pd.DataFrame, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path)
-    return path
+    return write_private_csv(frame, path)
 
 
 # --------------------------------------------------------------------------- prediction
@@ -358,7 +356,4 @@ def write_scores(path, ids, z, shard: dict, id_column: str = "id") -> Path:
     probability = 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
     frame = pd.DataFrame({id_column: ids, "score": scale.score(z), "log_odds": z, "probability": probability,
                           "prediction": np.where(probability >= 0.5, classes[1], classes[0])})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    frame.to_csv(path, index=False)
-    return path
+    return write_private_csv(frame, path, index=False)

@@ -125,7 +125,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         if kept_shared(settings):   # C's shares: prediction needs them, and only C may read them
             summary["model"] = str(write_coordinator_shard(workdir / f"model_{role}.json", role,
                                                            trained_with, trained.shares))
-        write_json(workdir / f"training_{role}.json", summary, private=False)
+        write_json(workdir / f"training_{role}.json", summary)
     else:
         if kind == "label" and settings.dp:
             # with DP every epoch runs (tol is refused), so max_iter epochs were released per model

@@ -106,7 +106,7 @@ class EngineLinks:
 # -- the engine, in a child process ---------------------------------------------------------------
 def _write_ids(path: Path, ids: Sequence[bytes]) -> None:
     """One column of hex: the canonical ids' bytes, safe from any CSV quoting or separator."""
-    with open(path, "w", encoding="ascii") as f:
+    with os.fdopen(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "w", encoding="ascii") as f:
         f.write(_KEY + "\n")
         for value in ids:
             f.write(value.hex() + "\n")

@@ -141,6 +141,7 @@ def _workdir(args, role: str) -> Path:
 
 def _store(args, config, role: str, kind: str, settings):
     """This party's store, after ``--load-csv``; None for a label party without one (features come inline)."""
+    from vfl.deploy.jsonfile import private_file
     from vfl.serving.store import load_csv_into, open_store
 
     workdir = _workdir(args, role)
@@ -152,7 +153,7 @@ def _store(args, config, role: str, kind: str, settings):
             raise ConfigurationError(f"party {role}: --load-csv loads into a database; the store {spec} is a CSV, "
                                      "read as it is")
         if spec is None:
-            default.parent.mkdir(parents=True, exist_ok=True)
+            private_file(default)               # every id and feature value: owner-only, its journals too
         url = spec or f"sqlite:///{default.resolve()}"
         count = load_csv_into(url, settings.table, args.load_csv, role, config.id_column, label,
                               foreign=(config.label,) if kind == "feature" else ())

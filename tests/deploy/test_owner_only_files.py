@@ -1,0 +1,51 @@
+"""Everything a party writes that holds its data is readable by its owner only, whatever the umask."""
+
+import os
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from vfl_net_helpers import assert_succeeded, federation, federation_certs, run_parties  # noqa: F401 - fixtures
+
+
+@pytest.fixture
+def umask_022():
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
+
+
+def _loose(folder):
+    """Files under ``folder`` that someone other than the owner may read."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and stat.S_IMODE(p.stat().st_mode) & 0o077)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_vfl_party_and_vfl_predict_write_owner_only_files(federation, umask_022):  # noqa: F811
+    config, data, work = federation["make"](), federation["data"], federation["dir"] / "run"
+    assert_succeeded(run_parties("party", config, data, work, timeout=120))
+    assert_succeeded(run_parties("predict", config, data, work, timeout=120))
+    parties = [work / role for role in ("A", "B", "C")]       # (the test's own captures of stdout/err aside)
+    written = {p.name for folder in parties for p in folder.rglob("*") if p.is_file()}
+    assert {"transcript_train.csv", "transcript_predict.csv", "training_C.json", "scores.csv",
+            "model_A.json", "release_ledger.json"} <= written, written
+    assert [f for folder in parties for f in _loose(folder)] == []
+
+
+def test_the_serving_store_and_the_csv_writers_are_owner_only(tmp_path, umask_022):
+    from vfl.deploy.jsonfile import private_file, write_private_csv
+    from vfl.serving.store import load_csv_into
+
+    frame = pd.DataFrame({"id": [f"r{i}" for i in range(50)], "x": np.arange(50.0)})
+    frame.to_csv(tmp_path / "in.csv", index=False)
+    store = private_file(tmp_path / "work" / "store_A.db")
+    load_csv_into(f"sqlite:///{store}", "features", tmp_path / "in.csv", "A", "id", None)
+    write_private_csv(frame, tmp_path / "work" / "aligned_A.csv", index=False)
+    assert _loose(tmp_path / "work") == []
+    os.chmod(store, 0o644)                       # a store left readable by an older vfl: made owner-only again
+    private_file(store)
+    assert _loose(tmp_path / "work") == []
