@@ -25,9 +25,12 @@ from vfl.board.serving import Scraper
 HERE = Path(__file__).parent
 
 
-def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
-    """The board of ``workdir``; ``token``: sent to a service's ``/metrics`` when it requires one."""
+def create_app(workdir: Workdir, token: str | None = None, access: str | None = None) -> FastAPI:
+    """The board of ``workdir``; ``token``: sent to a service's ``/metrics`` when it requires one; ``access``: the
+    board's own token, asked for once per browser session (:func:`_require_access`)."""
     app = FastAPI(title="vfl board", docs_url=None, redoc_url=None, openapi_url=None)
+    if access is not None:
+        _require_access(app, access)
     templates = Jinja2Templates(directory=str(HERE / "templates"))
     templates.env.filters["when"] = _when
     app.mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")
@@ -90,6 +93,60 @@ def create_app(workdir: Workdir, token: str | None = None) -> FastAPI:
                 "lines": [text for _, text in live.lines[-20:]], "result": workdir.result(run_id)}
 
     return app
+
+
+_COOKIE = "vfl_board"
+_LOGIN = """<!doctype html><html><head><meta charset="utf-8"><title>vfl board</title>
+<link rel="stylesheet" href="/static/board.css"></head><body><main><h1>vfl board</h1>
+<form method="post" action="/login"><p><label>This board's token <input type="password" name="token"
+autocomplete="current-password" autofocus></label> <button type="submit">Open</button></p>{problem}</form>
+</main></body></html>"""
+
+
+def _require_access(app: FastAPI, access: str) -> None:
+    """Every page but ``/login`` and the static files needs the board's token: a bearer header, or the cookie
+    ``/login`` sets (HttpOnly, SameSite=Strict, this browser session) once the token is typed in."""
+    import hmac
+    from urllib.parse import parse_qs
+
+    from fastapi.responses import RedirectResponse
+
+    from vfl.deploy.webguard import digest
+
+    expected = digest(access.encode())
+
+    def known(value: str | None) -> bool:
+        return hmac.compare_digest(digest((value or "").encode("latin-1", "replace")), expected)
+
+    def login_page(problem: str = "", status: int = 200) -> HTMLResponse:
+        return HTMLResponse(_LOGIN.format(problem=f"<p>{escape(problem)}</p>" if problem else ""), status_code=status)
+
+    @app.middleware("http")
+    async def access_check(request: Request, call_next):
+        path = request.url.path
+        if path == "/login" or path.startswith("/static/"):
+            return await call_next(request)
+        scheme, _, bearer = (request.headers.get("authorization") or "").partition(" ")
+        if known(request.cookies.get(_COOKIE)) or (scheme.lower() == "bearer" and known(bearer.strip())):
+            return await call_next(request)
+        if path.startswith("/api/"):
+            return JSONResponse({"error": "this board needs its token (header 'Authorization: Bearer TOKEN')"},
+                                status_code=401)
+        return RedirectResponse("/login", status_code=303)
+
+    @app.get("/login", response_class=HTMLResponse)
+    async def login_form():
+        return login_page()
+
+    @app.post("/login")
+    async def login(request: Request):
+        body = (await request.body())[:4096].decode("latin-1", "replace")
+        given = (parse_qs(body).get("token") or [""])[0]
+        if not known(given):
+            return login_page("That is not this board's token.", status=401)
+        response = RedirectResponse("/", status_code=303)
+        response.set_cookie(_COOKIE, given, httponly=True, samesite="strict", path="/")
+        return response
 
 
 def _when(value) -> str:

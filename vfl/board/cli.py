@@ -1,4 +1,9 @@
-"""The ``vfl board`` subcommand: serve one party's board on 127.0.0.1 until stopped."""
+"""The ``vfl board`` subcommand: serve one party's board on 127.0.0.1 until stopped.
+
+The board is a boundary like ``vfl serve``'s API (:mod:`vfl.deploy.webguard`): it answers only for this
+machine's names and addresses (and ``--allow-host`` names), sends the security headers, and listens
+beyond this machine only with a token of its own (``--access-token-file``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import socket
 from pathlib import Path
 
 from vfl.deploy.commands import check_installed, run_command, wrap
+from vfl.deploy.webguard import Boundary, host_names, is_loopback, read_token_file
 from vfl.errors import ConfigurationError
 
 #: Where a board listens by default.
@@ -36,14 +42,25 @@ def register(subparsers) -> None:
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT}; 0: any free)")
     p.add_argument("--token-file", type=Path, default=None,
-                   help="a file holding a token of this party's vfl serve, for its /metrics when it requires one")
+                   help="a file holding a token of this party's vfl serve, for its /metrics when it requires one "
+                        "(the board then shows those metrics to whoever may open the board)")
+    p.add_argument("--access-token-file", type=Path, default=None, metavar="FILE",
+                   help="a file (mode 0600) holding the board's own token: every page then asks for it once (a "
+                        "cookie of this browser session); required to listen beyond this machine")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="a host name the board answers for besides this machine's names and addresses (a reverse "
+                        "proxy's name); any other Host is refused (DNS rebinding)")
     p.set_defaults(func=_board)
 
 
 def _board(args) -> int:
     def action():
         check_installed("vfl board", ("fastapi", "uvicorn", "jinja2", "httpx", "prometheus_client"), "board")
-        serve_board(_directory(args), args.host, args.port, _token(args.token_file))
+        access = (read_token_file(args.access_token_file, "vfl board: --access-token-file")
+                  if args.access_token_file is not None else None)
+        check_board_bind(args.host, args.port, access, args.token_file is not None)
+        serve_board(_directory(args), args.host, args.port, _token(args.token_file), access=access,
+                    allow_hosts=args.allow_host)
 
     return run_command(args, action)
 
@@ -68,6 +85,17 @@ def _token(path: Path | None) -> str | None:
     return token
 
 
+def check_board_bind(host: str, port: int, access: str | None, republishes: bool) -> None:
+    """Refuse to listen beyond this machine without the board's own token (a :class:`ConfigurationError`)."""
+    if access is None and not is_loopback(host):
+        what = " and the metrics it reads from vfl serve with its token (--token-file)" if republishes else ""
+        raise ConfigurationError(
+            f"vfl board would listen on {host}:{port}, beyond this machine, with no token: anyone who reaches it "
+            f"could read this party's runs, settings, metrics and shards{what}. Give it a token of its own "
+            "(--access-token-file FILE, mode 0600; make one with: python -c \"import secrets; "
+            "print(secrets.token_urlsafe(32))\"), or listen on 127.0.0.1 (behind an SSH tunnel or a proxy)")
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket on ``host:port``; a :class:`ConfigurationError` saying why not."""
     try:
@@ -78,8 +106,10 @@ def listen(host: str, port: int) -> socket.socket:
 
 
 def serve_board(directory, host: str = "127.0.0.1", port: int = DEFAULT_PORT, token: str | None = None,
-                sock: socket.socket | None = None, announce=print) -> None:
-    """Serve the board of ``directory`` until interrupted (``sock``: an already listening socket)."""
+                sock: socket.socket | None = None, announce=print, access: str | None = None,
+                allow_hosts=()) -> None:
+    """Serve the board of ``directory`` until interrupted (``sock``: an already listening socket; ``access``: the
+    board's own token; ``allow_hosts``: names it answers for besides this machine's)."""
     import uvicorn
 
     from vfl.board.app import create_app
@@ -88,7 +118,8 @@ def serve_board(directory, host: str = "127.0.0.1", port: int = DEFAULT_PORT, to
     workdir = Workdir(directory)
     sock = sock or listen(host, port)
     bound_host, bound_port = sock.getsockname()[:2]
-    server = uvicorn.Server(uvicorn.Config(create_app(workdir, token), log_level="warning", access_log=False))
+    app = Boundary(create_app(workdir, token, access), host_names([host, *allow_hosts]), "vfl board")
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False))
     announce(f"vfl board: {workdir.path} on http://{bound_host}:{bound_port}/ (read-only; Ctrl-C stops it)")
     try:
         server.run(sockets=[sock])

@@ -24,32 +24,22 @@ address (:func:`check_bind`); with a scoring token but no admin token,
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import ipaddress
 import os
-import re
-import socket
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from vfl.deploy.webguard import MIN_TOKEN, check_token as _check_token, digest as _digest  # noqa: F401
+from vfl.deploy.webguard import is_loopback, read_token_file as _read_token
 from vfl.errors import ConfigurationError
 
 TOKEN_ENV, ADMIN_TOKEN_ENV = "VFL_SERVE_TOKEN", "VFL_SERVE_ADMIN_TOKEN"
-#: A token's shortest length, and its alphabet (RFC 6750's b64token).
-MIN_TOKEN = 16
-_TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]+=*$")
 #: The paths each right opens (``/health`` is open to everyone; any other path needs one of the rights).
 SCORE, ADMIN = "score", "admin"
 _NEEDS = {"/score": {SCORE}, "/admin/reload": {ADMIN}}
 _HOW = ("give the API a token: token_file = \"score.token\" in [serving.{role}], --token-file FILE or the "
         "environment variable " + TOKEN_ENV + " (and admin_token_file, --admin-token-file or " + ADMIN_TOKEN_ENV
         + " for /admin/reload); see docs/serving.md")
-
-
-def _digest(token: bytes) -> bytes:
-    return hashlib.sha256(token).digest()
 
 
 @dataclass(frozen=True)
@@ -109,28 +99,6 @@ class Credentials:
         return 403, "forbidden", f"{where} needs {other}; this token does not open it"
 
 
-def _check_token(token: str, where: str) -> str:
-    if len(token) < MIN_TOKEN or not _TOKEN.match(token):
-        raise ConfigurationError(
-            f"{where}: a token must be at least {MIN_TOKEN} characters of letters, digits and '-._~+/' (then '=' "
-            "padding); make one with: python -c \"import secrets; print(secrets.token_urlsafe(32))\"")
-    return token
-
-
-def _read_token(path: Path, where: str) -> str:
-    try:
-        mode = path.stat().st_mode
-        text = path.read_text(encoding="ascii")
-    except FileNotFoundError:
-        raise ConfigurationError(f"{where}: no file {path}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigurationError(f"{where}: cannot read {path}: {exc}") from None
-    if os.name == "posix" and mode & (stat.S_IRWXG | stat.S_IRWXO):
-        raise ConfigurationError(f"{where}: {path} may be read by other users of this machine (mode "
-                                 f"{stat.S_IMODE(mode):04o}); make it the owner's only: chmod 600 {path}")
-    return _check_token(text.strip(), f"{where} ({path})")
-
-
 def _token(path: Path | None, variable: str, key: str, role: str, environ) -> str | None:
     value = environ.get(variable)
     if path is not None and value:
@@ -159,19 +127,6 @@ def load_credentials(settings, role: str, environ=None) -> Credentials:
         return Credentials.of(score, admin)
     except ConfigurationError as exc:
         raise ConfigurationError(f"party {role}: {exc}") from None
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is this machine only (``127.0.0.1``, ``::1``, ``localhost``, a name resolving only there)."""
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
-    try:
-        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
-    except (OSError, UnicodeError):
-        return False
-    return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
 
 
 def check_bind(host: str, port: int, credentials: Credentials, role: str) -> None:

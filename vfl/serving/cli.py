@@ -20,6 +20,7 @@ import sys
 import threading
 from pathlib import Path
 
+from vfl.deploy.webguard import Boundary, host_names
 from vfl.errors import ConfigurationError
 from vfl.deploy.commands import check_installed, failure_line, run_command, wrap
 from vfl.deploy.record import RunRecord
@@ -213,7 +214,8 @@ def _serve_http(config, role: str, store, settings, credentials, access_log: boo
                                  "give --http another address") from None
     metrics = Metrics()
     service = LabelService(config, role, store, metrics, settings).start()
-    server = _Server(uvicorn.Config(create_app(service, metrics, credentials), log_level="warning",
+    app = Boundary(create_app(service, metrics, credentials), host_names([host]), "vfl serve")
+    server = _Server(uvicorn.Config(app, log_level="warning",
                                     access_log=access_log, timeout_graceful_shutdown=5,
                                     http=http_protocol(settings.request_timeout_ms / 1000.0),
                                     timeout_keep_alive=settings.idle_timeout_ms / 1000.0))
