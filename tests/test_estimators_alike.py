@@ -20,10 +20,11 @@ from vfl import (ConfigurationError, DataError, NotFittedError, VerticalDataset,
 KEYS = dict(key_bits=1024, insecure=True)
 CLASSIFIERS = {"logistic": lambda: VerticalLogisticRegression(max_iter=2, **KEYS),
                "trees": lambda: VerticalGradientBoostingClassifier(max_iter=2, max_depth=2, **KEYS),
-               "network": lambda: VerticalMLPClassifier(max_iter=2, random_state=0)}
+               # A's 2 columns through a bottom of 1, over 2 epochs: two views that give them away; A opts in here
+               "network": lambda: VerticalMLPClassifier(max_iter=2, random_state=0, allow_reconstruction=["A"])}
 REGRESSORS = {"linear": lambda: VerticalLinearRegression(max_iter=2, **KEYS),
               "trees": lambda: VerticalGradientBoostingRegressor(max_iter=2, max_depth=2, **KEYS),
-              "network": lambda: VerticalMLPRegressor(max_iter=2, random_state=0)}
+              "network": lambda: VerticalMLPRegressor(max_iter=2, random_state=0, allow_reconstruction=["A"])}
 
 
 def data(labels, n=120, a=None):

@@ -57,7 +57,8 @@ class _VerticalLinearModel(BaseEstimator):
                  scoring="loss",
                  warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
                  score_bound=2.0 ** 12, n_jobs=None, allow_reconstruction=None, release_epsilon=None,
-                 release_delta=1e-6, release_clip=4.0, protocol="yang", reveal="respectively", allow_score_span=None):
+                 release_delta=1e-6, release_clip=4.0, release_budget=10.0, protocol="yang", reveal="respectively",
+                 allow_score_span=None):
         self.solver = solver
         self.standardize = standardize
         self.learning_rate = learning_rate
@@ -103,6 +104,7 @@ class _VerticalLinearModel(BaseEstimator):
         self.release_epsilon = release_epsilon
         self.release_delta = release_delta
         self.release_clip = release_clip
+        self.release_budget = release_budget
         self.allow_score_span = allow_score_span
         self.protocol = protocol
         self.reveal = reveal
@@ -542,6 +544,9 @@ class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
     release_delta : float, default=1e-6
     release_clip : float, default=4.0
         Each row's released values are clipped to this L2 norm before the noise.
+    release_budget : float, default=10.0
+        The total epsilon one label party may receive from a feature party over every
+        DP version (composed in its ledger); a release beyond it is refused.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
         the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside

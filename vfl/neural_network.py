@@ -45,7 +45,8 @@ class _VerticalMLP(BaseEstimator):
                  random_state=None, tol=1e-4, verbose="auto", momentum=0.9, nesterovs_momentum=True,
                  early_stopping=False, validation_fraction=0.1, beta_1=0.9, beta_2=0.999, epsilon=1e-8,
                  n_iter_no_change=10, frac_bits=40, dp_epsilon=None, dp_delta=None, dp_label_bound=None,
-                 allow_reconstruction=None, release_epsilon=None, release_delta=1e-6, release_clip=4.0):
+                 allow_reconstruction=None, release_epsilon=None, release_delta=1e-6, release_clip=4.0,
+                 release_budget=10.0):
         self.hidden_layer_sizes = hidden_layer_sizes
         self.bottom_sizes = bottom_sizes
         self.standardize = standardize
@@ -75,6 +76,7 @@ class _VerticalMLP(BaseEstimator):
         self.release_epsilon = release_epsilon
         self.release_delta = release_delta
         self.release_clip = release_clip
+        self.release_budget = release_budget
 
     def _settings(self, task: str) -> MLPSettings:
         per_party = dict(self.bottom_sizes) if isinstance(self.bottom_sizes, dict) else {}
@@ -276,6 +278,9 @@ class VerticalMLPClassifier(ClassifierMixin, _VerticalMLP):
     release_delta : float, default=1e-6
     release_clip : float, default=4.0
         Each row's released values are clipped to this L2 norm before the noise.
+    release_budget : float, default=10.0
+        The total epsilon one label party may receive from a feature party over every
+        DP version (composed in its ledger); a release beyond it is refused.
 
     Attributes
     ----------

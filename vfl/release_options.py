@@ -19,7 +19,8 @@ import numpy as np
 from vfl.errors import ConfigurationError
 from vfl.protocols.release import ReleasePolicy
 
-PARAMETERS = {"allow_reconstruction": None, "release_epsilon": None, "release_delta": 1e-6, "release_clip": 4.0}
+PARAMETERS = {"allow_reconstruction": None, "release_epsilon": None, "release_delta": 1e-6, "release_clip": 4.0,
+              "release_budget": 10.0}
 
 DOC = """\
     allow_reconstruction : list of str or None, default=None
@@ -41,6 +42,9 @@ DOC = """\
     release_delta : float, default=1e-6
     release_clip : float, default=4.0
         Each row's released values are clipped to this L2 norm before the noise.
+    release_budget : float, default=10.0
+        The total epsilon one label party may receive from a feature party over every
+        DP version (composed in its ledger); a release beyond it is refused.
 """
 
 
@@ -83,4 +87,5 @@ def policy(estimator, name: str, scope_name: str, allowed_parties) -> ReleasePol
                                     how=f"allow_reconstruction=[{name!r}]",
                                     epsilon=getattr(estimator, "release_epsilon", None),
                                     delta=getattr(estimator, "release_delta", 1e-6),
-                                    clip=getattr(estimator, "release_clip", 4.0))
+                                    clip=getattr(estimator, "release_clip", 4.0),
+                                    budget=getattr(estimator, "release_budget", 10.0))

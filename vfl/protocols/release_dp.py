@@ -173,5 +173,5 @@ def check_budget(party: str, label_party: str, earlier, new: dict, budget: float
         raise ConfigurationError(
             f"party {party}: this release would bring what the label party {label_party} received from {party} under "
             f"differential privacy to epsilon {total:.3g} over {len(records)} version(s), beyond its budget {budget:g}; "
-            f"raise the budget ({how}), release fewer versions, or use a smaller release_epsilon")
+            f"raise release_budget, release fewer versions, or use a smaller release_epsilon")
     return total
