@@ -451,3 +451,29 @@ def test_the_api_and_the_csv_reader_word_a_table_s_problems_alike(tmp_path, fram
     api, csv = str(by_api.value), str(by_csv.value)
     assert api.startswith("party A: ") and csv.startswith(f"party A ({tmp_path / 'a.csv'}): ")
     assert csv.split("): ", 1)[1].split(";")[0] == api.split(": ", 1)[1].split(";")[0], (api, csv)
+
+
+def test_names_with_a_trailing_newline_and_ports_out_of_range_are_refused_by_name():
+    from vfl.deploy.serving_settings import VERSION
+    from vfl.transport.network import parse_address
+    from vfl.transport.tls import ROLE_PATTERN
+
+    assert VERSION.match("v1") and not VERSION.match("v1\n") and not ROLE_PATTERN.match("bank\n")
+    with pytest.raises(ConfigurationError, match=r"port 99999 is out of range \(1 to 65535\)"):
+        parse_address("127.0.0.1:99999")
+    with pytest.raises(ConfigurationError, match=r"port '8o80' is not a number"):
+        parse_address("127.0.0.1:8o80")
+
+
+def test_a_fifo_or_a_directory_given_as_a_file_is_named_as_such(tmp_path):
+    import os
+
+    from vfl.deploy.data import load_csv
+    from vfl.deploy.jsonfile import read_json
+
+    fifo = tmp_path / "shard.json"
+    os.mkfifo(fifo)
+    with pytest.raises(DataError, match=r"shard.json is not a regular file \(a FIFO"):      # not a hang
+        read_json(fifo, "model shard")
+    with pytest.raises(DataError, match=r"party A: data file .* is a directory"):
+        load_csv(tmp_path, "A", "id")

@@ -27,7 +27,7 @@ import pandas as pd
 
 from vfl.errors import DataError
 
-_INTEGRAL = re.compile(r"^([+-]?\d+)\.0*$")
+_INTEGRAL = re.compile(r"^([+-]?\d+)\.0*\Z")
 
 
 def check_label_held(label: str, columns: dict) -> None:

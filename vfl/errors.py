@@ -75,3 +75,22 @@ class LabelLeakWarning(VFLError, UserWarning):
 
 class ConstantColumnWarning(VFLError, UserWarning):
     """A column with one value in every training row was dropped from the model (its weight is 0)."""
+
+
+def file_problem(path) -> str | None:
+    """Why ``path`` cannot be read as a file: ``"does not exist"``, ``"is a directory"``, ``"is not a regular file
+    (a FIFO, a socket or a device)"``; None for a regular file (opening a FIFO would wait for a writer)."""
+    import os
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "does not exist"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "is a directory"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a FIFO, a socket or a device)"
+    return None

@@ -116,3 +116,21 @@ def test_release_noise_is_drawn_once_per_row_and_version_and_hides_the_bits():
     np.testing.assert_allclose(first, again, atol=1e-9)           # asking again averages nothing away
     estimate = neighbour_attack(first[:200], bits[:200], first[200:])
     assert np.all(estimate == bits[200:], axis=1).mean() < 0.2         # exact without noise; about chance here
+
+
+def test_bad_input_to_a_network_gets_the_families_messages():
+    """A value beyond the fixed point is a range error naming its cell (not divergence); too large a validation
+    share is named as such (not as the batch rule); layers that cannot fit in memory are refused before training."""
+    from vfl import DataError, FixedPointOverflowError
+
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(100, 3))
+    x[7, 1] = 1e300
+    with pytest.raises(FixedPointOverflowError, match=r"party A, column 'a1': value 1e\+300 at row 7"):
+        VerticalMLPClassifier(standardize=False, max_iter=1, verbose=False).fit(federation({"A": x}, n=100))
+    data = federation({"A": rng.normal(size=(100, 3))}, n=100)
+    with pytest.raises(DataError, match=r"validation_fraction=0.95 holds 95 of the 100 rows out"):
+        VerticalMLPClassifier(hidden_layer_sizes=(2,), early_stopping=True, validation_fraction=0.95, max_iter=1,
+                              verbose=False, allow_reconstruction=["A"]).fit(data)
+    with pytest.raises(ConfigurationError, match=r"would need about .* GiB \(widest: 1,000,000 units"):
+        VerticalMLPClassifier(hidden_layer_sizes=(10**6,), max_iter=1, verbose=False).fit(data)

@@ -290,6 +290,9 @@ def test_model_reload_without_dropping_requests(served):
     assert s.health()["model_version"] == "2"
     missing = httpx.post(f"{s.url}/admin/reload", json={"version": "9"}, timeout=60)
     assert missing.status_code == 404 and "no shard of model version 9" in missing.json()["error"]["message"]
+    assert "/tmp/" not in missing.text and "…/model_" in missing.text           # no server path answers a client
+    newline = httpx.post(f"{s.url}/admin/reload", json={"version": "1\n"}, timeout=60)
+    assert newline.status_code in (400, 422) and "version" in newline.text
     bad = httpx.post(f"{s.url}/admin/reload", json={"version": "../1"}, timeout=60)
     assert bad.status_code == 400
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from vfl.deploy.commands import check_installed, run_command, wrap
 from vfl.deploy.webguard import Boundary, host_names, is_loopback, read_token_file
 from vfl.errors import ConfigurationError
+from vfl.transport.network import port_number
 
 #: Where a board listens by default.
 DEFAULT_PORT = 8765
@@ -40,7 +41,7 @@ def register(subparsers) -> None:
     p.add_argument("--role", default=None, metavar="NAME", help="the party's name: --workdir defaults to ./vfl-NAME")
     p.add_argument("--host", default="127.0.0.1",
                    help="the address to listen on (default: 127.0.0.1, this machine only)")
-    p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT}; 0: any free)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"the port (default: {DEFAULT_PORT}; 0: any free)")
     p.add_argument("--token-file", type=Path, default=None,
                    help="a file holding a token of this party's vfl serve, for its /metrics when it requires one "
                         "(the board then shows those metrics to whoever may open the board)")
@@ -51,6 +52,16 @@ def register(subparsers) -> None:
                    help="a host name the board answers for besides this machine's names and addresses (a reverse "
                         "proxy's name); any other Host is refused (DNS rebinding)")
     p.set_defaults(func=_board)
+
+
+def _port(text: str) -> int:
+    """``--port``: 0 (any free port) or 1 to 65535, named as out of range otherwise."""
+    if str(text).strip() == "0":
+        return 0
+    try:
+        return port_number(text, "--port")
+    except ConfigurationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--port: ")) from None
 
 
 def _board(args) -> int:

@@ -27,7 +27,7 @@ from vfl.deploy.jsonfile import read_json, write_json
 from vfl.errors import ConfigurationError, DataError
 
 KEEP = 3
-_NAME = re.compile(r"^epoch-(\d{6})\.json$")
+_NAME = re.compile(r"^epoch-(\d{6})\.json\Z")
 
 
 class CheckpointStore:

@@ -47,7 +47,7 @@ from vfl.transport.network import parse_address
 #: Where a party's encrypted work can run.
 BACKENDS = ("local", "dask")
 KEYS = ("backend", "scheduler", "n_jobs", "connect_timeout", "task_timeout", "send_private_key_to_cluster")
-_SCHEDULER = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})$")
+_SCHEDULER = re.compile(r"^(tcp|tls)://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):(\d{1,5})\Z")
 
 
 @dataclass(frozen=True)

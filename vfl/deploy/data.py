@@ -18,7 +18,7 @@ import pandas as pd
 
 from vfl.datachecks import (canonical_ids, check_columns, check_distinct_ids, check_feature_party_columns,
                              check_has_columns, check_id_column, check_label_held, feature_values, label_values)
-from vfl.errors import DataError
+from vfl.errors import DataError, file_problem
 
 
 @dataclass
@@ -105,6 +105,9 @@ def load_csv(path, role: str, id_column: str = "id", label: str | None = None, c
         Empty cells (missing values) are kept as NaN, for gradient boosting; without
         it they are refused, naming the column and the row's id, as the linear models need.
     """
+    problem = file_problem(path)
+    if problem:
+        raise DataError(f"party {role}: data file {path} {problem}")
     try:
         frame = pd.read_csv(path, dtype={id_column: str}, keep_default_na=True)
     except FileNotFoundError:

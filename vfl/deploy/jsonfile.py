@@ -7,7 +7,7 @@ import json
 import os
 from pathlib import Path
 
-from vfl.errors import ConfigurationError, DataError
+from vfl.errors import ConfigurationError, DataError, file_problem
 
 
 def open_private(path, mode: str = "w"):
@@ -60,6 +60,11 @@ def read_json(path, what: str) -> dict:
     whose nesting is too deep for the parser (no file vfl writes nests more than
     a few levels), a :class:`DataError` naming it.
     """
+    problem = file_problem(path)
+    if problem == "does not exist":
+        raise ConfigurationError(f"the {what} {path} does not exist")
+    if problem:
+        raise DataError(f"the {what} {path} {problem}")
     try:
         with open(path) as f:
             obj = json.load(f)

@@ -43,7 +43,7 @@ from vfl.errors import ConfigurationError
 from vfl.transport.network import parse_address
 
 #: A model version's name: also a folder name, so no separators and no leading dot.
-VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+VERSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}\Z")
 
 _INTS = {"deadline_ms": (1, 600_000), "max_deadline_ms": (1, 600_000), "max_batch": (1, 100_000),
          "max_rounds": (1, 64), "max_ids": (1, 100_000), "keep_versions": (1, 16), "max_queue": (1, 1_000_000),
@@ -169,7 +169,7 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
         if key in values:
             out[key] = resolve_path(values[key], base)
     if "table" in values:
-        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}$", values["table"]):
+        if not re.match(r"^[A-Za-z_][A-Za-z0-9_.]{0,127}\Z", values["table"]):
             raise ConfigurationError(f"{where}: table must be a table name (letters, digits, '_', a schema's '.'), "
                                      f"got {values['table']!r}")
         out["table"] = values["table"]

@@ -25,7 +25,7 @@ from vfl.errors import ConfigurationError
 
 #: A token's shortest length, and its alphabet (RFC 6750's b64token).
 MIN_TOKEN = 16
-_TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]+=*$")
+_TOKEN = re.compile(r"^[A-Za-z0-9._~+/-]+=*\Z")
 
 #: On every response of a party's HTTP faces.
 SECURITY_HEADERS = [

@@ -19,7 +19,7 @@ from typing import Mapping
 import numpy as np
 
 from vfl.datachecks import check_complete
-from vfl.errors import DataError
+from vfl.errors import DataError, FixedPointOverflowError
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.parties.scaling import Standardizer
@@ -54,12 +54,33 @@ def _checked(data, role: str) -> np.ndarray:
     return features
 
 
-def _scaled(features: np.ndarray, role: str, columns, settings: MLPSettings):
-    """A party's rows scaled by its own standardization (``standardize``), and that scaler (or None)."""
+def _scaled(features: np.ndarray, role: str, columns, settings: MLPSettings, ids=None):
+    """A party's rows scaled by its own standardization (``standardize``), and that scaler (or None); a value the
+    network's fixed point cannot carry is refused, naming its cell (:func:`check_range`)."""
     if not settings.standardize or features.shape[1] == 0:
-        return features, None
+        return check_range(features, role, columns, ids), None
     scaler = Standardizer.fit(features, role, columns)
-    return scaler.apply(features), scaler
+    return check_range(scaler.apply(features), role, columns, ids), scaler
+
+
+#: The largest input a split network takes (after scaling): its parts must stay within the shared backward
+#: pass's fixed point, ``2^VALUE_BITS``, with room for the weights.
+INPUT_BOUND = 2.0 ** 32
+
+
+def check_range(x: np.ndarray, role: str, columns, ids=None) -> np.ndarray:
+    """``x``, or the fixed-point range error the other families give, naming the first cell beyond
+    :data:`INPUT_BOUND` (its row, and its id where known)."""
+    with np.errstate(invalid="ignore"):
+        beyond = ~(np.abs(x) < INPUT_BOUND)
+    if x.size and beyond.any():
+        row, col = map(int, np.argwhere(beyond)[0])
+        named = f" (id {ids[row]!r})" if ids is not None and len(ids) > row else ""
+        raise FixedPointOverflowError(
+            f"party {role}, column {columns[col]!r}: value {x[row, col]:.6g} at row {row}{named} is beyond the range "
+            f"the split network's fixed point carries (|x| < 2^32 after scaling); standardize the column "
+            f"(standardize=True) or clip its outliers")
+    return x
 
 
 def feature_party(data, role: str, settings: MLPSettings) -> MLPFeatureParty:
@@ -68,7 +89,7 @@ def feature_party(data, role: str, settings: MLPSettings) -> MLPFeatureParty:
     features = _checked(data, role)
     if features.shape[1] == 0:
         raise DataError(f"party {role}: a feature party with no column has nothing to bring to the network")
-    scaled, scaler = _scaled(features, role, data.columns, settings)
+    scaled, scaler = _scaled(features, role, data.columns, settings, getattr(data, "ids", None))
     party = MLPFeatureParty(role, scaled, data.columns, settings.bottom_of(role, features.shape[1]),
                             settings.activation)
     party.scaler = scaler
@@ -84,7 +105,7 @@ def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
         raise DataError(f"party {role}: {len(features)} rows, fewer than the {MIN_ROWS} a network needs")
     if data.weights is not None:
         raise DataError(f"party {role}: the split network does not take row weights (sample_weight) yet")
-    scaled, scaler = _scaled(features, role, data.columns, settings)
+    scaled, scaler = _scaled(features, role, data.columns, settings, getattr(data, "ids", None))
     party = MLPLabelParty(role, scaled, data.columns, data.labels, settings.task,
                           settings.bottom_of(role, features.shape[1], feature=False), settings.hidden_layer_sizes,
                           settings.activation, settings.dp_label_bound if settings.dp else None)

@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import re
 import time
 from typing import Any
 
@@ -108,7 +109,15 @@ class Invalid(Exception):
         self.status, self.code = status, code
 
 
+_ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/]+/)+(?=[^\s'\"/]*)")
+
+
 def _error(status: int, code: str, message: str, party: str | None = None, headers=None, **more) -> JSONResponse:
+    """An error answer; any absolute path of this server's in ``message`` keeps its file name only (the full
+    message goes to the server's log)."""
+    if _ABSOLUTE_PATH.search(message):
+        log.info("answered %s %s: %s", status, code, message)
+        message = _ABSOLUTE_PATH.sub("…/", message)
     error = {"code": code, "message": message}
     if party is not None:
         error["party"] = party

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.errors import ConfigurationError, DataError
+from vfl.errors import ConfigurationError, DataError, file_problem
 from vfl.crypto import ring
 from vfl.deploy.shards import credit as credit_shards
 from vfl.deploy.shards import mlp as mlp_shards
@@ -302,8 +302,11 @@ def load_share(models: Path, version: str, party: str, kind: str, boosting: bool
                pipeline: bool = False):
     """Party ``party``'s shard of ``version`` (``kind``: ``"feature"`` or ``"label"``), checked."""
     path = shard_path(models, version, party)
-    if not path.is_file():
+    problem = file_problem(path)
+    if problem == "does not exist":
         raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
+    if problem:
+        raise DataError(f"party {party}'s shard of model version {version}, {path}, {problem}")
     if pipeline:
         return PipelineShare(credit_shards.read_shard(path, party, kind), version)
     if mlp:

@@ -29,7 +29,7 @@ ABORT = "abort"
 #: Frames read, after a failed send, looking for the peer's ``abort``.
 _ABORT_LOOKAHEAD = 64
 #: An abort's ``party`` and ``category`` fields: short names, else ignored (a peer's text reaches a terminal).
-_ABORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}$")
+_ABORT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]{0,62}\Z")
 
 
 class Transport(Protocol):

@@ -95,9 +95,19 @@ def parse_address(text: str) -> tuple[str, int]:
     """``"host:port"`` (``"[::1]:port"`` for IPv6) as ``(host, port)``."""
     host, sep, port = str(text).rpartition(":")
     host = host.strip("[]")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    if not sep or not host:
         raise ConfigurationError(f"invalid address {text!r}: expected host:port")
-    return host, int(port)
+    return host, port_number(port, f"address {text!r}")
+
+
+def port_number(text, where: str = "port") -> int:
+    """A TCP port, 1 to 65535, or an error naming it as out of range or not a number."""
+    text = str(text).strip()
+    if not (text.isascii() and text.isdigit()):
+        raise ConfigurationError(f"{where}: port {text!r} is not a number")
+    if not 0 < int(text) < 65536:
+        raise ConfigurationError(f"{where}: port {int(text)} is out of range (1 to 65535)")
+    return int(text)
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from vfl.errors import ConfigurationError, HandshakeError
+from vfl.errors import ConfigurationError, HandshakeError, file_problem
 
 #: Role names: a DNS label, so the role can also be a subject alternative name.
-ROLE_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$")
+ROLE_PATTERN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z")
 CA_FILE = "ca.pem"
 CA_KEY_FILE = "ca.key"
 DEFAULT_HOSTS = ("localhost", "127.0.0.1")
@@ -315,8 +315,9 @@ def _context(purpose: int, files: TLSFiles) -> ssl.SSLContext:
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.verify_flags |= ssl.VERIFY_X509_STRICT
     for what, path in (("CA certificate", files.ca), ("certificate", files.certificate), ("key", files.key)):
-        if not Path(path).is_file():
-            raise ConfigurationError(f"the {what} file {path} does not exist")
+        problem = file_problem(path)
+        if problem:
+            raise ConfigurationError(f"the {what} file {path} {problem}")
     try:
         ctx.load_verify_locations(cafile=str(files.ca))
         ctx.load_cert_chain(certfile=str(files.certificate), keyfile=str(files.key))

@@ -223,6 +223,42 @@ def gradient_count(in_dim: int, bottom: tuple[int, ...], units: int) -> int:
     return sum(a * b + b for a, b in zip(widths[:-1], widths[1:])) + widths[-1] * units
 
 
+#: The memory a run may plan for, as a share of this machine's (the rest: the data, the interpreter, the others).
+MEMORY_SHARE = 0.5
+#: Bytes a ring element costs in the shared backward pass (a 256-bit Python integer and its array slot).
+_RING_ELEMENT = 72
+
+
+def check_memory(in_dims: dict, settings, batch: int, roster) -> None:
+    """Refuse, before training, widths whose arrays would not fit in this machine's memory.
+
+    Per data party: its weights with Adam's two moments and the gradient (``4 x 8`` bytes
+    each), and per batch its activations and the shared backward pass's ring elements
+    (about ten arrays of ``batch x width``); the label party's top besides.
+    """
+    import os
+
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return
+    units = settings.units
+    need, widest = 0, ("", 0)
+    for name, in_dim in in_dims.items():
+        bottom = settings.bottom_of(name, in_dim, feature=name != roster.label)
+        widths = [in_dim, *bottom]
+        weights = sum(a * b + b for a, b in zip(widths[:-1], widths[1:])) + widths[-1] * units
+        need += 32 * weights + 10 * _RING_ELEMENT * batch * max(widths[1:] + [units])
+        widest = max(widest, (name, max(widths[1:] + [units])), key=lambda t: t[1])
+    top = [units, *settings.hidden_layer_sizes[1:]]
+    need += 32 * sum(a * b + b for a, b in zip(top[:-1], top[1:])) + 8 * batch * sum(top)
+    if need > MEMORY_SHARE * memory:
+        raise ConfigurationError(
+            f"the network's layers would need about {need / 2**30:.1f} GiB (widest: {widest[1]:,} units, at party "
+            f"{widest[0]}; batches of {batch} rows), more than half of this machine's {memory / 2**30:.1f} GiB: "
+            "use narrower layers (hidden_layer_sizes, bottom_sizes) or smaller batches (batch_size)")
+
+
 def check_batch_size(role: str, in_dim: int, bottom: tuple[int, ...], units: int, smallest_batch: int) -> None:
     """Refuse batches so small that a feature party's gradients determine its rows' ``delta``.
 

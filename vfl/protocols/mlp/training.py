@@ -50,7 +50,7 @@ from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.parties.mlp.shared_backward import FEATURE, LABEL, deal, openings, plan, product_shape, shares_from
 from vfl.parties.mlp.shared_backward import halves as dealt_halves
 from vfl.protocols.fields import flag
-from vfl.protocols.mlp.settings import MLPSettings, batch_sizes, batches, check_batch_size
+from vfl.protocols.mlp.settings import MLPSettings, batch_sizes, batches, check_batch_size, check_memory
 from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 
@@ -236,8 +236,21 @@ def train_label(ep: Endpoint, party: MLPLabelParty, settings: MLPSettings, roste
     n_train = n_rows - n_val
     smallest = min(batch_sizes(n_train, settings.effective_batch(n_train)))
     in_dims = {k: int(widths[k]["columns"]) for k in roster.features}
+    check_memory({**in_dims, party.role: party.x.shape[1]}, settings, settings.effective_batch(n_train), roster)
+    whole = min(batch_sizes(n_rows, settings.effective_batch(n_rows)))
     for k in roster.features:
-        check_batch_size(k, in_dims[k], settings.bottom_of(k, in_dims[k]), settings.units, smallest)
+        bottom = settings.bottom_of(k, in_dims[k])
+        try:
+            check_batch_size(k, in_dims[k], bottom, settings.units, smallest)
+        except DataError:
+            if n_val:
+                check_batch_size(k, in_dims[k], bottom, settings.units, whole)     # the rows held out are the cause
+                raise DataError(f"validation_fraction={settings.validation_fraction} holds {n_val} of the {n_rows} "
+                                f"rows out for early stopping, leaving {n_train} to train on: too few for party {k}'s "
+                                "batches (each must give more values of the interactive layer's gradient than "
+                                f"twice what party {k} learns per batch); lower validation_fraction, or train without "
+                                "early_stopping") from None
+            raise
     fan_in = sum(int(msg["out"]) for msg in widths.values()) + party.out_width
     first = min([int(msg["last_epoch"]) for msg in widths.values()] + [max(checkpoints) if checkpoints else -1])
     saved = None
