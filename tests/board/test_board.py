@@ -385,14 +385,16 @@ def test_the_credit_pipeline_saves_each_party_s_view_of_its_run(tmp_path):
 
 @pytest.mark.slow
 def test_the_demo_prints_each_party_s_board_and_b_s_shows_the_run_s_curves():
-    """``vfl demo --board``: the addresses it prints answer while it holds them open; B's shows the ROC."""
+    """``vfl demo --board``: the addresses it prints answer while it holds them open, with no standard input at all
+    (background, IDE, CI); B's shows the ROC; a SIGTERM stops it."""
+    import signal
     import subprocess
     import sys
 
     import httpx
 
     demo = subprocess.Popen([sys.executable, "-m", "vfl", "demo", "--board", "--key-bits", "1024", "--iterations",
-                             "2", "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             "2", "--quiet"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     try:
         lines = []
@@ -410,8 +412,10 @@ def test_the_demo_prints_each_party_s_board_and_b_s_shows_the_run_s_curves():
         theirs = re.search(r'href="/runs/([^"]+-train-\d+)"', httpx.get(addresses["A"]).text).group(1)
         page = httpx.get(addresses["A"] + f"runs/{theirs}").text
         assert "party A (feature)" in page and "AUC" not in page and "roc-training" not in page
+        time.sleep(2)
+        assert httpx.get(addresses["B"]).status_code == 200      # still open after the demo's own work is done
     finally:
-        demo.stdin.close()
+        demo.send_signal(signal.SIGTERM)
         assert demo.wait(60) == 0
     with pytest.raises(httpx.HTTPError):
         httpx.get(addresses["B"], timeout=2)           # the boards stopped with the demo

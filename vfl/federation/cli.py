@@ -142,7 +142,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="work in DIR and keep it (certificates, CSVs, shards, transcripts)")
     parser.add_argument("--board", action="store_true",
                         help="start vfl board for every party first (their addresses are printed) and keep them "
-                             "open after the demo until Ctrl-C")
+                             "open after the demo until Ctrl-C or SIGTERM, whatever standard input is")
     parser.add_argument("--protocol", choices=["yang", "shared"], default="yang",
                         help="yang (default: each party learns its own gradient) or shared (no party learns a "
                              "gradient; docs/protocol.md)")

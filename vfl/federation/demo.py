@@ -18,6 +18,7 @@ from __future__ import annotations
 import queue
 import re
 import socket
+import signal
 import subprocess
 import sys
 import tempfile
@@ -328,16 +329,21 @@ def start_boards(folder: Path, names, boards: dict) -> None:
 
 
 def _hold_boards(boards: dict) -> None:
-    """Keep the boards open until Ctrl-C (or until standard input closes, when it is not a terminal)."""
-    print("vfl demo: the boards stay open: Ctrl-C stops them", flush=True)
+    """Keep the boards open until Ctrl-C or a SIGTERM, whatever standard input is (a terminal, a pipe, nothing:
+    a demo started in the background, an IDE or CI keeps the addresses it printed alive), or until they exit."""
+    print("vfl demo: the boards stay open: Ctrl-C (or SIGTERM) stops them", flush=True)
+
+    def stop(*_):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, stop)
     try:
-        if sys.stdin is not None and sys.stdin.isatty():
-            while all(proc.poll() is None for proc in boards.values()):
-                time.sleep(0.5)
-        elif sys.stdin is not None:
-            sys.stdin.read()            # a pipe: until it closes (no input at all: at once)
+        while all(proc.poll() is None for proc in boards.values()):
+            time.sleep(0.5)
     except KeyboardInterrupt:
         pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _report(prep: dict, folder: Path, config, roc_auc_score, LogisticRegression) -> dict:
