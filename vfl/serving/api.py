@@ -40,6 +40,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import re
 import time
 from typing import Any
@@ -115,9 +116,10 @@ _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/]+/)+(?=[^\s'\"/]*)")
 def _error(status: int, code: str, message: str, party: str | None = None, headers=None, **more) -> JSONResponse:
     """An error answer; any absolute path of this server's in ``message`` keeps its file name only (the full
     message goes to the server's log)."""
-    if _ABSOLUTE_PATH.search(message):
+    hidden = _ABSOLUTE_PATH.sub(lambda m: "…/" if os.path.isdir(m.group(0)) else m.group(0), message)
+    if hidden != message:                       # a folder of this server's (not a URL path): its name only
         log.info("answered %s %s: %s", status, code, message)
-        message = _ABSOLUTE_PATH.sub("…/", message)
+        message = hidden
     error = {"code": code, "message": message}
     if party is not None:
         error["party"] = party

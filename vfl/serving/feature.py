@@ -369,6 +369,9 @@ class FeatureService:
             except (VFLError, ValueError, OSError) as exc:
                 state.error = _public(exc)
                 log.warning("party %s: private table of model version %s: %s", self.role, version, exc)
+            except Exception as exc:  # noqa: BLE001 - a fault of its own: said, never a build that hangs its asker
+                state.error = f"its private table of model version {version} failed ({type(exc).__name__})"
+                log.exception("party %s: private table of model version %s", self.role, version)
             with self._tables:
                 if not state.again:
                     state.building = False
