@@ -83,6 +83,8 @@ def file_problem(path) -> str | None:
     import os
     import stat
 
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return None                     # an open file or a buffer: read as it is
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
