@@ -75,3 +75,25 @@ def test_host_names_and_addresses():
     names = host_names(["Proxy.Example"])
     assert host_allowed("proxy.example:443", names) and host_allowed("192.168.1.9", names)
     assert not host_allowed("proxy.example.evil:443", names) and not host_allowed(None, names)
+
+
+def test_the_live_panel_goes_on_after_an_event_line_longer_than_a_read(tmp_path, monkeypatch):
+    """A line over READ_BYTES (16 MiB) is skipped as damaged; the events after it are read."""
+    import json
+
+    from vfl.board import runs as board_runs
+    from vfl.deploy.record import RunRecord
+
+    monkeypatch.setattr(board_runs, "READ_BYTES", 1024)
+    record = RunRecord(tmp_path, "train", "linear", "B", "label", {"A": "feature", "B": "label", "C": "coordinator"},
+                       {"training": {"max_iter": 3}})
+    record.event("epoch", epoch=0, loss=0.5)
+    events = record.folder / "events.jsonl"
+    with open(events, "a") as f:
+        f.write(json.dumps({"event": "note", "text": "x" * 5000}) + "\n")
+    record.event("epoch", epoch=1, loss=0.25)
+    workdir = Workdir(tmp_path)
+    run_id = record.folder.name
+    for _ in range(8):
+        live = workdir.live(run_id)
+    assert live.damaged == 1 and live.offset == events.stat().st_size

@@ -40,6 +40,8 @@ class Live:
 
     task: str = "train"
     offset: int = 0
+    #: inside a line longer than a whole read (:data:`READ_BYTES`): skipped to its end, counted as damaged
+    skipping: bool = False
     step: str = "starting"
     waiting: list = field(default_factory=list)
     peers: list = field(default_factory=list)
@@ -150,6 +152,13 @@ class Workdir:
                 self._live.popitem(last=False)
             data = _read_from(folder / "events.jsonl", state.offset, READ_BYTES)
             at = 0
+            if state.skipping:                    # the rest of a line too long to be an event of ours
+                end = data.find(b"\n")
+                if end < 0:
+                    state.offset += len(data)
+                    data = b""
+                else:
+                    at, state.skipping = end + 1, False
             while True:                           # a line still being written waits for the next read
                 end = data.find(b"\n", at)
                 if end < 0:
@@ -159,6 +168,10 @@ class Workdir:
                 except Exception:  # noqa: BLE001 - any line that is not an event of ours: counted, skipped
                     state.damaged += 1
                 at = end + 1
+            if at == 0 and len(data) == READ_BYTES:       # one line longer than a read: skip it, go on after it
+                state.damaged += 1
+                state.skipping = True
+                at = len(data)
             state.offset += at
             return replace(state, waiting=list(state.waiting), peers=list(state.peers), lines=list(state.lines),
                            models={k: dict(v, loss=list(v["loss"])) for k, v in state.models.items()},
