@@ -114,9 +114,10 @@ def test_the_deployment_faces_never_import_each_other(face):
 
 
 def test_the_board_reads_only_records():
-    """The board imports the run records and the reports' words (deploy), never a party, protocol or crypto."""
+    """The board imports the run records, the reports' words and the HTTP faces' guard (deploy), never a party,
+    protocol or crypto."""
     for path in (ROOT / "board").rglob("*.py"):
         for name in imported_names(path):
             if name.startswith("vfl."):
                 assert name.startswith(("vfl.board", "vfl.deploy.record", "vfl.deploy.narration",
-                                        "vfl.deploy.commands", "vfl.errors")), f"{path.relative_to(ROOT)} imports {name}"
+                                        "vfl.deploy.commands", "vfl.deploy.webguard", "vfl.errors")), f"{path.relative_to(ROOT)} imports {name}"

@@ -12,9 +12,8 @@ import socket
 from pathlib import Path
 
 from vfl.deploy.commands import check_installed, run_command, wrap
-from vfl.deploy.webguard import Boundary, host_names, is_loopback, read_token_file
+from vfl.deploy.webguard import Boundary, host_names, is_loopback, port_number, read_token_file
 from vfl.errors import ConfigurationError
-from vfl.transport.network import port_number
 
 #: Where a board listens by default.
 DEFAULT_PORT = 8765

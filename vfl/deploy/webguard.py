@@ -22,6 +22,7 @@ import stat
 from pathlib import Path
 
 from vfl.errors import ConfigurationError
+from vfl.transport.network import port_number  # noqa: F401  (the faces' one port check, as the federation's)
 
 #: A token's shortest length, and its alphabet (RFC 6750's b64token).
 MIN_TOKEN = 16

@@ -36,7 +36,7 @@ import numpy as np
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from vfl.errors import ConfigurationError, DataError
-from vfl.parties.linear.dp import epsilon_spent, noise_multiplier
+from vfl.parties.privacy import epsilon_spent, noise_multiplier
 
 #: The noise key's file in a party's work directory (owner-only).
 KEY_FILE = "release_noise.key"
