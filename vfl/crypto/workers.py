@@ -147,6 +147,11 @@ class _Worker:
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
+        try:
+            if self.process.stdout is not None:
+                self.process.stdout.close()         # its pipe: no unclosed-file warning at exit
+        except (OSError, ValueError):
+            pass
 
 
 class WorkerPool:
