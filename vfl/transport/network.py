@@ -409,9 +409,10 @@ class NetworkTransport:
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise PeerError(f"{self.role}: connecting: could not reach {peer} at {host}:{port} within "
-                                f"{self.settings.connect_timeout:g} s ({last or 'timed out'}): {peer} never "
-                                "appeared there")
+                raise PeerError(f"{self.role}: connecting: nothing answered for {peer} at {host}:{port} in the "
+                                f"{self.settings.connect_timeout:g} s of connect_timeout ({last or 'timed out'}): "
+                                f"{peer} is not running yet, is still starting (interpreters start slowly on a loaded "
+                                f"machine: raise connect_timeout in [network]), or listens at another address")
             try:
                 raw = socket.create_connection((host, port), timeout=remaining)
                 break
@@ -877,7 +878,8 @@ def _ssl_reason(exc: BaseException) -> str:
             reason += ": the peer refused this party's certificate"
         return reason
     if isinstance(exc, (ssl.SSLEOFError, ConnectionError)):
-        return ("the peer closed the connection during the handshake without a TLS alert, so not for this "
-                "party's certificate (a refusal comes as an alert): its listener dropped the connection, "
-                "perhaps while busy with others; its own output says why")
+        return ("the peer closed the connection during the handshake without a TLS alert (a refusal of this "
+                "party's certificate by its CA comes as an alert): its listener dropped the connection — busy with "
+                "others, or refusing what this party's certificate names (a name that is not the role this party "
+                "plays in its federation.toml); its own output says why")
     return str(exc) or type(exc).__name__
