@@ -97,3 +97,11 @@ def test_the_live_panel_goes_on_after_an_event_line_longer_than_a_read(tmp_path,
     for _ in range(8):
         live = workdir.live(run_id)
     assert live.damaged == 1 and live.offset == events.stat().st_size
+
+
+def test_a_finished_run_with_an_empty_result_says_so(tmp_path):
+    from vfl.board.results import sections
+
+    said = sections({"status": "finished", "family": "linear", "task": "train"}, {}, tmp_path)
+    assert [s["title"] for s in said] == ["Results"] and "recorded no results" in said[0]["html"]
+    assert sections({"status": "running"}, None, tmp_path) == []

@@ -25,7 +25,10 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
     the others are shown as usual.
     """
     if not result:
-        return []
+        if result is None and info.get("status") == "running":
+            return []                           # under way: the live panel shows it
+        return [_section("Results", "<p>this run recorded no results (it ended before any, or its result.json is "
+                                    "empty)</p>", "results")]
     if "damaged" in result:
         return [_section("Results", f'<p class="error">{escape(str(result["damaged"]))}</p>')]
     metrics = result.get("metrics") if isinstance(result.get("metrics"), dict) else {}
