@@ -410,6 +410,7 @@ class _VerticalLinearModel(BaseEstimator):
         return {name: Standardizer(mean[name], self.scale_[name]) for name in mean} if mean else None
 
 
+@release_options.document
 class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
     """Linear regression on vertically partitioned data, trained with Paillier encryption.
 
@@ -525,28 +526,7 @@ class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
     score_bound : float, default=2**12
         Declared bound on each party's share of a score; a larger one is refused with
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
-    allow_reconstruction : list of str or None, default=None
-        Feature parties that release their per-row outputs (partial scores, split
-        sides, a network's part) even where their release check finds that the label
-        party, knowing some of their rows, could rebuild their columns.  Before any
-        per-row output leaves it, each feature party runs the known attacks on its own
-        rows and outputs (:mod:`vfl.protocols.release`), with every earlier release to
-        this label party, and refuses if one rebuilds a column for more than 5% of rows
-        beyond a constant guess; the refusal names the attack, the column, the share
-        and this option.  ``vfl party`` reads ``allow_reconstruction = true`` from the
-        party's own ``[parties.NAME]`` table.  ``allow_score_span`` is its earlier name.
-    release_epsilon : float or None, default=None
-        Differential privacy on every feature party's per-row releases: Gaussian noise
-        (randomized response for split sides) drawn once per row and model version,
-        so each row's release is (``release_epsilon``, ``release_delta``)-DP with
-        respect to its values; the budget over versions composes in the party's
-        ledger (see docs/threat_model.md for the price in AUC).
-    release_delta : float, default=1e-6
-    release_clip : float, default=4.0
-        Each row's released values are clipped to this L2 norm before the noise.
-    release_budget : float, default=10.0
-        The total epsilon one label party may receive from a feature party over every
-        DP version (composed in its ledger); a release beyond it is refused.
+    <<release options: vfl.release_options.DOC>>
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
         the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside

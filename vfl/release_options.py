@@ -89,3 +89,10 @@ def policy(estimator, name: str, scope_name: str, allowed_parties) -> ReleasePol
                                     delta=getattr(estimator, "release_delta", 1e-6),
                                     clip=getattr(estimator, "release_clip", 4.0),
                                     budget=getattr(estimator, "release_budget", 10.0))
+
+
+def document(cls):
+    """A class decorator: the estimator's docstring gets :data:`DOC` where it says ``<<release options...>>``."""
+    lines = (cls.__doc__ or "").splitlines(keepends=True)
+    cls.__doc__ = "".join(DOC if "<<release options" in line else line for line in lines)
+    return cls
