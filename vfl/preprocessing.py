@@ -549,6 +549,22 @@ class VerticalPipeline:
     def predict_score(self, data: VerticalDataset) -> np.ndarray:
         return self.steps[-1][1].predict_score(self._through(data))
 
+    def predict(self, data: VerticalDataset) -> np.ndarray:
+        """The predicted class of each row: the scorecard's event class where its probability is at least 0.5."""
+        proba = np.asarray(self.predict_proba(data))
+        proba = proba if proba.ndim == 1 else proba[:, -1]
+        classes = self.steps[-1][1].classes_
+        return np.asarray(classes)[(proba >= 0.5).astype(int)]
+
+    def score(self, data: VerticalDataset, y=None) -> float:
+        """Accuracy of :meth:`predict` on ``data`` (labels from ``data`` unless ``y`` is given), as every vfl
+        classifier's ``score``."""
+        from sklearn.metrics import accuracy_score
+
+        from vfl.dataset import score_labels
+
+        return float(accuracy_score(score_labels(data, y), self.predict(data)))
+
     def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
         """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``.
 
