@@ -48,8 +48,8 @@ def test_signed_certificate_chains_to_the_ca(tmp_path, capsys):
     assert vfl_main(["certs", "ca", "--out", str(tmp_path / "ca"), "--name", "federation CA"]) == 0
     assert stat.S_IMODE((tmp_path / "ca" / "ca.key").stat().st_mode) == 0o600
     assert vfl_main(["certs", "request", "--party", "bank", "--out", str(tmp_path / "bank")]) == 0
-    assert vfl_main(["certs", "sign", "--ca-dir", str(tmp_path / "ca"), "--request", str(tmp_path / "bank" / "bank.csr"),
-                     "--party", "bank", "--out", str(tmp_path / "bank" / "bank.pem"), "--days", "30"]) == 0
+    assert vfl_main(["certs", "sign", "--ca-dir", str(tmp_path / "ca"), "--party", "bank", "--days", "30",
+                     "--request", str(tmp_path / "bank" / "bank.csr"), "--out", str(tmp_path / "bank" / "bank.pem")]) == 0
     out = capsys.readouterr().out
     cert, ca = load_certificate(tmp_path / "bank" / "bank.pem"), load_certificate(tmp_path / "ca" / "ca.pem")
     assert signed_by(cert, ca) and certificate_role(cert) == "bank"

@@ -20,7 +20,7 @@ import ipaddress
 import os
 import re
 import ssl
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from cryptography import x509
@@ -46,28 +46,68 @@ def check_role(role: str) -> str:
 
 
 @dataclass(frozen=True)
+class PeerPin:
+    """What one peer's certificate must be, beyond naming the peer (``[parties.NAME]`` of federation.toml).
+
+    Parameters
+    ----------
+    ca : path, optional
+        The CA that must have signed the peer's certificate (the peer organisation's own CA);
+        ``None``: the federation CA, :attr:`TLSFiles.ca`.
+    fingerprint : str, optional
+        The SHA-256 fingerprint of the one certificate the peer may present (:func:`fingerprint`'s
+        form); it must still be signed by the CA above.
+    """
+
+    ca: Path | None = None
+    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
 class TLSFiles:
-    """Where one party's TLS material lives.
+    """Where one party's TLS material lives, and what it expects of each peer.
 
     Parameters
     ----------
     ca : path
-        The federation CA certificate (PEM), trusted to sign every party.
+        The federation CA certificate (PEM), trusted to sign every party that no pin says otherwise of,
+        this one included.
     certificate : path
         This party's certificate (PEM), signed by the CA.
     key : path
         This party's private key (PEM, unencrypted, mode 0600).
+    pins : dict, optional
+        ``{peer name: PeerPin}``: a peer's own CA, or its certificate's fingerprint.  A peer's certificate
+        is checked, after the handshake, against what is pinned for the name it bears.
+    crls : tuple of paths, optional
+        Certificate revocation lists (PEM, :func:`revoke`): a peer's certificate that its CA's list names
+        is refused.
     """
 
     ca: Path
     certificate: Path
     key: Path
+    pins: dict = field(default_factory=dict, hash=False)
+    crls: tuple = ()
 
     @classmethod
     def in_folder(cls, folder, role: str) -> "TLSFiles":
         """The file names :func:`write_federation_certs` uses for ``role``."""
         folder = Path(folder)
         return cls(folder / CA_FILE, folder / f"{role}.pem", folder / f"{role}.key")
+
+    def ca_for(self, peer: str | None) -> Path:
+        """The CA that must have signed ``peer``'s certificate: its pinned CA, else the federation's."""
+        pin = self.pins.get(peer) if peer is not None else None
+        return pin.ca if pin is not None and pin.ca is not None else self.ca
+
+    def trusted(self) -> list[Path]:
+        """Every CA this party's TLS contexts trust: the federation's and each pinned one, once each."""
+        cas = [Path(self.ca)]
+        for pin in self.pins.values():
+            if pin.ca is not None and Path(pin.ca) not in cas:
+                cas.append(Path(pin.ca))
+        return cas
 
 
 # --------------------------------------------------------------------------- certificates
@@ -506,10 +546,80 @@ def certificate_problem(cert: x509.Certificate, ca: x509.Certificate | None = No
     return None
 
 
-def foreign_ca_advice(files: "TLSFiles") -> str:
-    """What to do about certificates of two CAs: the same ``ca.pem`` everywhere, and certificates it signed."""
+def foreign_ca_advice(files: "TLSFiles", peer: str | None = None) -> str:
+    """What to do about certificates of two CAs: the same ``ca.pem`` everywhere, and certificates it signed.
+
+    With ``peer`` pinned to its own CA, the advice names that CA instead.
+    """
+    ca = files.ca_for(peer)
+    if ca != files.ca:
+        return (f"this party trusts for {peer} only the CA pinned for it, {ca} ({ca_name(load_certificate(ca))}): "
+                f"{peer} needs a certificate signed by it, or [parties.{peer}] ca names another CA file")
     return (f"this party trusts only the CA of {files.ca}, {ca_name(load_certificate(files.ca))}; give every party "
             "the same ca.pem and certificates signed by it (vfl certs makes a new CA at each run)")
+
+
+# --------------------------------------------------------------------------- pins and revocations
+
+def check_crls(files: "TLSFiles") -> list[tuple[Path, x509.CertificateRevocationList, x509.Certificate]]:
+    """Every revocation list of ``files``, each with the trusted CA that signed it; a one-line error otherwise."""
+    cas = [load_certificate(path) for path in files.trusted()]
+    checked = []
+    for path in files.crls:
+        crl = load_crl(path)
+        signer = next((ca for ca in cas if crl.issuer == ca.subject and crl.is_signature_valid(ca.public_key())),
+                      None)
+        if signer is None:
+            raise ConfigurationError(f"the certificate revocation list {path} is not signed by a CA this party "
+                                     f"trusts ({', '.join(ca_name(ca) for ca in cas)}): it names "
+                                     f"{crl.issuer.rfc4514_string()}")
+        checked.append((Path(path), crl, signer))
+    return checked
+
+
+def revocation(cert: x509.Certificate, files: "TLSFiles", ca: x509.Certificate) -> str | None:
+    """Whether a revocation list of ``files`` signed by ``ca`` (the certificate's CA) names ``cert``: where and when."""
+    for path, crl, signer in check_crls(files):
+        if signer.public_key() != ca.public_key():
+            continue
+        entry = crl.get_revoked_certificate_by_serial_number(cert.serial_number)
+        if entry is not None:
+            when = getattr(entry, "revocation_date_utc", None) or entry.revocation_date
+            return f"{path} lists it, revoked on {when:%Y-%m-%d %H:%M} UTC"
+    return None
+
+
+def pin_problem(cert: x509.Certificate, role: str, files: "TLSFiles") -> str | None:
+    """What is wrong with ``cert``, checked as party ``role``'s against what ``files`` pins for it, or ``None``.
+
+    In order: signed by the CA expected for ``role`` (its pinned CA, else the federation's: a
+    context trusts every pinned CA, so one party's CA must not vouch for another party), the
+    pinned fingerprint, and the revocation lists.  The words name the party and what was expected.
+    """
+    path = files.ca_for(role)
+    ca = load_certificate(path)
+    pin = files.pins.get(role) or PeerPin()
+    whose = f"the CA pinned for {role}" if pin.ca is not None else "the federation's CA"
+    if not signed_by(cert, ca):
+        return (f"party {role}'s certificate is signed by {issuer_name(cert)}, not by {whose}, {ca_name(ca)} "
+                f"({path})")
+    found = fingerprint(cert)
+    if pin.fingerprint is not None and found != pin.fingerprint:
+        return (f"party {role}'s certificate is not the one pinned for {role}: expected {pin.fingerprint}, found "
+                f"{found} (a replaced certificate, or another one of {role}'s; if {role} renewed it, put the new "
+                f"fingerprint in [parties.{role}])")
+    revoked = revocation(cert, files, ca)
+    if revoked:
+        return f"party {role}'s certificate (serial {cert.serial_number:#x}, {found}) is revoked: {revoked}"
+    return None
+
+
+def peer_pin_problem(sock: ssl.SSLSocket, role: str, files: "TLSFiles") -> str | None:
+    """:func:`pin_problem` of the verified certificate ``sock``'s peer presented, as party ``role``'s."""
+    cert = der_certificate(sock.getpeercert(binary_form=True) or b"")
+    if cert is None:
+        return f"party {role}'s certificate does not parse"
+    return pin_problem(cert, role, files)
 
 
 # --------------------------------------------------------------------------- TLS contexts
@@ -522,11 +632,16 @@ def _context(purpose: int, files: TLSFiles) -> ssl.SSLContext:
         ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.verify_flags |= ssl.VERIFY_X509_STRICT
-    for what, path in (("CA certificate", files.ca), ("certificate", files.certificate), ("key", files.key)):
+    for what, path in (("CA certificate", files.ca), ("certificate", files.certificate), ("key", files.key),
+                       *((f"CA certificate of {peer}", pin.ca) for peer, pin in files.pins.items()
+                         if pin.ca is not None),
+                       *(("certificate revocation list", crl) for crl in files.crls)):
         if not Path(path).is_file():
             raise ConfigurationError(f"the {what} file {path} does not exist")
+    check_crls(files)
     try:
-        ctx.load_verify_locations(cafile=str(files.ca))
+        for ca in files.trusted():     # the peers' own CAs too; which CA may sign whom: check_peer after
+            ctx.load_verify_locations(cafile=str(ca))
         ctx.load_cert_chain(certfile=str(files.certificate), keyfile=str(files.key))
     except (ssl.SSLError, OSError) as exc:
         raise ConfigurationError(f"cannot load the TLS files {files}: {exc}") from None
