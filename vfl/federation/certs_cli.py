@@ -176,13 +176,19 @@ def _revoke(args) -> int:
 
 
 def _fingerprint(args) -> int:
+    from cryptography import x509
+
     from vfl.transport.tls import certificate_role, fingerprint, load_certificate, validity
 
     def action():
         for path in args.certificates:
             cert = load_certificate(path)
             start, end = validity(cert)
-            print(f"{path}: party {certificate_role(cert)}, {fingerprint(cert)}, valid from {start:%Y-%m-%d} to "
-                  f"{end:%Y-%m-%d}")
+            try:
+                is_ca = cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca
+            except x509.ExtensionNotFound:
+                is_ca = False
+            who = f"CA {certificate_role(cert)!r}" if is_ca else f"party {certificate_role(cert)}"
+            print(f"{path}: {who}, {fingerprint(cert)}, valid from {start:%Y-%m-%d} to {end:%Y-%m-%d}")
 
     return run_command(args, action)
