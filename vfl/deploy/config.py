@@ -8,6 +8,7 @@ federation has one *label party* (feature columns and the labels), one
 
     [federation]
     ca = "certs/ca.pem"                 # paths are relative to this file
+    crl = "certs/crl.pem"               # optional: the CA's revocation list (vfl certs revoke), or an array of them
 
     [parties.bank]
     role = "label"                      # "feature", "label" or "coordinator"
@@ -28,6 +29,9 @@ federation has one *label party* (feature columns and the labels), one
     address = "10.0.0.3:7003"
     certificate = "certs/shop.pem"
     key = "certs/shop.key"
+    ca = "cas/shop-ca.pem"              # optional: shop's own CA signs shop's certificate (not the federation's)
+    fingerprint = "sha256:3f2a..."      # optional: the one certificate shop may present (vfl certs fingerprint)
+    crl = "cas/shop-crl.pem"            # optional: shop's CA's revocation list
     [parties.C]
     role = "coordinator"
     address = "10.0.0.4:7004"
@@ -149,7 +153,9 @@ order of the tables in the file.
 
 The *shared* part (``[training]``, ``[prediction]`` and every party's name and
 role) is hashed into a fingerprint that parties compare when they connect;
-``[network]``, ``[compute]`` and ``[serving]`` are local to each machine.
+``[network]``, ``[compute]`` and ``[serving]`` are local to each machine, and so is what a party trusts
+(the CAs, pinned fingerprints and revocation lists: each party's TLS layer checks every peer against
+what is pinned for the peer's name; ``[federation] ca`` may be left out when every party names its own).
 """
 
 from __future__ import annotations
@@ -173,7 +179,7 @@ from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.deploy.serving_settings import ServingSettings, parse_serving
 from vfl.protocols import psi_secretflow
 from vfl.transport.network import NetworkSettings, parse_address
-from vfl.transport.tls import ROLE_PATTERN, TLSFiles
+from vfl.transport.tls import ROLE_PATTERN, PeerPin, TLSFiles, parse_fingerprint
 
 #: What a party can be: a feature party (columns), the label party (columns and labels), the coordinator (keys).
 KINDS = ("feature", "label", "coordinator")
@@ -235,6 +241,12 @@ class PartyEntry:
     #: differential privacy on its releases: ``{"epsilon", "delta", "clip", "budget"}``, or None
     #: (:mod:`vfl.protocols.release_dp`; read by this party only)
     release_dp: dict | None = None
+    #: the CA that signs this party's certificates (its organisation's own), or None: the federation's ``ca``
+    ca: Path | None = None
+    #: the SHA-256 fingerprint of the one certificate this party may present (``"sha256:..."``), or None
+    fingerprint: str | None = None
+    #: the revocation list of this party's own CA, or None
+    crl: Path | None = None
 
     @property
     def allow_score_span(self) -> bool:          # the opt-in's earlier name
@@ -246,7 +258,8 @@ class FederationConfig:
     """A parsed ``federation.toml``."""
 
     path: Path
-    ca: Path
+    #: the federation CA, or None if every party names its own CA (``ca`` in its table)
+    ca: Path | None
     parties: dict[str, PartyEntry]
     #: the linear models' settings, gradient boosting's, or the split network's
     training: TrainingSettings | BoostingSettings | MLPSettings
@@ -273,6 +286,8 @@ class FederationConfig:
     pipeline: CreditSettings | None = None
     #: each party's ``[serving]`` settings (local: not part of the fingerprint; see :mod:`vfl.deploy.serving_settings`)
     serving: dict[str, ServingSettings] = field(default_factory=dict)
+    #: ``[federation] crl``: the federation CA's revocation lists (local: not part of the fingerprint)
+    crls: tuple[Path, ...] = ()
 
     @property
     def boosting(self) -> bool:
@@ -292,8 +307,13 @@ class FederationConfig:
         return Roster(tuple(by_role["feature"]), by_role["label"][0], coordinator)
 
     def tls(self, name: str) -> TLSFiles:
+        """Party ``name``'s TLS files, with what it pins for each party (its own CA, its fingerprint) and the CRLs."""
         entry = self.party(name)
-        return TLSFiles(self.ca, entry.certificate, entry.key)
+        pins = {other: PeerPin(e.ca, e.fingerprint) for other, e in self.parties.items()
+                if e.ca is not None or e.fingerprint is not None}
+        crls = (*self.crls, *(e.crl for e in self.parties.values() if e.crl is not None))
+        return TLSFiles(self.ca if self.ca is not None else entry.ca, entry.certificate, entry.key, pins,
+                        tuple(dict.fromkeys(crls)))
 
     def party(self, name: str) -> PartyEntry:
         """Party ``name``'s entry; a :class:`ConfigurationError` naming the file if there is none."""
@@ -362,13 +382,21 @@ def load_config(path) -> FederationConfig:
     _unknown(where, raw, _SECTIONS)
     base = path.resolve().parent
     federation = _section(where, raw, "federation")
-    _unknown(f"{where} [federation]", federation, {"ca"})
-    ca = _path(base, _required(f"{where} [federation]", federation, "ca"))
+    _unknown(f"{where} [federation]", federation, {"ca", "crl"})
+    ca = _file(f"{where} [federation]", base, federation, "ca")
+    crl = federation.get("crl", [])         # one revocation list, or an array of them
+    crls = tuple(_file(f"{where} [federation]", base, {"crl": c}, "crl") for c in (crl if isinstance(crl, list)
+                                                                                   else [crl]))
 
     training_table = dict(_section(where, raw, "training", required=False))   # none: the defaults
     boosting = training_table.get("model") == BOOSTING
     mlp = training_table.get("model") == MLP
     parties = _parties(where, base, _section(where, raw, "parties"), boosting)
+    unsigned = sorted(name for name, entry in parties.items() if entry.ca is None)
+    if ca is None and unsigned:
+        raise ConfigurationError(f"{where}: no CA for {', '.join(f'[parties.{n}]' for n in unsigned)}: give "
+                                 "[federation] ca (the federation's CA), or ca in the table of every party (each "
+                                 "organisation's own CA)")
     warm_start = training_table.pop("warm_start", False)
     report_metrics = training_table.pop("report_metrics", True)
     for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
@@ -403,6 +431,12 @@ def load_config(path) -> FederationConfig:
     if align not in ALIGNMENTS:
         raise ConfigurationError(f"{where} [data]: align must be one of {list(ALIGNMENTS)}, got {align!r}")
     psi_backend, psi_port_offset = _psi_backend(f"{where} [data]", data, align, parties)
+    pinning = sorted(n for n, e in parties.items() if e.ca is not None or e.fingerprint is not None or e.crl)
+    if psi_backend != "vfl" and (pinning or crls):
+        raise ConfigurationError(f"{where} [data]: psi_backend = {psi_backend!r}: SecretFlow's engine trusts one CA, "
+                                 "[federation] ca, and checks no pinned CA, fingerprint or revocation list "
+                                 f"({', '.join(f'[parties.{n}]' for n in pinning) or '[federation] crl'}): leave "
+                                 "psi_backend out, or those keys")
     if data.get("id_column", "id") == data.get("label", "label"):
         raise ConfigurationError(f"{where} [data]: label and id_column are both {data.get('label', 'label')!r}; "
                                  "the label must be another column than the row ids")
@@ -445,7 +479,8 @@ def load_config(path) -> FederationConfig:
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, psi_backend=psi_backend, psi_port_offset=psi_port_offset,
                             sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
-                            network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving)
+                            network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving,
+                            crls=crls)
 
 
 def _psi_backend(where: str, table: dict, align: str, parties: dict) -> tuple[str, int]:
@@ -522,7 +557,7 @@ def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dic
         if not isinstance(entry, dict):
             raise ConfigurationError(f"{here}: expected a table")
         _unknown(here, entry, {"role", "address", "certificate", "key", "allow_score_span", "allow_reconstruction",
-                               *RELEASE_KEYS})
+                               *RELEASE_KEYS, "ca", "fingerprint", "crl"})
         if legacy:
             role = LEGACY_ROLES[name]
         elif "role" not in entry:
@@ -539,10 +574,15 @@ def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dic
         if not isinstance(span, bool) or (span and role != "feature"):
             raise ConfigurationError(f"{here}: {key} must be true or false, for a feature party, "
                                      f"got {span!r}" + (f" for a {role} party" if span is True else ""))
+        try:
+            pinned = parse_fingerprint(entry["fingerprint"]) if "fingerprint" in entry else None
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{here}: {exc}") from None
         parties[name] = PartyEntry(name, role, parse_address(_required(here, entry, "address")),
                                    _path(base, _required(here, entry, "certificate")),
                                    _path(base, _required(here, entry, "key")), span,
-                                   _release_dp(here, entry, role))
+                                   _release_dp(here, entry, role), ca=_file(here, base, entry, "ca"),
+                                   fingerprint=pinned, crl=_file(here, base, entry, "crl"))
     for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
         named = [n for n, e in parties.items() if e.role == kind]
         if len(named) != 1 and not (kind == "coordinator" and boosting and not named):
@@ -654,6 +694,15 @@ def _path(base: Path, value) -> Path:
     return p if p.is_absolute() else base / p
 
 
+def _file(where: str, base: Path, table: dict, key: str) -> Path | None:
+    """``table[key]``, a file path relative to ``base``; None if the key is absent."""
+    if key not in table:
+        return None
+    if not isinstance(table[key], str) or not table[key]:
+        raise ConfigurationError(f"{where}: {key} must be a file path, got {table[key]!r}")
+    return _path(base, table[key])
+
+
 def _number(where: str, table: dict, key: str, default: float) -> float:
     value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
@@ -665,15 +714,18 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
                  align: str = "psi", sample_weight: str | None = None, pipeline: dict | None = None,
                  serving: dict | None = None, psi_backend: str | None = None,
-                 psi_port_offset: int | None = None) -> Path:
+                 psi_port_offset: int | None = None, crl=None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
     and optionally ``"role"`` (``"feature"``, ``"label"`` or ``"coordinator"``), ``"allow_reconstruction"`` (a bool)
     and ``"release_epsilon"`` (with its companions, :data:`RELEASE_KEYS`).
     ``serving`` holds ``[serving]`` keys, and a party's own ``[serving.NAME]`` table under its name.
+    A party's table may also pin its own ``"ca"`` and its ``"fingerprint"``, and name its CA's ``"crl"``;
+    ``ca`` may then be None (every party names its own), and ``crl`` is ``[federation] crl`` (a path or a list).
     """
-    lines = ["[federation]", f"ca = {_toml(str(ca))}", ""]
+    lines = ["[federation]"] + ([f"ca = {_toml(str(ca))}"] if ca is not None else []) + \
+        ([f"crl = {_toml(crl)}"] if crl is not None else []) + [""]
     for name in sorted(parties):
         lines.append(f"[parties.{name}]")
         lines += [f"{k} = {_toml(v if isinstance(v, (bool, int, float)) else str(v))}" for k, v in parties[name].items()]

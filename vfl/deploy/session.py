@@ -34,21 +34,29 @@ from vfl.runs.linear import share_columns as share_columns_run
 from vfl.transport import Endpoint, Transcript
 from vfl.transport.message import parse_json, quote
 from vfl.transport.network import DEFAULT_LINGER, NetworkTransport
-from vfl.transport.tls import ca_name, certificate_role, issuer_name, load_certificate, signed_by
+from vfl.transport.tls import ca_name, certificate_role, issuer_name, load_certificate, pin_problem, signed_by
 
 
 def check_own_certificate(config: FederationConfig, name: str) -> None:
-    """Refuse early, with a local error, a certificate that names another party or that another CA signed."""
+    """Refuse early, with a local error, a certificate that names another party, that another CA signed than the
+    one expected for it, that is not the one its fingerprint pins, or that a revocation list names."""
     certificate = load_certificate(config.party(name).certificate)
     named = certificate_role(certificate)
     if named != name:
         raise ConfigurationError(f"party {name}: the certificate {config.party(name).certificate} is "
                                  f"party {named}'s; peers would refuse it")
-    ca = load_certificate(config.ca)
+    tls = config.tls(name)
+    ca_path = tls.ca_for(name)
+    ca = load_certificate(ca_path)
     if not signed_by(certificate, ca):
+        whose = f"the CA pinned for {name}" if config.party(name).ca is not None else "the federation's CA"
         raise ConfigurationError(f"party {name}: the certificate {config.party(name).certificate} is signed by the CA "
-                                 f"{issuer_name(certificate)}, not by the federation's CA {config.ca}, {ca_name(ca)}; "
+                                 f"{issuer_name(certificate)}, not by {whose} {ca_path}, {ca_name(ca)}; "
                                  "peers would refuse it: use the ca.pem and the certificates of one `vfl certs` run")
+    problem = pin_problem(certificate, name, tls)
+    if problem:
+        raise ConfigurationError(f"party {name}: the certificate {config.party(name).certificate}: {problem}; "
+                                 f"peers would refuse it (see {config.path})")
 
 
 #: The command each task runs, for messages.

@@ -35,14 +35,24 @@ def register(subparsers) -> None:
 
 
 def _register_certs(subparsers) -> None:
-    p = subparsers.add_parser(
-        "certs", help="make a federation CA and one key + certificate per party",
-        description=wrap(
-            "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
-            "(NAME.key, mode 0600) and a certificate signed by the CA (NAME.pem) naming the party. "
-            "Give each machine ca.pem, its own NAME.pem and NAME.key; keep ca.key offline."),
-        epilog="example: vfl certs certs --parties bank telco shop C   (names as in federation.toml)",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    from vfl.federation.certs_cli import STEPS_EPILOG, CertsParser, add_steps
+
+    parser_class, subparsers._parser_class = subparsers._parser_class, CertsParser   # vfl certs STEP ...
+    try:
+        p = subparsers.add_parser(
+            "certs", help="make a federation CA and one key + certificate per party (or: request, ca, sign, revoke)",
+            description=wrap(
+                "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
+                "(NAME.key, mode 0600) and a certificate signed by the CA (NAME.pem) naming the party. "
+                "Give each machine ca.pem, its own NAME.pem and NAME.key; keep ca.key offline. "
+                "Whoever runs it holds every party's key: between organisations, each makes its own "
+                "(vfl certs request) and a CA signs it (vfl certs sign)."),
+            epilog="example: vfl certs certs --parties bank telco shop C   (names as in federation.toml)\n\n"
+                   + STEPS_EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter)
+    finally:
+        subparsers._parser_class = parser_class
+    add_steps(p)
     p.add_argument("directory", type=Path, help="folder to write into (created if missing)")
     p.add_argument("--parties", nargs="+", default=["A", "B", "C"], metavar="NAME",
                    help="the parties' names, as in federation.toml: letters, digits and '-' (default: A B C)")

@@ -67,8 +67,8 @@ from dataclasses import dataclass
 from vfl.errors import ConfigurationError, HandshakeError, PeerError, ProtocolError
 from vfl.transport.message import quote, parse_json
 from vfl.transport.tls import (TLSFiles, ca_name, certificate_problem, check_role, client_context, der_certificate,
-                               foreign_ca_advice, issuer_name, load_certificate, peer_role, probe_context,
-                               server_context, signed_by)
+                               foreign_ca_advice, issuer_name, load_certificate, peer_pin_problem, peer_role,
+                               probe_context, server_context, signed_by)
 
 #: Default largest frame accepted: ample for a batch of 2048-bit ciphertexts.
 DEFAULT_MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -428,6 +428,9 @@ class NetworkTransport:
             role = peer_role(sock)
             if role != peer:
                 raise HandshakeError(f"the party at {host}:{port} holds a certificate for {role!r}, not {peer!r}")
+            pinned = peer_pin_problem(sock, peer, self.tls)
+            if pinned:
+                raise HandshakeError(f"refused at the TLS handshake: {pinned}")
             _write_hello(sock, {"vfl": 1, "role": self.role, "to": peer})
             answer = _read_answer(sock, peer, deadline)
         except HandshakeError as exc:
@@ -479,13 +482,14 @@ class NetworkTransport:
                 cert = der_certificate(probe.getpeercert(binary_form=True) or b"")
         except (OSError, ValueError):
             pass
-        if cert is not None and not signed_by(cert, load_certificate(self.tls.ca)):
-            return f"its certificate is signed by another CA, {issuer_name(cert)}; {foreign_ca_advice(self.tls)}"
+        if cert is not None and not signed_by(cert, load_certificate(self.tls.ca_for(peer))):
+            return (f"its certificate is signed by another CA, {issuer_name(cert)}; "
+                    f"{foreign_ca_advice(self.tls, peer)}")
         problem = certificate_problem(cert) if cert is not None else None
         if problem:
             return (f"its certificate {problem}; {peer} needs a certificate valid now, signed by the federation's "
                     "CA (vfl certs), or a machine's clock is wrong")
-        return f"its certificate does not verify ({_ssl_reason(exc)}); {foreign_ca_advice(self.tls)}"
+        return f"its certificate does not verify ({_ssl_reason(exc)}); {foreign_ca_advice(self.tls, peer)}"
 
     def _own_problem(self) -> str | None:
         """What is wrong with this party's own certificate (dates, role, CA), read from it; ``None`` if nothing.
@@ -493,8 +497,8 @@ class NetworkTransport:
         Checked when a handshake fails on the peer's side, before guessing at the peer's CA.
         """
         try:
-            problem = certificate_problem(load_certificate(self.tls.certificate), load_certificate(self.tls.ca),
-                                          self.role)
+            problem = certificate_problem(load_certificate(self.tls.certificate),
+                                          load_certificate(self.tls.ca_for(self.role)), self.role)
         except ConfigurationError:
             return None
         return (f"this party's certificate {self.tls.certificate} {problem}, so peers refuse it: make "
@@ -678,6 +682,8 @@ class NetworkTransport:
             reason = "its hello is not a vfl hello (expected vfl: 1, role and to)"
         elif hello["role"] != role:
             reason = f"it claims role {quote(hello['role'])} but its certificate names {role!r}"
+        elif pinned := peer_pin_problem(sock, role, self.tls):     # its pinned CA, fingerprint, revocations
+            reason = pinned
         elif hello["to"] != self.role:
             reason = f"it meant to reach {quote(hello['to'])}, not {self.role!r}"
         else:
