@@ -32,6 +32,10 @@ class CertsParser(argparse.ArgumentParser):
 
     steps: dict[str, argparse.ArgumentParser]
 
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False          # as every vfl command: no abbreviated option
+        super().__init__(*args, **kwargs)
+
     def parse_known_args(self, args=None, namespace=None):
         steps = getattr(self, "steps", {})
         if args and args[0] in steps:
