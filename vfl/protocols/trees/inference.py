@@ -10,7 +10,8 @@
 
 A feature party learns nothing about which leaf a row reaches.  The label party
 learns, for every row scored, the side of every feature-party split of every
-tree (not only the splits on the row's path): that is what the masks say.  So a
+tree that the party's splits above it leave reachable (not only the splits on
+the row's path): that is what the masks say.  So a
 feature party first runs its release check on those sides
 (:func:`vfl.runs.trees.predict_feature`, :mod:`vfl.protocols.release`) and sends
 masks made of the sides it may release.
