@@ -84,3 +84,10 @@ def policy(estimator, name: str, scope_name: str, allowed_parties) -> ReleasePol
                                     epsilon=getattr(estimator, "release_epsilon", None),
                                     delta=getattr(estimator, "release_delta", 1e-6),
                                     clip=getattr(estimator, "release_clip", 4.0))
+
+
+def viewed(estimator, name: str, policy: ReleasePolicy) -> ReleasePolicy:
+    """Feature party ``name``'s policy as the estimator's owner views its releases: a scorecard checks its model's
+    partial scores against the party's raw columns and bins (its ``_release_view(name, policy)``); else ``policy``."""
+    view = estimator.__dict__.get("_release_view")
+    return policy if view is None else view(name, policy)

@@ -47,6 +47,7 @@ from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.release import ReleasePolicy
+from vfl.runs.credit import PART, check_part
 from vfl.runs.linear import raw_release
 from vfl.runs.mlp import release_spec as mlp_release_spec
 from vfl.runs.trees import released_bits
@@ -262,7 +263,9 @@ class FeatureService:
         share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting,
                            mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
         self.store.check_columns(share.columns)
-        if share.kind == "linear" and not share.pipeline:
+        if share.kind == "linear" and share.pipeline:
+            self._check_pipeline_release(share, version)
+        elif share.kind == "linear":
             self._check_release(share, version)
         elif share.kind == "mlp":
             self._check_part_release(share, version)
@@ -294,6 +297,16 @@ class FeatureService:
         self.release.release(self.label, share.columns, rows, raw_release(share.coef, share.scaler),
                              f"its partial scores in served version {version}",
                              ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+
+    def _check_pipeline_release(self, share, version: str) -> None:
+        """Before version ``version`` of the credit pipeline scores any row: this party's release check of its part of
+        a score (one value per bin of its selected columns) over every row of its store, missing values included,
+        against its raw columns and their bins (:func:`vfl.runs.credit.check_part`), recorded in its ledger; with
+        DP, on the noisy parts."""
+        ids, values = self.store.rows(share.columns)
+        check_part(self.release, self.label, share.binner, share.coder, values, raw_release(share.coef, share.scaler),
+                   what=f"{PART} in served version {version}", ids=list(ids), values=share.scores(values),
+                   version=version)
 
     def _check_part_release(self, share, version: str) -> None:
         """Before version ``version`` of a split network answers for any row: this party's release check of its part

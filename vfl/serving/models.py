@@ -104,7 +104,7 @@ class LinearShare:
         self.classes = shard.get("classes") or None
         #: values each row adds to a round: one per model
         self.width = len(params)
-        #: the columns its partial scores are linear in (the score-span rule's)
+        #: the columns its partial scores are linear in
         self.released_columns = self.columns
 
     def scores(self, x: np.ndarray) -> np.ndarray:
