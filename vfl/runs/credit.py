@@ -274,6 +274,9 @@ class ScorecardRelease(ReleasePolicy):
         names, values = assessed(self.binner, self.coder, self.raw, self.party)
         return names, values, part_release(self.binner, self.coder, spec)
 
+    def named(self, what: str) -> str:
+        return _part(what)
+
     def release(self, label_party: str, columns, features, spec: dict, what: str, **options) -> np.ndarray:
         names, values, table = self._viewed(columns, features, spec)
         return super().release(label_party, names, values, table, _part(what), **options)

@@ -180,7 +180,7 @@ def _check_trained(release: ReleasePolicy, label_party: str, data, trained: Trai
                                      raw_release(weights, trained.scaler), what=_RELEASED)
     if not release.allowed and release.epsilon is None and not assessment.passes():
         try:
-            refuse(release.party, label_party, _RELEASED, assessment, release.how)
+            refuse(release.party, label_party, release.named(_RELEASED), assessment, release.how)
         except ConfigurationError as exc:
             warnings.warn(f"{exc} (checked on its training rows; prediction will refuse)", ReleaseWarning,
                           stacklevel=2)
