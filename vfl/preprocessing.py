@@ -429,7 +429,7 @@ class VerticalScorecard(BaseEstimator):
         selected columns, and assesses it against its raw columns and their bins (:class:`vfl.runs.credit.
         ScorecardRelease`) for the rows of this call, not against the coded columns the model sees: a party opts
         in with ``allow_reconstruction`` of the scorecard's model (``allow_score_span``, its earlier name)."""
-        raw = {p: np.asarray(data.features(p), dtype=np.float64) for p in data.feature_parties}
+        raw = {p: np.asarray(data.features(p), dtype=np.float64) for p in data.parties}
         model._release_view = lambda name, policy: run.ScorecardRelease(
             policy, self._binners[name], self.coders_[name], raw[name],
             how=f"allow_reconstruction=[{name!r}] in the scorecard's model")
