@@ -10,6 +10,7 @@ release check (against its raw columns and their bin codes, ``"<column> (bin)"``
 refuses it by default, passes it with the opt-in, and DP noise brings it down.
 """
 
+import json
 import warnings
 
 import numpy as np
@@ -126,3 +127,33 @@ def test_dp_noise_on_the_part_brings_the_bins_down_to_a_constant_guess():
     assert auc_noisy < auc_exact - 0.02                   # the price: telco's signal drowned (measured below)
     with pytest.raises(ConfigurationError, match=r"\(with noise, epsilon 2\) would let the label party bank rebuild"):
         noisy.predict_score(test)
+
+
+def test_vfl_serve_checks_telco_s_part_at_every_load_of_a_version(tmp_path):
+    from vfl.protocols.release import ReleaseLedger, ReleasePolicy
+    from vfl.serving.feature import FeatureService
+    from vfl.serving.models import load_share
+    from vfl.serving.store import CSVStore
+
+    data = credit_data(n=2000, seed=8)
+    pipe = pipe_of(2, allow_reconstruction=["telco"]).fit(data)
+    folder = tmp_path / "models" / "1"
+    folder.mkdir(parents=True)
+    (folder / "model_telco.json").write_text(json.dumps(pipe.shards()["telco"]))
+    telco, _ = credit_frames(n=500, seed=108)
+    telco.to_csv(tmp_path / "store.csv", index=False)
+    share = load_share(tmp_path / "models", "1", "telco", "feature", boosting=False, pipeline=True)
+    for allowed in (False, True):
+        service = FeatureService.__new__(FeatureService)
+        service.label, service.store = "bank", CSVStore(tmp_path / "store.csv", "telco")
+        service.release = ReleasePolicy("telco", ReleaseLedger.at(tmp_path / str(allowed), "telco"), allowed=allowed,
+                                        how="allow_reconstruction = true in its own [parties.telco] table")
+        if not allowed:
+            with pytest.raises(ConfigurationError, match=r"party telco: releasing its part of each score \(one value "
+                                                         r"per bin of its selected columns\) in served version 1 would "
+                                                         r"let the label party bank rebuild column '\w+ \(bin\)'"):
+                service._check_pipeline_release(share, "1")
+        else:
+            service._check_pipeline_release(share, "1")
+            ledger = json.loads((tmp_path / "True" / "release_ledger.json").read_text())["releases"]
+            assert ledger[0]["spec"]["kind"] == "table" and ledger[0]["columns"][-1].endswith(" (bin)")

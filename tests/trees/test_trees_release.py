@@ -160,3 +160,57 @@ def test_a_few_rows_use_the_check_on_the_training_rows():
     model.set_params(allow_reconstruction=None)
     with pytest.raises(ConfigurationError, match="rebuild column"):
         model.predict_proba(few)
+
+
+def served_telco(tmp_path, model, a, **policy):
+    """Party A's ``vfl serve`` feature service, as far as its release check goes: its shard of ``model`` as served
+    version 1, a store of its rows (ids ``r0``...), and its policy with its ledger in ``tmp_path``."""
+    from vfl.deploy.shards.trees import write_shard
+    from vfl.protocols.release import ReleaseLedger, ReleasePolicy
+    from vfl.protocols.release_dp import NoiseKey
+    from vfl.serving.feature import FeatureService
+    from vfl.serving.models import load_share
+    from vfl.serving.store import CSVStore
+
+    write_shard(tmp_path / "models" / "1" / "model_A.json", model._parties["A"], "feature", "f",
+                feature_parties=["A"])
+    store = a.assign(id=[f"r{i}" for i in range(len(a))])
+    store.to_csv(tmp_path / "store.csv", index=False)
+    service = FeatureService.__new__(FeatureService)
+    service.label, service.store = "B", CSVStore(tmp_path / "store.csv", "A")
+    key = NoiseKey.at(tmp_path, "A") if policy.get("epsilon") else None
+    service.release = ReleasePolicy("A", ReleaseLedger.at(tmp_path, "A"), how="allow_reconstruction = true in its "
+                                    "own [parties.A] table", key=key, **policy)
+    return service, load_share(tmp_path / "models", "1", "A", "feature", boosting=True)
+
+
+def test_vfl_serve_checks_each_version_at_load_and_answers_with_the_sides_it_may_send(tmp_path):
+    data, a = credit_like()
+    model = VerticalGradientBoostingClassifier(**FAST, allow_reconstruction=["A"]).fit(data)
+    service, share = served_telco(tmp_path / "default", model, a)
+    with pytest.raises(ConfigurationError, match=r"party A: releasing the side of each of its splits per row \(its "
+                                                 r"leaf masks\) in served version 1 would let the label party B "
+                                                 r"rebuild column '(flag|grade)' .*allow_reconstruction = true in "
+                                                 r"its own \[parties.A\] table"):
+        service._check_tree_release(share, "1")
+    service, share = served_telco(tmp_path / "opted-in", model, a, allowed=True)
+    service._check_tree_release(share, "1")
+    ledger = (tmp_path / "opted-in" / "release_ledger.json").read_text()
+    assert '"kind": "splits"' in ledger and "served version 1" in ledger
+    x = a.to_numpy()
+    status = np.zeros(len(x), dtype=np.uint8)           # OK
+    ids = [f"r{i}" for i in range(len(x))]
+    np.testing.assert_array_equal(service._noised("1", share.sides(x), ids, status, bits=True), share.sides(x))
+    np.testing.assert_array_equal(share.masks_of(share.sides(x), share.trees), share.masks(x, share.trees))
+
+    service, share = served_telco(tmp_path / "dp", model, a, epsilon=5.0)
+    service._check_tree_release(share, "1")             # randomized sides: passes without the opt-in
+    noisy = service._noised("1", share.sides(x), ids, status, bits=True)
+    assert 0.3 < np.mean(noisy != share.sides(x)) < 0.5     # ~70 sides per row at epsilon 5: most flips near 1/2
+    np.testing.assert_array_equal(noisy, service._noised("1", share.sides(x), ids, status, bits=True))   # per id
+    masks = share.masks_of(noisy, share.trees)
+    at = 0
+    for index in share.trees:                            # each tree's mask still allows a path's leaves
+        width = len(model._parties["B"].trees[index]["tree"].leaves)
+        assert masks[:, at:at + width].any(axis=1).all()
+        at += width
