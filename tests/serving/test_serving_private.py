@@ -212,7 +212,7 @@ def _feature_service(monkeypatch, tmp_path, store):
         (tmp_path / version / "model_A.json").write_text("{}")
     share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], pipeline=False, trained_with="t")
     monkeypatch.setattr(feature, "load_share", lambda *a, **k: share)
-    monkeypatch.setattr(private, "payloads", lambda share, values, layout=None, frac_bits=0:
+    monkeypatch.setattr(private, "payloads", lambda share, values, layout=None, frac_bits=0, noise=None:
                         np.zeros((len(values), 2), dtype=np.uint8))
     service = feature.FeatureService.__new__(feature.FeatureService)
     service.role, service.label, service.coordinator, service.workdir = "A", "B", None, None
