@@ -9,15 +9,12 @@ from vfl.crypto import generate_keypair
 
 @pytest.fixture(autouse=True)
 def _fresh_release_ledgers():
-    """Each test is a session of its own: the in-process release ledgers (and score-span ones) start empty."""
+    """Each test is a session of its own: the in-process release ledgers start empty."""
     from vfl.protocols.release import clear_process_ledgers
-    from vfl.protocols.span import clear_process_ledgers as clear_span
 
     clear_process_ledgers()
-    clear_span()
     yield
     clear_process_ledgers()
-    clear_span()
 
 
 @pytest.fixture(scope="session")

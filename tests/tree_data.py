@@ -35,3 +35,15 @@ def make_tree_data(n_rows=300, parties=("A", "B"), columns=3, task="binary", mis
         frames[name] = frame
     frames[parties[-1]]["y"] = y
     return VerticalDataset(frames, label="y", id_column="id"), y
+
+
+def opted_in(data):
+    """``allow_reconstruction`` for every feature party of ``data``.
+
+    Each party's second column is coded (a few distinct values) and the trees split
+    on it, so the sides of its splits a feature party releases at prediction decode
+    it for many rows: its release check refuses that by default (tests/trees/
+    test_trees_release.py measures it).  Tests about the trees' arithmetic opt every
+    feature party in, knowingly.
+    """
+    return {"allow_reconstruction": list(data.feature_parties)}

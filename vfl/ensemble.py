@@ -11,11 +11,13 @@ for split.
 
 from __future__ import annotations
 
+import secrets
+
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import fitted_runs
+from vfl import fitted_runs, release_options
 from vfl.crypto import compute
 from vfl.deploy.shards.trees import write_shard
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
@@ -38,7 +40,8 @@ class _VerticalGradientBoosting(BaseEstimator):
                  l2_regularization=0.0, min_child_weight=1e-3, max_bins=32, early_stopping="auto", scoring="loss",
                  validation_fraction=0.1, n_iter_no_change=10, tol=1e-7, random_state=None, hide_membership=False,
                  label_party_trees=1, key_bits=2048, insecure=False, frac_bits=16, engine=None, verbose="auto",
-                 n_jobs=None):
+                 n_jobs=None, allow_reconstruction=None, release_epsilon=None, release_delta=1e-6, release_clip=4.0,
+                 release_budget=10.0):
         self.learning_rate = learning_rate
         self.max_iter = max_iter
         self.max_leaf_nodes = max_leaf_nodes
@@ -61,6 +64,11 @@ class _VerticalGradientBoosting(BaseEstimator):
         self.engine = engine
         self.verbose = verbose
         self.n_jobs = n_jobs
+        self.allow_reconstruction = allow_reconstruction
+        self.release_epsilon = release_epsilon
+        self.release_delta = release_delta
+        self.release_clip = release_clip
+        self.release_budget = release_budget
 
     def _settings(self) -> BoostingSettings:
         return BoostingSettings(
@@ -99,8 +107,14 @@ class _VerticalGradientBoosting(BaseEstimator):
         self._check_run_params()
         data.require_label()
         roster = Roster(data.feature_parties, data.label_party, None)
+        release_options.check(self)
+        allowed = release_options.allowed(self, roster)
         roles = {name: RoleData(data.columns(name), data.features(name),
-                                    data.labels if name == roster.label else None) for name in roster.data_parties}
+                                data.labels if name == roster.label else None, ids=data.ids)
+                 for name in roster.data_parties}
+        self._release_scopes = {k: release_options.scope(roster.label, roles[k].columns, roles[k].features)
+                                for k in roster.features}
+        releases = {k: release_options.policy(self, k, self._release_scopes[k], allowed) for k in roster.features}
         self.transcript_ = Transcript()
         held = {}
         with ProgressBar(self.verbose, settings.max_iter, "vfl boosting", "iteration") as bar:
@@ -109,7 +123,8 @@ class _VerticalGradientBoosting(BaseEstimator):
 
             results = run_in_threads(roster, run.training_programs(roles, settings, roster, engine=self.engine,
                                                                    on_iteration=on_iteration,
-                                                                   on_party=lambda p: held.update(label=p)),
+                                                                   on_party=lambda p: held.update(label=p),
+                                                                   releases=releases),
                                      self.transcript_, n_jobs=self.n_jobs)
         result = results[roster.label]
         label = result.party
@@ -181,12 +196,18 @@ class _VerticalGradientBoosting(BaseEstimator):
             raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
         features = data.prediction_features(self.feature_names_)
         self._check_run_params()
-        roles = {name: RoleData(data.columns(name), values) for name, values in features.items()}
+        roles = {name: RoleData(data.columns(name), values, ids=data.ids) for name, values in features.items()}
         roster = self._roster.without_coordinator()
-        return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster),
+        release_options.check(self)
+        allowed = release_options.allowed(self, roster)
+        scopes = self.__dict__.get("_release_scopes") or {}
+        releases = {k: release_options.policy(self, k, scopes.get(k) or "unscoped-" + secrets.token_hex(8), allowed)
+                    for k in roster.features}
+        return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster, releases),
                               n_jobs=self.n_jobs)[roster.label]
 
 
+@release_options.document
 class VerticalGradientBoostingClassifier(ClassifierMixin, _VerticalGradientBoosting):
     """Gradient-boosted trees for classification across parties, the label party holding the key.
 
@@ -244,6 +265,12 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, _VerticalGradientBoost
         ``"auto"`` shows it on a terminal or in a notebook only (not in logs, pipes or CI).
     n_jobs : int or None, default=None
         Workers for the encrypted work, scikit-learn's meaning.
+    <<release options: vfl.release_options.DOC>>
+        (Trees: the label party learns, per row predicted, the side of every split a
+        feature party owns — its leaf masks; a column of few values, a 0/1 flag or a
+        code, that the trees split on is read back exactly, so that prediction is
+        refused unless the party is named in ``allow_reconstruction``; training warns
+        first, with a ReleaseWarning. See docs/trees.md.)
 
     Attributes
     ----------

@@ -179,7 +179,8 @@ class _VerticalLinearModel(BaseEstimator):
             else:
                 scopes[name] = release_options.scope(roster.label, own.columns, own.features)
                 programs[name] = partial(run_linear.train_feature, data=own, settings=settings, roster=roster,
-                                         release=release_options.policy(self, name, scopes[name], allowed), **hooks)
+                                         release=release_options.viewed(self, name, release_options.policy(
+                                             self, name, scopes[name], allowed)), **hooks)
         bars = _Bars(self.verbose, self.max_iter)
         programs[roster.coordinator] = partial(run_linear.train_coordinator, coordinator=coordinator,
                                                settings=settings, roster=roster, on_model=bars.on_model)
@@ -373,7 +374,7 @@ class _VerticalLinearModel(BaseEstimator):
         """Feature party ``name``'s release policy for a prediction: its ledger is the one its training started in
         this process (a model copied or unpickled elsewhere starts a ledger of its own there)."""
         scope = (self.__dict__.get("_release_scopes") or {}).get(name) or "unscoped-" + secrets.token_hex(8)
-        return release_options.policy(self, name, scope, allowed)
+        return release_options.viewed(self, name, release_options.policy(self, name, scope, allowed))
 
     def _prediction_programs(self, features: dict, roster: Roster, coordinator: Coordinator, allowed, ids=None
                              ) -> dict:

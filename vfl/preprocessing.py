@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, clone
 
+from contextlib import contextmanager
 from types import SimpleNamespace
 
 from vfl import fitted_runs
@@ -45,7 +46,6 @@ from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.runs import credit as run
 from vfl.runs.threads import run_in_threads
 from vfl.parties.scaling import Standardizer
-from vfl.protocols.span import check_scorecard_part
 from vfl.transport import Transcript
 
 
@@ -408,8 +408,8 @@ class VerticalScorecard(BaseEstimator):
         model = clone(self.model) if self.model is not None else VerticalLogisticRegression()
         if not isinstance(model, VerticalLogisticRegression):
             raise ConfigurationError(f"model must be a VerticalLogisticRegression, got {type(model).__name__}")
-        self._check_parts(model, coded.feature_parties, data.label_party)
-        self.model_ = model.fit(coded)
+        with self._viewed_releases(model, data):
+            self.model_ = model.fit(coded)
         self.parties_ = coded.parties
         self.dropped_parties_ = dropped
         self.points_ = {}
@@ -423,14 +423,20 @@ class VerticalScorecard(BaseEstimator):
         self.classes_ = self.model_.classes_
         return self
 
-    def _check_parts(self, model, parties, label_party: str) -> None:
-        """The floor on what a feature party's part of a score reveals: two selected columns, or its opt-in
-        (``allow_score_span`` of the scorecard's model), see :func:`vfl.protocols.span.check_scorecard_part`."""
-        allowed = model.allow_score_span if isinstance(model.allow_score_span, (list, tuple)) else ()
-        for party in parties:
-            coder = self.coders_[party]
-            check_scorecard_part(party, label_party, [coder.columns[j] for j in coder.selected], party in allowed,
-                                 f"allow_score_span=[{party!r}] in the scorecard's model")
+    @contextmanager
+    def _viewed_releases(self, model, data: VerticalDataset):
+        """Each feature party's release check sees its part of a score as what it is, one value per bin of its
+        selected columns, and assesses it against its raw columns and their bins (:class:`vfl.runs.credit.
+        ScorecardRelease`) for the rows of this call, not against the coded columns the model sees: a party opts
+        in with ``allow_reconstruction`` of the scorecard's model (``allow_score_span``, its earlier name)."""
+        raw = {p: np.asarray(data.features(p), dtype=np.float64) for p in data.parties}
+        model._release_view = lambda name, policy: run.ScorecardRelease(
+            policy, self._binners[name], self.coders_[name], raw[name],
+            how=f"allow_reconstruction=[{name!r}] in the scorecard's model")
+        try:
+            yield
+        finally:
+            del model._release_view             # the rows of this call only (and a model that pickles)
 
     def _codes(self, data: VerticalDataset, party: str) -> np.ndarray:
         return run.bin_codes(self._binners[party], _role_data(data, party), party)
@@ -451,13 +457,15 @@ class VerticalScorecard(BaseEstimator):
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
         """The model's log-odds of the event, by private prediction (only the label party learns them)."""
         self._check()
-        self._check_parts(self.model_, self.model_.feature_parties_, self.model_.label_party_)
-        return self.model_.decision_function(self._coded(data))
+        coded = self._coded(data)
+        with self._viewed_releases(self.model_, data):
+            return self.model_.decision_function(coded)
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         self._check()
-        self._check_parts(self.model_, self.model_.feature_parties_, self.model_.label_party_)
-        return self.model_.predict_proba(self._coded(data))
+        coded = self._coded(data)
+        with self._viewed_releases(self.model_, data):
+            return self.model_.predict_proba(coded)
 
     def predict_score(self, data: VerticalDataset) -> np.ndarray:
         """Scorecard scores, ``offset - factor z``, by private prediction."""

@@ -91,6 +91,13 @@ def policy(estimator, name: str, scope_name: str, allowed_parties) -> ReleasePol
                                     budget=getattr(estimator, "release_budget", 10.0))
 
 
+def viewed(estimator, name: str, policy: ReleasePolicy) -> ReleasePolicy:
+    """Feature party ``name``'s policy as the estimator's owner views its releases: a scorecard checks its model's
+    partial scores against the party's raw columns and bins (its ``_release_view(name, policy)``); else ``policy``."""
+    view = estimator.__dict__.get("_release_view")
+    return policy if view is None else view(name, policy)
+
+
 def document(cls):
     """A class decorator: the estimator's docstring gets :data:`DOC` where it says ``<<release options...>>``."""
     lines = (cls.__doc__ or "").splitlines(keepends=True)

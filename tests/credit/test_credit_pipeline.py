@@ -22,6 +22,7 @@ from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties.binning import Binner
 from vfl.deploy.shards.credit import check
+from vfl.protocols.release import ReleaseWarning
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
 from vfl.stats import population_stability, table_statistics
 
@@ -29,10 +30,12 @@ KEYS = {"key_bits": 1024, "insecure": True}
 
 
 def pipeline(share_woe=False, **selection):
+    # telco's part of a score is one value per cell of its bins, which gives them away (its release check refuses,
+    # tests/credit/test_credit_release.py): these tests are about the scorecard's arithmetic, so telco opts in
     return VerticalPipeline([
         ("woe", VerticalWOE(VerticalBinning(max_bins=8), share_woe=share_woe, **KEYS)),
         ("selection", VerticalSelection(**selection)),
-        ("scorecard", VerticalScorecard(VerticalLogisticRegression(**KEYS))),
+        ("scorecard", VerticalScorecard(VerticalLogisticRegression(**KEYS, allow_reconstruction=["telco"]))),
     ])
 
 
@@ -195,11 +198,14 @@ def test_one_selected_column_of_a_feature_party_gives_the_label_party_each_row_s
     from sklearn.metrics import adjusted_rand_score
 
     data, test = credit_data(n=3000, seed=3), credit_data(n=3000, seed=103)
-    with pytest.raises(ConfigurationError, match=r"party telco: its only selected column 'calls' makes its part of "
-                                                 r"every scorecard score one value per bin .* allow_score_span="
-                                                 r"\['telco'\] in the scorecard's model"):
-        one_per_party(1).fit(data)
-    pipe = one_per_party(1, allow_score_span=["telco"]).fit(data)
+    refused = r"party telco: releasing its part of each score \(one value per bin of its selected columns\) " \
+              r"at prediction would let the label party bank rebuild column 'calls \(bin\)' for 100% of rows .*" \
+              r"allow_reconstruction=\['telco'\] in the scorecard's model"
+    with pytest.warns(ReleaseWarning, match=refused):                   # at training: nothing is released yet
+        pipe = one_per_party(1).fit(data)
+    with pytest.raises(ConfigurationError, match=refused):
+        pipe.predict_score(test)
+    pipe = one_per_party(1, allow_score_span=["telco"]).fit(data)      # the opt-in's earlier name
     card = pipe.named_steps["scorecard"]
     missing = np.ravel(card._binners["telco"].missing_code)[0]
     seen, seen_test = telco_part_seen_by_bank(pipe, data), telco_part_seen_by_bank(pipe, test)
@@ -217,11 +223,16 @@ def test_one_selected_column_of_a_feature_party_gives_the_label_party_each_row_s
     assert exact > 0.7 and within_one > 0.99                             # measured 0.79-0.81 and 1.0 over 5 seeds
 
 
-def test_two_selected_columns_are_allowed_and_their_part_still_groups_rows_by_bin_pair():
+def test_two_selected_columns_are_refused_too_their_part_groups_rows_by_bin_pair_unless_the_party_opts_in():
     from sklearn.metrics import adjusted_rand_score
 
     data, test = credit_data(n=3000, seed=4), credit_data(n=3000, seed=104)
-    pipe = one_per_party(2, iv_threshold=0.0).fit(data)
+    with pytest.warns(ReleaseWarning, match=r"rebuild column '(calls|tenure) \(bin\)' for 100% of rows"):
+        refused = one_per_party(2, iv_threshold=0.0).fit(data)
+    with pytest.raises(ConfigurationError, match=r"rebuild column '(calls|tenure) \(bin\)' for 100% of rows .*"
+                                                 r"allow_reconstruction=\['telco'\] in the scorecard's model"):
+        refused.predict_score(test)
+    pipe = one_per_party(2, iv_threshold=0.0, allow_reconstruction=["telco"]).fit(data)
     card = pipe.named_steps["scorecard"]
     assert pipe.named_steps["selection"].selected_columns_["telco"] == ["calls", "tenure"]
     codes = card._codes(pipe._through(test), "telco")

@@ -67,6 +67,9 @@ def federation(tmp_path_factory):
     data = write_data(folder)
     parties = {n: {"role": role, "address": f"127.0.0.1:{port}", "certificate": tls[n].certificate,
                    "key": tls[n].key} for (n, role), port in zip(ROLES.items(), _free_ports(len(ROLES)))}
+    # telco's part of a score is one value per cell of its bins, which its release check refuses by default (the
+    # test of one selected column below): these tests are about the pipeline's run, so telco opts in
+    parties["telco"]["allow_reconstruction"] = True
     config = write_config(folder / "federation.toml", tls["bank"].ca, parties, TRAINING,
                           {"connect_timeout": 30, "timeout": 60}, pipeline=PIPELINE)
     return {"config": config, "data": data, "folder": folder, "results": run("party", config, data, folder / "run")}
@@ -162,8 +165,10 @@ def test_a_killed_feature_party_resumes_after_selection(federation):
     assert shard(work, "telco")["selected"] == shard(folder / "run", "telco")["selected"]
 
 
-def test_a_feature_party_with_one_selected_column_refuses_the_scorecard_unless_it_opts_in(federation):
-    """The scorecard's floor in ``vfl party``: telco's part of every score would name each row's bin of ``calls``."""
+def test_a_feature_party_refuses_its_part_of_the_scorecard_unless_it_opts_in(federation):
+    """The release check in ``vfl party``: telco's part of every score (here of its one selected column) names each
+    row's bin of ``calls``; the label party's training metrics would release it for the training rows, so training
+    stops there unless telco accepts it (``allow_reconstruction = true``; ``allow_score_span``, its earlier name)."""
     folder, tls = federation["folder"], write_federation_certs(federation["folder"] / "certs1", tuple(ROLES))
     for allow in (False, True):
         parties = {n: {"role": role, "address": f"127.0.0.1:{port}", "certificate": tls[n].certificate,
@@ -176,10 +181,13 @@ def test_a_feature_party_with_one_selected_column_refuses_the_scorecard_unless_i
         if allow:
             assert all(c == 0 for c, _, _ in results.values()), results
             assert shard(folder / f"one-{allow}", "telco")["coding"]["selected"] == [0]
+            ledger = json.loads((folder / f"one-{allow}" / "telco" / "release_ledger.json").read_text())
+            assert [e["columns"] for e in ledger["releases"]] == [["calls", "tenure", "noise", "calls (bin)",
+                                                                   "tenure (bin)", "noise (bin)"]]
         else:
-            assert code != 0 and "party telco: its only selected column 'calls' makes its part of every scorecard " \
-                "score one value per bin" in err, err
-            assert "allow_score_span = true in its own [parties.telco] table" in err
+            assert code != 0 and "party telco: releasing its part of each score of its training rows (the label " \
+                "party's training metrics) would let the label party bank rebuild column 'calls (bin)' for" in err, err
+            assert "allow_reconstruction = true in its own [parties.telco] table" in err
             assert all(c != 0 for c, _, _ in results.values())
 
 

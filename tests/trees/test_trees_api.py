@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 from sklearn.base import clone
 
-from tree_data import make_tree_data
+from tree_data import make_tree_data, opted_in
 from vfl import ConfigurationError, DataError, NotFittedError, VerticalDataset
 from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
 
@@ -15,7 +15,9 @@ FAST = dict(key_bits=1024, insecure=True, early_stopping=False)
 @pytest.fixture(scope="module")
 def fitted():
     data, y = make_tree_data(160, seed=11)
-    return VerticalGradientBoostingClassifier(max_iter=3, min_samples_leaf=5, **FAST).fit(data), data, y
+    # the coded column a1 decodes from A's split sides: A opts in (tree_data.opted_in)
+    return (VerticalGradientBoostingClassifier(max_iter=3, min_samples_leaf=5, **FAST, **opted_in(data)).fit(data),
+            data, y)
 
 
 def test_parameters_follow_scikit_learn(fitted):
@@ -54,7 +56,7 @@ def test_string_classes_and_missing_values_at_prediction():
 
 def test_regression_scores_r2():
     data, y = make_tree_data(160, task="regression", seed=13)
-    model = VerticalGradientBoostingRegressor(max_iter=5, learning_rate=0.5, **FAST).fit(data)
+    model = VerticalGradientBoostingRegressor(max_iter=5, learning_rate=0.5, **FAST, **opted_in(data)).fit(data)
     assert model.predict(data).shape == (160,) and model.score(data) > 0.5
 
 

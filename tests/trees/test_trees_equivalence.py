@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import roc_auc_score
 
-from tree_data import make_tree_data
+from tree_data import make_tree_data, opted_in
 from vfl.centralized.trees import fit_boosting
 from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
 
@@ -53,7 +53,8 @@ def assert_same_trees(model, reference):
 def test_binary_two_parties_with_missing_values(hide):
     data, y = make_tree_data(240, seed=1)
     model = VerticalGradientBoostingClassifier(max_iter=4, learning_rate=0.3, min_samples_leaf=5,
-                                               early_stopping=False, hide_membership=hide, **FAST).fit(data)
+                                               early_stopping=False, hide_membership=hide, **FAST,
+                                               **opted_in(data)).fit(data)     # a1 is coded: A opts in
     reference = pooled(model, y, 2)
     assert_same_trees(model, reference)
     np.testing.assert_array_equal(model.decision_function(data), reference.raw[:, 0])
@@ -65,7 +66,7 @@ def test_multiclass_three_parties_best_first(hide):
     data, y = make_tree_data(240, parties=("A", "C", "B"), columns=2, task="multiclass", seed=2)
     model = VerticalGradientBoostingClassifier(max_iter=2, max_leaf_nodes=5, max_depth=None, min_samples_leaf=8,
                                                label_party_trees=0, early_stopping=False, hide_membership=hide,
-                                               **FAST).fit(data)
+                                               **FAST, **opted_in(data)).fit(data)     # coded columns: opt in
     assert model.n_trees_per_iteration_ == 3 and list(model.classes_) == [0, 1, 2]
     reference = pooled(model, y, 3)
     assert_same_trees(model, reference)
@@ -78,7 +79,7 @@ def test_regression_with_l2_and_min_child_weight(hide):
     data, y = make_tree_data(200, parties=("A", "C", "B"), task="regression", seed=3)
     model = VerticalGradientBoostingRegressor(max_iter=3, max_depth=4, l2_regularization=1.5, min_child_weight=2.0,
                                               min_samples_leaf=4, learning_rate=0.5, early_stopping=False,
-                                              hide_membership=hide, **FAST).fit(data)
+                                              hide_membership=hide, **FAST, **opted_in(data)).fit(data)   # opt in
     reference = pooled(model, y)
     assert_same_trees(model, reference)
     np.testing.assert_array_equal(model.predict(data), reference.raw[:, 0])
@@ -114,7 +115,7 @@ def test_auc_within_0002_of_xgboost_hist_on_the_same_bins():
     settings = dict(max_iter=10, learning_rate=0.3, max_depth=3)
     model = VerticalGradientBoostingClassifier(min_samples_leaf=1, min_child_weight=1.0, l2_regularization=1.0,
                                                label_party_trees=0, early_stopping=False, **settings,
-                                               **FAST).fit(data)
+                                               **FAST, **opted_in(data)).fit(data)     # a1 is coded: opt in
     codes = np.hstack([model._parties[n].codes.astype(float) for n in model._roster.data_parties])
     codes[codes == model._parties["A"].binner.missing_code] = np.nan
     booster = xgb.train({"objective": "binary:logistic", "tree_method": "hist", "max_bin": 256,
@@ -134,7 +135,7 @@ def test_gradients_split_over_many_messages_give_the_same_trees(monkeypatch, hid
     monkeypatch.setattr(training, "PART", 50)
     data, y = make_tree_data(180, seed=8)
     model = VerticalGradientBoostingClassifier(max_iter=2, label_party_trees=0, early_stopping=False,
-                                               hide_membership=hide, **FAST).fit(data)
+                                               hide_membership=hide, **FAST, **opted_in(data)).fit(data)   # opt in
     assert_same_trees(model, pooled(model, y, 2))
     parts = model.transcript_.to_frame()
     assert (parts["name"] == ("round_gradients" if hide else "gradients")).sum() >= 2 * 4
@@ -183,7 +184,7 @@ def test_small_nodes_with_extreme_gradients_stay_exact(hide):
     data = VerticalDataset(frames, label="y", id_column="id")
     model = VerticalGradientBoostingRegressor(max_iter=2, max_depth=6, min_samples_leaf=1, min_child_weight=0.0,
                                               learning_rate=1.0, early_stopping=False, label_party_trees=0,
-                                              hide_membership=hide, **FAST).fit(data)
+                                              hide_membership=hide, **FAST, **opted_in(data)).fit(data)   # opt in
     reference = pooled(model, y)
     assert_same_trees(model, reference)
     np.testing.assert_array_equal(model.predict(data), reference.raw[:, 0])

@@ -38,6 +38,7 @@ from vfl.deploy.report import plain, prediction_metrics, rows_report, write_scor
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
+from vfl.protocols.release import ReleasePolicy
 from vfl.runs import trees as run
 
 #: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
@@ -87,7 +88,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
 
             if kind == "feature":
                 result = run.train_feature(session.endpoint, data, settings, roster, role=role,
-                                           checkpoints=checkpoints, on_iteration=on_iteration)
+                                           checkpoints=checkpoints, on_iteration=on_iteration,
+                                           release=ReleasePolicy.for_party(config.party(role), workdir))
             else:
                 result = run.train_label(session.endpoint, data, settings, roster, role=role, checkpoints=checkpoints,
                                          on_iteration=on_iteration, on_party=lambda p: held.update(label=p))
@@ -174,7 +176,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         if alignment:
             summary["alignment"] = alignment
         if kind == "feature":
-            run.predict_feature(session.endpoint, data, party, roster)
+            run.predict_feature(session.endpoint, data, party, roster,
+                                ReleasePolicy.for_party(config.party(role), workdir))
         else:
             raw = run.predict_label(session.endpoint, data, party, roster)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, raw, party,

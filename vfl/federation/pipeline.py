@@ -29,6 +29,7 @@ The coordinator takes part in the model only.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -47,17 +48,18 @@ from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, classes_line, rows_report
-from vfl.federation.runner import (agree_on_models, needs_data, release_scores, report_training, score_rows,
-                                  scoring_part, span_opt_in, train_model)
+from vfl.federation.runner import (agree_on_models, needs_data, release_policy, report_training, score_rows,
+                                  scoring_part, train_model)
 from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
 from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
 from vfl.parties.binning import Binner
 from vfl.parties.credit.scorecard import Coder
 from vfl.parties.credit.statistics import describe, population_stability
 from vfl.parties.scaling import Standardizer
-from vfl.protocols.span import SpanLedger, check_scorecard_part, check_training, column_rank
+from vfl.protocols.release import ReleaseWarning, refuse
 from vfl.protocols.fields import count, flag
 from vfl.runs import credit as credit_run
+from vfl.runs.linear import raw_release
 
 #: The format of the checkpoint written after WOE/IV and selection.
 STEP_FORMAT = "vfl-pipeline-step/1"
@@ -123,10 +125,6 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             n_models = agree_on_models(ep, role, kind, roster, 1 if kind == "label" else None)
             if n_models != 1:
                 raise ProtocolError(f"{role}: the pipeline trains one model, {roster.label} announced {n_models}")
-            if kind == "feature":
-                _check_part(config, role, [data.columns[j] for j in coder.selected])
-                check_training(SpanLedger.at(workdir, role), roster.label, coder.names, column_rank(coded), 1,
-                               trained_with, *span_opt_in(config, role))
             if kind == "label" and classes_line(role, step["classes"]):
                 shown.line(classes_line(role, step["classes"]))
             party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
@@ -134,8 +132,11 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             shown.model(settings.max_iter)
             result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
             shown.close()
+            parts = None
+            if kind == "feature":
+                parts = _check_trained_part(config, role, workdir, data, binner, coder, party, scaler, model_x)
             shown.step("validation and metrics")
-            metrics = report_training(session, config, role, kind, [party], coordinator, 1)
+            metrics = report_training(session, config, role, kind, [party], coordinator, 1, scores=parts)
             shown.step("scorecard")
             summary["transcript"] = str(session.save_transcript(workdir / "transcript_train.csv"))
     finally:
@@ -154,9 +155,38 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     return summary
 
 
-def _check_part(config: FederationConfig, role: str, selected: list) -> None:
-    """The scorecard's floor on what feature party ``role``'s part of a score reveals (two selected columns)."""
-    check_scorecard_part(role, config.roster.label, selected, *span_opt_in(config, role))
+_TRAINING_PART = "its part of each score of its training rows (the label party's training metrics)"
+
+
+def _check_trained_part(config: FederationConfig, role: str, workdir: Path, data: PartyData, binner: Binner,
+                        coder: Coder, party, scaler, model_x) -> list | None:
+    """A feature party after training: the release check of its part of a score (one value per bin of its selected
+    columns) against its raw columns and their bins (:func:`vfl.runs.credit.check_part`), on its training rows.
+
+    The verdict is kept in its ledger (a later prediction of too few rows to assess uses it).  The label party's
+    training metrics release its parts of the training rows: checked as a release (refused unless the party opted
+    in; with DP, the noisy parts are what is sent, returned per model).  Without the metrics a refusal is a
+    warning now (prediction will refuse).
+    """
+    policy = release_policy(config, role, workdir)
+    coef = np.atleast_2d(np.asarray(party.coef, dtype=np.float64))
+    spec = raw_release(coef, scaler)
+    assessment = credit_run.check_trained_part(policy, config.roster.label, binner, coder, data.features, spec,
+                                               what=credit_run.PART + " at prediction")
+    if not config.report_metrics:
+        if not policy.allowed and policy.epsilon is None and not assessment.passes():
+            try:
+                refuse(role, config.roster.label, credit_run.PART + " at prediction", assessment, policy.how)
+            except ConfigurationError as exc:
+                warnings.warn(f"{exc} (checked on its training rows; prediction will refuse)", ReleaseWarning,
+                              stacklevel=2)
+        return None
+    if getattr(party, "validation", None) is not None:
+        raise ConfigurationError(f"party {role}: the pipeline's training metrics would score validation rows its "
+                                 "release check did not see; set report_metrics = false")
+    sent = credit_run.check_part(policy, config.roster.label, binner, coder, data.features, spec,
+                                 what=_TRAINING_PART, ids=data.ids, values=np.asarray(model_x) @ coef.T)
+    return [sent[:, 0]]
 
 
 def _data(config: FederationConfig, role: str, kind: str, data_path, columns=None,
@@ -323,12 +353,15 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         n_models = agree_on_models(ep, role, kind, roster, 1 if data else None)
         if n_models != 1:
             raise ProtocolError(f"{role}: the pipeline scores one model, {roster.label} announced {n_models}")
+        sent = None
         if kind == "feature":
-            _check_part(config, role, [coder.columns[j] for j in coder.selected])
-            release_scores(config, role, workdir, model["columns"], [model["coef"]], model["scale"], False,
-                           shard["trained_with"])
+            scaler = Standardizer.from_dict(model, len(model["columns"]), "model shard")
+            coef = np.atleast_2d(np.asarray(model["coef"], dtype=np.float64))
+            sent = credit_run.check_part(release_policy(config, role, workdir), roster.label, binner, coder,
+                                         data.features, raw_release(coef, scaler), what=credit_run.PART +
+                                         " at prediction", ids=data.ids, values=features @ coef.T)[:, 0]
         scored = score_rows(ep, config, role, kind, features, shard and shard["model"]["columns"], params,
-                            True, coordinator)
+                            True, coordinator, scores=sent)
         if kind == "label":
             summary.update(rows=len(scored), scores=str(write_scores(output or workdir / "scores.csv", data.ids,
                                                                      scored, shard, config.id_column)))

@@ -60,7 +60,6 @@ from vfl.protocols import run_a, run_b, run_c
 from vfl.runs import linear as run_linear
 from vfl.runs.linear import kept_shared
 from vfl.protocols.release import ReleasePolicy
-from vfl.protocols.span import SpanLedger, check_release, model_name, raw_directions
 from vfl.transport import Endpoint
 
 # --------------------------------------------------------------------------- training
@@ -270,29 +269,10 @@ def _training_data(config: FederationConfig, role: str, kind: str, data_path) ->
                     weight=config.sample_weight if label else None, foreign=_foreign(config, kind))
 
 
-def release_scores(config: FederationConfig, role: str, workdir: Path, columns, params, scale, shared: bool,
-                   fingerprint: str) -> None:
-    """Feature party ``role``'s score-span check before its scores leave it (:func:`vfl.protocols.span.check_release`).
-
-    ``params`` are its weights per model (for columns standardized by ``scale``, if
-    given); with ``shared`` it does not know them, and each model counts as new
-    dimensions.  ``fingerprint`` names the model when its weights are unknown.
-    """
-    directions = None if shared else raw_directions([np.ravel(p)[:len(columns)] for p in params], scale)
-    check_release(SpanLedger.at(workdir, role), config.roster.label, list(columns), directions, len(params),
-                  model_name(directions, fingerprint), *span_opt_in(config, role))
-
-
 def release_policy(config: FederationConfig, role: str, workdir: Path) -> ReleasePolicy:
     """Feature party ``role``'s release policy: its release ledger and noise key in its work directory, its own
     opt-in and differential-privacy choices (its ``[parties.NAME]`` table; :mod:`vfl.protocols.release`)."""
     return ReleasePolicy.for_party(config.party(role), workdir)
-
-
-def span_opt_in(config: FederationConfig, role: str) -> tuple[bool, str]:
-    """Whether feature party ``role`` accepts what its scores reveal, and how it would say so."""
-    return config.party(role).allow_score_span, f"allow_score_span = true in its own [parties.{role}] table"
-
 
 
 def _foreign(config: FederationConfig, kind: str) -> tuple:
@@ -414,20 +394,21 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
 
 
 def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,
-               fit_intercept, coordinator, mode: str = "private", share=None):
+               fit_intercept, coordinator, mode: str = "private", share=None, scores=None):
     """One private prediction of ``features`` with the weights ``params`` (:func:`vfl.runs.linear.score_rows`).
 
-    A model that stays shared passes ``share`` instead of the weights.  Returns the scores
-    at the label party, the number of rows scored elsewhere.  ``role`` and ``kind`` are
-    the endpoint's.
+    A model that stays shared passes ``share`` instead of the weights; a feature party may pass the ``scores``
+    its release check let it send (with DP noise, say).  Returns the scores at the label party, the number of
+    rows scored elsewhere.  ``role`` and ``kind`` are the endpoint's.
     """
     return run_linear.score_rows(ep, config.training, config.roster, features, columns,
                                  params if share is None else share, fit_intercept, coordinator, mode,
-                                 shared=share is not None)
+                                 shared=share is not None, scores=scores)
 
 
 def report_training(session: Session, config: FederationConfig, role: str, kind: str, parties: list, coordinator,
-                    n_models: int, coordinator_shares: list | None = None) -> dict | None:
+                    n_models: int, coordinator_shares: list | None = None, scores: list | None = None
+                    ) -> dict | None:
     """After training: the label party's metrics on its training (and validation) rows, by private prediction.
 
     Every party takes part, once per model: the data parties score their training
@@ -435,7 +416,8 @@ def report_training(session: Session, config: FederationConfig, role: str, kind:
     write; the label party learns the scores, exactly as ``vfl predict`` on the
     training CSVs would show them, and nobody else learns anything (always the
     private mode, whatever ``[prediction] mode``).  Off with ``[training]
-    report_metrics = false``.  Returns, at the label party, ``{"training": ...,
+    report_metrics = false``.  A feature party may pass the ``scores`` per model its release check let it send
+    (the pipeline: its parts of the training rows' scores).  Returns, at the label party, ``{"training": ...,
     "validation": ...}``, each ``{"rows": n, "metrics": {...}}``.
     """
     if not config.report_metrics:
@@ -453,7 +435,8 @@ def report_training(session: Session, config: FederationConfig, role: str, kind:
         if kept_shared(config.training):        # the model stays shared: each scores with its share
             share = coordinator_shares[index] if kind == "coordinator" else parties[index].share.state()
         columns.append(score_rows(ep, config, role, kind, rows, party and party.columns, party and party.params,
-                                  party and party.fit_intercept, coordinator, share=share))
+                                  party and party.fit_intercept, coordinator, share=share,
+                                  scores=scores[index] if scores is not None else None))
     ep.model = None
     if kind != "label":
         return None

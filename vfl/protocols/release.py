@@ -618,6 +618,15 @@ class ReleasePolicy:
                    epsilon=dp.get("epsilon"), delta=dp.get("delta", 1e-6), clip=dp.get("clip", 4.0),
                    budget=dp.get("budget", 10.0), key=NoiseKey.at(workdir, entry.name) if dp else None)
 
+    def named(self, what: str) -> str:
+        """What a release is called in this party's messages (a scorecard's policy names its part of a score)."""
+        return what
+
+    def check_model(self, label_party: str, columns, features, spec: dict, what: str) -> Assessment:
+        """:func:`check_model` with this party's ledger (a policy that views its releases through other columns,
+        a scorecard's, overrides it and :meth:`release` alike)."""
+        return check_model(self.ledger, label_party, columns, features, spec, what=what)
+
     def noised(self, exact, ids, version: str, bits: bool = False, compositions: int = 1
                ) -> tuple[np.ndarray, dict | None]:
         """``exact`` with this party's noise for ``ids`` in ``version`` (the same every time), and the DP record;

@@ -22,7 +22,14 @@ selection                   :func:`select_feature`, :func:`select_label`
 both, as ``vfl party``      :func:`train_feature`, :func:`train_label`
 the model's columns         :func:`coding`, :func:`model_coder`, :func:`model_rows`
 the scorecard               :func:`points`, :func:`base_points`
+the release check           :func:`part_release`, :func:`assessed`, :class:`ScorecardRelease`
 ==========================  ======================================================
+
+A feature party's part of a score is one value per cell of its selected columns'
+bins (a sum of per-column lookups), whatever its coding: its release check
+(:mod:`vfl.protocols.release`) is run against its raw columns and their bin codes
+(assessed columns ``"<column> (bin)"``), not against the coded model columns the
+logistic model sees.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from vfl.parties.scaling import Standardizer
 from vfl.protocols import credit as protocol
 from vfl.protocols.credit.settings import CreditSettings
 from vfl.protocols.credit.woe import CHUNK_ROWS
+from vfl.protocols.release import ReleasePolicy, check_model, evaluate, table_release
 from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 
@@ -205,3 +213,96 @@ def points(coder: Coder, coef, mean, scale, card: ScorecardScale) -> list[np.nda
 def base_points(card: ScorecardScale, intercept: float) -> float:
     """The label party's base points: the score of the intercept alone."""
     return float(card.offset - card.factor * float(intercept))
+
+
+# --------------------------------------------------------------------------- the release check
+
+#: What a feature party's part of a score is, for its release check's messages.
+PART = "its part of each score (one value per bin of its selected columns)"
+
+
+def part_release(binner: Binner, coder: Coder, spec: dict) -> dict:
+    """A feature party's part of a score as a function of its raw columns: the table release
+    (:func:`vfl.protocols.release.table_release`) equal to ``spec`` (its model columns' linear release, one
+    output) composed with its bins and coding.
+
+    Each selected column adds one value per bin (its missing bin's for a missing value); the coding is additive
+    over columns, so each column's values are read off ``spec`` with the other columns held at their first bin.
+    A bin holds ``t_(j-1) < x <= t_j``; the table looks values up with ``searchsorted(edges, x, 'right')``, so
+    its edges are the thresholds moved up by one ulp (the same bins for every float).
+    """
+    sizes = coder.sizes
+    base_codes = np.zeros((1, len(sizes)), dtype=np.int64)
+    base = float(evaluate(spec, coder.transform(base_codes)).ravel()[0])
+    tables = []
+    for j in coder.selected:
+        grid = np.repeat(base_codes, sizes[j], axis=0)
+        grid[:, j] = np.arange(sizes[j])
+        values = evaluate(spec, coder.transform(grid))[:, 0] - base
+        if not tables:
+            values = values + base          # the constant rides on the first column's values
+        edges = np.nextafter(np.asarray(binner.thresholds_[j], dtype=np.float64), np.inf)
+        tables.append((j, edges, values[:sizes[j] - 1], values[sizes[j] - 1]))
+    return table_release(tables)
+
+
+def assessed(binner: Binner, coder: Coder, raw, role: str) -> tuple[list, np.ndarray]:
+    """The columns a feature party's part of a score is assessed against, and their values for the rows ``raw``:
+    its raw columns, then each one's bin code (``"<column> (bin)"``, missing values their own bin)."""
+    raw = np.asarray(raw, dtype=np.float64)
+    codes = flat_codes(binner.transform(raw, f"party {role}", coder.columns), binner.n_bins_, binner.missing_code)
+    return [*coder.columns, *(f"{c} (bin)" for c in coder.columns)], np.hstack([raw, codes.astype(np.float64)])
+
+
+class ScorecardRelease(ReleasePolicy):
+    """A feature party's release policy as its scorecard part sees it: every check the logistic model asks for on
+    the coded model columns (its partial scores, their linear release) is run instead on the party's raw columns
+    and their bins (:func:`assessed`), with the same function as a table of values per bin (:func:`part_release`).
+
+    ``raw`` are the party's raw rows of the call (training, or the rows predicted), in the order of the model's.
+    """
+
+    def __init__(self, policy: ReleasePolicy, binner: Binner, coder: Coder, raw, how: str | None = None):
+        super().__init__(policy.party, policy.ledger, policy.allowed, how or policy.how, policy.epsilon,
+                         policy.delta, policy.clip, policy.budget, policy.key)
+        self.binner, self.coder, self.raw = binner, coder, np.asarray(raw, dtype=np.float64)
+
+    def _viewed(self, columns, features, spec: dict) -> tuple[list, np.ndarray, dict]:
+        if list(columns) != list(self.coder.names) or len(features) != len(self.raw):
+            raise DataError(f"party {self.party}: the scorecard's release check was handed {len(features)} rows "
+                            f"of {list(columns)} for {len(self.raw)} rows of {self.coder.names}")
+        names, values = assessed(self.binner, self.coder, self.raw, self.party)
+        return names, values, part_release(self.binner, self.coder, spec)
+
+    def named(self, what: str) -> str:
+        return _part(what)
+
+    def release(self, label_party: str, columns, features, spec: dict, what: str, **options) -> np.ndarray:
+        names, values, table = self._viewed(columns, features, spec)
+        return super().release(label_party, names, values, table, _part(what), **options)
+
+    def check_model(self, label_party: str, columns, features, spec: dict, what: str):
+        names, values, table = self._viewed(columns, features, spec)
+        return check_model(self.ledger, label_party, names, values, table, what=_part(what))
+
+
+def _part(what: str) -> str:
+    return what.replace("its partial scores", PART) if "its partial scores" in what else f"{PART}: {what}"
+
+
+def check_part(policy: ReleasePolicy, label_party: str, binner: Binner, coder: Coder, raw, spec: dict, *,
+               what: str, ids=None, values=None, version: str | None = None) -> np.ndarray:
+    """A feature party's release check of its part of a score for the rows ``raw`` (``spec``: its model columns'
+    linear release; ``values``: the exact parts), outside the logistic model's run (``vfl predict``, serving):
+    returns what it may send (DP noise added if chosen)."""
+    names, assessed_values = assessed(binner, coder, raw, policy.party)
+    return policy.release(label_party, names, assessed_values, part_release(binner, coder, spec), what, ids=ids,
+                          values=values, version=version)
+
+
+def check_trained_part(policy: ReleasePolicy, label_party: str, binner: Binner, coder: Coder, raw, spec: dict,
+                       *, what: str):
+    """After training (``vfl party``): the check of its part of a score on its training rows, kept in its ledger."""
+    names, assessed_values = assessed(binner, coder, raw, policy.party)
+    return check_model(policy.ledger, label_party, names, assessed_values, part_release(binner, coder, spec),
+                       what=what)

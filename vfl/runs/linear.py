@@ -47,7 +47,7 @@ from vfl.parties.scaling import Standardizer
 from vfl.protocols import (Roster, TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b,
                            predict_c, run_a, run_b, run_c)
 from vfl.protocols.linear import shared as shared_protocol
-from vfl.protocols.release import ReleasePolicy, ReleaseWarning, check_model, linear_release, refuse
+from vfl.protocols.release import ReleasePolicy, ReleaseWarning, linear_release, refuse
 from vfl.protocols.linear.checks import (check_validation_split, warn_clipped_labels,
                                          warn_mini_batch_labels)
 from vfl.transport import Endpoint
@@ -176,11 +176,11 @@ def _check_trained(release: ReleasePolicy, label_party: str, data, trained: Trai
                          for p, q in zip(params, trained.parties)):
         return
     weights = np.vstack([np.ravel(p)[:len(data.columns)] for p in params])
-    assessment = check_model(release.ledger, label_party, list(data.columns), data.features,
-                             raw_release(weights, trained.scaler), what=_RELEASED)
+    assessment = release.check_model(label_party, list(data.columns), data.features,
+                                     raw_release(weights, trained.scaler), what=_RELEASED)
     if not release.allowed and release.epsilon is None and not assessment.passes():
         try:
-            refuse(release.party, label_party, _RELEASED, assessment, release.how)
+            refuse(release.party, label_party, release.named(_RELEASED), assessment, release.how)
         except ConfigurationError as exc:
             warnings.warn(f"{exc} (checked on its training rows; prediction will refuse)", ReleaseWarning,
                           stacklevel=2)

@@ -14,20 +14,31 @@ columns, aligned, NaN a missing value) and, at the label party, ``labels``
 callables: ``checkpoints`` (a completed iteration -> the party's saved state),
 ``on_iteration(iteration, state)`` after every completed iteration (progress bars,
 checkpoint saving), the crypto ``engine``.
+
+At prediction the label party learns, per row, the side of every split a feature
+party owns (its leaf masks are made of them): a release
+(:mod:`vfl.protocols.release`).  A feature party with a release policy checks
+it on its training rows after training (:func:`check_trained`: a
+:class:`~vfl.protocols.release.ReleaseWarning` now when a prediction would be
+refused) and before any prediction's masks leave it (:func:`predict_feature`),
+with :func:`release_spec` (its splits in its raw units, exactly as it routes a
+row) and the real sides; under DP the masks are made of randomized sides.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
-from vfl.errors import DataError
+from vfl.errors import ConfigurationError, DataError
 from vfl.parties.trees.feature_party import TreeFeatureParty
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.protocols import Roster
 from vfl.protocols import trees as protocol
+from vfl.protocols.release import ReleasePolicy, ReleaseWarning, check_model, refuse, split_release
 from vfl.protocols.trees import BoostingSettings
 from vfl.transport import Endpoint
 
@@ -98,12 +109,58 @@ def label_party(data, role: str, settings: BoostingSettings) -> TreeLabelParty:
 
 
 def train_feature(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *, role: str,
-                  checkpoints: Mapping[int, dict] | None = None, on_iteration=None, engine=None) -> Boosted:
-    """A feature party's training run: build the party from ``data``, run its program, return it trained."""
+                  checkpoints: Mapping[int, dict] | None = None, on_iteration=None, engine=None,
+                  release: ReleasePolicy | None = None) -> Boosted:
+    """A feature party's training run: build the party from ``data``, run its program, return it trained.
+
+    ``release``: its release policy; the sides of its splits are then checked on its training rows
+    (:func:`check_trained`).
+    """
     party = feature_party(data, role, settings)
     protocol.train_feature(ep, party, settings, roster.without_coordinator(), checkpoints or None, on_iteration,
                            engine)
+    if release is not None:
+        check_trained(release, roster.label, data, party)
     return Boosted(party)
+
+
+#: What a feature party's prediction releases, in words.
+RELEASED = "the side of each of its splits per row (its leaf masks) at prediction"
+
+
+def release_spec(party: TreeFeatureParty) -> dict:
+    """The release function of a feature party's leaf masks: the side of each of its splits, in its raw units
+    (:func:`vfl.protocols.release.split_release`; the order of
+    :meth:`~vfl.parties.trees.feature_party.TreeFeatureParty.split_bits`)."""
+    return split_release(party.raw_splits())
+
+
+def check_trained(release: ReleasePolicy, label_party: str, data, party: TreeFeatureParty) -> None:
+    """A feature party, after training: assess on its training rows what the sides of its splits would let the
+    label party rebuild, keep the verdict in its ledger (a later prediction of too few rows to assess uses it), and
+    warn now if a prediction would be refused (nothing more is released yet)."""
+    if not party.own_splits():
+        return
+    assessment = check_model(release.ledger, label_party, list(party.columns), data.features, release_spec(party),
+                             what=RELEASED)
+    if not release.allowed and release.epsilon is None and not assessment.passes():
+        try:
+            refuse(release.party, label_party, RELEASED, assessment, release.how)
+        except ConfigurationError as exc:
+            warnings.warn(f"{exc} (checked on its training rows; prediction will refuse)", ReleaseWarning,
+                          stacklevel=2)
+
+
+def released_bits(release: ReleasePolicy | None, label_party: str, party: TreeFeatureParty, features,
+                  codes: np.ndarray, ids=None, version: str | None = None, what: str = RELEASED) -> np.ndarray:
+    """The sides of ``party``'s splits it may send for these rows: the exact ones checked by ``release`` (refused
+    with a ConfigurationError where the check says no), randomized under its DP; without a policy, the exact ones."""
+    exact = party.split_bits(codes)
+    if release is None or exact.shape[1] == 0:
+        return exact
+    sent = release.release(label_party, list(party.columns), features, release_spec(party), what, ids=ids,
+                           values=exact.astype(np.float64), bits=True, version=version)
+    return np.asarray(sent) > 0.5
 
 
 def train_label(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *, role: str,
@@ -127,12 +184,20 @@ def training_loss(label) -> float:
     return float(label.loss.loss(label.raw[rows], label.y[rows]))
 
 
-def predict_feature(ep: Endpoint, data, party: TreeFeatureParty, roster: Roster) -> int:
+def predict_feature(ep: Endpoint, data, party: TreeFeatureParty, roster: Roster,
+                    release: ReleasePolicy | None = None) -> int:
     """A feature party's part of private prediction: its rows binned with its training thresholds.
 
-    Returns how many rows it scored.
+    Before any mask leaves it, its ``release`` policy checks what the label party could rebuild from the sides
+    of its splits with every earlier release (:func:`released_bits`; ``data.ids`` name the rows the DP noise is
+    drawn for); the masks are made of the sides it may send.  Returns how many rows it scored.
     """
-    return protocol.predict_feature(ep, party, party.bin_new(data.features), roster.without_coordinator())
+    codes = party.bin_new(data.features)
+    sides = None
+    if release is not None:
+        sides = released_bits(release, roster.label, party, np.asarray(data.features, dtype=np.float64), codes,
+                              ids=getattr(data, "ids", None))
+    return protocol.predict_feature(ep, party, codes, roster.without_coordinator(), split_bits=sides)
 
 
 def predict_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> np.ndarray:
@@ -141,22 +206,29 @@ def predict_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
 
 
 def training_programs(data: Mapping[str, object], settings: BoostingSettings, roster: Roster, *, engine=None,
-                      on_iteration=None, on_party=None) -> dict:
+                      on_iteration=None, on_party=None, releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
     """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
 
-    ``data`` holds every data party's data by name; ``on_iteration`` goes to the label party.
+    ``data`` holds every data party's data by name; ``on_iteration`` goes to the label party; ``releases``: the
+    feature parties' release policies.
     """
     roster = roster.without_coordinator()
-    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, engine=engine))
+    releases = releases or {}
+    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, engine=engine,
+                                                  release=releases.get(k)))
                 for k in roster.features}
     programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster, role=roster.label,
                                                     on_iteration=on_iteration, on_party=on_party, engine=engine)
     return programs
 
 
-def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object], roster: Roster) -> dict:
-    """Every role's prediction run as ``{name: program(endpoint)}`` (``parties``: the trained ones, by name)."""
+def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object], roster: Roster,
+                        releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
+    """Every role's prediction run as ``{name: program(endpoint)}`` (``parties``: the trained ones, by name;
+    ``releases``: the feature parties' release policies)."""
     roster = roster.without_coordinator()
-    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], roster)) for k in roster.features}
+    releases = releases or {}
+    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], roster, releases.get(k)))
+                for k in roster.features}
     programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], roster)
     return programs

@@ -136,7 +136,7 @@ def _credentials(role: str, settings):
 
 
 def _workdir(args, role: str) -> Path:
-    """This party's work directory: its default store and its score-span ledger."""
+    """This party's work directory: its default store and its release ledger."""
     return args.workdir if args.workdir is not None else Path(f"vfl-{role}")
 
 

@@ -47,8 +47,10 @@ from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.release import ReleasePolicy
+from vfl.runs.credit import PART, check_part
 from vfl.runs.linear import raw_release
 from vfl.runs.mlp import release_spec as mlp_release_spec
+from vfl.runs.trees import released_bits
 from vfl.serving import messages, private
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
@@ -261,10 +263,14 @@ class FeatureService:
         share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting,
                            mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
         self.store.check_columns(share.columns)
-        if share.kind == "linear" and not share.pipeline:
+        if share.kind == "linear" and share.pipeline:
+            self._check_pipeline_release(share, version)
+        elif share.kind == "linear":
             self._check_release(share, version)
         elif share.kind == "mlp":
             self._check_part_release(share, version)
+        elif share.kind == "trees":
+            self._check_tree_release(share, version)
         with self._lock:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
@@ -292,6 +298,16 @@ class FeatureService:
                              f"its partial scores in served version {version}",
                              ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
 
+    def _check_pipeline_release(self, share, version: str) -> None:
+        """Before version ``version`` of the credit pipeline scores any row: this party's release check of its part of
+        a score (one value per bin of its selected columns) over every row of its store, missing values included,
+        against its raw columns and their bins (:func:`vfl.runs.credit.check_part`), recorded in its ledger; with
+        DP, on the noisy parts."""
+        ids, values = self.store.rows(share.columns)
+        check_part(self.release, self.label, share.binner, share.coder, values, raw_release(share.coef, share.scaler),
+                   what=f"{PART} in served version {version}", ids=list(ids), values=share.scores(values),
+                   version=version)
+
     def _check_part_release(self, share, version: str) -> None:
         """Before version ``version`` of a split network answers for any row: this party's release check of its part
         of the interactive layer over every row of its store, recorded in its ledger; with DP, on the noisy parts."""
@@ -304,14 +320,25 @@ class FeatureService:
                              f"its part of the interactive layer in served version {version}",
                              ids=[i for i, ok in zip(kept, finite) if ok], values=parts[finite], version=version)
 
-    def _noised(self, version: str, u: np.ndarray, ids, status) -> np.ndarray:
-        """The partial scores ``u`` with this party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
-        if self.release.epsilon is None:
+    def _check_tree_release(self, share, version: str) -> None:
+        """Before version ``version`` of the trees answers for any row: this party's release check of the sides of
+        its splits (what its leaf masks are made of) over every row of its store, missing values included, recorded
+        in its ledger; with DP, on the randomized sides."""
+        ids, values = self.store.rows(share.columns)
+        released_bits(self.release, self.label, share.party, values, share.codes(values), ids=list(ids),
+                      version=version, what=f"the side of each of its splits per row (its leaf masks) in served "
+                                            f"version {version}")
+
+    def _noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
+        """The partial scores ``u`` (``bits``: the sides of a tree party's splits, randomized response) with this
+        party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
+        if self.release.epsilon is None or (bits and np.shape(u)[1] == 0):
             return u
         ok = np.flatnonzero(status == OK)
         if len(ok):
             u = u.copy()
-            u[ok] = self.release.noised(u[ok], [ids[i] for i in ok], version)[0]
+            noisy = self.release.noised(u[ok], [ids[i] for i in ok], version, bits=bits)[0]
+            u[ok] = noisy > 0.5 if bits else noisy
         return u
 
     def _build(self, version: str, refresh: bool) -> None:
@@ -349,7 +376,8 @@ class FeatureService:
                 if table is None:
                     how = "built"
                     bodies = private.payloads(share, values, layout, self.config.training.frac_bits,
-                                              noise=lambda u, status: self._noised(version, u, ids, status))
+                                              noise=lambda u, status: self._noised(version, u, ids, status,
+                                                                                   bits=share.kind == "trees"))
 
                     def progress(done, total):
                         state.percent = int(100 * done / max(1, total))
@@ -478,9 +506,10 @@ class FeatureService:
         if share.kind != "trees":
             raise ProtocolError("asked for leaf masks of a linear model")
         trees = ints(message, "trees", 0, 1 << 30).tolist()
-        values, status = self._rows(message, share, complete=False)
+        values, status, ids = self._rows(message, share, complete=False, with_ids=True)
         values[status != OK] = np.nan                       # unknown rows: every leaf allowed, ignored by the label
-        masks = share.masks(values, trees)
+        sides = self._noised(share.version, share.sides(values), ids, status, bits=True)
+        masks = share.masks_of(sides, trees)
         masks[status == UNKNOWN] = True
         return "leaf_masks", "plaintext", dict(bits(masks.ravel()), status=status)
 

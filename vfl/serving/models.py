@@ -104,7 +104,7 @@ class LinearShare:
         self.classes = shard.get("classes") or None
         #: values each row adds to a round: one per model
         self.width = len(params)
-        #: the columns its partial scores are linear in (the score-span rule's)
+        #: the columns its partial scores are linear in
         self.released_columns = self.columns
 
     def scores(self, x: np.ndarray) -> np.ndarray:
@@ -238,6 +238,14 @@ class TreeShare:
 
     def masks(self, x: np.ndarray, trees: list[int]) -> np.ndarray:
         return self.party.leaf_masks(trees, self.codes(x))
+
+    def sides(self, x: np.ndarray) -> np.ndarray:
+        """A feature party: per row, the side of each of its splits (True: left), what its masks are made of."""
+        return self.party.split_bits(self.codes(x))
+
+    def masks_of(self, sides: np.ndarray, trees: list[int]) -> np.ndarray:
+        """A feature party: the masks of ``trees`` made of ``sides`` (as :meth:`sides`, perhaps randomized)."""
+        return self.party.masks_from_bits(trees, sides)
 
     def raw(self, x: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
         return raw_scores(self.party, self.codes(x), self.owners, masks)

@@ -90,9 +90,14 @@ def linear_payloads(share, layout, values: np.ndarray, status: np.ndarray, noise
     return out
 
 
-def tree_payloads(share, values: np.ndarray, status: np.ndarray) -> np.ndarray:
-    """Per row: its status byte and the leaves its own splits allow in each of its trees (one bit per leaf)."""
-    masks = share.masks(values, share.trees)
+def tree_payloads(share, values: np.ndarray, status: np.ndarray, noise=None) -> np.ndarray:
+    """Per row: its status byte and the leaves its own splits allow in each of its trees (one bit per leaf);
+    ``noise(sides, status)``: the party's release noise on the sides of its splits (DP randomized response), the
+    masks made of what it returns."""
+    if noise is None:
+        masks = share.masks(values, share.trees)
+    else:
+        masks = share.masks_of(noise(share.sides(values), status), share.trees)
     bits = np.packbits(masks, axis=1)
     out = _bodies(status, bits.shape[1])
     out[:, 1:] = bits
@@ -123,13 +128,13 @@ def _bodies(status: np.ndarray, width: int) -> np.ndarray:
 
 def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0, noise=None) -> np.ndarray:
     """Every row's payload for ``share`` (its kind's function): ``(rows, payload bytes)``, the first its status;
-    ``noise``: a linear model's release noise (:func:`linear_payloads`)."""
+    ``noise``: the party's release noise (:func:`linear_payloads`, :func:`tree_payloads`, :func:`mlp_payloads`)."""
     complete = getattr(share, "complete", share.kind != "trees")
     status = row_status(values, np.ones(len(values), dtype=bool), complete)
     if share.kind == "linear":
         return linear_payloads(share, layout, values, status, noise)
     if share.kind == "trees":
-        return tree_payloads(share, values, status)
+        return tree_payloads(share, values, status, noise)
     return mlp_payloads(share, values, status, frac_bits, noise)
 
 

@@ -39,7 +39,7 @@ from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
 from vfl.parties.trees.columns import BinnedColumns
 from vfl.parties.trees.splits import SplitRules, goes_left, histogram, sums_to_send
-from vfl.parties.trees.tree import check_shape
+from vfl.parties.trees.tree import allowed_leaves, check_shape
 
 _RANDOM = secrets.SystemRandom()
 
@@ -220,6 +220,47 @@ class TreeFeatureParty(BinnedColumns):
                 raise ProtocolError(f"{self.role}: asked for the leaves of tree {index}, which it took no part in")
             masks.append(self.allowed(tree["left"], tree["right"], tree["splits"], codes))
         return np.hstack(masks) if masks else np.ones((len(codes), 0), dtype=bool)
+
+    # -- what prediction releases ------------------------------------------------------------
+    def own_splits(self) -> list[tuple[int, int, int, int, bool]]:
+        """Every split of this party, in the order its split bits go: ``(tree index, node, feature, bin,
+        missing_left)`` per split, trees as stored, nodes ascending."""
+        return [(int(t["index"]), node, *t["splits"][node]) for t in self.trees for node in sorted(t["splits"])]
+
+    def raw_splits(self) -> list[tuple[int, float, bool]]:
+        """Every split as ``(column, threshold, missing_left)`` on raw values: a row goes left where ``x <=
+        threshold`` (or is missing and ``missing_left``), exactly as it is routed by its bin (bin ``<= b`` is
+        ``x <= t_b``; the last bin's split sends every present value left: threshold infinity)."""
+        out = []
+        for _, _, feature, bin_, missing_left in self.own_splits():
+            thresholds = self.binner.thresholds_[feature]
+            out.append((feature, float(thresholds[bin_]) if bin_ < len(thresholds) else float("inf"), missing_left))
+        return out
+
+    def split_bits(self, codes: np.ndarray | None = None) -> np.ndarray:
+        """Per row of ``codes``, the side of every split of :meth:`own_splits` (True: left): ``(rows, splits)``."""
+        codes = self.codes if codes is None else codes
+        splits = self.own_splits()
+        if not splits:
+            return np.zeros((len(codes), 0), dtype=bool)
+        return np.column_stack([goes_left(codes, self.binner.missing_code, f, b, m) for _, _, f, b, m in splits])
+
+    def masks_from_bits(self, trees, split_bits: np.ndarray) -> np.ndarray:
+        """The leaf masks of ``trees`` (as :meth:`leaf_masks`) from the sides ``split_bits`` (as
+        :meth:`split_bits`, perhaps randomized): what the label party receives is a function of these bits."""
+        split_bits = np.asarray(split_bits).astype(bool).reshape(len(split_bits), -1)
+        column = {(t, node): k for k, (t, node, *_) in enumerate(self.own_splits())}
+        if split_bits.shape[1] != len(column):
+            raise ProtocolError(f"{self.role}: {split_bits.shape[1]} split sides for its {len(column)} splits")
+        stored = {t["index"]: t for t in self.trees}
+        masks = []
+        for index in trees:
+            tree = stored.get(int(index))
+            if tree is None:
+                raise ProtocolError(f"{self.role}: asked for the leaves of tree {index}, which it took no part in")
+            own = {node: split_bits[:, column[(tree["index"], node)]] for node in tree["splits"]}
+            masks.append(allowed_leaves(tree["left"], tree["right"], len(split_bits), own))
+        return np.hstack(masks) if masks else np.ones((len(split_bits), 0), dtype=bool)
 
     # -- state ---------------------------------------------------------------------------------
     def state(self) -> dict:

@@ -10,7 +10,11 @@
 
 A feature party learns nothing about which leaf a row reaches.  The label party
 learns, for every row scored, the side of every feature-party split of every
-tree (not only the splits on the row's path): that is what the masks say.
+tree that the party's splits above it leave reachable (not only the splits on
+the row's path): that is what the masks say.  So a
+feature party first runs its release check on those sides
+(:func:`vfl.runs.trees.predict_feature`, :mod:`vfl.protocols.release`) and sends
+masks made of the sides it may release.
 """
 
 from __future__ import annotations
@@ -25,8 +29,14 @@ from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 
 
-def predict_feature(ep: Endpoint, party: BoostingFeatureParty, codes: np.ndarray, roster: Roster) -> int:
-    """A feature party scores its binned rows ``codes``; returns how many rows it scored."""
+def predict_feature(ep: Endpoint, party: BoostingFeatureParty, codes: np.ndarray, roster: Roster,
+                    split_bits: np.ndarray | None = None) -> int:
+    """A feature party scores its binned rows ``codes``; returns how many rows it scored.
+
+    ``split_bits`` are the sides of its splits it may release (its release check's answer,
+    :meth:`~vfl.parties.trees.feature_party.TreeFeatureParty.split_bits`, randomized under DP); the masks
+    sent are made of them.  Default: the exact sides.
+    """
     b = roster.label
     message = ep.recv(b, "predict")
     n_rows = message["n_rows"]
@@ -34,7 +44,9 @@ def predict_feature(ep: Endpoint, party: BoostingFeatureParty, codes: np.ndarray
         raise DataError(f"party {party.role} has {len(codes)} rows to score but party {b} has {n_rows}; the "
                         "parties' rows must be aligned")
     trees = ints(message, "trees")
-    ep.send(b, "leaf_masks", "plaintext", **bits(party.leaf_masks(trees.tolist(), codes).ravel()))
+    masks = (party.leaf_masks(trees.tolist(), codes) if split_bits is None
+             else party.masks_from_bits(trees.tolist(), split_bits))
+    ep.send(b, "leaf_masks", "plaintext", **bits(masks.ravel()))
     return len(codes)
 
 
