@@ -8,7 +8,9 @@
   this service (an IP address, ``localhost``, this machine's names, or a name the operator
   allowed: a page on another site that rebinds its DNS name to this address is refused, 421)
   and puts the security headers on every response (no framing, no referrer, no sniffing, and
-  a content-security policy allowing this origin's scripts and styles only).
+  a content-security policy allowing this origin's scripts and styles only).  A service that asks every
+  request for a bearer token may leave the ``Host`` check to its reverse proxy (which passes its upstream's
+  name): a rebinding page holds no token.
 """
 
 from __future__ import annotations
@@ -109,14 +111,14 @@ def host_allowed(host: str | None, names: set[str]) -> bool:
 class Boundary:
     """ASGI middleware: the ``Host`` check and the security headers (see the module's docstring)."""
 
-    def __init__(self, app, names: set[str], service: str):
-        self.app, self.names, self.service = app, set(names), service
+    def __init__(self, app, names: set[str], service: str, check_host: bool = True):
+        self.app, self.names, self.service, self.check_host = app, set(names), service, check_host
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         host = dict(scope.get("headers") or []).get(b"host", b"").decode("latin-1")
-        if not host_allowed(host, self.names):
+        if self.check_host and not host_allowed(host, self.names):
             body = (f"{self.service} answers requests for this machine's addresses and names only; Host "
                     f"{host[:100]!r} is not one of them (a page of another site, through DNS rebinding?). An "
                     "operator allows a name with --allow-host NAME").encode()

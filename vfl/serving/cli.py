@@ -214,7 +214,10 @@ def _serve_http(config, role: str, store, settings, credentials, access_log: boo
                                  "give --http another address") from None
     metrics = Metrics()
     service = LabelService(config, role, store, metrics, settings).start()
-    app = Boundary(create_app(service, metrics, credentials), host_names([host]), "vfl serve")
+    # the Host check where there is no token (a page rebinding its name here could score); with tokens, a reverse
+    # proxy passing its upstream's name (docs/serving.md) is answered: a rebinding page holds no token
+    app = Boundary(create_app(service, metrics, credentials), host_names([host]), "vfl serve",
+                   check_host=not credentials.required)
     server = _Server(uvicorn.Config(app, log_level="warning",
                                     access_log=access_log, timeout_graceful_shutdown=5,
                                     http=http_protocol(settings.request_timeout_ms / 1000.0),
