@@ -181,12 +181,14 @@ def _check_trained_part(config: FederationConfig, role: str, workdir: Path, data
                 warnings.warn(f"{exc} (checked on its training rows; prediction will refuse)", ReleaseWarning,
                               stacklevel=2)
         return None
-    if getattr(party, "validation", None) is not None:
-        raise ConfigurationError(f"party {role}: the pipeline's training metrics would score validation rows its "
-                                 "release check did not see; set report_metrics = false")
     sent = credit_run.check_part(policy, config.roster.label, binner, coder, data.features, spec,
                                  what=_TRAINING_PART, ids=data.ids, values=np.asarray(model_x) @ coef.T)
-    return [sent[:, 0]]
+    if getattr(party, "validation", None) is None:
+        return [sent[:, 0]]
+    if policy.epsilon is not None:      # the metrics score the training rows, then the validation rows, exactly
+        raise ConfigurationError(f"party {role}: release_dp cannot noise the training metrics' parts when a "
+                                 "validation split holds rows out; set report_metrics = false")
+    return None                         # every row checked above, training and validation alike
 
 
 def _data(config: FederationConfig, role: str, kind: str, data_path, columns=None,
