@@ -74,6 +74,10 @@ def read_token_file(path: Path, where: str) -> str:
         mode = path.stat().st_mode
         text = path.read_text(encoding="ascii")
     except FileNotFoundError:
+        text = str(path)
+        if os.sep not in text and len(text) >= MIN_TOKEN and _TOKEN.match(text):   # a token given for its file?
+            raise ConfigurationError(f"{where}: no such file, and what was given looks like a token itself (not "
+                                     "shown): give the path of a file (mode 0600) holding the token") from None
         raise ConfigurationError(f"{where}: no file {path}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigurationError(f"{where}: cannot read {path}: {exc}") from None
