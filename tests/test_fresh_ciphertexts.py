@@ -108,7 +108,8 @@ def credit_pipeline():
 
 
 FITS = {
-    "yang, packed": lambda d: VerticalLogisticRegression(max_iter=2, solver="gd", **KEYS).fit(d).predict_proba(d),
+    "yang, packed": lambda d: VerticalLogisticRegression(max_iter=2, solver="gd", allow_reconstruction=["A"],
+                                                         **KEYS).fit(d).predict_proba(d),
     "yang, unpacked": lambda d: VerticalLogisticRegression(max_iter=2, solver="gd", packing=False, **KEYS).fit(d),
     "conjugate gradient": lambda d: VerticalLinearRegression(max_iter=2, **KEYS).fit(d),
     "shared protocol": lambda d: VerticalLogisticRegression(max_iter=2, solver="gd", protocol="shared",
