@@ -212,14 +212,16 @@ class TreeFeatureParty(BinnedColumns):
     def leaf_masks(self, trees, codes: np.ndarray | None = None) -> np.ndarray:
         """Per row, the leaves its splits allow in each tree of ``trees`` (indices among all trees), side by side."""
         codes = self.codes if codes is None else codes
-        stored = {t["index"]: t for t in self.trees}
-        masks = []
-        for index in trees:
-            tree = stored.get(int(index))
-            if tree is None:
-                raise ProtocolError(f"{self.role}: asked for the leaves of tree {index}, which it took no part in")
-            masks.append(self.allowed(tree["left"], tree["right"], tree["splits"], codes))
+        masks = [self.allowed(tree["left"], tree["right"], tree["splits"], codes) for tree in self._asked(trees)]
         return np.hstack(masks) if masks else np.ones((len(codes), 0), dtype=bool)
+
+    def _asked(self, trees) -> list[dict]:
+        """The stored trees of ``trees`` (indices among all trees); one it took no part in is a protocol error."""
+        stored = {t["index"]: t for t in self.trees}
+        missing = [int(i) for i in trees if int(i) not in stored]
+        if missing:
+            raise ProtocolError(f"{self.role}: asked for the leaves of tree {missing[0]}, which it took no part in")
+        return [stored[int(i)] for i in trees]
 
     # -- what prediction releases ------------------------------------------------------------
     def own_splits(self) -> list[tuple[int, int, int, int, bool]]:
@@ -252,12 +254,8 @@ class TreeFeatureParty(BinnedColumns):
         column = {(t, node): k for k, (t, node, *_) in enumerate(self.own_splits())}
         if split_bits.shape[1] != len(column):
             raise ProtocolError(f"{self.role}: {split_bits.shape[1]} split sides for its {len(column)} splits")
-        stored = {t["index"]: t for t in self.trees}
         masks = []
-        for index in trees:
-            tree = stored.get(int(index))
-            if tree is None:
-                raise ProtocolError(f"{self.role}: asked for the leaves of tree {index}, which it took no part in")
+        for tree in self._asked(trees):
             own = {node: split_bits[:, column[(tree["index"], node)]] for node in tree["splits"]}
             masks.append(allowed_leaves(tree["left"], tree["right"], len(split_bits), own))
         return np.hstack(masks) if masks else np.ones((len(split_bits), 0), dtype=bool)
