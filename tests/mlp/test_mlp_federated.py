@@ -221,7 +221,8 @@ def test_bad_settings_are_refused_by_name(params, message):
 
 def test_prediction_columns_must_be_the_training_columns():
     data = vfl.VerticalDataset(_frames(), label="y")
-    model = vfl.VerticalMLPClassifier((4,), max_iter=2, batch_size=100, verbose=False)
+    model = vfl.VerticalMLPClassifier((4,), max_iter=2, batch_size=100, verbose=False,
+                                      allow_reconstruction=["A"])          # the subject: prediction's columns
     with pytest.warns(Warning):
         model.fit(data)
     frames = _frames()

@@ -113,10 +113,16 @@ class Invalid(Exception):
 _ABSOLUTE_PATH = re.compile(r"(?<![\w.:/])/(?:[^\s'\"/]+/)+(?=[^\s'\"/]*)")
 
 
+def _on_this_machine(path: str) -> bool:
+    """Whether ``path`` (``/a/b/``) lies in a folder of this machine's root (``/a``): a file path, not a URL's."""
+    first = path.strip("/").split("/", 1)[0]
+    return bool(first) and os.path.isdir("/" + first)
+
+
 def _error(status: int, code: str, message: str, party: str | None = None, headers=None, **more) -> JSONResponse:
     """An error answer; any absolute path of this server's in ``message`` keeps its file name only (the full
     message goes to the server's log)."""
-    hidden = _ABSOLUTE_PATH.sub(lambda m: "…/" if os.path.isdir(m.group(0)) else m.group(0), message)
+    hidden = _ABSOLUTE_PATH.sub(lambda m: "…/" if _on_this_machine(m.group(0)) else m.group(0), message)
     if hidden != message:                       # a folder of this server's (not a URL path): its name only
         log.info("answered %s %s: %s", status, code, message)
         message = hidden
