@@ -101,7 +101,7 @@ def test_the_bank_names_every_row_s_bins_from_its_part_refused_by_default_passed
     # and two columns of 10 bins; 77-89% with three, 1,331 cells for 1,500 known rows); a constant guess: 10-11%
     for j in coder.selected:
         found = findings[f"{coder.columns[j]} (bin)"]
-        assert found.share >= 0.99 if top_k < 3 else found.share > 0.6      # the model's secret start varies it
+X
         assert found.baseline < 0.15
 
 
