@@ -98,10 +98,10 @@ def test_the_bank_names_every_row_s_bins_from_its_part_refused_by_default_passed
                              pipe._through(test).features("telco"), "telco")
     findings = {f.column: f for f in assess(values, part[:, None], names).findings}
     # knowing half the rows, the bank names the others' bins: every row whose cell it saw (measured: 100% with one
-    # and two columns of 10 bins; 77-89% with three, 1,331 cells for 1,500 known rows); a constant guess: 10-11%
+    # and two columns of 10 bins; 62-89% with three, 1,331 cells for 1,500 known rows); a constant guess: 10-11%
     for j in coder.selected:
         found = findings[f"{coder.columns[j]} (bin)"]
-X
+        assert found.share >= 0.99 if top_k < 3 else found.share > 0.5      # the model's secret start varies it
         assert found.baseline < 0.15
 
 
