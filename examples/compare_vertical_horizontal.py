@@ -71,6 +71,7 @@ from sklearn.metrics import accuracy_score, roc_auc_score  # noqa: E402
 from sklearn.model_selection import train_test_split  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
+from vfl.cli import run_script  # noqa: E402
 from vfl.horizontal import FedAvg, LogisticRegressionModel, partition, split_clients  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -335,4 +336,4 @@ def plot(table: pd.DataFrame, curves: dict, optimum: float, tol: float, path: Pa
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main))

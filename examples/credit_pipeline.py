@@ -48,6 +48,7 @@ import vfl.psi
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.metrics import ks_statistic
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
+from vfl.cli import run_script
 
 
 def make_customers(n_rows: int, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -205,4 +206,4 @@ def run(args, train: VerticalDataset, test: VerticalDataset) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_script(main))

@@ -29,6 +29,7 @@ from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
 from vfl.metrics import ks_statistic
 from vfl.parties import class_weights
+from vfl.cli import run_script
 
 COLUMNS = {"bank": ["months_on_book", "utilisation", "late_payments", "income"],
            "telco": ["tenure", "monthly_bill", "plan_changes"],
@@ -100,4 +101,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_script(main))

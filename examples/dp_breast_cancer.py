@@ -23,6 +23,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import StandardScaler
 
 from vfl import VerticalDataset, VerticalLogisticRegression
+from vfl.cli import run_script
 
 
 def split(x, y):
@@ -62,4 +63,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_script(main))

@@ -33,6 +33,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from vfl.cli import run_script  # noqa: E402
 from vfl.horizontal import AgnosticFL, FedAvg, load_dataset, partition, split_clients  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -188,4 +189,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main))

@@ -52,6 +52,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from vfl.cli import run_script  # noqa: E402
 from vfl.horizontal import (  # noqa: E402
     L2GD,
     FedAvg,
@@ -270,4 +271,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(run_script(main))

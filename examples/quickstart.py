@@ -20,6 +20,7 @@ from sklearn.preprocessing import StandardScaler
 
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
+from vfl.cli import run_script
 
 
 def split_by_columns(x, y, ids):
@@ -74,4 +75,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_script(main))

@@ -33,9 +33,8 @@ faster), ``--keep DIR`` (keep every file).
 """
 
 import argparse
-import sys
 
-from vfl.errors import VFLError
+from vfl.cli import run_script
 from vfl.federation.cli import add_demo_arguments, demo_options
 from vfl.federation.demo import run_demo
 
@@ -44,13 +43,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     add_demo_arguments(parser)
     args = parser.parse_args(argv)
-    try:
-        run_demo(**demo_options(args))
-    except VFLError as exc:
-        print(f"three_party_demo: error: {exc}", file=sys.stderr)
-        return 1
+    run_demo(**demo_options(args))      # vfl's own errors: one line (run_script)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    raise SystemExit(run_script(main))

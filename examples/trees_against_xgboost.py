@@ -23,6 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vfl.cli import run_script
+
 #: docs/trees.md's settings: 32 bins, depth 3, learning rate 0.3, λ = 0.1, min_child_weight 1, no early stopping,
 #: every tree open to every party's columns (XGBoost has no label_party_trees).
 SETTINGS = dict(max_bins=32, max_depth=3, learning_rate=0.3, l2_regularization=0.1, min_child_weight=1.0,
@@ -150,4 +152,4 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(run_script(main))

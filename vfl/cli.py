@@ -11,6 +11,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from pathlib import Path
+
+from vfl.deploy.commands import failure, one_line
+from vfl.errors import VFLError
 
 #: Modules that each contribute one or more subcommands.
 SUBCOMMAND_MODULES = (
@@ -61,6 +65,43 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("vfl: interrupted", file=sys.stderr)
         return 130
+    except VFLError as exc:     # a subcommand that does not end through run_command: still one line
+        code, text = failure(exc)
+        print(f"vfl {args.command}: error: {one_line(text)}", file=sys.stderr)
+        return code
+
+
+def run_script(main_function, *args, prog: str | None = None) -> int:
+    """Run a script's ``main_function(*args)`` as the ``vfl`` command runs its subcommands: vfl's own errors
+    (:class:`vfl.errors.VFLError`, which name the party, column, row or setting) end as one line on standard
+    error and an exit code (2 bad input, 1 a failed federation, 130 interrupted), never a traceback; any other
+    exception (a bug) keeps its traceback.
+
+    The examples end with ``raise SystemExit(run_script(main))``.
+
+    Parameters
+    ----------
+    main_function : callable
+        The script's entry point; what it returns is ignored unless it is an int (its exit code).
+    prog : str, optional
+        The name the error line starts with (default: the script's file name).
+
+    Returns
+    -------
+    int
+        The exit code.
+    """
+    prog = prog or Path(sys.argv[0]).name or "vfl"
+    try:
+        result = main_function(*args)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    except VFLError as exc:
+        code, text = failure(exc)
+        print(f"{prog}: error: {one_line(text)}", file=sys.stderr)
+        return code
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
 if __name__ == "__main__":  # pragma: no cover
