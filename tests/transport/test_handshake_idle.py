@@ -204,5 +204,5 @@ def test_a_connection_closed_mid_handshake_is_not_blamed_on_a_certificate():
     from vfl.transport.network import _ssl_reason
 
     reason = _ssl_reason(ssl.SSLEOFError(8, "EOF occurred in violation of protocol"))
-    assert "without a TLS alert (a refusal of this party's certificate by its CA comes as an alert)" in reason
+    assert "without a TLS alert or an answer" in reason and "certificate" not in reason
     assert "its listener dropped the connection" in reason

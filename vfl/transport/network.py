@@ -85,6 +85,8 @@ _HANDSHAKES_PER_SOURCE = 4
 #: oldest is dropped.
 _IDLE_TOTAL = 64
 _IDLE_PER_SOURCE = 16
+#: Seconds a dialler gives its first attempt at a peer even when the connect timeout ran out dialling others.
+MIN_ATTEMPT = 1.0
 #: Refused connections listed in the error when a peer never connected.
 _REFUSALS_SHOWN = 5
 _POLL = 0.05
@@ -368,7 +370,8 @@ class NetworkTransport:
 
     # ---- establishing links
     def _establish(self) -> None:
-        deadline = time.monotonic() + self.settings.connect_timeout
+        self._started = time.monotonic()
+        deadline = self._started + self.settings.connect_timeout
         to_dial = [p for p in self.peers if p > self.role]
         to_accept = [p for p in self.peers if p < self.role]
         acceptor, errors = None, []
@@ -405,16 +408,18 @@ class NetworkTransport:
 
     def _dial(self, peer: str, deadline: float) -> None:
         host, port = self.addresses[peer]
-        delay, last = 0.05, None
+        delay, last, started = 0.05, None, getattr(self, "_started", time.monotonic())
         while True:
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise PeerError(f"{self.role}: connecting: nothing answered for {peer} at {host}:{port} in the "
-                                f"{self.settings.connect_timeout:g} s of connect_timeout ({last or 'timed out'}): "
-                                f"{peer} is not running yet, is still starting (interpreters start slowly on a loaded "
-                                f"machine: raise connect_timeout in [network]), or listens at another address")
+            if remaining <= 0 and last is not None:     # tried at least once: a peer dialled last gets a chance
+                waited = time.monotonic() - started
+                raise PeerError(f"{self.role}: connecting: could not reach {peer} at {host}:{port} within "
+                                f"{self.settings.connect_timeout:g} s (connect_timeout; {self.role} waited "
+                                f"{waited:.1f} s, the last attempt: {last}): {peer} is not listening there yet: "
+                                f"not started, or slow to start (start it first, or raise [network] "
+                                f"connect_timeout), or its address is wrong")
             try:
-                raw = socket.create_connection((host, port), timeout=remaining)
+                raw = socket.create_connection((host, port), timeout=max(remaining, MIN_ATTEMPT))
                 break
             except (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError, socket.timeout,
                     OSError) as exc:
@@ -608,12 +613,16 @@ class NetworkTransport:
         with self._lock:
             missing = ", ".join(sorted(self._expected | self._admitting))
             refusals = list(self._refusals)
-        text = (f"{self.role}: connecting: {missing} never connected to {self.role} within "
-                f"{self.settings.connect_timeout:g} s")
-        if refusals:
+        text = f"{self.role}: connecting: {missing} never connected to {self.role} within " \
+               f"{self.settings.connect_timeout:g} s"
+        if refusals:            # something came, and was refused: that is the news
             shown = refusals[:_REFUSALS_SHOWN]
             more = len(refusals) - len(shown)
             text += f"; refused: {'; '.join(shown)}" + (f"; and {more} more" if more else "")
+        else:                   # nothing came: perhaps not yet
+            waited = time.monotonic() - getattr(self, "_started", time.monotonic())
+            text += (f" (connect_timeout; {self.role} waited {waited:.1f} s): not started, or slow to start (start "
+                     "it first, or raise [network] connect_timeout), or it dials another address")
         return text
 
     def _refuse(self, text: str) -> None:
@@ -675,10 +684,14 @@ class NetworkTransport:
 
     def _check_hello(self, sock: ssl.SSLSocket, origin: str, until: float) -> str | None:
         """Read the dialler's hello and reserve its role; ``None`` (refusal sent and recorded) if refused."""
-        role = peer_role(sock)
+        try:
+            role, reason = peer_role(sock), None
+        except HandshakeError as exc:       # answered, so the dialler hears why (a name mismatch...)
+            role, reason = None, str(exc).replace("the peer's certificate", "its certificate", 1)
         hello = _read_hello(sock, "it", until)
-        reason = None
-        if not isinstance(hello.get("role"), str) or not isinstance(hello.get("to"), str) or hello.get("vfl") != 1:
+        if reason is not None:
+            pass
+        elif not isinstance(hello.get("role"), str) or not isinstance(hello.get("to"), str) or hello.get("vfl") != 1:
             reason = "its hello is not a vfl hello (expected vfl: 1, role and to)"
         elif hello["role"] != role:
             reason = f"it claims role {quote(hello['role'])} but its certificate names {role!r}"
@@ -884,8 +897,6 @@ def _ssl_reason(exc: BaseException) -> str:
             reason += ": the peer refused this party's certificate"
         return reason
     if isinstance(exc, (ssl.SSLEOFError, ConnectionError)):
-        return ("the peer closed the connection during the handshake without a TLS alert (a refusal of this "
-                "party's certificate by its CA comes as an alert): its listener dropped the connection — busy with "
-                "others, or refusing what this party's certificate names (a name that is not the role this party "
-                "plays in its federation.toml); its own output says why")
+        return ("the peer closed the connection during the handshake without a TLS alert or an answer: its "
+                "listener dropped the connection (perhaps while busy with others); its own output says why")
     return str(exc) or type(exc).__name__

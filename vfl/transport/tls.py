@@ -465,6 +465,21 @@ def certificate_role(cert: x509.Certificate) -> str | None:
     return str(names[0].value) if names else None
 
 
+def certificate_dns_names(cert: x509.Certificate) -> list[str]:
+    """The ``DNS:`` alternative names a certificate holds (a vfl certificate: its role, and host names)."""
+    try:
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return []
+    return [str(n) for n in names.get_values_for_type(x509.DNSName)]
+
+
+def name_mismatch(cn, dns_names) -> str:
+    """A certificate whose subject name (CN) is not among its DNS names, in words: a name mismatch."""
+    return (f"a certificate name mismatch: its subject name (CN) is {cn!r} but its DNS names are "
+            f"{sorted(dns_names)}; a vfl certificate holds its party's name in both (vfl certs makes such)")
+
+
 def _key_id(cert: x509.Certificate, extension, attribute: str) -> str | None:
     try:
         value = getattr(cert.extensions.get_extension_for_class(extension).value, attribute)
@@ -540,7 +555,9 @@ def certificate_problem(cert: x509.Certificate, ca: x509.Certificate | None = No
         return f"expired on {_when(end)} (valid from {_when(start)}; it is {_when(now)} on this machine's clock)"
     found = certificate_role(cert)
     if role is not None and found != role:
-        return f"names the wrong role: expected {role!r}, found {found!r}"
+        return f"names the wrong party, a name mismatch: expected the name {role!r}, the certificate holds {found!r}"
+    if found is not None and found not in certificate_dns_names(cert):
+        return f"has {name_mismatch(found, certificate_dns_names(cert))}"
     if ca is not None and not signed_by(cert, ca):
         return f"is signed by another CA, {issuer_name(cert)}, not by {ca_name(ca)}"
     return None
@@ -685,6 +702,8 @@ def peer_role(sock: ssl.SSLSocket) -> str:
         raise HandshakeError("the peer presented no verified certificate")
     cns = [value for rdn in cert.get("subject", ()) for key, value in rdn if key == "commonName"]
     dns = {value for key, value in cert.get("subjectAltName", ()) if key == "DNS"}
-    if len(cns) != 1 or cns[0] not in dns or not ROLE_PATTERN.match(cns[0]):
-        raise HandshakeError(f"the peer's certificate does not name a role (CN {cns}, DNS names {sorted(dns)})")
+    if len(cns) == 1 and ROLE_PATTERN.match(cns[0]) and cns[0] not in dns:
+        raise HandshakeError(f"the peer's certificate has {name_mismatch(cns[0], dns)}")
+    if len(cns) != 1 or not ROLE_PATTERN.match(cns[0]):
+        raise HandshakeError(f"the peer's certificate does not name a party (CN {cns}, DNS names {sorted(dns)})")
     return cns[0]
