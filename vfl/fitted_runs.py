@@ -65,7 +65,10 @@ def save_view(path, *, family: str, label: str, features, transcripts, settings:
         raise ConfigurationError(f"save_run: no party {party!r} took part in this fit; the parties: "
                                  f"{', '.join(sorted(parties))}")
     role = parties[party]
+    spans = [t.span() for t in transcripts if hasattr(t, "span")]
+    span = (min(s for s, _ in spans), max(e for _, e in spans)) if spans else None
     return save_fitted(path, family=family, party=party, parties=parties, settings=settings, transcript=frame,
+                       span=span,
                        loss_curve=loss_curve if role == loss_known_by else None,
                        result=result(party, role) if result is not None else {},
                        files={name: (lambda target, write=write: write(target, party)) for name, write in

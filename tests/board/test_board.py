@@ -411,6 +411,9 @@ def test_the_demo_prints_each_party_s_board_and_b_s_shows_the_run_s_curves():
         train = re.search(r'href="/runs/([^"]+-train-\d+)"', runs).group(1)
         page = httpx.get(addresses["B"] + f"runs/{train}").text
         assert 'id="roc-training"' in page and "AUC" in page
+        predicted = re.search(r'href="/runs/([^"]+-predict-\d+)"', runs).group(1)
+        page = httpx.get(addresses["B"] + f"runs/{predicted}").text
+        assert "prediction rows" in page and "AUC" in page       # the held-out rows' labels are B's: it scores them
         theirs = re.search(r'href="/runs/([^"]+-train-\d+)"', httpx.get(addresses["A"]).text).group(1)
         page = httpx.get(addresses["A"] + f"runs/{theirs}").text
         assert "party A (feature)" in page and "AUC" not in page and "roc-training" not in page

@@ -24,11 +24,9 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
     A part of the record that cannot be read (damaged, or of another version) is one section saying so;
     the others are shown as usual.
     """
-    if not result:
-        if result is None and info.get("status") == "running":
-            return []                           # under way: the live panel shows it
-        return [_section("Results", "<p>this run recorded no results (it ended before any, or its result.json is "
-                                    "empty)</p>", "results")]
+    if result is None and info.get("status") == "running":
+        return []                               # under way: the live panel shows it
+    result = result or {}
     if "damaged" in result:
         return [_section("Results", f'<p class="error">{escape(str(result["damaged"]))}</p>')]
     metrics = result.get("metrics") if isinstance(result.get("metrics"), dict) else {}
@@ -61,6 +59,9 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
         except Exception:  # noqa: BLE001 - a damaged or foreign record: say so, show the rest
             out.append(_section(title, '<p class="error">this part of the record could not be read (damaged, or '
                                        "written by another version of vfl)</p>"))
+    if not out:                                 # nothing for this party to see: say so, not a blank page
+        out.append(_section("Results", "<p>this run recorded no results for this party (it ended before any, or "
+                                       "its result.json is empty; only the label party scores rows)</p>", "results"))
     return out
 
 

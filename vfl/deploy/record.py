@@ -228,13 +228,15 @@ def _copy_private(source: Path, target: Path) -> None:
 
 
 def save_fitted(path, *, family: str, party: str, parties: dict, settings: dict, transcript, loss_curve=None,
-                result: dict | None = None, files: dict | None = None) -> Path:
+                result: dict | None = None, files: dict | None = None, span=None) -> Path:
     """The record of a fit run in one process (an estimator's), as party ``party`` saw it; returns its folder.
 
     ``transcript``: every message, as :meth:`vfl.transport.Transcript.to_frame` gives them; only those
     ``party`` sent or received are recorded.  ``loss_curve`` (one list, or one per model): only
     if ``party`` learns the loss.  ``result``: its summary (metrics and curves); ``files``:
-    ``{name: writer(path)}`` of what the record keeps beside it (``model.json``: its shard).
+    ``{name: writer(path)}`` of what the record keeps beside it (``model.json``: its shard).  ``span``:
+    ``(started, ended)`` of the fit, as ``time.time()`` (:meth:`vfl.transport.Transcript.span`), recorded as the
+    run's start and end (else the record's own, a moment apart).
     """
     with RunRecord(path, "train", family, party, parties[party], parties, settings) as record:
         for row in transcript.itertuples(index=False):
@@ -252,4 +254,8 @@ def save_fitted(path, *, family: str, party: str, parties: dict, settings: dict,
         for name, write in (files or {}).items():
             write(record.folder / name)
         record.finish(result or {})
+        if span is not None:            # the fit's own start and end, not the moments this record was written
+            record.info.update(started=datetime.fromtimestamp(span[0], timezone.utc).isoformat(),
+                               ended=datetime.fromtimestamp(span[1], timezone.utc).isoformat())
+            record._write_info(quiet=True)
     return record.folder

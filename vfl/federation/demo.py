@@ -95,7 +95,7 @@ def prepare(folder: Path, key_bits: int = 2048, iterations: int = 5, batch_size:
         for split, rows in (("train", train_idx), ("test", test_idx)):
             part = ((frame.loc[rows, cols] - mean) / std).round(6)
             part.insert(0, "id", ids[rows])
-            if role == roster.label and split == "train":
+            if role == roster.label:     # held-out rows too: vfl predict then records their metrics at B
                 part["diagnosis"] = np.where(bunch.target[rows] == 1, "benign", "malignant")
             part = part.iloc[rng.permutation(len(part))]  # every party keeps its own row order
             files[(role, split)] = folder / f"{role}_{split}.csv"

@@ -73,6 +73,8 @@ class Transcript:
         self._lock = threading.Lock()
         self._clock = clock
         self._started = clock()
+        #: wall-clock seconds (``time.time()``) of its creation and of its last message: the run's span (:meth:`span`)
+        self.wall_started = self.wall_last = time.time()
         #: ``(time, role, record index or None)``: a role sent the record, or (None) took a message
         self._events: list[tuple[float, str, int | None]] = []
 
@@ -89,6 +91,7 @@ class Transcript:
 
     def record(self, message: Message, sender: str, receiver: str, frame: bytes, model: int | None = None) -> None:
         with self._lock:
+            self.wall_last = time.time()
             self._events.append((self._clock(), sender, len(self.records)))
             self.records.append((message.iteration, sender, receiver, message.name, message.kind, len(frame)))
             self.models.append(model)
@@ -98,7 +101,12 @@ class Transcript:
     def record_receipt(self, role: str) -> None:
         """Note that ``role`` has just taken a message it waited for (see :meth:`timings`)."""
         with self._lock:
+            self.wall_last = time.time()
             self._events.append((self._clock(), role, None))
+
+    def span(self) -> tuple[float, float]:
+        """When the run it records began (the transcript's creation) and its last message, as ``time.time()``."""
+        return self.wall_started, self.wall_last
 
     def messages(self):
         """``(sender, receiver, Message)`` for every kept payload."""
