@@ -174,3 +174,24 @@ def test_workers_are_out_of_reach_of_a_terminal_s_ctrl_c_even_while_they_start(t
     FastEngine().encrypt(pk, list(range(40)))
     for worker in workers.get_pool().workers:
         assert os.getsid(worker.process.pid) != os.getsid(0) and os.getpgid(worker.process.pid) != os.getpgid(0)
+
+
+def test_shutdown_leaves_no_unclosed_file(tmp_path):
+    """Each worker's two pipes are closed by shutdown: no ``ResourceWarning: unclosed file`` at exit."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "pool.py"
+    script.write_text(
+        "import gc\n"
+        "from vfl.crypto import FastEngine, generate_keypair, workers\n"
+        "if __name__ == '__main__':\n"
+        "    pk, sk = generate_keypair(1024, insecure=True)\n"
+        "    FastEngine().encrypt(pk, list(range(120)))\n"
+        "    assert workers.get_pool() is not None\n"
+        "    workers.shutdown()\n"
+        "    gc.collect()\n")
+    done = subprocess.run([sys.executable, "-W", "always::ResourceWarning", str(script)], capture_output=True,
+                          text=True, timeout=120, env=dict(os.environ, VFL_WORKERS="2"))
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
