@@ -30,7 +30,8 @@ def predict_series(rows: int, features: int = 30, key_bits: int = 2048, repeats:
     from vfl import inprocess
     from benchmarks.data import make_data
     from benchmarks.trees import cpu_seconds
-    from vfl.parties import Coordinator, PartyA, PartyB
+    from vfl.parties import Coordinator
+    from vfl.parties.linear import PartyA, PartyB
     from vfl.transport import Transcript
 
     x_a, x_b, _, _ = make_data(rows, features)

@@ -314,7 +314,7 @@ def breast_cancer() -> Split:
 
 def objective_value(x, y, coef, intercept: float, settings) -> float:
     """vfl's objective at ``(coef, intercept)``: the mean per-row loss plus the settings' penalty."""
-    from vfl.parties.linear.objectives import get_objective
+    from vfl.parties.objectives import get_objective
 
     z = np.asarray(x) @ np.asarray(coef) + intercept
     return float(np.mean(get_objective(settings.objective).loss(z, y))) + settings.penalty_spec.value(np.asarray(coef))
@@ -327,7 +327,7 @@ def taylor_optimum(x, y, alpha: float, fit_intercept: bool = True, objective: st
     the solution of ``(2a/n A^T A + alpha P) theta = -(b/n) A^T y``, ``A = [X, 1]``.  Returns
     ``(coef, intercept, condition number of that matrix)``.
     """
-    from vfl.parties.linear.objectives import get_objective
+    from vfl.parties.objectives import get_objective
 
     loss = get_objective(objective)
     x = np.asarray(x, dtype=np.float64)

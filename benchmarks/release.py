@@ -24,7 +24,6 @@ grows with the rows only through evaluating the release (and, for DP, the noise)
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,7 +39,8 @@ def check_cost(rows: int, columns: int = 20, repeats: int = 3, key_bits: int = 2
     """CPU seconds of the release check and of the packed private prediction it guards, ``rows`` rows."""
     from benchmarks.data import make_data
     from vfl import inprocess
-    from vfl.parties import Coordinator, PartyA, PartyB
+    from vfl.parties import Coordinator
+    from vfl.parties.linear import PartyA, PartyB
     from vfl.protocols.release import (ReleasePolicy, clear_process_ledgers, evaluate, linear_release,
                                        network_release)
 

@@ -104,8 +104,9 @@ def main(argv=None) -> None:
     from benchmarks.data import feature_party_blocks
     from benchmarks.trees import cpu_seconds
     from vfl.crypto import get_engine, workers
-    from vfl.parties import Coordinator, PartyA, PartyB
-    from vfl.protocols import TrainingSettings
+    from vfl.parties import Coordinator
+    from vfl.parties.linear import PartyA, PartyB
+    from vfl.protocols.linear import TrainingSettings
     from vfl.transport import Transcript
 
     roster, blocks, x_b, y, name = feature_party_blocks(rows, features, k)

@@ -52,8 +52,9 @@ def main(argv=None) -> None:
     from vfl import inprocess
     from benchmarks.data import feature_party_blocks
     from vfl.crypto import workers
-    from vfl.parties import Coordinator, PartyA, PartyB
-    from vfl.protocols import TrainingSettings
+    from vfl.parties import Coordinator
+    from vfl.parties.linear import PartyA, PartyB
+    from vfl.protocols.linear import TrainingSettings
     from vfl.transport import Endpoint, Transcript
 
     roster, blocks, x_b, y, _ = feature_party_blocks(rows, features, k)

@@ -12,7 +12,7 @@ One ``phe`` call per value, in a single process, as the issue describes it:
 * ciphertexts sent as decimal strings with their exponent, as phe's JSON examples
   do; decrypted values sent back as ``repr`` of floats.
 
-The mathematics is vfl's (:mod:`vfl.parties.linear.objectives`): the same residual, loss,
+The mathematics is vfl's (:mod:`vfl.parties.objectives`): the same residual, loss,
 gradient and update, so one textbook step from the same weights lands on vfl's
 weights up to float rounding.  The masks are floats (phe cannot add a uniform
 element of Z_n to a float-encoded value and still decode it); that only makes the

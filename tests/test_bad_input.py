@@ -313,7 +313,7 @@ def test_booleans_take_only_booleans(vertical_data, param, value):
 
 def test_key_size_check_takes_only_a_boolean_insecure():
     from vfl.crypto import check_key_bits, generate_keypair
-    from vfl.protocols import TrainingSettings
+    from vfl.protocols.linear import TrainingSettings
 
     with pytest.raises(ConfigurationError, match="insecure must be True or False"):
         check_key_bits(512, insecure="false")
@@ -404,7 +404,7 @@ def test_init_zeros_needs_the_insecure_acknowledgement():
     with pytest.raises(ConfigurationError, match="insecure must be True or False"):
         VerticalLogisticRegression(init="zeros", key_bits=1024, insecure="yes", max_iter=1).fit(data)
     # the shared protocol hands no party a gradient, the first one included: a zero start needs no acknowledgement
-    from vfl.protocols import TrainingSettings
+    from vfl.protocols.linear import TrainingSettings
     assert TrainingSettings(init="zeros", protocol="shared", solver="gd").init == "zeros"
     with pytest.raises(ConfigurationError, match="init='zeros'"):
         TrainingSettings(init="zeros", protocol="yang", solver="gd")
@@ -413,8 +413,9 @@ def test_init_zeros_needs_the_insecure_acknowledgement():
 def inprocess_run(labels=None, names=("A", "B"), key_bits=1024, settings=None):
     from vfl import inprocess
     from vfl.crypto import FixedPoint
-    from vfl.parties import Coordinator, PartyA, PartyB
-    from vfl.protocols import TrainingSettings
+    from vfl.parties import Coordinator
+    from vfl.parties.linear import PartyA, PartyB
+    from vfl.protocols.linear import TrainingSettings
 
     rng = np.random.default_rng(0)
     y = np.where(rng.integers(0, 2, 30) == 1, 1.0, -1.0) if labels is None else labels
@@ -429,7 +430,7 @@ def test_inprocess_train_checks_its_parties_labels_and_key():
         inprocess_run(labels=np.where(np.arange(30) % 2 == 0, 1.0, 2.0))
     with pytest.raises(ConfigurationError, match=r"the parties given are \['B', 'bank'\].*missing \['A'\]"):
         inprocess_run(names=("bank", "B"))
-    from vfl.protocols import TrainingSettings
+    from vfl.protocols.linear import TrainingSettings
     with pytest.raises(ConfigurationError, match="the coordinator C makes 1024-bit keys.*key_bits=2048"):
         inprocess_run(settings=TrainingSettings(max_iter=1))
 

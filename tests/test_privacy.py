@@ -10,8 +10,9 @@ from vertical_data import make_vertical
 from vfl import inprocess
 from vfl.crypto import FixedPoint, vector
 from vfl.crypto.randomness import uniform_below
-from vfl.parties import LOGISTIC, Coordinator, PartyA, PartyB
-from vfl.protocols import TrainingSettings
+from vfl.parties import LOGISTIC, Coordinator
+from vfl.parties.linear import PartyA, PartyB
+from vfl.protocols.linear import TrainingSettings
 from vfl.transport import BigInts, Transcript
 from vfl.transport.message import decode
 

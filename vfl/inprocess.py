@@ -17,10 +17,11 @@ from typing import Mapping
 
 import numpy as np
 
-from vfl.parties import Coordinator, FeatureParty
+from vfl.parties import Coordinator
+from vfl.parties.linear import FeatureParty
 from vfl.parties.linear.packed import DEFAULT_SCORE_BOUND
-from vfl.protocols import (TWO_PARTY, Roster, TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b,
-                           run_c)
+from vfl.protocols import TWO_PARTY, Roster
+from vfl.protocols.linear import TrainingSettings, predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.protocols.linear import shared as shared_protocol
 from vfl.protocols.linear.checks import check_run
 from vfl.runs.threads import run_in_threads

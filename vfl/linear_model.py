@@ -24,10 +24,12 @@ from vfl import fitted_runs, release_options
 from vfl.crypto import FixedPoint, compute
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.parties import Coordinator, dp, targets
+from vfl.parties import Coordinator, targets
+from vfl.parties.linear import dp
 from vfl.parties.scaling import Standardizer
 from vfl.parties.linear.shareholders import whole
-from vfl.protocols import Roster, TrainingSettings
+from vfl.protocols import Roster
+from vfl.protocols.linear import TrainingSettings
 from vfl.protocols.linear.inference import MODES
 from vfl.runs import linear as run_linear
 from vfl.runs.data import RoleData

@@ -22,7 +22,7 @@ from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties.labels import class_labels
-from vfl.parties.linear import dp as label_dp
+from vfl.parties import privacy as label_dp
 from vfl.parties.mlp.split import SplitNetwork
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols import Roster

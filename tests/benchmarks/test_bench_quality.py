@@ -5,7 +5,7 @@ import pytest
 from scipy.optimize import minimize
 
 from benchmarks import quality
-from vfl.protocols import TrainingSettings
+from vfl.protocols.linear import TrainingSettings
 
 
 def _zscored(values: np.ndarray) -> np.ndarray:

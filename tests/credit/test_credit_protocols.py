@@ -16,7 +16,7 @@ from sklearn.metrics import adjusted_rand_score
 from vfl import inprocess
 from vfl.errors import ConfigurationError, ProtocolError
 from vfl.parties.binning import Binner, monotone_thresholds
-from vfl.parties.trees.splits import flat_bins, offsets
+from vfl.parties.binning import flat_bins, offsets
 from vfl.parties.credit.feature_party import WOEFeatureParty
 from vfl.parties.credit.label_party import WOELabelParty
 from vfl.parties.credit.selection import SelectionRules, inflation_factors, select_by_correlation, select_by_iv

@@ -6,8 +6,9 @@ import pytest
 from vertical_data import make_vertical
 from vfl import inprocess
 from vfl.deploy.narration import DESCRIPTIONS, message_table
-from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.protocols import TrainingSettings
+from vfl.parties import Coordinator
+from vfl.parties.linear import PartyA, PartyB
+from vfl.protocols.linear import TrainingSettings
 from vfl.transport import Transcript
 
 

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from vfl.centralized import fit_gradient_descent
-from vfl.protocols import TrainingSettings
+from vfl.protocols.linear import TrainingSettings
 from vfl_net_helpers import (_free_ports, assert_succeeded, federation_certs,  # noqa: F401 - fixtures
                              finish_all, kill_all, run_parties, start_parties, write_federation_file,
                              write_party_data)

@@ -10,7 +10,7 @@ from vertical_data import make_vertical
 from vfl import VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
 from vfl.errors import ConfigurationError
-from vfl.protocols import TrainingSettings
+from vfl.protocols.linear import TrainingSettings
 
 ATOL = 1e-7
 FAST = dict(key_bits=1024, insecure=True)
@@ -162,7 +162,8 @@ def test_what_c_decrypts_in_conjugate_gradient_is_masked_or_summed_over_every_pa
     """Decrypted, as C decrypts it: every gradient value C gets is masked (far from any small number), and the
     only small values are the batch loss and the step's few scalars (sums over every party and row)."""
     from vfl import inprocess
-    from vfl.parties import Coordinator, PartyA, PartyB
+    from vfl.parties import Coordinator
+    from vfl.parties.linear import PartyA, PartyB
     from vfl.transport import BigInts, Transcript
 
     _, _, x, y = make_vertical(n_rows=40, task="logistic", seed=2)

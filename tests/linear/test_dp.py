@@ -11,8 +11,8 @@ from scipy.stats import norm
 from vertical_data import make_vertical
 from vfl import ConfigurationError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
-from vfl.parties import PartyB, dp
-from vfl.protocols import TrainingSettings
+from vfl.parties.linear import PartyB, dp
+from vfl.protocols.linear import TrainingSettings
 
 # the first-order protocol (solver="gd"), on the columns as given
 FAST = dict(key_bits=1024, insecure=True, solver="gd", standardize=False)

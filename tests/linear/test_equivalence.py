@@ -137,7 +137,7 @@ def test_end_to_end_with_2048_bit_key():
 def _issue_objective_by_hand(task, x, y, alpha, learning_rate, epochs):
     """Full-batch gradient descent from zero on the objectives exactly as the specification writes them.
 
-    Written out here, independently of ``vfl.centralized`` and ``vfl.parties.linear.objectives``:
+    Written out here, independently of ``vfl.centralized`` and ``vfl.parties.objectives``:
     linear ``(1/2n) sum (z - y)^2 + (alpha/2)|w|^2``; logistic, y in {-1, +1},
     ``(1/n) sum (log 2 - y z / 2 + z^2 / 8) + (alpha/2)|w|^2``; ``z = x w + b``, b not penalised.
     """

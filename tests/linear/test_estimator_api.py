@@ -10,8 +10,9 @@ from sklearn.base import clone
 
 from vertical_data import make_vertical
 from vfl import DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
-from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.protocols import TrainingSettings, run_a, run_b, run_c
+from vfl.parties import Coordinator
+from vfl.parties.linear import PartyA, PartyB
+from vfl.protocols.linear import TrainingSettings, run_a, run_b, run_c
 from vfl.transport import Endpoint, InProcessNetwork, run_roles
 
 FAST = dict(key_bits=1024, insecure=True)

@@ -5,8 +5,9 @@ import pytest
 
 from vfl.crypto import Context, EncryptedVector, FixedPoint, generate_keypair
 from vfl.errors import FixedPointOverflowError
-from vfl.parties import LINEAR, PartyA, PartyB, loss_part_bound, score_bound
-from vfl.parties.linear.objectives import OBJECTIVES
+from vfl.parties import LINEAR
+from vfl.parties.linear import PartyA, PartyB, loss_part_bound, score_bound
+from vfl.parties.objectives import OBJECTIVES
 from vfl.parties.linear.optim import Penalty
 from vfl.parties.linear.data_party import _product_bits, _score_bits
 

@@ -14,8 +14,8 @@ import pandas as pd
 import pytest
 
 from vfl import ConfigurationError, VerticalDataset, VerticalLogisticRegression
-from vfl.parties import FeatureParty
-from vfl.protocols import check_gradient_equations, gradient_unknowns
+from vfl.parties.linear import FeatureParty
+from vfl.protocols.linear import check_gradient_equations, gradient_unknowns
 
 KAPPA = 2.0   # logistic regression
 

@@ -10,7 +10,8 @@ from vfl import inprocess
 from vfl.crypto import Context, FixedPoint, packing
 from vfl.crypto.packing import STATISTICAL_BITS, SlotLayout
 from vfl.errors import FixedPointOverflowError
-from vfl.parties import Coordinator, PartyA, PartyB
+from vfl.parties import Coordinator
+from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.linear.packed import bound_bits, prediction_slots
 from vfl.protocols import Roster
 from vfl.transport import BigInts, Transcript
@@ -265,7 +266,7 @@ def test_packed_training_coordinator_sees_only_masked_slots_and_the_loss():
     """Every slot position C decrypts is masked (the loss's result slot excepted); each party gets its own values."""
     from vertical_data import make_vertical
     from vfl.parties.linear.packed import training_layout
-    from vfl.protocols import TrainingSettings
+    from vfl.protocols.linear import TrainingSettings
 
     _, _, x, y = make_vertical(n_rows=40, seed=4)
     settings = TrainingSettings(objective="logistic", max_iter=2, tol=None, learning_rate=0.2, alpha=0.01,
@@ -316,7 +317,7 @@ def test_packed_training_refuses_values_beyond_the_declared_bounds():
 def test_packed_training_resumes_exactly():
     from test_estimator_api import _run
     from vertical_data import make_vertical
-    from vfl.protocols import TrainingSettings
+    from vfl.protocols.linear import TrainingSettings
 
     _, _, x, y = make_vertical(n_rows=60, seed=12)
     y = np.where(y == 1, 1.0, -1.0)
@@ -334,7 +335,7 @@ def test_packed_training_resumes_exactly():
 
 def test_coordinator_refuses_a_packed_layout_other_than_the_settings_give():
     from vfl.errors import ProtocolError
-    from vfl.protocols import predict_a, predict_b, predict_c
+    from vfl.protocols.linear import predict_a, predict_b, predict_c
     from vfl.transport import Endpoint, InProcessNetwork, run_roles
 
     parties, x, roster = _parties(1)

@@ -6,7 +6,7 @@ import pytest
 
 from vfl import ConfigurationError, DataError, VerticalDataset, VerticalLinearRegression, VerticalLogisticRegression
 from vfl.centralized import fit_gradient_descent
-from vfl.protocols import TrainingSettings
+from vfl.protocols.linear import TrainingSettings
 
 # the first-order protocol (solver="gd"), on the columns as given
 FAST = dict(key_bits=1024, insecure=True, solver="gd", standardize=False)
@@ -158,7 +158,7 @@ def iris_data():
 
 
 def test_one_vs_rest_in_one_run_equals_centralized_per_class(monkeypatch):
-    import vfl.parties.linear.coordinator as coordinator_module
+    import vfl.parties.coordinator as coordinator_module
 
     made = []
     original = coordinator_module.generate_keypair
@@ -341,7 +341,7 @@ def test_a_validation_split_leaving_too_few_rows_is_refused(kwargs, message):
 
 def test_vfl_party_holds_out_rows_under_the_same_rule():
     """Each party of a federation checks the split before holding rows out (vfl party has no fit(validation=))."""
-    from vfl.parties import PartyA
+    from vfl.parties.linear import PartyA
     from vfl.protocols.linear.validation import hold_out
 
     party = PartyA(np.random.default_rng(0).normal(size=(65, 3)), role="A")

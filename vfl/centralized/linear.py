@@ -15,10 +15,11 @@ import numpy as np
 from vfl.crypto.randomness import uniform_floats
 from vfl.errors import DivergenceError
 from vfl.parties.linear import cg
-from vfl.parties.linear.objectives import get_objective
+from vfl.parties.objectives import get_objective
 from vfl.parties.linear.optim import Optimizer, penalised_step
 from vfl.parties.scoring import validation_score
-from vfl.protocols.linear.settings import TrainingSettings, batch_sizes, batches, validation_rows
+from vfl.parties.holdout import validation_rows
+from vfl.protocols.linear.settings import TrainingSettings, batch_sizes, batches
 from vfl.protocols.linear.validation import Tracker
 from vfl.protocols.linear.checks import diverged
 
@@ -53,7 +54,7 @@ def fit_gradient_descent(x, y, settings: TrainingSettings, seed: int | None = No
         holds them: the objective becomes ``(1/n) sum s_i l_i + penalty``.
     validation : tuple (x_val, y_val), optional
         With ``settings.early_stopping``: the validation rows; by default the rows
-        :func:`~vfl.protocols.linear.settings.validation_rows` holds out from the seed, as
+        :func:`~vfl.parties.holdout.validation_rows` holds out from the seed, as
         the parties do.
 
     Returns

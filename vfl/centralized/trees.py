@@ -22,7 +22,7 @@ from vfl.parties.trees.loss import BOUNDS
 from vfl.parties.trees.splits import goes_left
 from vfl.parties.trees.tree import allowed_leaves, leaf_of
 from vfl.protocols.trees.settings import BoostingSettings, should_stop
-from vfl.protocols.linear.settings import validation_rows
+from vfl.parties.holdout import validation_rows
 
 
 @dataclass

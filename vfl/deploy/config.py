@@ -172,7 +172,8 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
 
 from vfl.errors import ConfigurationError
 from vfl.deploy.compute import ComputeSettings, parse_compute
-from vfl.protocols import Roster, TrainingSettings
+from vfl.protocols import Roster
+from vfl.protocols.linear import TrainingSettings
 from vfl.protocols.mlp import MLPSettings
 from vfl.protocols.trees import BoostingSettings
 from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model

@@ -51,7 +51,8 @@ from vfl.deploy.report import class_indices, classes_line, rows_report
 from vfl.federation.runner import (agree_on_models, needs_data, release_policy, report_training, score_rows,
                                   scoring_part, train_model)
 from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
-from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
+from vfl.parties import Coordinator, row_weights, targets
+from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.binning import Binner
 from vfl.parties.credit.scorecard import Coder
 from vfl.parties.credit.statistics import describe, population_stability

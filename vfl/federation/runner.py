@@ -55,8 +55,9 @@ from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, classes_line, plain, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, hello_columns, rows_hello, stops_told
-from vfl.parties import Coordinator, dp
-from vfl.protocols import run_a, run_b, run_c
+from vfl.parties import Coordinator
+from vfl.parties.linear import dp
+from vfl.protocols.linear import run_a, run_b, run_c
 from vfl.runs import linear as run_linear
 from vfl.runs.linear import kept_shared
 from vfl.protocols.release import ReleasePolicy

@@ -279,3 +279,17 @@ def _check_thresholds(thresholds: list, x: np.ndarray, where: str, columns) -> N
         raise DataError(f"{where}, column {name}: cannot be binned, its values are too large for float64 "
                         f"arithmetic (value {x[row, j]:.6g} at row {row}: the bin thresholds between them "
                         "overflow); rescale the column (divide it by a power of ten) or remove the outlying value")
+
+
+def offsets(n_bins) -> np.ndarray:
+    """Where each feature's bins start in a party's flat histogram (``n_bins[f] + 1`` slots each: the last is missing)."""
+    sizes = np.asarray(n_bins, dtype=np.int64) + 1
+    return np.concatenate([[0], np.cumsum(sizes)])
+
+
+def flat_bins(codes: np.ndarray, n_bins, missing_code: int) -> np.ndarray:
+    """Each row's flat histogram slot per feature (rows by features), missing values in their feature's last slot."""
+    codes = np.asarray(codes, dtype=np.int64)
+    n_bins = np.asarray(n_bins, dtype=np.int64)
+    local = np.where(codes == missing_code, n_bins[None, :], codes)
+    return local + offsets(n_bins)[None, :-1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import accuracy_score, r2_score, roc_auc_score, roc_curve
 
-from vfl.parties.linear.objectives import Objective
+from vfl.parties.objectives import Objective
 
 #: Scorings where a lower value is better.
 LOWER_IS_BETTER = ("loss",)

@@ -40,12 +40,13 @@ from typing import Callable, Mapping
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.parties import Coordinator, PartyA, PartyB, row_weights, targets
+from vfl.parties import Coordinator, row_weights, targets
+from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.linear.shareholders import CoordinatorShares
 from vfl.parties.linear.shares import WeightShare
 from vfl.parties.scaling import Standardizer
-from vfl.protocols import (Roster, TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b,
-                           predict_c, run_a, run_b, run_c)
+from vfl.protocols import Roster
+from vfl.protocols.linear import TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.protocols.linear import shared as shared_protocol
 from vfl.protocols.release import ReleasePolicy, ReleaseWarning, linear_release, refuse
 from vfl.protocols.linear.checks import (check_validation_split, warn_clipped_labels,

@@ -27,7 +27,7 @@ import numpy as np
 
 from vfl.crypto import Context
 from vfl.errors import ProtocolError
-from vfl.parties import prediction_bound
+from vfl.parties.linear import prediction_bound
 from vfl.parties.linear.packed import encrypt_scores, mask_scores, prediction_slots, unmask_scores
 from vfl.parties.wire import pack_residues, pack_vector, unpack_residues, unpack_vector
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN, integer

@@ -25,7 +25,7 @@ from vfl.crypto.histogram import bucket_products
 from vfl.crypto.slots import Group, combine
 from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
-from vfl.parties.trees.splits import flat_bins, offsets
+from vfl.parties.binning import flat_bins, offsets
 
 _RANDOM = secrets.SystemRandom()
 

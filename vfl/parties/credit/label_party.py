@@ -18,7 +18,7 @@ import numpy as np
 from vfl.crypto import Context, FixedPoint, generate_keypair
 from vfl.errors import ProtocolError
 from vfl.parties.binning import Binner
-from vfl.parties.trees.splits import flat_bins, offsets
+from vfl.parties.binning import flat_bins, offsets
 from vfl.parties.credit.woe import class_group, class_tables
 from vfl.parties.labels import event_classes
 

@@ -14,7 +14,7 @@ from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.labels import plain_class
 from vfl.parties.linear import packed
 from vfl.parties.linear.cg import Directions
-from vfl.parties.linear.objectives import Objective
+from vfl.parties.objectives import Objective
 from vfl.parties.linear.optim import Optimizer, Penalty, penalised_step
 from vfl.parties.linear.shares import WeightShare
 
@@ -160,7 +160,7 @@ class DataParty:
 
         The training pass computes ``X^T`` of the residual of the scores ``X w``; run
         at a search direction ``p`` with the label term taken out (the curvature
-        objective, :meth:`~vfl.parties.linear.objectives.Objective.curvature`), the same
+        objective, :meth:`~vfl.parties.objectives.Objective.curvature`), the same
         messages give ``X^T S X p`` and ``p^T H p``.  The weights are back on exit.
         """
         params, self.params = self.params, np.asarray(vector, dtype=np.float64)

@@ -8,7 +8,7 @@ from vfl.crypto import EncryptedVector
 from vfl.errors import ProtocolError
 from vfl.parties.linear.data_party import DataParty, loss_part_bound, score_bound
 from vfl.parties.linear import packed
-from vfl.parties.linear.objectives import Objective
+from vfl.parties.objectives import Objective
 from vfl.parties.linear.optim import Penalty
 
 

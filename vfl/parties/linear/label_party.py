@@ -9,7 +9,7 @@ from vfl.crypto.randomness import gaussian
 from vfl.errors import DataError, FixedPointOverflowError, ProtocolError
 from vfl.parties.linear import packed
 from vfl.parties.linear.data_party import WEIGHT_BITS, DataParty, loss_part_bound, score_bound
-from vfl.parties.linear.objectives import Objective
+from vfl.parties.objectives import Objective
 from vfl.parties.linear.optim import Penalty
 
 

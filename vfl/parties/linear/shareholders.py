@@ -35,7 +35,7 @@ from vfl.crypto.packing import SlotLayout
 from vfl.errors import FixedPointOverflowError, ProtocolError
 from vfl.parties.linear import packed
 from vfl.parties.linear.data_party import FeatureParty
-from vfl.parties.linear.objectives import Objective
+from vfl.parties.objectives import Objective
 from vfl.parties.linear.shares import (GUARD_BITS, SharedBounds, UpdateRule, WeightShare, draw_masks, from_fixed,
                                        to_fixed)
 

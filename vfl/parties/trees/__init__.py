@@ -15,7 +15,8 @@ sequenced by :mod:`vfl.protocols.trees`.
 
 from vfl.parties.trees.grower import TreeGrower
 from vfl.parties.trees.loss import LOSSES, SCORINGS, Loss, loss_from_dict, make_loss, quantize, validation_score
-from vfl.parties.trees.splits import CandidateTable, SplitRules, best, flat_bins, gains, histogram
+from vfl.parties.binning import flat_bins
+from vfl.parties.trees.splits import CandidateTable, SplitRules, best, gains, histogram
 from vfl.parties.trees.tree import Tree, allowed_leaves, check_shape, leaf_of
 
 __all__ = ["CandidateTable", "LOSSES", "Loss", "SplitRules", "Tree", "TreeGrower", "allowed_leaves", "best",

@@ -6,7 +6,8 @@ import numpy as np
 
 from vfl.errors import DataError
 from vfl.parties.binning import Binner
-from vfl.parties.trees.splits import CandidateTable, flat_bins, goes_left
+from vfl.parties.binning import flat_bins
+from vfl.parties.trees.splits import CandidateTable, goes_left
 from vfl.parties.trees.tree import allowed_leaves
 
 

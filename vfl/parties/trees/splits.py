@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vfl.errors import ConfigurationError
+from vfl.parties.binning import offsets
 
 #: Bits per half when integer sums go through floating point (exact while each half's sum < 2^53).
 _HALF = 26
@@ -62,20 +63,6 @@ class SplitRules:
             if isinstance(value, bool) or not isinstance(value, (int, float, np.floating, np.integer)) \
                     or not np.isfinite(value) or value < 0:
                 raise ConfigurationError(f"{name} must be a non-negative number, got {value!r}")
-
-
-def offsets(n_bins) -> np.ndarray:
-    """Where each feature's bins start in a party's flat histogram (``n_bins[f] + 1`` slots each: the last is missing)."""
-    sizes = np.asarray(n_bins, dtype=np.int64) + 1
-    return np.concatenate([[0], np.cumsum(sizes)])
-
-
-def flat_bins(codes: np.ndarray, n_bins, missing_code: int) -> np.ndarray:
-    """Each row's flat histogram slot per feature (rows by features), missing values in their feature's last slot."""
-    codes = np.asarray(codes, dtype=np.int64)
-    n_bins = np.asarray(n_bins, dtype=np.int64)
-    local = np.where(codes == missing_code, n_bins[None, :], codes)
-    return local + offsets(n_bins)[None, :-1]
 
 
 def histogram(flat: np.ndarray, rows: np.ndarray, values: np.ndarray, size: int) -> np.ndarray:

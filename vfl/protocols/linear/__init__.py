@@ -9,3 +9,13 @@
 * :mod:`~vfl.protocols.linear.settings` — the shared settings and the batch schedule.
 * :mod:`~vfl.protocols.linear.checks` — what every party checks before it runs (score span, equations).
 """
+
+from vfl.protocols.linear.inference import (predict_a, predict_b, predict_c, predict_coordinator, predict_feature,
+                                            predict_label)
+from vfl.protocols.linear.settings import (TrainingSettings, batch_sizes, batches, check_batch_size,
+                                           check_gradient_equations, gradient_unknowns)
+from vfl.protocols.linear.training import run_a, run_b, run_c, train_coordinator, train_feature, train_label
+
+__all__ = ["TrainingSettings", "batch_sizes", "batches", "check_batch_size", "check_gradient_equations",
+           "gradient_unknowns", "predict_a", "predict_b", "predict_c", "predict_coordinator", "predict_feature",
+           "predict_label", "run_a", "run_b", "run_c", "train_coordinator", "train_feature", "train_label"]

@@ -23,6 +23,7 @@ from typing import Mapping
 
 import numpy as np
 
+from vfl.parties.holdout import check_split
 from vfl.errors import ConfigurationError, DataError, LabelLeakWarning
 
 #: What the label-inference attack of tests/linear/test_label_leak.py measured (see docs/protocol.md).
@@ -102,8 +103,6 @@ def warn_clipped_labels(labels, settings, role: str) -> None:
                       UserWarning, stacklevel=4)
 
 
-#: Fewest validation rows early stopping scores: one row's score is noise, and ranks nothing (roc_auc, ks).
-MIN_VALIDATION_ROWS = 2
 
 
 def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int],
@@ -125,27 +124,6 @@ def check_validation_split(n_rows: int, settings, n_values: Mapping[str, int],
     check_split(n_rows, settings.validation_fraction, most + 1,
                 f"more than the {most} gradient values party {party} learns per step", advice)
 
-
-def check_split(n_rows: int, fraction: float, least: int, why: str,
-                advice: str = "or pass fit(..., validation=...)") -> None:
-    """Refuse a validation split that leaves fewer than ``least`` rows to train on, or too few to validate on.
-
-    The rows held out are :func:`vfl.protocols.linear.settings.validation_rows`'s
-    (``ceil(fraction * n_rows)``, at least one, all rows but one at most).
-    ``why`` says where ``least`` comes from; ``advice`` the other way out.
-    """
-    held = min(max(1, math.ceil(fraction * n_rows)), n_rows - 1)
-    left = n_rows - held
-    if left < least:
-        raise ConfigurationError(
-            f"validation_fraction={fraction:g} holds out {held} of the {n_rows} rows for early "
-            f"stopping and leaves {left} to train on, not {why}; lower validation_fraction (at most "
-            f"{math.floor(max(n_rows - least, 0) / n_rows * 1000) / 1000:g} here) {advice}")
-    if held < MIN_VALIDATION_ROWS:
-        raise ConfigurationError(
-            f"validation_fraction={fraction:g} holds out {held} of the {n_rows} rows for early stopping, too few "
-            f"to score (at least {MIN_VALIDATION_ROWS}); raise validation_fraction (at least "
-            f"{math.ceil(MIN_VALIDATION_ROWS / n_rows * 1000) / 1000:g} here) {advice}")
 
 
 #: Epochs in a row the loss may grow before C calls the run diverging.

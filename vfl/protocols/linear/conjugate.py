@@ -6,7 +6,7 @@ there are weights, where gradient descent needs a learning rate and many more
 epochs.  Each step needs the product ``H p`` of the Hessian with the search
 direction ``p``, and that product is a Table 2 pass (:mod:`vfl.protocols.linear.passes`)
 run at ``p`` (at the probe ``s p``) instead of the weights, with the label term
-taken out (:meth:`~vfl.parties.linear.objectives.Objective.curvature`)::
+taken out (:meth:`~vfl.parties.objectives.Objective.curvature`)::
 
     Step  Each data party k (A, ..., B)                         C
     0     a pass at w_0: g_k (its block of the gradient)        L(w_0)
@@ -34,7 +34,8 @@ import math
 import numpy as np
 
 from vfl.errors import DivergenceError, ProtocolError
-from vfl.parties import Coordinator, PartyA, PartyB, get_objective, pack_vector, unpack_vector
+from vfl.parties import Coordinator, get_objective, pack_vector, unpack_vector
+from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.linear import cg
 from vfl.protocols.linear import validation
 from vfl.protocols.linear.passes import pass_a, pass_b, pass_c, receive_gradient

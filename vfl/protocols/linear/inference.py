@@ -28,8 +28,8 @@ import numpy as np
 
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.parties import (Coordinator, PartyA, PartyB, pack_residues, pack_vector, prediction_bound, unpack_residues,
-                         unpack_vector)
+from vfl.parties import Coordinator, pack_residues, pack_vector, unpack_residues, unpack_vector
+from vfl.parties.linear import PartyA, PartyB, prediction_bound
 from vfl.parties.linear.packed import (DEFAULT_SCORE_BOUND, check_declared, encrypt_scores, mask_scores,
                                        prediction_slots, unmask_scores)
 from vfl.protocols.roster import TWO_PARTY, Roster

@@ -18,8 +18,8 @@ and C returns position ``s - 1`` of each masked product.
 
 from __future__ import annotations
 
-from vfl.parties import (Coordinator, PartyA, PartyB, pack_residues, pack_vector, unpack_residues,
-                         unpack_vector)
+from vfl.parties import Coordinator, pack_residues, pack_vector, unpack_residues, unpack_vector
+from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.linear.packed import training_layout
 from vfl.protocols.roster import Roster
 from vfl.protocols.linear.settings import TrainingSettings

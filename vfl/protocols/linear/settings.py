@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -475,13 +474,3 @@ def check_gradient_equations(n_rows: int, batch_size: int | None, max_iter: int,
             f"{gradient_unknowns(n_rows, steps, party, columns, label_party, intercept)} unknowns that hide the "
             f"other parties' scores{'' if party == label_party else ' and the labels'} from it, so it could solve "
             f"for them; use {limit}full batches (batch_size=None), or differential privacy (dp_epsilon)")
-
-
-def validation_rows(n_rows: int, fraction: float, seed: int) -> np.ndarray:
-    """The rows held out for validation: ``ceil(fraction n)`` of them, chosen from the shared seed only.
-
-    Every party computes the same rows from the seed and the row count, so the
-    split is agreed without any party looking at the labels.
-    """
-    count = min(max(1, math.ceil(fraction * n_rows)), n_rows - 1)
-    return np.sort(np.random.default_rng([int(seed), 0x76616C]).permutation(n_rows)[:count])

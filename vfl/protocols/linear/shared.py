@@ -36,8 +36,8 @@ import numpy as np
 
 from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
-from vfl.parties import (Coordinator, PartyA, PartyB, get_objective, pack_residues, pack_vector, unpack_residues,
-                         unpack_vector)
+from vfl.parties import Coordinator, get_objective, pack_residues, pack_vector, unpack_residues, unpack_vector
+from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.linear.shareholders import CoordinatorShares, DataShares, penalty_coefficient, reveal
 from vfl.parties.linear.shares import SharedBounds, UpdateRule
 from vfl.protocols.linear.checks import diverged

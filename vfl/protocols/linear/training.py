@@ -12,7 +12,7 @@ with more, every feature party does what A does)::
     4     unmask, update w_A               unmask, update w_B, b
 
 Linear and logistic regression differ only in the quadratic loss (see
-:mod:`vfl.parties.linear.objectives`); ``k`` is 1 for linear and 2 for logistic.  The
+:mod:`vfl.parties.objectives`); ``k`` is 1 for linear and 2 for logistic.  The
 loss needs the cross terms ``u_j u_k`` between feature parties, which no party
 holds: each feature party adds ``a u_k`` as one more column of its ``X^T [[d]]``
 and sends that product to B, which assembles ``[[L]]`` (see
@@ -33,13 +33,13 @@ seed), and ``on_epoch(epoch, state)`` is called after every completed epoch.
 
 from __future__ import annotations
 
-import math
 import secrets
 from typing import Callable, Mapping
 
 from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
-from vfl.parties import Coordinator, PartyA, PartyB, dp, get_objective
+from vfl.parties import Coordinator, get_objective
+from vfl.parties.linear import PartyA, PartyB, dp
 from vfl.parties.linear.data_party import weight_extra_bits
 from vfl.protocols.linear import conjugate, shared, validation
 from vfl.protocols.linear.checks import DIVERGING_EPOCHS, diverged

@@ -1,7 +1,7 @@
 """Early stopping on held-out rows, scored privately after every epoch — one function per role.
 
 The rows are held out by every party alike, from the shared batch seed
-(:func:`~vfl.protocols.linear.settings.validation_rows`), unless the user gave
+(:func:`~vfl.parties.holdout.validation_rows`), unless the user gave
 validation data.  After each epoch the validation rows are scored the way
 private prediction scores new rows: each feature party sends ``[[u_k]]`` to B,
 B adds ``u_B`` and a fresh uniform mask and C decrypts the masked sum.  Only B
@@ -14,13 +14,15 @@ nothing per row.
 
 from __future__ import annotations
 
-from vfl.parties import Coordinator, PartyA, PartyB
-from vfl.parties.linear.objectives import Objective
+from vfl.parties import Coordinator
+from vfl.parties.linear import PartyA, PartyB
+from vfl.parties.objectives import Objective
 from vfl.parties.scoring import improved, validation_score
 from vfl.protocols.linear.checks import check_validation_split
 from vfl.protocols.linear.inference import decrypt_masked_total, masked_total, send_scores
 from vfl.protocols.roster import Roster
-from vfl.protocols.linear.settings import TrainingSettings, validation_rows
+from vfl.parties.holdout import validation_rows
+from vfl.protocols.linear.settings import TrainingSettings
 from vfl.transport import Endpoint
 
 

@@ -44,7 +44,7 @@ import numpy as np
 
 from vfl.crypto import ring
 from vfl.errors import ConfigurationError, DataError, DivergenceError, ProtocolError
-from vfl.parties.linear import dp as label_dp
+from vfl.parties import privacy as label_dp
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.parties.mlp.shared_backward import FEATURE, LABEL, deal, openings, plan, product_shape, shares_from

@@ -47,11 +47,10 @@ from vfl.parties.trees.splits import sums_to_send
 from vfl.parties.trees.feature_party import BoostingFeatureParty
 from vfl.parties.trees.label_party import BoostingLabelParty, ForeignSums
 from vfl.protocols.trees.settings import BoostingSettings, should_stop
-from vfl.protocols.linear.checks import check_split
+from vfl.parties.holdout import check_split, validation_rows
 from vfl.protocols.fields import MAX_ROWS, bits, flag, ints, unbits
 from vfl.protocols.fields import ciphertexts as _ciphertexts, received as _received
 from vfl.protocols.roster import Roster
-from vfl.protocols.linear.settings import validation_rows
 from vfl.transport import Endpoint
 
 Checkpoints = Mapping[int, dict]
@@ -88,7 +87,7 @@ def split_rows(n_rows: int, settings: BoostingSettings, seed: int) -> tuple[np.n
 
     Every party refuses alike a split that leaves fewer rows to train on than one
     split needs (``2 * min_samples_leaf``), or too few to validate on: the rule of
-    the linear models (:func:`~vfl.protocols.linear.checks.check_split`).
+    the linear models (:func:`~vfl.parties.holdout.check_split`).
     """
     if settings.early_stops(n_rows):
         least = 2 * settings.min_samples_leaf
