@@ -121,3 +121,31 @@ def test_the_board_reads_only_records():
             if name.startswith("vfl."):
                 assert name.startswith(("vfl.board", "vfl.deploy.record", "vfl.deploy.narration",
                                         "vfl.deploy.commands", "vfl.deploy.webguard", "vfl.errors")), f"{path.relative_to(ROOT)} imports {name}"
+
+
+FAMILIES = ("linear", "trees", "credit", "mlp")
+#: The credit pipeline's model is a logistic regression: credit may use the linear family, nothing else crosses.
+BUILT_ON = {("credit", "linear")}
+
+
+def family_of(module: str) -> str | None:
+    """The family a module belongs to (a part of its dotted name is the family's folder), or None."""
+    found = [part for part in module.split(".")[1:] if part in FAMILIES]
+    return found[0] if found else None
+
+
+def test_the_families_stand_side_by_side():
+    """No module of one family, in any layer, imports another's (credit may use linear, its model), and the shared
+    floors (``vfl.parties``, ``vfl.protocols`` outside a family folder) import no family; the faces and the
+    registry may import every family."""
+    for path in ROOT.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
+        mine = family_of(module)
+        if mine is None and not module.startswith(("vfl.parties", "vfl.protocols")):
+            continue                            # a face, the registry, or a floor of its own
+        for name in imported_names(path):
+            theirs = family_of(name) if name.startswith("vfl.") else None
+            if theirs is None or theirs == mine or (mine, theirs) in BUILT_ON:
+                continue
+            where = f"the shared floor's {module}" if mine is None else f"{module} ({mine})"
+            assert False, f"{where} imports {name} ({theirs}): move what both need to the shared floor"
