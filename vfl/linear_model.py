@@ -21,7 +21,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs, release_options
-from vfl.crypto import FixedPoint, compute
+from vfl.crypto import compute
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.parties import Coordinator, targets
@@ -164,7 +164,7 @@ class _VerticalLinearModel(BaseEstimator):
         if validation is not None:
             self._check_validation(validation, data, roster)
         warm = self._warm(data, roster)
-        coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits), self.engine)
+        coordinator = Coordinator.for_settings(self, self.engine)     # the estimator's own key_bits, insecure, frac_bits
         peer_columns = {name: len(data.columns(name)) for name in roster.features}
         programs, scopes = {}, {}           # each feature party's release ledger, per data set
         for name in roster.data_parties:
@@ -364,8 +364,7 @@ class _VerticalLinearModel(BaseEstimator):
         allowed = release_options.allowed(self, roster)
         coordinator = self.__dict__.get("_coordinator")
         if coordinator is None:     # unpickled, or copied: C makes a fresh key pair, kept for later predictions
-            coordinator = self._coordinator = Coordinator(self.key_bits, self.insecure, FixedPoint(self.frac_bits),
-                                                          self.engine)
+            coordinator = self._coordinator = Coordinator.for_settings(self, self.engine)
         transcript = Transcript()
         scores = run_in_threads(roster, self._prediction_programs(features, roster, coordinator, allowed, data.ids),
                                 transcript, n_jobs=self.n_jobs)[roster.label]

@@ -142,7 +142,7 @@ def test_vfl_serve_checks_telco_s_part_at_every_load_of_a_version(tmp_path):
     (folder / "model_telco.json").write_text(json.dumps(pipe.shards()["telco"]))
     telco, _ = credit_frames(n=500, seed=108)
     telco.to_csv(tmp_path / "store.csv", index=False)
-    share = load_share(tmp_path / "models", "1", "telco", "feature", boosting=False, pipeline=True)
+    share = load_share(tmp_path / "models", "1", "telco", "feature", "credit")
     for allowed in (False, True):
         service = FeatureService.__new__(FeatureService)
         service.label, service.store = "bank", CSVStore(tmp_path / "store.csv", "telco")

@@ -643,9 +643,9 @@ def test_every_shard_and_checkpoint_reader_refuses_deep_nesting_naming_the_file(
         with pytest.raises(DataError, match=re.escape(str(path)) + ": its JSON nests too deeply"):
             read()
     _deep(tmp_path / "models" / "1" / "model_A.json")
-    for boosting in (False, True):      # what the feature party's serving link loads
+    for family in ("linear", "trees", "credit", "mlp"):      # what the feature party's serving link loads
         with pytest.raises(DataError, match="its JSON nests too deeply"):
-            load_share(tmp_path / "models", "1", "A", "feature", boosting)
+            load_share(tmp_path / "models", "1", "A", "feature", family)
     store = CheckpointStore(tmp_path / "checkpoints", "A", "fp")
     store.save(0, {"weights": [1.0]})
     _deep(tmp_path / "checkpoints" / "epoch-000000.json")

@@ -317,8 +317,10 @@ def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
     from vfl.serving.links import hello, serving_settings
     from vfl.serving.messages import PROTOCOL
 
+    from vfl.families import FAMILIES
+
     config = SimpleNamespace(parties={"bank": SimpleNamespace(role="label"), "telco": SimpleNamespace(role="feature")},
-                             boosting=True)
+                             family=FAMILIES["trees"])
     mine = serving_settings(config)
     assert mine["protocol"] == PROTOCOL == "vfl-serve/4"
 

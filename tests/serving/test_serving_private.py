@@ -216,7 +216,9 @@ def _feature_service(monkeypatch, tmp_path, store):
                         np.zeros((len(values), 2), dtype=np.uint8))
     service = feature.FeatureService.__new__(feature.FeatureService)
     service.role, service.label, service.coordinator, service.workdir = "A", "B", None, None
-    service.config = SimpleNamespace(mlp=False, boosting=True, pipeline=None, training=SimpleNamespace(frac_bits=16))
+    from vfl.families import FAMILIES
+
+    service.config = SimpleNamespace(family=FAMILIES["trees"], pipeline=None, training=SimpleNamespace(frac_bits=16))
     service.settings = SimpleNamespace(models=tmp_path)
     service.store, service.shares, service.tables, service.named = store, {}, {}, {}
     service._tables, service._lock = threading.Lock(), threading.Lock()

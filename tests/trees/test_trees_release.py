@@ -181,7 +181,7 @@ def served_telco(tmp_path, model, a, **policy):
     key = NoiseKey.at(tmp_path, "A") if policy.get("epsilon") else None
     service.release = ReleasePolicy("A", ReleaseLedger.at(tmp_path, "A"), how="allow_reconstruction = true in its "
                                     "own [parties.A] table", key=key, **policy)
-    return service, load_share(tmp_path / "models", "1", "A", "feature", boosting=True)
+    return service, load_share(tmp_path / "models", "1", "A", "feature", "trees")
 
 
 def test_vfl_serve_checks_each_version_at_load_and_answers_with_the_sides_it_may_send(tmp_path):

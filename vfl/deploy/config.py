@@ -171,6 +171,7 @@ except ModuleNotFoundError:  # Python 3.10: the same parser, from PyPI
     import tomli as tomllib
 
 from vfl.errors import ConfigurationError
+from vfl.families import FAMILIES, Family, family_of_table
 from vfl.deploy.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster
 from vfl.protocols.linear import TrainingSettings
@@ -196,11 +197,9 @@ ALIGNMENTS = ("psi", "same-ids")
 PSI_BACKENDS = ("vfl", psi_secretflow.BACKEND)
 #: ``[data] psi_port_offset``: the SecretFlow engine's port is a party's own port plus this.
 PSI_PORT_OFFSET = 1000
-#: ``[training] model`` of gradient-boosted trees, and the keys its table may hold.
-BOOSTING = "gradient_boosting"
+#: The keys a ``[training]`` table of gradient-boosted trees may hold.
 _BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
-#: ``[training] model`` of split neural networks, and the keys its table may hold (scikit-learn's names).
-MLP = "mlp"
+#: The keys a ``[training]`` table of a split network may hold (scikit-learn's names).
 _MLP_KEYS = (set(MLPSettings.__dataclass_fields__) - {"default_bottom"}) | {"model", "iterations", "report_metrics"}
 
 
@@ -264,6 +263,8 @@ class FederationConfig:
     parties: dict[str, PartyEntry]
     #: the linear models' settings, gradient boosting's, or the split network's
     training: TrainingSettings | BoostingSettings | MLPSettings
+    #: the model family it trains or scores (:mod:`vfl.families`): the one place that says what differs
+    family: Family = FAMILIES["linear"]
     prediction_mode: str = "private"
     id_column: str = "id"
     #: how the parties' rows are matched: "psi" (private set intersection) or "same-ids"
@@ -291,20 +292,10 @@ class FederationConfig:
     crls: tuple[Path, ...] = ()
 
     @property
-    def boosting(self) -> bool:
-        """Whether the federation trains gradient-boosted trees (no coordinator takes part)."""
-        return isinstance(self.training, BoostingSettings)
-
-    @property
-    def mlp(self) -> bool:
-        """Whether the federation trains a split neural network (its coordinator deals the Beaver triples)."""
-        return isinstance(self.training, MLPSettings)
-
-    @property
     def roster(self) -> Roster:
-        """Who plays which role; the feature parties in the order of their names (boosting: no coordinator)."""
+        """Who plays which role; the feature parties in the order of their names (trees: no coordinator)."""
         by_role = {kind: sorted(n for n, e in self.parties.items() if e.role == kind) for kind in KINDS}
-        coordinator = None if self.boosting or not by_role["coordinator"] else by_role["coordinator"][0]
+        coordinator = None if not self.family.coordinator or not by_role["coordinator"] else by_role["coordinator"][0]
         return Roster(tuple(by_role["feature"]), by_role["label"][0], coordinator)
 
     def tls(self, name: str) -> TLSFiles:
@@ -349,10 +340,8 @@ class FederationConfig:
         """What every party must agree on for ``task`` ("train" or "predict"): settings, names and roles."""
         shared = {"task": task, "roles": {name: entry.role for name, entry in sorted(self.parties.items())},
                   "training": self.training.to_dict(), "prediction_mode": self.prediction_mode, "align": self.align}
-        if self.boosting:
-            shared["model"] = BOOSTING
-        if self.mlp:
-            shared["model"] = MLP
+        if self.family.model is not None:           # the linear family's model word is its objective
+            shared["model"] = self.family.model
         if self.warm_start:
             shared["warm_start"] = True
         if not self.report_metrics:
@@ -390,9 +379,8 @@ def load_config(path) -> FederationConfig:
                                                                                    else [crl]))
 
     training_table = dict(_section(where, raw, "training", required=False))   # none: the defaults
-    boosting = training_table.get("model") == BOOSTING
-    mlp = training_table.get("model") == MLP
-    parties = _parties(where, base, _section(where, raw, "parties"), boosting)
+    family = family_of_table(training_table.get("model"), "pipeline" in raw, where)
+    parties = _parties(where, base, _section(where, raw, "parties"), family.coordinator)
     unsigned = sorted(name for name, entry in parties.items() if entry.ca is None)
     if ca is None and unsigned:
         raise ConfigurationError(f"{where}: no CA for {', '.join(f'[parties.{n}]' for n in unsigned)}: give "
@@ -403,16 +391,10 @@ def load_config(path) -> FederationConfig:
     for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
         if not isinstance(value, bool):
             raise ConfigurationError(f"{where} [training]: {name} must be true or false, got {value!r}")
-    if (boosting or mlp) and warm_start:
+    if warm_start and not family.warm_start and family.name != "credit":      # credit: said with [pipeline]
         raise ConfigurationError(f"{where} [training]: warm_start continues a linear model's weights; "
-                                 f"{'gradient boosting trains its trees' if boosting else 'a split network trains'} "
-                                 "afresh (leave warm_start out)")
-    if boosting:
-        training = _boosting(f"{where} [training]", training_table)
-    elif mlp:
-        training = _mlp(f"{where} [training]", training_table, parties)
-    else:
-        training = _training(f"{where} [training]", training_table)
+                                 f"{family.title} trains afresh (leave warm_start out)")
+    training = _READERS[family.name](f"{where} [training]", training_table, parties)
     if warm_start and getattr(training, "reveal", None) == "never":
         raise ConfigurationError(f"{where} [training]: warm_start continues from each party's weights, and with "
                                  "reveal = \"never\" no party holds its weights: leave one of them out")
@@ -421,10 +403,9 @@ def load_config(path) -> FederationConfig:
     mode = prediction.get("mode", "private")
     if mode not in ("private", "table3"):
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
-    if (boosting or mlp) and mode != "private":
+    if not family.table3 and mode != "private":
         raise ConfigurationError(f"{where} [prediction]: mode {mode!r} is Yang et al.'s Table 3 for linear models; "
-                                 f"{'gradient boosting' if boosting else 'a split network'} predicts privately only "
-                                 "(leave mode out)")
+                                 f"{family.title} predicts privately only (leave mode out)")
     data = _section(where, raw, "data", required=False)
     _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight", "psi_backend",
                                        "psi_port_offset"})
@@ -448,10 +429,9 @@ def load_config(path) -> FederationConfig:
                                      f"party's CSV, got {weight!r}")
         if weight in (data.get("id_column", "id"), data.get("label", "label")):
             raise ConfigurationError(f"{where} [data]: sample_weight {weight!r} is also the id or label column")
-        if boosting or mlp:
+        if not family.row_weights and family.name != "credit":                # credit: said with [pipeline]
             raise ConfigurationError(f"{where} [data]: sample_weight weighs the linear models' loss; "
-                                     f"{'gradient boosting' if boosting else 'a split network'} does not take row "
-                                     "weights (leave sample_weight out)")
+                                     f"{family.title} does not take row weights (leave sample_weight out)")
         try:
             training = replace(training, sample_weighted=True)      # every party sizes its bounds for it
         except ConfigurationError as exc:
@@ -476,7 +456,7 @@ def load_config(path) -> FederationConfig:
             raise ConfigurationError(f"{where} [training]: warm_start continues a model's weights; the pipeline "
                                      "bins, selects and trains afresh (leave warm_start out)")
     serving = parse_serving(where, _section(where, raw, "serving", required=False), list(parties), base)
-    return FederationConfig(path=path, ca=ca, parties=parties, training=training, prediction_mode=mode,
+    return FederationConfig(path=path, ca=ca, parties=parties, training=training, family=family, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, psi_backend=psi_backend, psi_port_offset=psi_port_offset,
                             sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
@@ -539,10 +519,10 @@ def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
         raise ConfigurationError(f"{where}: {exc}") from None
 
 
-def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dict[str, PartyEntry]:
+def _parties(where: str, base: Path, table: dict, coordinator: bool = True) -> dict[str, PartyEntry]:
     """The ``[parties.NAME]`` tables: valid names, one role each, one label party and one coordinator.
 
-    With ``boosting`` the coordinator may be left out (it takes no part).
+    Without a ``coordinator`` in the family's runs (trees) the coordinator may be left out.
     """
     legacy = set(table) == set(LEGACY_ROLES) and not any(isinstance(e, dict) and "role" in e for e in table.values())
     parties, lowered = {}, {}
@@ -586,7 +566,7 @@ def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dic
                                    fingerprint=pinned, crl=_file(here, base, entry, "crl"))
     for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
         named = [n for n, e in parties.items() if e.role == kind]
-        if len(named) != 1 and not (kind == "coordinator" and boosting and not named):
+        if len(named) != 1 and not (kind == "coordinator" and not coordinator and not named):
             raise ConfigurationError(f"{where}: exactly one party must have role = {kind!r} ({what}); "
                                      f"{'parties ' + ', '.join(named) + ' have it' if named else 'none has'}")
     if not any(e.role == "feature" for e in parties.values()):
@@ -598,7 +578,7 @@ def _parties(where: str, base: Path, table: dict, boosting: bool = False) -> dic
     return parties
 
 
-def _training(where: str, table: dict) -> TrainingSettings:
+def _training(where: str, table: dict, parties: dict | None = None) -> TrainingSettings:
     _unknown(where, table, _TRAINING_KEYS)
     values = {}
     for key, value in table.items():
@@ -617,7 +597,7 @@ def _training(where: str, table: dict) -> TrainingSettings:
         raise ConfigurationError(f"{where}: {exc}") from None
 
 
-def _boosting(where: str, table: dict) -> BoostingSettings:
+def _boosting(where: str, table: dict, parties: dict | None = None) -> BoostingSettings:
     """``[training]`` of gradient boosting: the estimators' parameter names (``iterations`` for ``max_iter``)."""
     _unknown(where, table, _BOOSTING_KEYS)
     values = {k: v for k, v in table.items() if k != "model"}
@@ -631,7 +611,7 @@ def _boosting(where: str, table: dict) -> BoostingSettings:
         raise ConfigurationError(f"{where}: {exc}") from None
 
 
-def _mlp(where: str, table: dict, parties: dict) -> MLPSettings:
+def _mlp(where: str, table: dict, parties: dict | None = None) -> MLPSettings:
     """``[training]`` of a split network: scikit-learn's names (``iterations`` for ``max_iter``), ``task`` required.
 
     ``bottom_sizes`` is an array of widths (every data party's bottom) or a table of arrays by party name
@@ -664,6 +644,10 @@ def _mlp(where: str, table: dict, parties: dict) -> MLPSettings:
         return MLPSettings(**values)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{where}: {exc}") from None
+
+
+#: Each family's reader of ``[training]`` (the credit pipeline's model is a logistic regression's).
+_READERS = {"linear": _training, "credit": _training, "trees": _boosting, "mlp": _mlp}
 
 
 def _section(where: str, raw: dict, name: str, required: bool = True) -> dict:

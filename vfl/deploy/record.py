@@ -59,17 +59,6 @@ KEEP_BYTES = 64 * 2 ** 20
 FAMILIES = ("linear", "trees", "mlp", "credit", "alignment", "serving")
 
 
-def family_of(config) -> str:
-    """The family a federation file trains or scores."""
-    if config.pipeline is not None:
-        return "credit"
-    if config.boosting:
-        return "trees"
-    if config.mlp:
-        return "mlp"
-    return "linear"
-
-
 def plain_json(value):
     """``value`` with numpy arrays and scalars made JSON's, non-finite floats made ``None``."""
     if isinstance(value, dict):
@@ -130,7 +119,7 @@ class RunRecord:
     @classmethod
     def for_config(cls, workdir, task: str, config, party: str, describe_failure=None) -> "RunRecord":
         """The record of ``party``'s ``task`` under a federation file (family, roles and settings read from it)."""
-        family = "alignment" if task == "align" else "serving" if task == "serve" else family_of(config)
+        family = "alignment" if task == "align" else "serving" if task == "serve" else config.family.name
         shared = config.shared("predict" if task == "serve" else task)
         return cls(workdir, task, family, party, config.role_of(party), shared.pop("roles"), shared, describe_failure)
 

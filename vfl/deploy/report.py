@@ -178,6 +178,28 @@ def classes_line(role: str, classes) -> str | None:
     return f"party {role}: one-vs-rest, one model per class: {', '.join(repr(c) for c in classes)}"
 
 
+def label_report(role: str, summary: dict, classes: bool = True, metrics: bool = True) -> list[str]:
+    """The label party's lines after a run: which class is positive, and its metrics (training, validation, or
+    the rows just scored); none at another party."""
+    if summary.get("role") != "label":
+        return []
+    lines = []
+    line = classes_line(role, summary.get("classes")) if classes else None
+    if line:
+        lines.append(line)
+    if not metrics:
+        return lines
+    report = summary.get("metrics") or {}
+    if "note" in report:
+        lines.append(report["note"])
+    elif "rows" in report:            # vfl predict: the rows just scored
+        lines.append(metrics_line(role, "prediction", report["rows"], report["metrics"]))
+    for what in ("training", "validation"):
+        if what in report:
+            lines.append(metrics_line(role, what, report[what]["rows"], report[what]["metrics"]))
+    return lines
+
+
 def write_scores(path, ids, scores, probability=None, classes=None, id_column: str = "id") -> Path:
     """The label party's scores CSV: one row per id, the same columns for every model kind.
 

@@ -34,7 +34,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import plain, prediction_metrics, rows_report, write_scores
+from vfl.deploy.report import label_report, plain, prediction_metrics, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
@@ -203,3 +203,20 @@ def _write_scores(path, ids, raw: np.ndarray, party: TreeLabelParty, id_column: 
     if raw.shape[1] == 1:
         return write_scores(path, ids, raw[:, 0], probability[:, 1], classes, id_column)
     return write_scores(path, ids, raw, probability, classes, id_column)
+
+
+# --------------------------------------------------------------------------- what `vfl party` says
+
+def say_trained(role: str, summary: dict, config: FederationConfig) -> list[str]:
+    """What party ``role`` did in training: the label party's iterations and trees, the shard it wrote."""
+    lines = [f"party {role}: {summary['iterations']} boosting iterations, {summary['trees']} trees"] \
+        if summary["role"] == "label" else []
+    return [*lines, f"party {role}: model shard written to {summary['model']}"]
+
+
+def say_predicted(role: str, summary: dict) -> list[str]:
+    """What party ``role`` did in a prediction, after the label party's classes."""
+    return [*label_report(role, summary, metrics=False),
+            f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}"
+            if summary["role"] == "label" else
+            f"party {role}: sent the leaves its splits allow for {summary['rows']} rows to {summary['label']}"]

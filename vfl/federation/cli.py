@@ -232,9 +232,7 @@ def _party(args) -> int:
 
     def action():
         config = load_config(args.config)
-        family = _boost if config.boosting else _train_mlp if config.mlp else \
-            _pipeline if config.pipeline is not None else _train_linear
-        _recorded(args, "train", config, lambda record: family(args, config, record))
+        _recorded(args, "train", config, lambda record: _train(args, config, record))
 
     return run_command(args, action)
 
@@ -253,91 +251,12 @@ def _recorded(args, task: str, config, run):
     return summary
 
 
-def _train_linear(args, config, record) -> dict:
-    """``vfl party`` of linear models: what this party did; the coordinator's losses; the label party's report."""
-    from vfl.federation.runner import train
-
-    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress, record=record)
-    if summary["role"] == "coordinator" and summary["models"] == 1:
-        print(f"party {args.role}: trained {summary['epochs']} epochs, final loss "
-              f"{summary['loss_curve'][-1]:.6f}")
-    elif summary["role"] == "coordinator":
-        print(f"party {args.role}: trained {summary['models']} one-vs-rest models "
-              f"({', '.join(map(str, summary['epochs']))} epochs), final losses "
-              f"{', '.join(f'{curve[-1]:.6f}' for curve in summary['loss_curve'])}")
-    else:
-        print(f"party {args.role}: model shard written to {summary['model']}")
-    if "alignment" in summary:
-        print(alignment_line(args.role, summary["alignment"]))
-    _print_label_report(args.role, summary)
-    if "dp_spent" in summary:
-        epsilon, delta = summary["dp_spent"]
-        epochs = config.training.max_iter * summary["models"]
-        print(f"party {args.role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
-              f"{epochs} epochs" + (f" ({summary['models']} one-vs-rest models)" if summary["models"] > 1 else ""))
-    return summary
-
-
-def _boost(args, config, record) -> dict:
-    """``vfl party`` of gradient boosting: one line on what this party did, and the label party's report."""
-    from vfl.federation.boosting import train
-
-    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress, record=record)
-    if "idle" in summary:
-        print(f"party {args.role}: {summary['idle']}")
-        return summary
-    if "alignment" in summary:
-        print(alignment_line(args.role, summary["alignment"]))
-    if summary["role"] == "label":
-        print(f"party {args.role}: {summary['iterations']} boosting iterations, {summary['trees']} trees")
-    print(f"party {args.role}: model shard written to {summary['model']}")
-    _print_label_report(args.role, summary)
-    return summary
-
-
-def _train_mlp(args, config, record) -> dict:
-    """``vfl party`` of a split network: one line on what this party did, and the label party's report."""
-    from vfl.federation.mlp import train
-
-    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress, record=record)
-    if "alignment" in summary:
-        print(alignment_line(args.role, summary["alignment"]))
-    if summary["role"] == "coordinator":
-        print(f"party {args.role}: dealt the masks and Beaver triples of {summary['epochs']} epochs")
-        return summary
-    if summary["role"] == "label":
-        print(f"party {args.role}: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}")
-    print(f"party {args.role}: model shard written to {summary['model']}")
-    _print_label_report(args.role, summary)
-    return summary
-
-
-def _pipeline(args, config, record) -> dict:
-    """``vfl party`` of the credit-scoring pipeline: its selected columns; the label party's IV ranking and metrics."""
-    from vfl.federation.pipeline import train
-
-    summary = train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
-                    progress=args.progress, record=record)
-    if "alignment" in summary:
-        print(alignment_line(args.role, summary["alignment"]))
-    if summary["role"] == "coordinator":
-        print(f"party {args.role}: trained the pipeline's model, {summary['epochs']} steps, final loss "
-              f"{summary['loss_curve'][-1]:.6f}")
-        return summary
-    print(f"party {args.role}: its table statistics written to {summary['statistics']}")
-    print(f"party {args.role}: selected {len(summary['selected'])} of its columns: {', '.join(summary['selected'])}")
-    if summary["role"] == "label":
-        ranked = sorted(((iv, party, j) for party, ivs in summary["iv"].items() for j, iv in enumerate(ivs)),
-                        reverse=True)
-        shown = ", ".join(f"{party}[{j}] {iv:.3f}" + ("" if summary["plan"][party][j] else " (dropped)")
-                          for iv, party, j in ranked[:15])
-        print(f"party {args.role}: information value, highest first (party[column]): {shown}")
-        print(f"party {args.role}: scorecard base points {summary['base_points']:.2f}")
-    print(f"party {args.role}: pipeline shard (bins, coding, weights, points) written to {summary['model']}")
-    _print_label_report(args.role, summary)
+def _train(args, config, record) -> dict:
+    """``vfl party``: run this party's part of its family's training (:mod:`vfl.families`), then say what it did."""
+    party = config.family.module("party")
+    summary = party.train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
+                          progress=args.progress, record=record)
+    _say(args.role, summary, party.say_trained(args.role, summary, config), classes=True)
     return summary
 
 
@@ -352,74 +271,27 @@ def _predict(args) -> int:
 
 
 def _predict_family(args, config, record) -> dict:
-    """``vfl predict`` of the federation's family: run this party's part, then say what it did."""
-    from vfl.federation import boosting, mlp, pipeline, runner
-
-    module, say = ((boosting, _said_trees) if config.boosting else (mlp, _said_mlp) if config.mlp else
-                   (pipeline, _said_pipeline) if config.pipeline is not None else (runner, _said_linear))
-    summary = module.predict(config, args.role, args.data, args.model, _workdir(args), args.output,
-                             narrate=args.narrate, progress=args.progress, record=record)
-    if "idle" in summary:
-        print(f"party {args.role}: {summary['idle']}")
-        return summary
-    if "alignment" in summary:
-        print(alignment_line(args.role, summary["alignment"]))
-    say(args.role, summary)
-    _print_label_report(args.role, summary, classes=False)
+    """``vfl predict``: run this party's part of its family's prediction, then say what it did."""
+    party = config.family.module("party")
+    summary = party.predict(config, args.role, args.data, args.model, _workdir(args), args.output,
+                            narrate=args.narrate, progress=args.progress, record=record)
+    _say(args.role, summary, party.say_predicted(args.role, summary), classes=False)
     return summary
 
 
-def _said_linear(role: str, summary: dict) -> None:
-    _print_label_report(role, summary, metrics=False)
-    print(prediction_line(summary))
+def _say(role: str, summary: dict, lines: list[str], classes: bool) -> None:
+    """Print what a party did: idle, or its alignment, its family's own lines, and the label party's report."""
+    from vfl.deploy.report import label_report
 
-
-def _said_trees(role: str, summary: dict) -> None:
-    _print_label_report(role, summary, metrics=False)
-    print(f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}"
-          if summary["role"] == "label" else
-          f"party {role}: sent the leaves its splits allow for {summary['rows']} rows to {summary['label']}")
-
-
-def _said_mlp(role: str, summary: dict) -> None:
-    _print_label_report(role, summary, metrics=False)
-    if summary["role"] == "label":
-        print(f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}")
-    elif summary["role"] == "feature":
-        print(f"party {role}: sent its masked part of the interactive layer for {summary['rows']} rows to "
-              f"{summary['label']}")
-    else:
-        print(f"party {role}: dealt the masks of {summary['rows']} rows" if summary["rows"] else
-              f"party {role}: one feature party: no masks to deal")
-
-
-def _said_pipeline(role: str, summary: dict) -> None:
-    if "psi" in summary:
-        print(f"party {role}: population stability of its columns (largest {summary['max_psi']:.4f}) "
-              f"written to {summary['psi']}")
-    print(f"party {role}: scorecard scores of {summary['rows']} rows written to {summary['scores']}"
-          if summary["role"] == "label" else f"party {role}: took part in scoring {summary['rows']} rows")
-
-
-def _print_label_report(role: str, summary: dict, classes: bool = True, metrics: bool = True) -> None:
-    """The label party's lines: which class is positive, and its metrics (training, validation, or these rows)."""
-    from vfl.deploy.report import classes_line, metrics_line
-
-    if summary.get("role") != "label":
+    if "idle" in summary:
+        print(f"party {role}: {summary['idle']}")
         return
-    line = classes_line(role, summary.get("classes")) if classes else None
-    if line:
+    if "alignment" in summary:
+        print(alignment_line(role, summary["alignment"]))
+    for line in lines:
         print(line)
-    if not metrics:
-        return
-    metrics = summary.get("metrics") or {}
-    if "note" in metrics:
-        print(metrics["note"])
-    elif "rows" in metrics:            # vfl predict: the rows just scored
-        print(metrics_line(role, "prediction", metrics["rows"], metrics["metrics"]))
-    for what in ("training", "validation"):
-        if what in metrics:
-            print(metrics_line(role, what, metrics[what]["rows"], metrics[what]["metrics"]))
+    for line in label_report(role, summary, classes=classes):
+        print(line)
 
 
 def _align(args) -> int:
@@ -438,38 +310,6 @@ def _align(args) -> int:
         _recorded(args, "align", config, lambda record: align(config, record))
 
     return run_command(args, action)
-
-
-def prediction_line(summary: dict) -> str:
-    """One line saying what a party did in a federated prediction.
-
-    Parameters
-    ----------
-    summary : dict
-        What :func:`vfl.federation.runner.predict` returned: ``party`` (its name), ``role``
-        (``"feature"``, ``"label"`` or ``"coordinator"``), ``mode``, ``rows``, the names
-        ``label`` and ``coordinator``, the label party's ``scores``, and ``models``
-        (more than one: one-vs-rest).
-
-    Returns
-    -------
-    str
-        For example ``"party A: sent encrypted partial scores for 171 rows to B"``.
-    """
-    name, role, label, coordinator = summary["party"], summary["role"], summary["label"], summary["coordinator"]
-    rows, table3 = summary["rows"], summary["mode"] == "table3"
-    models = f" for each of {summary['models']} one-vs-rest models" if summary.get("models", 1) > 1 else ""
-    if role == "feature":
-        if table3:
-            return (f"party {name}: sent partial scores for {rows} rows{models} to {coordinator} in clear "
-                    "(table3 mode)")
-        return f"party {name}: sent encrypted partial scores for {rows} rows{models} to {label}"
-    if role == "coordinator":
-        if table3:
-            return (f"party {name}: added the partial scores of {rows} rows{models} and sent the scores to {label} "
-                    "(table3 mode)")
-        return f"party {name}: decrypted {rows} masked scores{models} for {label}"
-    return f"party {name}: scores of {rows} rows{models} written to {summary['scores']}"
 
 
 def _demo(args) -> int:

@@ -30,7 +30,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import plain, prediction_metrics, rows_report, write_scores
+from vfl.deploy.report import label_report, plain, prediction_metrics, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
 from vfl.deploy.shards import mlp as shards
 from vfl.errors import ConfigurationError, DataError
@@ -242,3 +242,27 @@ def _write_scores(path, ids, out: np.ndarray, party: MLPLabelParty, id_column: s
     if party.task == "binary":
         return write_scores(path, ids, out[:, 0], out[:, 0], classes, id_column)
     return write_scores(path, ids, out, out, classes, id_column)
+
+
+# --------------------------------------------------------------------------- what `vfl party` says
+
+def say_trained(role: str, summary: dict, config: FederationConfig) -> list[str]:
+    """What party ``role`` did in training: the coordinator's deals, the label party's loss, the shard written."""
+    if summary["role"] == "coordinator":
+        return [f"party {role}: dealt the masks and Beaver triples of {summary['epochs']} epochs"]
+    lines = [f"party {role}: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}"] \
+        if summary["role"] == "label" else []
+    return [*lines, f"party {role}: model shard written to {summary['model']}"]
+
+
+def say_predicted(role: str, summary: dict) -> list[str]:
+    """What party ``role`` did in a prediction, after the label party's classes."""
+    if summary["role"] == "label":
+        did = f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}"
+    elif summary["role"] == "feature":
+        did = (f"party {role}: sent its masked part of the interactive layer for {summary['rows']} rows to "
+               f"{summary['label']}")
+    else:
+        did = (f"party {role}: dealt the masks of {summary['rows']} rows" if summary["rows"] else
+               f"party {role}: one feature party: no masks to deal")
+    return [*label_report(role, summary, metrics=False), did]

@@ -35,7 +35,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.deploy.align import alignment_line
 from vfl.deploy.checkpoint import CheckpointStore, check_same_data, data_digest, run_id
@@ -90,7 +89,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         step_path.unlink(missing_ok=True)
     narrator = Narrator(role, settings.max_iter) if narrate else None
     shown = Progress(role, progress, record=record)
-    coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
+    coordinator = (Coordinator.for_settings(settings)
                    if kind == "coordinator" else None)
     summary = {"party": role, "role": kind}
     try:
@@ -393,3 +392,31 @@ def write_scores(path, ids, z, shard: dict, id_column: str = "id") -> Path:
     frame = pd.DataFrame({id_column: ids, "score": scale.score(z), "log_odds": z, "probability": probability,
                           "prediction": np.where(probability >= 0.5, classes[1], classes[0])})
     return write_private_csv(frame, path, index=False)
+
+
+# --------------------------------------------------------------------------- what `vfl party` says
+
+def say_trained(role: str, summary: dict, config: FederationConfig) -> list[str]:
+    """What party ``role`` did in training: its statistics and selected columns, the IV ranking (label party),
+    the shard it wrote; the coordinator's steps and loss."""
+    if summary["role"] == "coordinator":
+        return [f"party {role}: trained the pipeline's model, {summary['epochs']} steps, final loss "
+                f"{summary['loss_curve'][-1]:.6f}"]
+    lines = [f"party {role}: its table statistics written to {summary['statistics']}",
+             f"party {role}: selected {len(summary['selected'])} of its columns: {', '.join(summary['selected'])}"]
+    if summary["role"] == "label":
+        ranked = sorted(((iv, party, j) for party, ivs in summary["iv"].items() for j, iv in enumerate(ivs)),
+                        reverse=True)
+        shown = ", ".join(f"{party}[{j}] {iv:.3f}" + ("" if summary["plan"][party][j] else " (dropped)")
+                          for iv, party, j in ranked[:15])
+        lines += [f"party {role}: information value, highest first (party[column]): {shown}",
+                  f"party {role}: scorecard base points {summary['base_points']:.2f}"]
+    return [*lines, f"party {role}: pipeline shard (bins, coding, weights, points) written to {summary['model']}"]
+
+
+def say_predicted(role: str, summary: dict) -> list[str]:
+    """What party ``role`` did in a prediction: its population stability, the scores written or its part."""
+    lines = [f"party {role}: population stability of its columns (largest {summary['max_psi']:.4f}) written to "
+             f"{summary['psi']}"] if "psi" in summary else []
+    return [*lines, f"party {role}: scorecard scores of {summary['rows']} rows written to {summary['scores']}"
+            if summary["role"] == "label" else f"party {role}: took part in scoring {summary['rows']} rows"]

@@ -41,7 +41,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError
 from vfl.deploy.align import alignment_line, min_rows, private_intersection, write_aligned
 from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
@@ -53,7 +52,7 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, classes_line, plain, rows_report, write_scores
+from vfl.deploy.report import class_indices, classes_line, label_report, plain, rows_report, write_scores
 from vfl.deploy.session import Session, align_data, check_same_training, hello_columns, rows_hello, stops_told
 from vfl.parties import Coordinator
 from vfl.parties.linear import dp
@@ -88,7 +87,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
     narrator = Narrator(role, settings.max_iter) if narrate else None
     shown = Progress(role, progress, record=record)
-    coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
+    coordinator = (Coordinator.for_settings(settings)
                    if kind == "coordinator" else None)          # one key pair for every model of the run
     try:
         with Session(config, role, "train", narrator, shown) as session:
@@ -320,7 +319,7 @@ def scoring_part(config: FederationConfig, role: str, data_path, model_path, wor
     kind = config.role_of(role)
     if not needs_data(role, kind, data_path):
         settings = config.training
-        return kind, Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits)), None
+        return kind, Coordinator.for_settings(settings), None
     return kind, None, read(model_path or workdir / f"model_{role}.json", role, kind)
 
 
@@ -491,3 +490,60 @@ def _write_scores(path, ids, scores, shard: dict, id_column: str = "id") -> Path
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
     return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+
+
+# --------------------------------------------------------------------------- what `vfl party` says
+
+def say_trained(role: str, summary: dict, config: FederationConfig) -> list[str]:
+    """What party ``role`` did in training: the coordinator's losses, a data party's shard, the DP spent."""
+    if summary["role"] == "coordinator" and summary["models"] == 1:
+        lines = [f"party {role}: trained {summary['epochs']} epochs, final loss {summary['loss_curve'][-1]:.6f}"]
+    elif summary["role"] == "coordinator":
+        lines = [f"party {role}: trained {summary['models']} one-vs-rest models "
+                 f"({', '.join(map(str, summary['epochs']))} epochs), final losses "
+                 f"{', '.join(f'{curve[-1]:.6f}' for curve in summary['loss_curve'])}"]
+    else:
+        lines = [f"party {role}: model shard written to {summary['model']}"]
+    if "dp_spent" in summary:
+        epsilon, delta = summary["dp_spent"]
+        epochs = config.training.max_iter * summary["models"]
+        lines.append(f"party {role}: differential privacy of the labels: ({epsilon:.3g}, {delta:g})-DP spent over "
+                     f"{epochs} epochs" + (f" ({summary['models']} one-vs-rest models)" if summary["models"] > 1
+                                           else ""))
+    return lines
+
+
+def say_predicted(role: str, summary: dict) -> list[str]:
+    """What party ``role`` did in a prediction (:func:`prediction_line`), after the label party's classes."""
+    return [*label_report(role, summary, metrics=False), prediction_line(summary)]
+
+
+def prediction_line(summary: dict) -> str:
+    """One line saying what a party did in a federated prediction.
+
+    Parameters
+    ----------
+    summary : dict
+        What :func:`predict` returned: ``party`` (its name), ``role`` (``"feature"``, ``"label"`` or
+        ``"coordinator"``), ``mode``, ``rows``, the names ``label`` and ``coordinator``, the label party's
+        ``scores``, and ``models`` (more than one: one-vs-rest).
+
+    Returns
+    -------
+    str
+        For example ``"party A: sent encrypted partial scores for 171 rows to B"``.
+    """
+    name, role, label, coordinator = summary["party"], summary["role"], summary["label"], summary["coordinator"]
+    rows, table3 = summary["rows"], summary["mode"] == "table3"
+    models = f" for each of {summary['models']} one-vs-rest models" if summary.get("models", 1) > 1 else ""
+    if role == "feature":
+        if table3:
+            return (f"party {name}: sent partial scores for {rows} rows{models} to {coordinator} in clear "
+                    "(table3 mode)")
+        return f"party {name}: sent encrypted partial scores for {rows} rows{models} to {label}"
+    if role == "coordinator":
+        if table3:
+            return (f"party {name}: added the partial scores of {rows} rows{models} and sent the scores to {label} "
+                    "(table3 mode)")
+        return f"party {name}: decrypted {rows} masked scores{models} for {label}"
+    return f"party {name}: scores of {rows} rows{models} written to {summary['scores']}"

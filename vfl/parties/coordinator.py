@@ -40,6 +40,11 @@ class Coordinator:
         #: :class:`~vfl.parties.linear.shareholders.CoordinatorShares`), or None
         self.shares = None
 
+    @classmethod
+    def for_settings(cls, settings, engine=None) -> "Coordinator":
+        """The key holder a run's settings ask for: their ``key_bits``, ``insecure`` and ``frac_bits``."""
+        return cls(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits), engine)
+
     def generate_keys(self) -> bytes:
         """Table 2, step 1: make the key pair; return the public key's wire form."""
         public_key, private_key = generate_keypair(self.key_bits, insecure=self.insecure)

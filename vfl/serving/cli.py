@@ -89,12 +89,12 @@ def serve(args) -> None:
                                                     token_file=args.token_file,
                                                     admin_token_file=args.admin_token_file)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="vfl serve: %(message)s")
-    if kind == "coordinator" and config.boosting:
-        print(f"party {role}: gradient boosting has no coordinator (the label party holds the key pair): nothing "
+    if kind == "coordinator" and not config.family.coordinator:
+        print(f"party {role}: {config.family.title} has no coordinator (the label party holds the key pair): nothing "
               "to serve")
         return
-    if kind == "coordinator" and config.mlp and len(config.roster.features) < 2:
-        print(f"party {role}: a split network with one feature party is served without a coordinator (no "
+    if kind == "coordinator" and config.family.dealer and len(config.roster.features) < 2:
+        print(f"party {role}: {config.family.title} with one feature party is served without a coordinator (no "
               "masks to deal): nothing to serve")
         return
     with RunRecord.for_config(_workdir(args, role), "serve", config, role, failure_line) as record:
@@ -111,7 +111,7 @@ def _serve_as(args, config, role: str, kind: str, settings, record) -> None:
         from vfl.serving.coordinator import CoordinatorService
 
         service = CoordinatorService(config, role, _workdir(args, role)).start()
-        print(f"party {role}: serving " + ("the masks of the split network's rounds" if config.mlp else
+        print(f"party {role}: serving " + ("the masks of the split network's rounds" if config.family.dealer else
                                            f"decryptions with its {config.training.key_bits}-bit key pair (kept in "
                                            f"{_workdir(args, role)})"), flush=True)
         return _until_stopped(service, role)

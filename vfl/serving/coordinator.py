@@ -33,7 +33,7 @@ import os
 import threading
 from pathlib import Path
 
-from vfl.crypto import Context, FixedPoint, PrivateKey, PublicKey, ring
+from vfl.crypto import Context, PrivateKey, PublicKey, ring
 from vfl.deploy.jsonfile import open_private
 from vfl.errors import ConfigurationError, ProtocolError, VFLError
 from vfl.parties import Coordinator
@@ -55,10 +55,11 @@ class CoordinatorService:
 
     def __init__(self, config, role: str, workdir=None):
         if serving_coordinator(config) is None:
-            why = ("gradient boosting has no coordinator (the label party holds the key pair)" if config.boosting else
-                   "a split network with one feature party is served without a coordinator (no masks to deal)")
+            why = (f"{config.family.title} has no coordinator (the label party holds the key pair)"
+                   if not config.family.coordinator else
+                   f"{config.family.title} with one feature party is served without a coordinator (no masks to deal)")
             raise ConfigurationError(f"party {role}: {why}: nothing to serve")
-        self.config, self.role, self.mlp = config, role, config.mlp
+        self.config, self.role, self.mlp = config, role, config.family.dealer
         settings = config.training
         self.label, self.features = config.roster.label, list(config.roster.features)
         peers = [p for p in config.roster.everyone if p != role]
@@ -68,7 +69,7 @@ class CoordinatorService:
         if self.mlp:
             self.runtime = Runtime(config, role, peers, self._on_link)
             return
-        self.coordinator = Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
+        self.coordinator = Coordinator.for_settings(settings)
         kept = _kept_key(Path(workdir) / KEY_FILE, settings.key_bits) if workdir is not None else None
         if kept is not None:
             public, private = kept

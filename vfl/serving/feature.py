@@ -156,7 +156,7 @@ class FeatureService:
 
     def _on_link(self, channel) -> None:
         if channel.peer == self.coordinator:
-            if self.config.mlp:
+            if self.config.family.dealer:
                 self._keep_masks(channel)
             else:
                 self._keep_key(channel)
@@ -253,15 +253,14 @@ class FeatureService:
     def _load(self, message):
         version = messages.version(message, "version", self.label)
         keep = messages.text(message, "keep", self.label, 1000).split(",")
-        if self.config.mlp and self.coordinator is not None:
+        if self.config.family.dealer and self.coordinator is not None:
             with self._keyed:
                 if not self._keyed.wait_for(lambda: self.dealer is not None, LOAD_KEY_WAIT):
                     raise ConfigurationError(f"it is not linked to the coordinator {self.coordinator}, which deals "
                                              "the masks, yet")
-        elif not self.config.boosting and not self.config.mlp and self._key(None, LOAD_KEY_WAIT) is None:
+        elif self.coordinator is not None and self._key(None, LOAD_KEY_WAIT) is None:
             raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} yet (not linked to it)")
-        share = load_share(self.settings.models, version, self.role, "feature", self.config.boosting,
-                           mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
+        share = load_share(self.settings.models, version, self.role, "feature", self.config.family.name)
         self.store.check_columns(share.columns)
         if share.kind == "linear" and share.pipeline:
             self._check_pipeline_release(share, version)

@@ -167,8 +167,8 @@ class LabelService:
         return self.settings.queries != "by_id" and fits
 
     def _own_share(self, version: str):
-        share = load_share(self.settings.models, version, self.role, "label", self.config.boosting, self.features,
-                           mlp=self.config.mlp, pipeline=self.config.pipeline is not None)
+        share = load_share(self.settings.models, version, self.role, "label", self.config.family.name,
+                           self.features)
         if self.store is not None:
             self.store.check_columns(share.columns)
         self.private(share)
@@ -177,7 +177,7 @@ class LabelService:
     # -- links -------------------------------------------------------------------------------------
     def _on_link(self, channel) -> None:
         peer = channel.peer
-        if peer == self.coordinator and not self.config.mlp:
+        if peer == self.coordinator and not self.config.family.dealer:
             key = channel.hello.get("key")
             if not isinstance(key, bytes):
                 raise ProtocolError(f"{peer}'s hello carries no public key")

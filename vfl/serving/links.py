@@ -135,10 +135,10 @@ def serving_settings(config) -> dict:
     """
     shared = {"task": "serve", "protocol": PROTOCOL,
               "roles": {name: entry.role for name, entry in sorted(config.parties.items())},
-              "model": "gradient_boosting" if config.boosting else "mlp" if config.mlp else "linear"}
-    if not config.boosting and config.mlp:
+              "model": config.family.model or "linear"}       # the credit pipeline serves a linear model
+    if config.family.dealer:
         shared["training"] = {"frac_bits": config.training.frac_bits}
-    elif not config.boosting:
+    elif config.family.coordinator:
         t = config.training
         shared["training"] = {"key_bits": t.key_bits, "insecure": t.insecure, "frac_bits": t.frac_bits,
                               "packing": t.packed_prediction, "score_bound": t.score_bound}
@@ -149,7 +149,7 @@ def serving_coordinator(config) -> str | None:
     """The coordinator the serving parties link to, or None: a linear model's (it decrypts), a split network's
     with two feature parties or more (it deals the masks); trees, and a split network with one feature party,
     are served without one."""
-    if config.boosting or (config.mlp and len(config.roster.features) < 2):
+    if not config.family.coordinator or (config.family.dealer and len(config.roster.features) < 2):
         return None
     return config.roster.coordinator
 

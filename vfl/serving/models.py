@@ -306,19 +306,19 @@ class MLPShare:
             return forward(party.top, activate(upper[0], z), upper[1:])[-1]
 
 
-def load_share(models: Path, version: str, party: str, kind: str, boosting: bool, features=(), mlp: bool = False,
-               pipeline: bool = False):
-    """Party ``party``'s shard of ``version`` (``kind``: ``"feature"`` or ``"label"``), checked."""
+def load_share(models: Path, version: str, party: str, kind: str, family: str, features=()):
+    """Party ``party``'s shard of ``version`` of a model of ``family`` (``kind``: ``"feature"`` or ``"label"``),
+    checked."""
     path = shard_path(models, version, party)
     problem = file_problem(path)
     if problem == "does not exist":
         raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
     if problem:
         raise DataError(f"party {party}'s shard of model version {version}, {path}, {problem}")
-    if pipeline:
+    if family == "credit":
         return PipelineShare(credit_shards.read_shard(path, party, kind), version)
-    if mlp:
+    if family == "mlp":
         return MLPShare(mlp_shards.read_shard(path, party, kind), version, features)
-    if boosting:
+    if family == "trees":
         return TreeShare(tree_shards.read_shard(path, party, kind), version, features)
     return LinearShare(read_shard(path, party, kind), version)
