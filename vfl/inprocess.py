@@ -1,7 +1,9 @@
-"""Run every role in one process, one thread each, over the in-process transport.
+"""Run hand-built parties' protocol programs in one process, one thread each, over the in-process transport.
 
-The estimators use this; the same role programs run as separate processes over TLS
-in :mod:`vfl.federation`.  Frames cross as bytes exactly as on the network, so the
+For teaching, the notebooks and the benchmarks, which build Yang et al.'s parties themselves and watch
+each step.  The estimators do not use it: they run each family's run (:mod:`vfl.runs`) through
+:mod:`vfl.runs.threads`, and ``vfl party`` runs the same programs as separate processes over TLS
+(:mod:`vfl.federation`).  Frames cross as bytes exactly as on the network, so the
 transcript's sizes are real.  Parties are named as the user named them (the
 :class:`~vfl.protocols.Roster`); the defaults are Yang et al.'s A, B and C.
 

@@ -13,4 +13,8 @@
 * :mod:`~vfl.deploy.report` — metrics lines and score files.
 * :mod:`~vfl.deploy.narration` and :mod:`~vfl.deploy.progress` — one line per step, progress bars.
 * :mod:`~vfl.deploy.commands` — one line per failure and the exit codes of every command.
+* :mod:`~vfl.deploy.record` — each party's record of a run (``WORKDIR/runs/``), what ``vfl board`` reads.
+* :mod:`~vfl.deploy.webguard` — the host check and security headers of the HTTP faces (serve, board).
+
+Which family a federation trains is :mod:`vfl.families`' entry, read once by :mod:`~vfl.deploy.config`.
 """

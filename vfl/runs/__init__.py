@@ -5,6 +5,9 @@
 * :mod:`~vfl.runs.linear` — linear and logistic regression (one-vs-rest, warm start, the shared protocol).
 * :mod:`~vfl.runs.trees` — gradient-boosted trees (SecureBoost): each role's training and prediction run.
 * :mod:`~vfl.runs.credit` — the credit-scoring pipeline's run: binning, WOE/IV, selection, model columns, points.
+* :mod:`~vfl.runs.mlp` — split neural networks: each role's training and prediction run.
+
+Which run a family has is its entry in :mod:`vfl.families`.
 
 A family's run takes one party's data and the shared settings, builds the party, checks what the party
 checks, and runs the family's protocol program for its role; the estimators hand it in-process endpoints,

@@ -8,5 +8,6 @@ See docs/serving.md.  The modules, from the wire up: :mod:`~vfl.deploy.serving_s
 roles (:mod:`~vfl.serving.feature`, :mod:`~vfl.serving.coordinator`,
 :mod:`~vfl.serving.label`), and the label party's HTTP side
 (:mod:`~vfl.serving.batching`, :mod:`~vfl.serving.metrics`, :mod:`~vfl.serving.api`),
-its Python client (:mod:`~vfl.serving.client`) and the command (:mod:`~vfl.serving.cli`).
+its tokens (:mod:`~vfl.serving.auth`), its Python client (:mod:`~vfl.serving.client`) and the command
+(:mod:`~vfl.serving.cli`).  Private queries and each family's payloads: :mod:`~vfl.serving.private`.
 """

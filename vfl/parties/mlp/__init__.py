@@ -8,8 +8,9 @@
 * :mod:`~vfl.parties.mlp.starts` — Glorot-uniform starting weights from the CSPRNG.
 * :mod:`~vfl.parties.mlp.step` — one mini-batch's loss and gradients, as scikit-learn's ``_backprop``.
 
-The pooled reference is :mod:`vfl.centralized.mlp`; nothing here is federated yet
-(docs/mlp.md, issue 33).
+Each party holds only its own layers: a feature party its bottom, the label party its bottom and the
+top.  The protocol of the federated network is :mod:`vfl.protocols.mlp`, its run :mod:`vfl.runs.mlp`;
+the pooled reference it equals is :mod:`vfl.centralized.mlp` (docs/mlp.md).
 """
 
 from vfl.parties.mlp.optim import SGD, Adam, make_optimizer
