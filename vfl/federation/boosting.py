@@ -26,16 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import DataError
-from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
 from vfl.deploy.shards import trees as shards
 from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import load_csv
-from vfl.deploy.narration import Narrator
-from vfl.deploy.progress import Progress
 from vfl.deploy.report import label_report, plain, prediction_metrics, rows_report, write_scores
-from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
+from vfl.deploy.session import stops_told
+from vfl.federation.loop import party_run
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.protocols.release import ReleasePolicy
@@ -58,55 +55,37 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     kind = config.role_of(role)
     if kind == "coordinator":
         return {"party": role, "role": kind, "idle": NO_COORDINATOR}
-    workdir = Path(workdir)
     with stops_told(config, role, "train"):
         data = _load(config, role, kind, data_path)
-    store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
-    if not resume:
-        store.clear()
-    narrator = Narrator(role, settings.max_iter, unit="iteration") if narrate else None
-    shown = Progress(role, progress, record=record)
-    try:
-        with Session(config, role, "train", narrator, shown) as session:
-            extra = dict(rows_hello(data), n_columns=len(data.columns))
-            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
-            trained_with = session.trained_with
-            data, alignment = align_data(session, role, data, extra, theirs, narrator, run.min_rows(settings))
-            if alignment:
-                shown.line(alignment_line(role, alignment))
-            store.data = data_digest(data)
-            checkpoints = store.load() if resume else {}
-            if narrator and checkpoints:
-                narrator.say(f"resume: has checkpoints after iterations {sorted(k + 1 for k in checkpoints)}")
-            shown.model(settings.max_iter)
+    with party_run(config, role, "train", data, workdir, resume=resume, narrate=narrate, progress=progress,
+                   record=record, min_rows=run.min_rows(settings), unit="iteration") as this:
+        store, narrator, shown = this.store, this.narrator, this.shown
+        checkpoints = store.load() if resume else {}
+        if narrator and checkpoints:
+            narrator.say(f"resume: has checkpoints after iterations {sorted(k + 1 for k in checkpoints)}")
+        shown.model(settings.max_iter)
+        held = {}
 
-            held = {}
+        def on_iteration(iteration: int, state: dict) -> None:
+            store.save(iteration, state)
+            shown.epoch(iteration, run.training_loss(held["label"]) if "label" in held else None)
 
-            def on_iteration(iteration: int, state: dict) -> None:
-                store.save(iteration, state)
-                shown.epoch(iteration, run.training_loss(held["label"]) if "label" in held else None)
-
-            if kind == "feature":
-                result = run.train_feature(session.endpoint, data, settings, roster, role=role,
-                                           checkpoints=checkpoints, on_iteration=on_iteration,
-                                           release=ReleasePolicy.for_party(config.party(role), workdir))
-            else:
-                result = run.train_label(session.endpoint, data, settings, roster, role=role, checkpoints=checkpoints,
-                                         on_iteration=on_iteration, on_party=lambda p: held.update(label=p))
-            party = result.party
-            shown.close()
-            transcript = session.save_transcript(workdir / "transcript_train.csv")
-    finally:
+        if kind == "feature":
+            result = run.train_feature(this.endpoint, this.data, settings, roster, role=role,
+                                       checkpoints=checkpoints, on_iteration=on_iteration,
+                                       release=ReleasePolicy.for_party(config.party(role), this.workdir))
+        else:
+            result = run.train_label(this.endpoint, this.data, settings, roster, role=role, checkpoints=checkpoints,
+                                     on_iteration=on_iteration, on_party=lambda p: held.update(label=p))
+        party = result.party
         shown.close()
-    summary = {"party": role, "role": kind, "transcript": str(transcript), "iterations": len(party.trees)}
-    if alignment:
-        summary["alignment"] = alignment
+    summary = this.summary(iterations=len(party.trees))
     if kind == "label":
         summary["iterations"] = result.n_iter
         summary.update(classes=None if party.classes is None else [plain(c) for c in party.classes],
                        metrics=training_metrics(config, party), trees=len(party.trees))
     summary["model"] = str(shards.write_shard(
-        workdir / f"model_{role}.json", party, kind, trained_with,
+        this.workdir / f"model_{role}.json", party, kind, this.trained_with,
         label=config.label if kind == "label" else None, feature_parties=roster.features,
         n_iter=summary["iterations"], validation_scores=result.validation_scores))
     store.clear()                               # finished: the shard is the result
@@ -163,30 +142,20 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")
-    narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress, record=record)
-    with Session(config, role, "predict", narrator, shown) as session:
-        extra = dict(rows_hello(data), trained_with=shard["trained_with"])
-        theirs = session.hello(extra)
-        data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
-        if alignment:
-            shown.line(alignment_line(role, alignment))
-        check_same_training(role, roster, theirs, shard["trained_with"])
-        summary = {"party": role, "role": kind, "rows": data.n_rows, "label": roster.label}
-        if alignment:
-            summary["alignment"] = alignment
+    with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
+                   trained_with=shard["trained_with"]) as this:
+        summary = {"rows": this.data.n_rows, "label": roster.label}
         if kind == "feature":
-            run.predict_feature(session.endpoint, data, party, roster,
+            run.predict_feature(this.endpoint, this.data, party, roster,
                                 ReleasePolicy.for_party(config.party(role), workdir))
         else:
-            raw = run.predict_label(session.endpoint, data, party, roster)
-            summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, raw, party,
+            raw = run.predict_label(this.endpoint, this.data, party, roster)
+            summary["scores"] = str(_write_scores(output or workdir / "scores.csv", this.data.ids, raw, party,
                                                  config.id_column))
             summary["classes"] = shard["classes"] or None
-            if data.labels is not None:
-                summary["metrics"] = _label_metrics(party, raw, data.labels, role)
-        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
-    return summary
+            if this.data.labels is not None:
+                summary["metrics"] = _label_metrics(party, raw, this.data.labels, role)
+    return this.summary(**summary)
 
 
 def _label_metrics(party: TreeLabelParty, raw: np.ndarray, labels, role: str) -> dict:

@@ -256,7 +256,7 @@ def _train(args, config, record) -> dict:
     party = config.family.module("party")
     summary = party.train(config, args.role, args.data, _workdir(args), args.resume, narrate=args.narrate,
                           progress=args.progress, record=record)
-    _say(args.role, summary, party.say_trained(args.role, summary, config), classes=True)
+    _say(args.role, summary, lambda: party.say_trained(args.role, summary, config), classes=True)
     return summary
 
 
@@ -275,12 +275,12 @@ def _predict_family(args, config, record) -> dict:
     party = config.family.module("party")
     summary = party.predict(config, args.role, args.data, args.model, _workdir(args), args.output,
                             narrate=args.narrate, progress=args.progress, record=record)
-    _say(args.role, summary, party.say_predicted(args.role, summary), classes=False)
+    _say(args.role, summary, lambda: party.say_predicted(args.role, summary), classes=False)
     return summary
 
 
-def _say(role: str, summary: dict, lines: list[str], classes: bool) -> None:
-    """Print what a party did: idle, or its alignment, its family's own lines, and the label party's report."""
+def _say(role: str, summary: dict, lines, classes: bool) -> None:
+    """Print what a party did: idle, or its alignment, its family's own ``lines()``, and the label party's report."""
     from vfl.deploy.report import label_report
 
     if "idle" in summary:
@@ -288,7 +288,7 @@ def _say(role: str, summary: dict, lines: list[str], classes: bool) -> None:
         return
     if "alignment" in summary:
         print(alignment_line(role, summary["alignment"]))
-    for line in lines:
+    for line in lines():
         print(line)
     for line in label_report(role, summary, classes=classes):
         print(line)

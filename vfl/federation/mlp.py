@@ -24,16 +24,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
+from vfl.deploy.checkpoint import CheckpointStore
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
-from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import label_report, plain, prediction_metrics, rows_report, write_scores
-from vfl.deploy.session import Session, align_data, check_same_training, rows_hello, stops_told
+from vfl.deploy.session import stops_told
 from vfl.deploy.shards import mlp as shards
 from vfl.errors import ConfigurationError, DataError
+from vfl.federation.loop import party_run
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.protocols.release import ReleasePolicy
 from vfl.runs import mlp as run
@@ -49,41 +48,23 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     """
     settings, roster = config.training, config.roster
     kind = config.role_of(role)
-    workdir = Path(workdir)
     with stops_told(config, role, "train"):
         data = None if kind == "coordinator" else _load(config, role, kind, data_path)
-    store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
-    if not resume:
-        store.clear()
-    narrator = Narrator(role, settings.max_iter) if narrate else None
-    shown = Progress(role, progress, record=record)
-    alignment, metrics = None, None
-    try:
-        with Session(config, role, "train", narrator, shown) as session:
-            extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
-            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
-            trained_with = session.trained_with
-            if data:
-                data, alignment = align_data(session, role, data, extra, theirs, narrator, run.MIN_ROWS)
-                if alignment:
-                    shown.line(alignment_line(role, alignment))
-            store.data = data_digest(data)
-            checkpoints = store.load() if resume and data else {}
-            if narrator and checkpoints:
-                narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
-            if data:
-                shown.model(settings.max_iter)
-            trained = _train_role(session.endpoint, config, role, kind, data, store, checkpoints, narrator, shown,
-                                  workdir)
-            shown.close()
-            if config.report_metrics:
-                metrics = _report_training(session.endpoint, config, role, kind, data, trained, workdir)
-            transcript = session.save_transcript(workdir / "transcript_train.csv")
-    finally:
+    metrics = None
+    with party_run(config, role, "train", data, workdir, resume=resume, narrate=narrate, progress=progress,
+                   record=record, min_rows=run.MIN_ROWS) as this:
+        store, narrator, shown, workdir = this.store, this.narrator, this.shown, this.workdir
+        checkpoints = store.load() if resume and this.data else {}
+        if narrator and checkpoints:
+            narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
+        if this.data:
+            shown.model(settings.max_iter)
+        trained = _train_role(this.endpoint, config, role, kind, this.data, store, checkpoints, narrator, shown,
+                              workdir)
         shown.close()
-    summary = {"party": role, "role": kind, "transcript": str(transcript)}
-    if alignment:
-        summary["alignment"] = alignment
+        if config.report_metrics:
+            metrics = _report_training(this.endpoint, config, role, kind, this.data, trained, workdir)
+    summary = this.summary()
     if kind == "coordinator":
         summary["epochs"] = trained["n_iter"]
         return summary
@@ -93,7 +74,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary.update(epochs=history["n_iter"], loss_curve=list(history["loss_curve"]), metrics=metrics,
                        classes=None if party.classes is None else [plain(c) for c in party.classes])
     summary["model"] = str(shards.write_shard(
-        workdir / f"model_{role}.json", trained.party, kind, trained_with,
+        workdir / f"model_{role}.json", trained.party, kind, this.trained_with,
         label=config.label if kind == "label" else None, feature_parties=roster.features,
         record=history if kind == "label" else None))
     store.clear()                               # finished: the shard is the result
@@ -189,33 +170,25 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             _check_shard(config, role, kind, shard, path)
             data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
             party = shards.shard_party(shard, role)
-    narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress, record=record)
-    with Session(config, role, "predict", narrator, shown) as session:
-        extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
-        theirs = session.hello(extra)
-        summary = {"party": role, "role": kind, "label": roster.label}
+    with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
+                   trained_with=shard["trained_with"] if shard else None) as this:
+        summary = {"label": roster.label}
         if kind == "coordinator":
-            summary["rows"] = run.predict_coordinator(session.endpoint, settings, roster)
+            summary["rows"] = run.predict_coordinator(this.endpoint, settings, roster)
         else:
-            data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
-            if alignment:
-                shown.line(alignment_line(role, alignment))
-                summary["alignment"] = alignment
-            check_same_training(role, roster, theirs, shard["trained_with"])
+            data = this.data
             summary["rows"] = data.n_rows
             if kind == "feature":
-                run.predict_feature(session.endpoint, data, party, settings, roster,
+                run.predict_feature(this.endpoint, data, party, settings, roster,
                                     ReleasePolicy.for_party(config.party(role), workdir))
             else:
-                out = run.predict_label(session.endpoint, data, party, settings, roster)
+                out = run.predict_label(this.endpoint, data, party, settings, roster)
                 summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, out, party,
                                                      config.id_column))
                 summary["classes"] = shard["classes"] or None
                 if data.labels is not None:
                     summary["metrics"] = _label_metrics(party, out, data.labels, role)
-        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
-    return summary
+    return this.summary(**summary)
 
 
 def _check_shard(config: FederationConfig, role: str, kind: str, shard: dict, path) -> None:

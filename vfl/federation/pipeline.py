@@ -36,20 +36,18 @@ import numpy as np
 import pandas as pd
 
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.deploy.align import alignment_line
-from vfl.deploy.checkpoint import CheckpointStore, check_same_data, data_digest, run_id
+from vfl.deploy.checkpoint import check_same_data
 from vfl.deploy.jsonfile import read_json, write_json, write_private_csv
 from vfl.deploy.shards import credit as shards
 from vfl.deploy.shards.credit import read_shard
 from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
-from vfl.deploy.narration import Narrator
-from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, classes_line, rows_report
 from vfl.federation.runner import (agree_on_models, needs_data, release_policy, report_training, score_rows,
                                   scoring_part, train_model)
-from vfl.deploy.session import Session, align_data, check_equations, data_peers, rows_hello, stops_told
+from vfl.deploy.session import check_equations, stops_told
+from vfl.federation.loop import party_run
 from vfl.parties import Coordinator, row_weights, targets
 from vfl.parties.linear import PartyA, PartyB
 from vfl.parties.binning import Binner
@@ -83,69 +81,54 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         data = _data(config, role, kind, data_path)
     fingerprint = config.fingerprint("train")
     step_path = workdir / "checkpoints" / f"pipeline_{role}.json"
-    store = CheckpointStore(workdir / "checkpoints", role, fingerprint)
     if not resume:
-        store.clear()
         step_path.unlink(missing_ok=True)
-    narrator = Narrator(role, settings.max_iter) if narrate else None
-    shown = Progress(role, progress, record=record)
-    coordinator = (Coordinator.for_settings(settings)
-                   if kind == "coordinator" else None)
-    summary = {"party": role, "role": kind}
-    try:
-        with Session(config, role, "train", narrator, shown) as session:
-            ep = session.endpoint
-            extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
-            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
-            trained_with = session.trained_with
-            if data:
-                data, alignment = align_data(session, role, data, extra, theirs, narrator, 10)
-                if alignment:
-                    shown.line(alignment_line(role, alignment))
-                    summary["alignment"] = alignment
-                store.data = data_digest(data)
-                shown.step("table statistics")
-                statistics = describe(data.features, data.columns)
-                summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
-                shown.step("binning")
-                binner = credit_run.fit_binner(credit, data, role, kind == "label", scorecard=True)
-                codes = credit_run.bin_codes(binner, data, role)
-                if narrator:
-                    narrator.say(f"binned its {len(data.columns)} columns: "
-                                 f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
-                shown.step("WOE and IV")
-                step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
-                                          narrator, store.data)
-                coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
-                coded = coder.transform(codes)
-                scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
-                model_x = scaler.transform(coded) if scaler is not None else coded
-                _model_columns(ep, config, role, kind, data.n_rows, len(coder.names))
-                summary["selected"] = [data.columns[j] for j in coder.selected]
-            n_models = agree_on_models(ep, role, kind, roster, 1 if kind == "label" else None)
-            if n_models != 1:
-                raise ProtocolError(f"{role}: the pipeline trains one model, {roster.label} announced {n_models}")
-            if kind == "label" and classes_line(role, step["classes"]):
-                shown.line(classes_line(role, step["classes"]))
-            party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
-                                                                             coder.names)
-            shown.model(settings.max_iter)
-            result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
-            shown.close()
-            parts = None
-            if kind == "feature":
-                parts = _check_trained_part(config, role, workdir, data, binner, coder, party, scaler, model_x)
-            shown.step("validation and metrics")
-            metrics = report_training(session, config, role, kind, [party], coordinator, 1, scores=parts)
-            shown.step("scorecard")
-            summary["transcript"] = str(session.save_transcript(workdir / "transcript_train.csv"))
-    finally:
+    coordinator = Coordinator.for_settings(settings) if kind == "coordinator" else None
+    summary = {}
+    with party_run(config, role, "train", data, workdir, resume=resume, narrate=narrate, progress=progress,
+                   record=record, min_rows=10) as this:
+        ep, store, narrator, shown, data = this.endpoint, this.store, this.narrator, this.shown, this.data
+        if data:
+            shown.step("table statistics")
+            statistics = describe(data.features, data.columns)
+            summary["statistics"] = str(_write_csv(statistics, workdir / f"statistics_{role}.csv"))
+            shown.step("binning")
+            binner = credit_run.fit_binner(credit, data, role, kind == "label", scorecard=True)
+            codes = credit_run.bin_codes(binner, data, role)
+            if narrator:
+                narrator.say(f"binned its {len(data.columns)} columns: "
+                             f"{', '.join(str(int(b)) for b in binner.n_bins_)} bins (and a missing bin each)")
+            shown.step("WOE and IV")
+            step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
+                                      narrator, store.data)
+            coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
+            coded = coder.transform(codes)
+            scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
+            model_x = scaler.transform(coded) if scaler is not None else coded
+            _model_columns(ep, config, role, kind, data.n_rows, len(coder.names))
+            summary["selected"] = [data.columns[j] for j in coder.selected]
+        n_models = agree_on_models(ep, role, kind, roster, 1 if kind == "label" else None)
+        if n_models != 1:
+            raise ProtocolError(f"{role}: the pipeline trains one model, {roster.label} announced {n_models}")
+        if kind == "label" and classes_line(role, step["classes"]):
+            shown.line(classes_line(role, step["classes"]))
+        party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
+                                                                         coder.names)
+        shown.model(settings.max_iter)
+        result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
         shown.close()
+        parts = None
+        if kind == "feature":
+            parts = _check_trained_part(config, role, workdir, data, binner, coder, party, scaler, model_x)
+        shown.step("validation and metrics")
+        metrics = report_training(this.session, config, role, kind, [party], coordinator, 1, scores=parts)
+        shown.step("scorecard")
+    summary = this.summary(**summary)
     if kind == "coordinator":
         summary.update(loss_curve=result["loss_curve"], epochs=result["n_iter"], converged=result["converged"])
         write_json(workdir / f"training_{role}.json", summary, private=False)
     else:
-        shard = _shard(config, role, kind, data, binner, coder, party, scaler, step, trained_with)
+        shard = _shard(config, role, kind, data, binner, coder, party, scaler, step, this.trained_with)
         summary["model"] = str(write_json(workdir / f"model_{role}.json", shard, private=True))
         if kind == "label":
             summary.update(metrics=metrics, iv=step["iv"], plan=step["plan"], classes=step["classes"],
@@ -323,23 +306,12 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     if shard is not None:
         with stops_told(config, role, "predict"):
             data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
-    narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress, record=record)
-    summary = {"party": role, "role": kind, "label": roster.label}
-    with Session(config, role, "predict", narrator, shown) as session:
-        ep = session.endpoint
-        extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
-        theirs = session.hello(extra)
+    summary = {"label": roster.label}
+    with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
+                   trained_with=shard["trained_with"] if shard else None) as this:
+        ep, data = this.endpoint, this.data
         features = params = None
         if data:
-            data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
-            if alignment:
-                shown.line(alignment_line(role, alignment))
-                summary["alignment"] = alignment
-            for peer in data_peers(role, roster):
-                if theirs[peer].get("trained_with") != shard["trained_with"]:
-                    raise DataError(f"party {role}: the pipeline shards of {role} and {peer} come from trainings "
-                                    "with different settings; use the shards of one training run")
             binner = Binner.from_dict(shard["binning"])
             local = credit_run.bin_codes(binner, data, role)
             psi = pd.Series([population_stability(shard["bin_counts"][j],
@@ -376,8 +348,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                                                "not classes of the model"})
         else:
             summary["rows"] = scored
-        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
-    return summary
+    return this.summary(**summary)
 
 
 def write_scores(path, ids, z, shard: dict, id_column: str = "id") -> Path:

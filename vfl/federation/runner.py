@@ -42,8 +42,8 @@ from pathlib import Path
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError
-from vfl.deploy.align import alignment_line, min_rows, private_intersection, write_aligned
-from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
+from vfl.deploy.align import min_rows, private_intersection, write_aligned
+from vfl.deploy.checkpoint import CheckpointStore, data_digest
 from vfl.deploy.jsonfile import write_json
 from vfl.deploy.shards.linear import (read_coordinator_shard, read_shard, shard_models, shard_scaler, shard_shares,
                                       write_coordinator_shard, write_shard)
@@ -53,7 +53,8 @@ from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, classes_line, label_report, plain, rows_report, write_scores
-from vfl.deploy.session import Session, align_data, check_same_training, hello_columns, rows_hello, stops_told
+from vfl.deploy.session import Session, hello_columns, stops_told
+from vfl.federation.loop import party_run
 from vfl.parties import Coordinator
 from vfl.parties.linear import dp
 from vfl.protocols.linear import run_a, run_b, run_c
@@ -85,37 +86,22 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         previous = _previous_shard(config, role, kind, data, workdir) if config.warm_start and data else None
     if not resume:
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
-    narrator = Narrator(role, settings.max_iter) if narrate else None
-    shown = Progress(role, progress, record=record)
-    coordinator = (Coordinator.for_settings(settings)
-                   if kind == "coordinator" else None)          # one key pair for every model of the run
-    try:
-        with Session(config, role, "train", narrator, shown) as session:
-            extra = dict(rows_hello(data), n_columns=len(data.columns)) if data else None
-            theirs = session.hello(extra, run_id(workdir / "checkpoints", resume) if kind == "label" else None)
-            trained_with = session.trained_with
-            alignment = None
-            if data:
-                data, alignment = align_data(session, role, data, extra, theirs, narrator,
-                                             min_rows(settings.batch_size, len(data.columns) +
-                                                      (kind == "label" and settings.fit_intercept)))
-                if alignment:
-                    shown.line(alignment_line(role, alignment))
-            on_model = _on_model(config, role, kind, workdir, resume, narrator, shown, data_digest(data))
-            trained = _train_role(session.endpoint, config, role, kind, data, theirs, previous, coordinator, workdir,
-                                  on_model, narrator, trained_with)
-            shown.close()
-            n_models, parties = trained.n_models, trained.parties
-            classes = trained.classes
-            metrics = report_training(session, config, role, kind, parties, coordinator, n_models, trained.shares)
-            summary = {"party": role, "role": kind, "models": n_models,
-                       "transcript": str(session.save_transcript(workdir / "transcript_train.csv"))}
-            if alignment:
-                summary["alignment"] = alignment
-            if kind == "label":
-                summary.update(metrics=metrics, classes=None if classes is None else [plain(c) for c in classes])
-    finally:
+    coordinator = Coordinator.for_settings(settings) if kind == "coordinator" else None  # one key pair, every model
+    fewest = min_rows(settings.batch_size, len(data.columns) + (kind == "label" and settings.fit_intercept)) \
+        if data else 1
+    with party_run(config, role, "train", data, workdir, resume=resume, narrate=narrate, progress=progress,
+                   record=record, min_rows=fewest, checkpoints=False) as this:
+        data, narrator, shown = this.data, this.narrator, this.shown
+        on_model = _on_model(config, role, kind, workdir, resume, narrator, shown, data_digest(data))
+        trained = _train_role(this.endpoint, config, role, kind, data, this.theirs, previous, coordinator, workdir,
+                              on_model, narrator, this.trained_with)
         shown.close()
+        n_models, parties = trained.n_models, trained.parties
+        classes = trained.classes
+        metrics = report_training(this.session, config, role, kind, parties, coordinator, n_models, trained.shares)
+    summary = this.summary(models=n_models)
+    if kind == "label":
+        summary.update(metrics=metrics, classes=None if classes is None else [plain(c) for c in classes])
     if kind == "coordinator":
         results, one = trained.results, n_models == 1
         summary.update(loss_curve=results[0]["loss_curve"] if one else [r["loss_curve"] for r in results],
@@ -123,7 +109,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
                        converged=all(r["converged"] for r in results))
         if kept_shared(settings):   # C's shares: prediction needs them, and only C may read them
             summary["model"] = str(write_coordinator_shard(workdir / f"model_{role}.json", role,
-                                                           trained_with, trained.shares))
+                                                           this.trained_with, trained.shares))
         write_json(workdir / f"training_{role}.json", summary)
     else:
         if kind == "label" and settings.dp:
@@ -133,7 +119,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         summary["model"] = str(write_shard(
             workdir / f"model_{role}.json", role, kind, settings.objective, data.columns,
             [p.params for p in parties] if n_models > 1 else parties[0].params, parties[0].fit_intercept,
-            trained_with, None if classes is None else [plain(c) for c in classes],
+            this.trained_with, None if classes is None else [plain(c) for c in classes],
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
             scaler=trained.scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None))
@@ -346,17 +332,9 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                             columns=shard["columns"], label_required=False,
                             weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
-    narrator = Narrator(role, phase="predict") if narrate else None
-    shown = Progress(role, progress, record=record)
-    with Session(config, role, "predict", narrator, shown) as session:
-        extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
-        theirs = session.hello(extra)
-        alignment = None
-        if data:
-            data, alignment = align_data(session, role, data, extra, theirs, narrator, 1)
-            if alignment:
-                shown.line(alignment_line(role, alignment))
-            check_same_training(role, roster, theirs, shard["trained_with"])
+    with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
+                   trained_with=shard["trained_with"] if data else None) as this:
+        data = this.data
         if kind == "coordinator":
             models = shard["shares"] if shard else None
         else:
@@ -365,11 +343,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             held = "a share of a model that stays shared" if "share" in shard else "weights"
             raise DataError(f"party {role}: its model shard holds {held}, but the settings say protocol = "
                             f"{settings.protocol!r}, reveal = {settings.reveal!r}; use the settings it was trained with")
-        mode, ep = config.prediction_mode, session.endpoint
-        summary = {"party": role, "role": kind, "mode": mode, "label": roster.label,
-                   "coordinator": roster.coordinator}
-        if alignment:
-            summary["alignment"] = alignment
+        mode, ep = config.prediction_mode, this.endpoint
+        summary = {"mode": mode, "label": roster.label, "coordinator": roster.coordinator}
         shared = kept_shared(settings)
         if kind == "coordinator":
             n_models, summary["rows"] = run_linear.predict_coordinator(ep, coordinator, settings, roster, mode=mode,
@@ -389,8 +364,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             if data.labels is not None:     # the label column is there: the metrics of these rows
                 summary["metrics"] = _metrics(shard["objective"], scores, data.labels, shard["classes"], role)
         summary["models"] = len(models) if models else n_models
-        summary["transcript"] = str(session.save_transcript(workdir / "transcript_predict.csv"))
-    return summary
+    return this.summary(**summary)
 
 
 def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,
