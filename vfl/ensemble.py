@@ -11,29 +11,26 @@ for split.
 
 from __future__ import annotations
 
-import secrets
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs, release_options
 from vfl.crypto import compute
 from vfl.deploy.shards.trees import write_shard
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
-from vfl.errors import DataError, NotFittedError
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
-from vfl.protocols import Roster
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.trees import BoostingSettings
 from vfl.runs import trees as run
-from vfl.runs.data import RoleData
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
+from vfl.vertical_estimator import VerticalEstimator
 
 
-class _VerticalGradientBoosting(BaseEstimator):
+class _VerticalGradientBoosting(VerticalEstimator):
     _loss = ""
 
     def __init__(self, *, learning_rate=0.1, max_iter=100, max_leaf_nodes=None, max_depth=3, min_samples_leaf=20,
@@ -106,15 +103,9 @@ class _VerticalGradientBoosting(BaseEstimator):
         settings = self._settings()
         self._check_run_params()
         data.require_label()
-        roster = Roster(data.feature_parties, data.label_party, None)
-        release_options.check(self)
-        allowed = release_options.allowed(self, roster)
-        roles = {name: RoleData(data.columns(name), data.features(name),
-                                data.labels if name == roster.label else None, ids=data.ids)
-                 for name in roster.data_parties}
-        self._release_scopes = {k: release_options.scope(roster.label, roles[k].columns, roles[k].features)
-                                for k in roster.features}
-        releases = {k: release_options.policy(self, k, self._release_scopes[k], allowed) for k in roster.features}
+        roster = self._roster_of(data)
+        roles = self._roles(data, roster)
+        releases = self._releases(roster, roles)
         self.transcript_ = Transcript()
         held = {}
         with ProgressBar(self.verbose, settings.max_iter, "vfl boosting", "iteration") as bar:
@@ -128,11 +119,7 @@ class _VerticalGradientBoosting(BaseEstimator):
                                      self.transcript_, n_jobs=self.n_jobs)
         result = results[roster.label]
         label = result.party
-        self._parties = {name: results[name].party for name in roster.data_parties}
-        self._roster = roster
-        self.label_party_ = roster.label
-        self.feature_parties_ = roster.features
-        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self._fitted(roster, data, {name: results[name].party for name in roster.data_parties})
         self.n_iter_ = result.n_iter
         self._seed_ = result.seed
         self.n_trees_per_iteration_ = label.n_trees
@@ -185,24 +172,13 @@ class _VerticalGradientBoosting(BaseEstimator):
         return fitted_runs.save_run(self, path, data, party, "trees", files={"model.json": shard})
 
     # -- prediction ---------------------------------------------------------------------------
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "n_iter_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
-
     def _raw(self, data: VerticalDataset) -> np.ndarray:
         """Raw scores (rows, trees per iteration) by private prediction: only the label party learns them."""
-        self._check_fitted()
-        if not isinstance(data, VerticalDataset):
-            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
-        features = data.prediction_features(self.feature_names_)
+        features = self._prediction_data(data)
         self._check_run_params()
-        roles = {name: RoleData(data.columns(name), values, ids=data.ids) for name, values in features.items()}
         roster = self._roster.without_coordinator()
-        release_options.check(self)
-        allowed = release_options.allowed(self, roster)
-        scopes = self.__dict__.get("_release_scopes") or {}
-        releases = {k: release_options.policy(self, k, scopes.get(k) or "unscoped-" + secrets.token_hex(8), allowed)
-                    for k in roster.features}
+        roles = self._roles(data, roster, features)
+        releases = self._releases(roster)
         return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster, releases),
                               n_jobs=self.n_jobs)[roster.label]
 

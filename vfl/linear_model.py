@@ -16,14 +16,14 @@ import warnings
 from functools import partial
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs, release_options
 from vfl.crypto import compute
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
-from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.errors import ConfigurationError, DataError
 from vfl.parties import Coordinator, targets
 from vfl.parties.linear import dp
 from vfl.parties.scaling import Standardizer
@@ -37,6 +37,7 @@ from vfl.runs.linear import check_warm_models, scaled
 from vfl.runs.threads import run_in_threads
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.transport import Transcript
+from vfl.vertical_estimator import VerticalEstimator
 
 
 #: How the parties turn gradients into weights (see :mod:`vfl.parties.linear.optim`); scikit-learn's names.
@@ -46,8 +47,9 @@ _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", 
                   "protocol", "reveal")
 
 
-class _VerticalLinearModel(BaseEstimator):
+class _VerticalLinearModel(VerticalEstimator):
     _objective = ""
+    _fitted_attribute = "coef_"
 
     def __init__(self, solver="auto", standardize=True, learning_rate=0.15, max_iter=100, alpha=0.01, batch_size=None,
                  tol=1e-5,
@@ -204,8 +206,7 @@ class _VerticalLinearModel(BaseEstimator):
         scalers = {name: trained[name].scaler for name in roster.data_parties} if self.standardize else None
         if label.classes is not None:
             self.classes_ = label.classes
-        self.label_party_, self.feature_parties_ = roster.label, roster.features
-        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self._fitted(roster, data)
         self.solver_ = "cg" if settings.conjugate else "gd"
         self.mean_ = {name: scaler.mean.copy() for name, scaler in scalers.items()} if scalers else None
         self.scale_ = {name: scaler.scale.copy() for name, scaler in scalers.items()} if scalers else None
@@ -346,19 +347,13 @@ class _VerticalLinearModel(BaseEstimator):
         ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
         :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
         """
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        self._check_fitted()
         return fitted_runs.save_run(self, path, data, party, "linear", loss_known_by="coordinator")
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:
         """The scores ``z = sum_k x_k w_k + x_B w_B + b``, computed by the inference protocol."""
-        if not hasattr(self, "coef_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
-        if not isinstance(data, VerticalDataset):
-            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
-        data.require_complete()
-        features = data.prediction_features(self.feature_names_)
+        features = self._prediction_data(data, complete=True)
         self._check_run_params()
         roster = _roster(self.feature_parties_, self.label_party_)
         allowed = release_options.allowed(self, roster)

@@ -10,33 +10,31 @@ precision (docs/mlp.md).
 
 from __future__ import annotations
 
-import secrets
 import warnings
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
-from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.errors import ConfigurationError
 from vfl.parties.labels import class_labels
 from vfl.parties import privacy as label_dp
 from vfl.parties.mlp.split import SplitNetwork
 from vfl.progressbar import ProgressBar, check_verbose
-from vfl.protocols import Roster
 from vfl.protocols.mlp import MLPSettings
 from vfl.runs import mlp as run
-from vfl.runs.data import RoleData
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
+from vfl.vertical_estimator import VerticalEstimator
 
 #: The coordinator's name in the in-process run (it must not clash with a party's).
 _COORDINATOR = "coordinator"
 
 
-class _VerticalMLP(BaseEstimator):
+class _VerticalMLP(VerticalEstimator):
     _task = ""
 
     def __init__(self, hidden_layer_sizes=(100,), *, bottom_sizes="auto", standardize=True, activation="relu",
@@ -120,25 +118,17 @@ class _VerticalMLP(BaseEstimator):
         if _COORDINATOR in data.parties:
             raise ConfigurationError(f"a party is named {_COORDINATOR!r}, the name of the in-process coordinator: "
                                      "rename it")
-        roster = Roster(data.feature_parties, data.label_party, _COORDINATOR)
-        release_options.check(self)
-        allowed = release_options.allowed(self, roster)
-        roles = {name: RoleData(data.columns(name), data.features(name),
-                                data.labels if name == roster.label else None, ids=data.ids)
-                 for name in roster.data_parties}
-        self._release_scopes = {k: release_options.scope(roster.label, roles[k].columns, roles[k].features)
-                                for k in roster.features}
-        releases = {k: release_options.policy(self, k, self._release_scopes[k], allowed) for k in roster.features}
+        roster = self._roster_of(data, _COORDINATOR)
+        roles = self._roles(data, roster)
+        releases = self._releases(roster, roles)
         self.transcript_ = Transcript()
         with ProgressBar(self.verbose, settings.max_iter, "vfl mlp", "epoch") as bar:
             results = run_in_threads(roster, run.training_programs(
                 roles, settings, roster, on_epoch=lambda epoch, state: bar.step(state["loss"]), releases=releases),
                 self.transcript_)
         record = results[roster.label].record
-        self._parties = {name: results[name].party for name in roster.data_parties}
-        self._roster, self._settings_ = roster, settings
-        self.label_party_, self.feature_parties_ = roster.label, roster.features
-        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+        self._fitted(roster, data, {name: results[name].party for name in roster.data_parties})
+        self._settings_ = settings
         self.n_iter_ = record["n_iter"]
         self.loss_curve_ = list(record["loss_curve"])
         self.loss_ = self.loss_curve_[-1]
@@ -182,23 +172,12 @@ class _VerticalMLP(BaseEstimator):
         self._check_fitted()
         return fitted_runs.save_run(self, path, data, party, "mlp", loss_known_by="label")
 
-    def _check_fitted(self) -> None:
-        if not hasattr(self, "n_iter_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
-
     def _output(self, data: VerticalDataset) -> np.ndarray:
         """The outputs (after the output activation), by private prediction: only the label party learns them."""
-        self._check_fitted()
-        if not isinstance(data, VerticalDataset):
-            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
-        roles = {name: RoleData(data.columns(name), values, ids=data.ids)
-                 for name, values in data.prediction_features(self.feature_names_).items()}
+        features = self._prediction_data(data)
         roster = self._roster
-        release_options.check(self)
-        allowed = release_options.allowed(self, roster)
-        scopes = self.__dict__.get("_release_scopes") or {}
-        releases = {k: release_options.policy(self, k, scopes.get(k) or "unscoped-" + secrets.token_hex(8), allowed)
-                    for k in roster.features}
+        roles = self._roles(data, roster, features)
+        releases = self._releases(roster)
         return run_in_threads(roster, run.prediction_programs(roles, self._parties, self._settings_, roster,
                                                               releases))[roster.label]
 

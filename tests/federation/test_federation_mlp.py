@@ -272,7 +272,7 @@ def test_the_federation_toml_of_docs_mlp_md_loads_as_written(tmp_path):
     (tmp_path / "federation.toml").write_text(snippet)
     config = load_config(tmp_path / "federation.toml")
     settings = config.training
-    assert config.mlp and config.roster == Roster(("telco",), "bank", "C") and config.label == "default"
+    assert config.family.name == "mlp" and config.roster == Roster(("telco",), "bank", "C") and config.label == "default"
     assert settings.task == "binary" and settings.hidden_layer_sizes == (16, 8) and settings.max_iter == 30
     assert settings.bottom_of("telco") == (8,) and settings.bottom_of("bank") == (4,) and settings.early_stopping
 

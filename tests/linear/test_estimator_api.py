@@ -182,8 +182,11 @@ def test_pickle_keeps_the_model_and_never_the_private_key(fitted):
 def test_a_fitted_model_keeps_no_training_rows(fitted):
     """Prediction needs the weights and C's key, not A's and B's training rows (nor B's labels)."""
     model, data, _ = fitted
+    from vfl.protocols import Roster
+
     held = [x for v in vars(model).values() for x in (v if isinstance(v, (tuple, list)) else [v])]
-    assert not any(hasattr(x, "features") or hasattr(x, "labels") for x in held)
+    assert not any(hasattr(x, "features") or hasattr(x, "labels") for x in held if not isinstance(x, Roster))
+    assert model._roster.features == ("bank",)      # the roster names the parties: no rows
     assert not any(isinstance(x, np.ndarray) and x.ndim == 2 and x.shape[0] == data.n_rows for x in held)
 
 

@@ -1,0 +1,86 @@
+"""What every vfl estimator does around its family's run, written once.
+
+An estimator (linear models, trees, split networks, the scorecard's model) runs every role's run of its
+family (:mod:`vfl.runs`) in threads over the in-process transport.  Around that run they all
+
+* name the roles from the data: the party holding the label column is the label party, the others feature
+  parties (:meth:`VerticalEstimator._roster_of`);
+* hand each data party its own rows (:meth:`VerticalEstimator._roles`);
+* give each feature party its release policy: its release ledger for this data set, its opt-in and its
+  differential-privacy options (:mod:`vfl.release_options`), kept per fitted model so that a prediction
+  replays what its training released (:meth:`VerticalEstimator._releases`);
+* record the fitted roster, the parties' column names and, for prediction, each party's state
+  (:meth:`VerticalEstimator._fitted`), and refuse to predict before a fit (:meth:`VerticalEstimator._check_fitted`).
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from sklearn.base import BaseEstimator
+
+from vfl import release_options
+from vfl.dataset import VerticalDataset
+from vfl.errors import DataError, NotFittedError
+from vfl.protocols import Roster
+from vfl.runs.data import RoleData
+
+
+class VerticalEstimator(BaseEstimator):
+    """The fit and prediction scaffold every vfl estimator shares (scikit-learn's ``BaseEstimator`` beneath it)."""
+
+    #: The attribute a fit sets, by which :meth:`_check_fitted` knows the model is fitted.
+    _fitted_attribute = "n_iter_"
+
+    def _roster_of(self, data: VerticalDataset, coordinator: str | None = None) -> Roster:
+        """The roles of ``data``'s parties: the label column's holder is the label party."""
+        return Roster(data.feature_parties, data.label_party, coordinator)
+
+    @staticmethod
+    def _roles(data: VerticalDataset, roster: Roster, features=None) -> dict[str, RoleData]:
+        """Every data party's own rows: training (``features`` None, the label party with the labels), or the
+        ``features`` a prediction scores, by party."""
+        if features is None:
+            return {name: RoleData(data.columns(name), data.features(name),
+                                   data.labels if name == roster.label else None, ids=data.ids)
+                    for name in roster.data_parties}
+        return {name: RoleData(data.columns(name), values, ids=data.ids) for name, values in features.items()}
+
+    def _releases(self, roster: Roster, roles: dict[str, RoleData] | None = None) -> dict:
+        """Each feature party's release policy (:mod:`vfl.protocols.release`).
+
+        Training (``roles`` given): a fresh ledger scope per feature party for this data set, kept on the
+        estimator.  Prediction: the scope its training started in this process (a model copied or unpickled
+        elsewhere starts one of its own there).
+        """
+        release_options.check(self)
+        allowed = release_options.allowed(self, roster)
+        if roles is not None:
+            self._release_scopes = {k: release_options.scope(roster.label, roles[k].columns, roles[k].features)
+                                    for k in roster.features}
+        scopes = self.__dict__.get("_release_scopes") or {}
+        return {k: release_options.policy(self, k, scopes.get(k) or "unscoped-" + secrets.token_hex(8), allowed)
+                for k in roster.features}
+
+    def _fitted(self, roster: Roster, data: VerticalDataset, parties: dict | None = None) -> None:
+        """Record what a fit learned of the federation: the roster, the parties' roles and column names, and each
+        data party's state (``parties``, by name) for prediction."""
+        if parties is not None:
+            self._parties = parties
+        self._roster = roster
+        self.label_party_, self.feature_parties_ = roster.label, roster.features
+        self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, self._fitted_attribute):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+
+    def _prediction_data(self, data: VerticalDataset, complete: bool = False) -> dict:
+        """The columns a prediction scores, by party (the fitted columns, checked; ``complete``: no missing value);
+        refuses before a fit."""
+        self._check_fitted()
+        if not isinstance(data, VerticalDataset):
+            raise DataError(f"prediction takes a VerticalDataset, got {type(data).__name__}")
+        if complete:
+            data.require_complete()
+        return data.prediction_features(self.feature_names_)
