@@ -40,7 +40,7 @@ def _rate(fn, count: int, repeat: int = 1) -> float:
 
 def micro_figures(public_key, private_key, quick: bool = False, progress=None) -> list[dict]:
     """Rows ``{"what", "detail", "implementation", "per_second"}``."""
-    from vfl.crypto import FastEngine
+    from vfl.crypto import FastEngine, mbexp
 
     tick = progress or (lambda: None)
     engine = FastEngine()
@@ -71,7 +71,7 @@ def micro_figures(public_key, private_key, quick: bool = False, progress=None) -
                             "per_second": _rate(lambda: engine.lincomb(public_key, big, wide), 10_000 * cols_lc)})
             tick()
             masked = cts[:64]
-            out.append({"what": "decryptions/s", "detail": "CRT", "implementation": label,
+            out.append({"what": "decryptions/s", "detail": f"CRT, {mbexp.engine()['engine']}", "implementation": label,
                         "per_second": _rate(lambda: engine.decrypt(private_key, masked), len(masked), 2)})
             tick()
 

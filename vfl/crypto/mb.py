@@ -5,7 +5,8 @@
 AVX-512 registers with the IFMA multiply-add (52-bit limbs).  The library needs the runtime libraries
 of Intel's compiler (``libimf``, ``libsvml``, ``libirng``, ``libintlc``), which the
 ``intel-cmplr-lib-rt`` wheel ships under Intel's own (proprietary, redistributable) licence: that is
-why the extra is optional, chosen by the user, and never a requirement of vfl.
+why the extra is optional, chosen by the user, and never a requirement of vfl.  Finding and loading
+the library is :mod:`vfl.crypto.ipp`'s (shared with :mod:`vfl.crypto.mbexp`).
 
 :func:`x25519_many` computes ``X25519(scalar, u)`` for many points with exactly the semantics of
 libsodium's ``crypto_scalarmult`` (what vfl used alone before, and still uses when the fast engine is
@@ -36,22 +37,20 @@ from __future__ import annotations
 
 import ctypes
 import os
-import platform
-import sys
 import threading
-from pathlib import Path
 
 import numpy as np
 from nacl import bindings as sodium
 
+from vfl.crypto import ipp
+
 #: The name :func:`engine` gives each engine.
 FAST, SODIUM = "ipp-crypto-mb8", "libsodium"
 #: The extra that brings the fast engine.
-EXTRA = "vfl[fast-crypto]"
+EXTRA = ipp.EXTRA
 #: Lanes of one call of the multi-buffer function.
-LANES = 8
+LANES = ipp.LANES
 _LOW_ORDER = 4                       # MBX_STATUS_LOW_ORDER_ERR
-_RUNTIME = ("libintlc.so.5", "libimf.so", "libsvml.so", "libirng.so")   # what libcrypto_mb.so links to
 _ENV = "VFL_CURVE_ENGINE"
 
 _lock = threading.Lock()
@@ -62,64 +61,8 @@ class FastEngineUnavailable(RuntimeError):
     """``VFL_CURVE_ENGINE=ipp`` was asked for and the fast engine cannot run here (the reason is the message)."""
 
 
-# -- finding and loading the library -----------------------------------------------------------
-def _wheel_files(distribution: str, names) -> dict[str, Path]:
-    """The files of an installed wheel whose base name is in ``names`` (by name)."""
-    from importlib import metadata
-
-    try:
-        dist = metadata.distribution(distribution)
-    except metadata.PackageNotFoundError:
-        return {}
-    found = {}
-    for entry in dist.files or ():
-        name = Path(str(entry)).name
-        if name in names and name not in found:
-            path = Path(dist.locate_file(entry)).resolve()
-            if path.is_file():
-                found[name] = path
-    return found
-
-
-def _library_dirs() -> list[Path]:
-    """Where wheels put shared libraries: ``<prefix>/lib`` of this interpreter and of its site-packages."""
-    import site
-    import sysconfig
-
-    dirs = [Path(sys.prefix) / "lib", Path(sys.base_prefix) / "lib", Path(sysconfig.get_config_var("LIBDIR") or ".")]
-    for packages in list(site.getsitepackages()) + [site.getusersitepackages()]:
-        dirs.append(Path(packages).parents[1])                  # .../lib/pythonX.Y/site-packages -> .../lib
-    seen, out = set(), []
-    for d in dirs:
-        if d not in seen and d.is_dir():
-            seen.add(d)
-            out.append(d)
-    return out
-
-
-def _locate(name: str, distribution: str) -> Path | None:
-    path = _wheel_files(distribution, {name}).get(name)
-    if path is not None:
-        return path
-    for d in _library_dirs():
-        if (d / name).is_file():
-            return d / name
-    return None
-
-
-def _cpu_has_ifma() -> tuple[bool, str]:
-    """Whether this CPU has AVX-512 IFMA (and AVX-512 F), from ``/proc/cpuinfo`` where there is one."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    missing = [f for f in ("avx512f", "avx512ifma") if f not in flags]
-                    return (not missing, "" if not missing else f"this CPU lacks {' and '.join(missing)} "
-                            "(AVX-512 IFMA: Intel Ice Lake and later, AMD Zen 4 and later)")
-    except OSError:
-        pass
-    return False, "no /proc/cpuinfo to tell whether this CPU has AVX-512 IFMA (Linux x86-64 only)"
+# -- loading the library (vfl.crypto.ipp) ------------------------------------------------------
+_locate, _cpu_has_ifma = ipp.locate, ipp.cpu_has_ifma          # by these names, so a test can stand in for them
 
 
 def _load() -> dict:
@@ -130,39 +73,15 @@ def _load() -> dict:
                 "reason": f"{_ENV}={choice!r} is not one of auto, ipp, libsodium: using libsodium"}
     if choice == SODIUM:
         return {"engine": SODIUM, "fast": False, "reason": f"{_ENV}=libsodium asks for libsodium"}
-    machine = platform.machine()
-    if not sys.platform.startswith("linux") or machine not in ("x86_64", "AMD64"):
-        return _off(choice, f"the fast engine is for Linux x86-64 (this is {sys.platform} {machine})")
-    ok, why = _cpu_has_ifma()
-    if not ok:
-        return _off(choice, why)
-    path = _locate("libcrypto_mb.so", "ipp-crypto")
-    if path is None:
-        return _off(choice, f"the extra is not installed (libcrypto_mb.so of ipp-crypto not found): "
-                            f"pip install \"{EXTRA}\"")
-    runtime = _wheel_files("intel-cmplr-lib-rt", set(_RUNTIME))
     try:
-        for name in _RUNTIME:        # libcrypto_mb.so needs them and carries no rpath to them: load them first
-            where = runtime.get(name) or next((d / name for d in [path.parent] + _library_dirs()
-                                               if (d / name).is_file()), None)
-            if where is None:
-                return _off(choice, f"{name} of Intel's compiler runtime (intel-cmplr-lib-rt) not found: "
-                                    f"pip install \"{EXTRA}\"")
-            ctypes.CDLL(str(where), mode=ctypes.RTLD_GLOBAL)
-        lib = ctypes.CDLL(str(path))
-    except OSError as exc:
-        return _off(choice, f"libcrypto_mb.so failed to load: {exc}")
-    try:
+        lib, path = ipp.open_library(locate=_locate, cpu_has_ifma=_cpu_has_ifma)
         fn = lib.mbx_x25519_mb8
         fn.restype, fn.argtypes = ctypes.c_uint32, [ctypes.c_void_p] * 3
-        applicable = lib.mbx_is_crypto_mb_applicable
-        applicable.restype, applicable.argtypes = ctypes.c_int, [ctypes.c_uint64]
-        version = _version(lib)
+    except ipp.Unavailable as exc:
+        return _off(choice, str(exc))
     except AttributeError as exc:
         return _off(choice, f"libcrypto_mb.so lacks a function vfl needs: {exc}")
-    if not applicable(0):
-        return _off(choice, "libcrypto_mb.so says this CPU cannot run its AVX-512 IFMA code")
-    state = {"engine": FAST, "fast": True, "reason": "", "library": str(path), "version": version,
+    state = {"engine": FAST, "fast": True, "reason": "", "library": str(path), "version": ipp.version(lib),
              "_fn": fn}
     failure = _self_test(state)
     if failure:
@@ -198,21 +117,6 @@ def _field_functions(lib) -> tuple[str, tuple | None]:
     if not np.array_equal(_legendre_fast(field, words), want):
         return "gmpy2 (libcrypto_mb.so's field arithmetic failed vfl's known-answer test)", None
     return f"{FAST} (8-way Euler criterion)", field
-
-
-class _Version(ctypes.Structure):
-    _fields_ = [("major", ctypes.c_int), ("minor", ctypes.c_int), ("revision", ctypes.c_int),
-                ("name", ctypes.c_char_p), ("build_date", ctypes.c_char_p), ("text", ctypes.c_char_p)]
-
-
-def _version(lib) -> str:
-    try:
-        get = lib.mbx_getversion
-        get.restype, get.argtypes = ctypes.POINTER(_Version), []
-        version = get().contents
-        return (version.text or b"").decode("ascii", "replace") or f"crypto_mb {version.major}.{version.minor}"
-    except Exception:       # the version is for the record only
-        return "crypto_mb (version unknown)"
 
 
 def _off(choice: str, reason: str) -> dict:
