@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import fitted_runs, release_options
+from vfl import release_options
 from vfl.crypto import compute
 from vfl.deploy.shards.trees import write_shard
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
@@ -31,6 +31,7 @@ from vfl.vertical_estimator import VerticalEstimator
 
 
 class _VerticalGradientBoosting(VerticalEstimator):
+    _family = "trees"
     _loss = ""
 
     def __init__(self, *, learning_rate=0.1, max_iter=100, max_leaf_nodes=None, max_depth=3, min_samples_leaf=20,
@@ -157,19 +158,14 @@ class _VerticalGradientBoosting(VerticalEstimator):
         self._check_fitted()
         return [entry["tree"] for entry in self._parties[self.label_party_].trees]
 
-    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
-        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
-        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
-        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
-        """
-        self._check_fitted()
-
+    def _run_files(self) -> dict:
+        """A party's run record keeps its shard: a feature party's trees with its own thresholds."""
         def shard(target, name):
             role = "label" if name == self.label_party_ else "feature"
             write_shard(target, self._parties[name], role, "", feature_parties=self.feature_parties_,
                         n_iter=self.n_iter_, validation_scores=self.validation_score_)
 
-        return fitted_runs.save_run(self, path, data, party, "trees", files={"model.json": shard})
+        return {"model.json": shard}
 
     # -- prediction ---------------------------------------------------------------------------
     def _raw(self, data: VerticalDataset) -> np.ndarray:

@@ -20,7 +20,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import fitted_runs, release_options
+from vfl import release_options
 from vfl.crypto import compute
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError, DataError
@@ -49,7 +49,7 @@ _UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", 
 
 class _VerticalLinearModel(VerticalEstimator):
     _objective = ""
-    _fitted_attribute = "coef_"
+    _fitted_attribute, _family, _loss_known_by = "coef_", "linear", "coordinator"
 
     def __init__(self, solver="auto", standardize=True, learning_rate=0.15, max_iter=100, alpha=0.01, batch_size=None,
                  tol=1e-5,
@@ -341,14 +341,6 @@ class _VerticalLinearModel(VerticalEstimator):
         state = dict(super().__getstate__())
         state.pop("_coordinator", None)
         return state
-
-    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
-        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
-        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
-        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
-        """
-        self._check_fitted()
-        return fitted_runs.save_run(self, path, data, party, "linear", loss_known_by="coordinator")
 
     # -- prediction ----------------------------------------------------------------
     def decision_function(self, data: VerticalDataset) -> np.ndarray:

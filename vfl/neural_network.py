@@ -17,7 +17,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import accuracy_score, r2_score
 
-from vfl import fitted_runs, release_options
+from vfl import release_options
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.errors import ConfigurationError
 from vfl.parties.labels import class_labels
@@ -35,6 +35,7 @@ _COORDINATOR = "coordinator"
 
 
 class _VerticalMLP(VerticalEstimator):
+    _family = "mlp"
     _task = ""
 
     def __init__(self, hidden_layer_sizes=(100,), *, bottom_sizes="auto", standardize=True, activation="relu",
@@ -163,14 +164,6 @@ class _VerticalMLP(VerticalEstimator):
         has_block = [p.block is not None for p in parties]
         return SplitNetwork([p.bottom for p, b in zip(parties, has_block) if b],
                             [p.block for p, b in zip(parties, has_block) if b], label.bias, label.top)
-
-    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
-        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
-        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
-        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
-        """
-        self._check_fitted()
-        return fitted_runs.save_run(self, path, data, party, "mlp", loss_known_by="label")
 
     def _output(self, data: VerticalDataset) -> np.ndarray:
         """The outputs (after the output activation), by private prediction: only the label party learns them."""

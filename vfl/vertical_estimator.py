@@ -19,7 +19,7 @@ import secrets
 
 from sklearn.base import BaseEstimator
 
-from vfl import release_options
+from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset
 from vfl.errors import DataError, NotFittedError
 from vfl.protocols import Roster
@@ -31,6 +31,21 @@ class VerticalEstimator(BaseEstimator):
 
     #: The attribute a fit sets, by which :meth:`_check_fitted` knows the model is fitted.
     _fitted_attribute = "n_iter_"
+    #: The family's word (:data:`vfl.families.FAMILIES`) in its run records, and the role that learns the loss.
+    _family, _loss_known_by = "", "label"
+
+    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
+        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
+        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
+        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
+        """
+        self._check_fitted()
+        return fitted_runs.save_run(self, path, data, party, self._family, loss_known_by=self._loss_known_by,
+                                    files=self._run_files())
+
+    def _run_files(self) -> dict | None:
+        """``{name: writer(target, party)}`` of the files a run record keeps beside it (a family's shard)."""
+        return None
 
     def _roster_of(self, data: VerticalDataset, coordinator: str | None = None) -> Roster:
         """The roles of ``data``'s parties: the label column's holder is the label party."""

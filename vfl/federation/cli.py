@@ -227,28 +227,22 @@ def _hosts(given, names, default):
     return per_party
 
 
-def _party(args) -> int:
-    from vfl.deploy.config import load_config
+def _recorded(task: str, run):
+    """The command of ``task``: read ``--config``, then ``run(args, config, record)`` under this party's record of
+    the run (``WORKDIR/runs/``: what ``vfl board`` shows), which ends finished with the summary ``run`` returns, or
+    failed with the line the command prints."""
+    def command(args) -> int:
+        from vfl.deploy.commands import failure_line
+        from vfl.deploy.config import load_config
+        from vfl.deploy.record import RunRecord
 
-    def action():
-        config = load_config(args.config)
-        _recorded(args, "train", config, lambda record: _train(args, config, record))
+        def action():
+            config = load_config(args.config)
+            with RunRecord.for_config(_workdir(args), task, config, args.role, failure_line) as record:
+                record.finish(run(args, config, record))
 
-    return run_command(args, action)
-
-
-def _recorded(args, task: str, config, run):
-    """``run(record)`` under this party's record of the run (``WORKDIR/runs/``: what ``vfl board`` shows).
-
-    The record ends finished, with the summary ``run`` returns, or failed, with the line the command prints.
-    """
-    from vfl.deploy.commands import failure_line
-    from vfl.deploy.record import RunRecord
-
-    with RunRecord.for_config(_workdir(args), task, config, args.role, failure_line) as record:
-        summary = run(record)
-        record.finish(summary)
-    return summary
+        return run_command(args, action)
+    return command
 
 
 def _train(args, config, record) -> dict:
@@ -260,16 +254,6 @@ def _train(args, config, record) -> dict:
     return summary
 
 
-def _predict(args) -> int:
-    from vfl.deploy.config import load_config
-
-    def action():
-        config = load_config(args.config)
-        _recorded(args, "predict", config, lambda record: _predict_family(args, config, record))
-
-    return run_command(args, action)
-
-
 def _predict_family(args, config, record) -> dict:
     """``vfl predict``: run this party's part of its family's prediction, then say what it did."""
     party = config.family.module("party")
@@ -277,6 +261,20 @@ def _predict_family(args, config, record) -> dict:
                             narrate=args.narrate, progress=args.progress, record=record)
     _say(args.role, summary, lambda: party.say_predicted(args.role, summary), classes=False)
     return summary
+
+
+def _align_rows(args, config, record) -> dict:
+    """``vfl align``: only the private set intersection; this party's aligned rows written."""
+    from vfl.federation.runner import align_only
+
+    summary = align_only(config, args.role, args.data, args.out, narrate=args.narrate, record=record)
+    print(alignment_line(args.role, summary["alignment"]))
+    print(f"party {args.role}: its {summary['alignment']['shared']:,} aligned rows written to {summary['output']}")
+    return summary
+
+
+_party, _predict, _align = _recorded("train", _train), _recorded("predict", _predict_family), \
+    _recorded("align", _align_rows)
 
 
 def _say(role: str, summary: dict, lines, classes: bool) -> None:
@@ -292,24 +290,6 @@ def _say(role: str, summary: dict, lines, classes: bool) -> None:
         print(line)
     for line in label_report(role, summary, classes=classes):
         print(line)
-
-
-def _align(args) -> int:
-    from vfl.deploy.config import load_config
-    from vfl.federation.runner import align_only
-
-    def align(config, record) -> dict:
-        summary = align_only(config, args.role, args.data, args.out, narrate=args.narrate, record=record)
-        print(alignment_line(args.role, summary["alignment"]))
-        print(f"party {args.role}: its {summary['alignment']['shared']:,} aligned rows written to "
-              f"{summary['output']}")
-        return summary
-
-    def action():
-        config = load_config(args.config)
-        _recorded(args, "align", config, lambda record: align(config, record))
-
-    return run_command(args, action)
 
 
 def _demo(args) -> int:
