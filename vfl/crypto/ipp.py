@@ -17,6 +17,7 @@ What runs on it, and the known-answer test each use passes before it runs, are t
 from __future__ import annotations
 
 import ctypes
+import os
 import platform
 import sys
 import threading
@@ -30,6 +31,18 @@ _RUNTIME = ("libintlc.so.5", "libimf.so", "libsvml.so", "libirng.so")   # what l
 
 _lock = threading.Lock()
 _loaded: dict[str, ctypes.CDLL] = {}
+
+
+def engine_choice(env: str, fallback: str) -> tuple[str, dict | None]:
+    """The engine environment variable ``env`` asks for: ``auto`` (unset), ``ipp`` or ``fallback``, and the state of
+    the fallback engine (with the reason) when it is not to be tried, else None."""
+    choice = os.environ.get(env, "auto").strip().lower() or "auto"
+    if choice not in ("auto", "ipp", fallback):
+        return choice, {"engine": fallback, "fast": False,
+                        "reason": f"{env}={choice!r} is not one of auto, ipp, {fallback}: using {fallback}"}
+    if choice == fallback:
+        return choice, {"engine": fallback, "fast": False, "reason": f"{env}={fallback} asks for {fallback}"}
+    return choice, None
 
 
 class Unavailable(Exception):

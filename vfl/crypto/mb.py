@@ -67,12 +67,9 @@ _locate, _cpu_has_ifma = ipp.locate, ipp.cpu_has_ifma          # by these names,
 
 def _load() -> dict:
     """Find, load and check the fast engine once per process; what :func:`engine` reports."""
-    choice = os.environ.get(_ENV, "auto").strip().lower() or "auto"
-    if choice not in ("auto", "ipp", SODIUM):
-        return {"engine": SODIUM, "fast": False,
-                "reason": f"{_ENV}={choice!r} is not one of auto, ipp, libsodium: using libsodium"}
-    if choice == SODIUM:
-        return {"engine": SODIUM, "fast": False, "reason": f"{_ENV}=libsodium asks for libsodium"}
+    choice, fallback = ipp.engine_choice(_ENV, SODIUM)
+    if fallback is not None:
+        return fallback
     try:
         lib, path = ipp.open_library(locate=_locate, cpu_has_ifma=_cpu_has_ifma)
         fn = lib.mbx_x25519_mb8

@@ -71,12 +71,9 @@ _locate, _cpu_has_ifma = ipp.locate, ipp.cpu_has_ifma          # by these names,
 
 def _load() -> dict:
     """Find, load and check the fast engine once per process; what :func:`engine` reports."""
-    choice = os.environ.get(_ENV, "auto").strip().lower() or "auto"
-    if choice not in ("auto", "ipp", GMP):
-        return {"engine": GMP, "fast": False,
-                "reason": f"{_ENV}={choice!r} is not one of auto, ipp, gmpy2: using gmpy2"}
-    if choice == GMP:
-        return {"engine": GMP, "fast": False, "reason": f"{_ENV}=gmpy2 asks for gmpy2"}
+    choice, fallback = ipp.engine_choice(_ENV, GMP)
+    if fallback is not None:
+        return fallback
     try:
         lib, path = ipp.open_library(locate=_locate, cpu_has_ifma=_cpu_has_ifma)
         fn = lib.mbx_exp_mb8
