@@ -1,7 +1,7 @@
 """Reading one party's run records (:mod:`vfl.deploy.record`), for the board: safely, incrementally, in pages.
 
 Every path the board opens is a file of a run folder whose name matches
-:data:`vfl.deploy.record.RUN_ID` directly inside ``WORKDIR/runs``; links are not
+:data:`vfl.deploy.record.RECORD_ID` directly inside ``WORKDIR/runs``; links are not
 followed (a linked folder is no run, a linked file is not opened), so a request
 cannot reach a file elsewhere.  A record still being written is read as far as it
 goes (an event line without its newline waits for the next read); a damaged or
@@ -17,7 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from vfl.deploy.record import FORMAT, RUN_ID
+from vfl.deploy.record import FORMAT, RECORD_ID
 from vfl.errors import ConfigurationError
 
 #: Runs per page of the runs list.
@@ -85,7 +85,7 @@ class Workdir:
     # -- the list ------------------------------------------------------------------------------------------
     def run_ids(self) -> list[str]:
         """Every run's id, newest first (names sort by their start time)."""
-        names = [e.name for e in _scandir(self.runs) if RUN_ID.match(e.name)]
+        names = [e.name for e in _scandir(self.runs) if RECORD_ID.match(e.name)]
         return sorted(names, reverse=True)
 
     def page(self, number: int = 1, size: int = PAGE) -> tuple[list[dict], int]:
@@ -107,7 +107,7 @@ class Workdir:
     # -- one run -------------------------------------------------------------------------------------------
     def folder(self, run_id: str) -> Path:
         """The folder of run ``run_id``; :class:`NotFound` for anything that is not a run's name here."""
-        if not isinstance(run_id, str) or not RUN_ID.match(run_id):
+        if not isinstance(run_id, str) or not RECORD_ID.match(run_id):
             raise NotFound(run_id)
         folder = self.runs / run_id
         if folder.is_symlink() or not folder.is_dir():

@@ -49,8 +49,9 @@ import numpy as np
 from vfl.deploy.jsonfile import open_private, write_json
 
 FORMAT = "vfl-run/1"
-#: A run's folder name: its start (UTC, to the microsecond), its task and the process id.
-RUN_ID = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[a-z]+-\d+\Z")
+#: A run record's id, its folder name: its start (UTC, to the microsecond), its task and the process id (not the
+#: training run id the label party gives every party, :func:`vfl.deploy.checkpoint.run_id`).
+RECORD_ID = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[a-z]+-\d+\Z")
 #: The files of a summary a record keeps a copy of: summary key -> name in the record.
 KEPT = {"model": "model.json", "statistics": "statistics.csv", "psi": "psi.csv"}
 #: Larger files are not copied (the record then names them only).
