@@ -392,7 +392,7 @@ def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold(quer
                          if name == "leaves" else ["held"] * (len(fields["points"]) // 32))
         raise RoundError("recorded", "telco")
 
-    service._ask = ask
+    service.ask = ask
     version, answers = service.score(["nobody", "also-nobody"], [None, None], time.monotonic() + 5)
     assert not asked and {a["error"]["party"] for a in answers} == {"bank"}
     with pytest.raises(RoundError):

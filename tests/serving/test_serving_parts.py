@@ -186,7 +186,7 @@ def test_serving_settings_options():
 def test_answers_per_model_kind():
     from types import SimpleNamespace
 
-    from vfl.serving.label import outcome
+    from vfl.serving.answers import outcome
 
     regression = SimpleNamespace(kind="linear", objective="linear", classes=None)
     assert outcome(regression, np.array([2.5])) == {"score": 2.5}
@@ -217,7 +217,7 @@ def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
     service.settings = ServingSettings(queries="by_id")
     service._rounds = iter(range(1, 100))
     answers = {"telco": Message("leaf_masks", "plaintext", 1, {"status": np.array([0, 9]), "bits": b"\x00"})}
-    service._ask = lambda round_id, requests, deadline: answers
+    service.ask = lambda round_id, requests, deadline: answers
     with pytest.raises(RoundError, match="telco sent a malformed 'leaf_masks' message: field 'status'") as caught:
         service.score(["a", "b"], [{"x": 1.0}, {"x": 2.0}], time.monotonic() + 5)
     assert (caught.value.status, caught.value.code, caught.value.party) == (502, "protocol_error", "telco")

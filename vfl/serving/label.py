@@ -44,20 +44,20 @@ from __future__ import annotations
 import concurrent.futures as cf
 import itertools
 import logging
-import secrets
 import threading
 import time
 
 import numpy as np
 
-from vfl.crypto import Context, EncryptedVector, FixedPoint, PublicKey, ring
+from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
-from vfl.protocols.trees.training import unbits
 from vfl.serving import messages, private
+from vfl.serving.answers import RoundError, error
 from vfl.serving.links import PeerUnavailable, Runtime, serving_coordinator
-from vfl.serving.messages import OK, STATUS_CODES, STATUS_TEXT, TOKEN_BYTES, pack_ids
+from vfl.serving.scorers import round_of
+from vfl.serving.messages import OK
 from vfl.serving.models import latest, load_share
-from vfl.serving.rounds import Layout, masked_total, partial_scores, row_status, summed, unmasked
+from vfl.serving.rounds import Layout, row_status
 
 log = logging.getLogger("vfl.serving")
 #: Seconds a feature party has to load a model version.
@@ -65,19 +65,6 @@ LOAD_TIMEOUT = 60.0
 #: Seconds :meth:`LabelService.reload` waits for the feature parties' private tables (a build of 10^6 rows of a
 #: linear model takes minutes: docs/serving.md), and between two asks while a table is being built.
 TABLE_TIMEOUT, TABLE_POLL = 3600.0, 0.25
-
-
-class RoundError(VFLError):
-    """A round that could not be scored; every id in it gets this answer.
-
-    ``status`` is the HTTP status the application gets (503: a party is
-    unavailable or failed, 504: the deadline passed, 502: a peer broke the
-    protocol), ``code`` a stable word for programs, ``party`` the party at fault.
-    """
-
-    def __init__(self, message: str, party: str | None, status: int = 503, code: str = "party_unavailable"):
-        super().__init__(message)
-        self.party, self.status, self.code = party, status, code
 
 
 class LabelService:
@@ -429,14 +416,9 @@ class LabelService:
         values, status = self._own_rows(share, ids, inline)
         answers: list[dict | None] = [None] * len(ids)
         for i in np.flatnonzero(status != OK):
-            answers[i] = _error(ids[i], "own", self.role, status[i])
+            answers[i] = error(ids[i], "own", self.role, status[i])
         try:
-            if share.kind == "linear":
-                self._linear(share, ids, values, status, deadline, answers)
-            elif share.kind == "mlp":
-                self._mlp(share, ids, values, status, deadline, answers)
-            else:
-                self._trees(share, ids, values, status, deadline, answers)
+            round_of(share)(self, share, ids, values, status, deadline, answers)
         except ProtocolError as exc:            # a peer's answer broke the protocol: named in the message
             log.warning("party %s: %s", self.role, exc)
             raise RoundError(str(exc), getattr(exc, "party", None), 502, "protocol_error") from None
@@ -464,121 +446,17 @@ class LabelService:
         status[mismatched] = -1
         return values, status
 
-    def _linear(self, share, ids, values, status, deadline, answers) -> None:
-        layout = self.layout
-        if layout is None or self.coordinator not in self._ready:
-            raise self._unavailable(self.coordinator)
-        u_b, status = partial_scores(share, values, status, layout.bound)
-        go = np.flatnonzero(status == OK)
-        for i in np.flatnonzero(status == messages.OUT_OF_RANGE):
-            answers[i] = _error(ids[i], "own", self.role, status[i])
-        if not len(go):
-            return
-        chosen = [ids[i] for i in go]
-        round_id = next(self._rounds)
-        # the feature parties' encrypted sum; the pipeline: each one's (its reasons name its total)
-        pipeline = getattr(share, "pipeline", False)
-        groups = {k: [k] for k in self.features} if pipeline else {"": self.features}
-        if self.private(share):
-            opened = self._private(share, self.features, chosen, deadline, round_id)
-            their = {k: status for k, (status, _) in opened.items()}
-            totals = {g: EncryptedVector(layout.context, private.packed_sum(layout, {k: opened[k] for k in ks},
-                                                                            len(go), share.width),
-                                         layout.context.frac_bits) for g, ks in groups.items()}
-        else:
-            fields = {"version": share.version, "key": layout.context.public_key.fingerprint,
-                      "ids": pack_ids(chosen)}
-            replies = self._ask(round_id, {k: ("score", "public", fields) for k in self.features}, deadline)
-            their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
-            totals = {g: summed(layout, {k: replies[k] for k in ks}, len(go) * share.width)
-                      for g, ks in groups.items()}
-        if pipeline:
-            return self._pipeline(share, ids, values, go, u_b, totals, their, round_id, deadline, answers)
-        request, secret = masked_total(layout, totals[""], u_b[go], self.role)
-        answer = self._ask(round_id, {self.coordinator: ("decrypt", "ciphertext", request)}, deadline)
-        z = unmasked(layout, answer[self.coordinator], secret, request["n_values"], self.role)
-        z = z.reshape(len(go), share.width)
-        for j, i in enumerate(go):
-            answers[i] = _theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, z[j])}
+    # -- what each family's round uses (vfl.serving.scorers) --------------------------------------------
+    def next_round(self) -> int:
+        """A fresh round id."""
+        return next(self._rounds)
 
-    def _pipeline(self, share, ids, values, go, u_b, totals, their, round_id, deadline, answers) -> None:
-        """The credit pipeline's round end: each feature party's total decrypted on its own (masked, as the sum
-        is), for the reasons' party totals; the scorecard's points, the reasons, the served rows' bins counted."""
-        layout, n = self.layout, len(go)
-        block = layout.ciphertexts(n) * (len(layout.slots.widths) if layout.packed else 1)
-        request, secret = masked_total(layout, EncryptedVector.concat(list(totals.values())),
-                                       np.zeros(block * len(totals)), self.role)
-        answer = self._ask(round_id, {self.coordinator: ("decrypt", "ciphertext", request)}, deadline)
-        parts = unmasked(layout, answer[self.coordinator], secret, request["n_values"], self.role)
-        parts = dict(zip(totals, parts.reshape(len(totals), block)[:, :n]))
-        z = u_b[go, 0] + sum(parts.values())
-        codes = share.codes(values[go])
-        share.count(codes)
-        for j, i in enumerate(go):
-            answers[i] = _theirs(ids[i], their, j) or {
-                "id": ids[i], **outcome(share, z[j:j + 1]),
-                "reasons": share.reasons(codes[j], {k: float(u[j]) for k, u in parts.items()})}
+    def require(self, peer: str, ok: bool = True) -> None:
+        """Refuse the round (:class:`RoundError`) unless ``peer`` is linked and ready, and ``ok``."""
+        if not ok or peer not in self._ready:
+            raise self._unavailable(peer)
 
-    def _trees(self, share, ids, values, status, deadline, answers) -> None:
-        go = np.flatnonzero(status == OK)
-        if not len(go):
-            return
-        chosen, asked = [ids[i] for i in go], [k for k in self.features if share.owners[k]]
-        round_id = next(self._rounds)
-        masks = {k: np.ones((len(go), share.widths[k]), dtype=bool) for k in share.feature_parties}
-        if self.private(share):
-            opened = self._private(share, asked, chosen, deadline, round_id)
-            their = {k: status for k, (status, _) in opened.items()}
-            for k, (status, bodies) in opened.items():
-                masks[k] = private.leaf_masks(status, bodies, share.widths[k])
-        else:
-            replies = self._ask(round_id, {k: ("leaves", "public", {
-                "version": share.version, "ids": pack_ids(chosen),
-                "trees": np.asarray(share.owners[k], dtype=np.int64)}) for k in asked}, deadline)
-            their = {k: messages.statuses(replies[k], k, len(go)) for k in asked}
-            for k in asked:
-                masks[k] = unbits(replies[k], len(go) * share.widths[k]).reshape(len(go), share.widths[k])
-        scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0)) if their else np.arange(len(go))
-        raw = share.raw(values[go][scored], {k: m[scored] for k, m in masks.items()}) if len(scored) else None
-        at = {int(j): r for r, j in enumerate(scored)}
-        for j, i in enumerate(go):
-            answers[i] = _theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, raw[at[j]])}
-
-    def _mlp(self, share, ids, values, status, deadline, answers) -> None:
-        masked = self.coordinator is not None
-        if masked and self.coordinator not in self._ready:
-            raise self._unavailable(self.coordinator)
-        go = np.flatnonzero(status == OK)
-        if not len(go):
-            return
-        if self.private(share):                     # one feature party (two or more are served by id)
-            opened = self._private(share, self.features, [ids[i] for i in go], deadline, next(self._rounds))
-            their = {k: status for k, (status, _) in opened.items()}
-            parts = private.summed_parts(opened, len(go), share.units, self.config.training.frac_bits)
-            return self._mlp_answers(share, ids, values, go, their, parts, answers)
-        fields = {"version": share.version, "ids": pack_ids([ids[i] for i in go]),
-                  "wait_ms": max(1, int((deadline - time.monotonic()) * 1000))}
-        requests = {k: ("part", "public", fields) for k in self.features}
-        if masked:                                  # the coordinator learns the count of ids, nothing else
-            fields["token"] = secrets.token_bytes(TOKEN_BYTES)
-            requests[self.coordinator] = ("deal", "public", {"rows": len(go), "units": share.units,
-                                                             "token": fields["token"]})
-        replies = self._ask(next(self._rounds), requests, deadline)
-        their = {k: messages.statuses(replies[k], k, len(go)) for k in self.features}
-        parts = _summed_parts(replies, self.features, (len(go), share.units), self.config.training.frac_bits)
-        self._mlp_answers(share, ids, values, go, their, parts, answers)
-
-    def _mlp_answers(self, share, ids, values, go, their, parts, answers) -> None:
-        scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0))
-        raw = share.raw(values[go][scored], parts[scored])
-        at = {int(j): r for r, j in enumerate(scored)}
-        for j, i in enumerate(go):
-            theirs = _theirs(ids[i], their, j)
-            if theirs is None and not np.isfinite(raw[at[j]]).all():
-                theirs = _error(ids[i], "own", self.role, messages.OUT_OF_RANGE)
-            answers[i] = theirs or {"id": ids[i], **outcome(share, raw[at[j]])}
-
-    def _private(self, share, asked: list, chosen: list, deadline: float, round_id: int) -> dict:
+    def query_tables(self, share, asked: list, chosen: list, deadline: float, round_id: int) -> dict:
         """A private round's query to each of ``asked``: blinded points only; per party, its ``(status, bodies)``
         of the ``chosen`` ids from its table (:func:`vfl.serving.private.open_payloads`)."""
         tables, blinds, requests = {}, {}, {}
@@ -593,11 +471,11 @@ class LabelService:
                                  f"(it restarted); {peer} builds it again", peer, 503, "table_not_ready")
             points, blinds[peer] = private.blind(table, chosen)
             requests[peer] = ("evaluate", "masked", {"table": table.ident, "points": points})
-        replies = self._ask(round_id, requests, deadline)
+        replies = self.ask(round_id, requests, deadline)
         return {peer: private.open_payloads(tables[peer], chosen, replies[peer].fields.get("points"), blinds[peer],
                                             peer) for peer in asked}
 
-    def _ask(self, round_id: int, requests: dict, deadline: float) -> dict:
+    def ask(self, round_id: int, requests: dict, deadline: float) -> dict:
         """Send every peer its request for this round; their answers, or a :class:`RoundError`."""
         missing = [peer for peer in requests if peer not in self._ready]
         if missing:
@@ -634,60 +512,3 @@ class LabelService:
         entry = self.runtime.status().get(peer, {})
         why = entry.get("error") or "it is loading the model versions"
         return RoundError(f"party {peer} is unavailable: {why}", peer)
-
-
-def _summed_parts(replies: dict, features: list, shape: tuple, frac_bits: int) -> np.ndarray:
-    """The sum of the feature parties' ``part`` answers (their masks cancel), decoded: all the label party sees."""
-    total = np.zeros(shape, dtype=object)
-    for k in features:
-        values = replies[k].fields.get("values")
-        try:
-            total = total + ring.from_bytes(values if isinstance(values, bytes) else b"", shape)
-        except ProtocolError as exc:
-            error = ProtocolError(f"{k} sent a malformed 'part' message: {exc}")
-            error.party = k
-            raise error from None
-    return ring.decode(ring.reduce(total), frac_bits)
-
-
-def _theirs(key: str, their: dict, j: int) -> dict | None:
-    """The first feature party's per-id reason not to score id ``j`` of the round, or None."""
-    for peer, status in their.items():
-        if status[j] != OK:
-            return _error(key, "peer", peer, status[j])
-    return None
-
-
-def _error(key: str, whose: str, party: str, status: int) -> dict:
-    if status == -1:
-        return {"id": key, "error": {"code": "invalid_features", "party": party,
-                                     "message": "the features given do not match the columns of the model version "
-                                                "now in use"}}
-    return {"id": key, "error": {"code": STATUS_CODES[int(status)], "party": party,
-                                 "message": f"party {party} {STATUS_TEXT[int(status)]}"
-                                 + (" (and no features were given inline)" if whose == "own" and status == 1 else "")}}
-
-
-def outcome(share, z: np.ndarray) -> dict:
-    """One id's answer from its raw scores: the score, and for classifiers the probabilities and class."""
-    classes = share.classes
-    z = np.asarray(z, dtype=np.float64)
-    if getattr(share, "pipeline", False):       # the scorecard's points, as vfl predict writes them
-        p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
-        return {"score": float(share.scale.score(z[0])), "log_odds": float(z[0]), "probability": p,
-                "prediction": classes[1] if p >= 0.5 else classes[0]}
-    if classes is None and len(z) > 1:          # a split network with several outputs
-        return {"scores": {str(j): float(v) for j, v in enumerate(z)}}
-    if classes is None or (share.kind == "linear" and share.objective == "linear"):
-        return {"score": float(z[0])}
-    if len(z) == 1:
-        p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
-        return {"score": float(z[0]), "probability": p, "prediction": classes[1] if p >= 0.5 else classes[0]}
-    if share.kind == "linear":                  # one-vs-rest: each class's sigmoid, normalised
-        p = 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
-    else:                                       # multinomial trees, split networks: softmax
-        p = np.exp(z - z.max())
-    p = p / p.sum()
-    names = [str(c) for c in classes]
-    return {"scores": dict(zip(names, map(float, z))), "probabilities": dict(zip(names, map(float, p))),
-            "prediction": classes[int(np.argmax(z))]}
