@@ -189,6 +189,13 @@ def parse_args(argv=None):
     fate.add_argument("--credit-epochs", type=_positive, default=None,
                       help="with --fate lr / sshe-lr: default 16, FATE's config (a FATE LR epoch takes over a "
                            "minute here, an SSHE-LR epoch 20 minutes and more under load); hetero-nn: default 3")
+    fate.add_argument("--lr-settings", choices=["fate-config", "matched", "defaults"], default="fate-config",
+                      help="with --fate lr: fate-config (FATE's benchmark config, each system's own random start; the "
+                           "default), matched (the same config, both from zero weights, vfl not re-standardizing) or "
+                           "defaults (FATE's coordinated_lr component defaults against VerticalLogisticRegression())")
+    fate.add_argument("--reach-epochs", type=_positive, default=None,
+                      help="with --fate lr: vfl's epoch budget to reach FATE's final AUC (default four times FATE's "
+                           "epochs; with --lr-settings defaults vfl's own max_iter and tol decide)")
     fate.add_argument("--sshe-init", choices=["default", "zeros"], default="default",
                       help="with --fate sshe-lr: zeros starts FATE and vfl's shared protocol from zero weights on every "
                            "data set (the same gradient descent, so the same AUC to expect); default: each data set's "

@@ -125,6 +125,24 @@ def auc(frame) -> float:
     return float(roc_auc_score(frame["label"].astype(int), frame["predict_score"].astype(float)))
 
 
+def tree_cpu_seconds() -> float:
+    """User and system CPU seconds, so far, of the whole run: this party's parent (FATE's launcher) and every
+    process below it (the parties and their computing workers); processes that already ended are not counted."""
+    import os
+
+    import psutil
+
+    root = psutil.Process(os.getppid())
+    total = 0.0
+    for process in [root, *root.children(recursive=True)]:
+        try:
+            times = process.cpu_times()
+        except psutil.Error:
+            continue
+        total += times.user + times.system
+    return total
+
+
 def versions() -> dict:
     from importlib.metadata import version
 

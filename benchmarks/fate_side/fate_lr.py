@@ -24,6 +24,14 @@ Timing, taken in the guest's process with ``time.perf_counter``:
 * ``predict_s``: the guest's ``predict`` of every training row (it waits for the host's plaintext
   partial scores, FATE's inference protocol).
 
+Quality along the way: the guest and the host each record their weights after every epoch (the value
+``Optimizer.update_weights`` returns, its last call in the epoch), ``epoch_weights`` in the guest's
+JSON (intercept last) and in the host's, with the columns they belong to (``header``); the driver
+scores every row with them (the two partial scores summed, as FATE's prediction does) and so gets
+FATE's train AUC after each epoch. ``epoch_cpu_s``: the CPU seconds of the whole run's process tree
+(the launcher, every party and its computing workers, read with psutil) at the start of ``fit``
+and at the end of each epoch, so the CPU a run spends to reach an AUC is read off as for the time.
+
 Run (the comparison driver does this)::
 
     $VFL_FATE_PYTHON benchmarks/fate_side/fate_lr.py --parties guest:9999 host:10000 arbiter:10000 \\
@@ -38,7 +46,7 @@ from dataclasses import dataclass, field
 
 from fate.arch.launchers.argparser import HfArgumentParser
 from fate.arch.launchers.multiprocess_launcher import launch
-from fate_common import CommonArguments, auc, read_and_intersect, versions, write_json
+from fate_common import CommonArguments, auc, host_out, read_and_intersect, tree_cpu_seconds, versions, write_json
 
 
 @dataclass
@@ -50,7 +58,7 @@ class RunArguments(CommonArguments):
     penalty: str = field(default="l2")
     alpha: float = field(default=0.01)
     init: str = field(default="random_uniform", metadata={"help": "FATE's init_param method"})
-    random_state: int = field(default=42)
+    random_state: int = field(default=42, metadata={"help": "the random start's seed; -1: none (FATE's default)"})
     scheduler: str = field(default="constant", metadata={"help": "constant (factor 1) or linear"})
     start_factor: float = field(default=1.0, metadata={"help": "linear scheduler"})
     total_iters: int = field(default=1000, metadata={"help": "linear scheduler"})
@@ -84,7 +92,8 @@ def run_party(ctx) -> None:
     args = _arguments()
     settings = _settings(args)
     ctx.cipher.set_phe(ctx.device, {"kind": "paillier", "key_length": args.key_bits})
-    init = {"method": args.init, "fit_intercept": True, "random_state": args.random_state}
+    init = {"method": args.init, "fit_intercept": True,
+            "random_state": None if args.random_state < 0 else args.random_state}
 
     if ctx.is_on_arbiter:
         module = CoordinatedLRModuleArbiter(epochs=args.epochs, early_stop="diff", tol=args.tol,
@@ -95,6 +104,9 @@ def run_party(ctx) -> None:
         return
 
     data, psi_s = read_and_intersect(ctx, args)
+    from fate.ml.utils import _optimizer
+
+    epoch_weights = _record_weights(_optimizer.Optimizer)
     common = dict(epochs=args.epochs, batch_size=settings["batch_size"],
                   optimizer_param=settings["optimizer_param"],
                   learning_rate_param=settings["learning_rate_param"], init_param=init,
@@ -103,22 +115,24 @@ def run_party(ctx) -> None:
         module = CoordinatedLRModuleHost(**common)
         module.fit(ctx.sub_ctx("train"), data)
         module.predict(ctx.sub_ctx("predict"), data)
+        write_json(host_out(args.out), {"epoch_weights": epoch_weights, "header": list(module.estimator.header)})
         return
 
-    from fate.ml.utils import _optimizer
-
-    marks = []
+    marks, cpu_marks = [], []
     set_iters = _optimizer.Optimizer.set_iters
 
     def marking(self, new_iters):      # the guest calls it once at the top of every epoch
         marks.append(time.perf_counter())
+        cpu_marks.append(tree_cpu_seconds())
         return set_iters(self, new_iters)
 
     _optimizer.Optimizer.set_iters = marking
     module = CoordinatedLRModuleGuest(threshold=0.5, **common)
+    start_cpu = tree_cpu_seconds()
     start = time.perf_counter()
     module.fit(ctx.sub_ctx("train"), data)
     end = time.perf_counter()
+    end_cpu = tree_cpu_seconds()
     _optimizer.Optimizer.set_iters = set_iters
 
     start_predict = time.perf_counter()
@@ -136,10 +150,31 @@ def run_party(ctx) -> None:
         "predict_s": predict_s,
         "psi_s": psi_s,
         "weights": [float(v) for v in module.estimator.w.detach().flatten()],
+        "epoch_weights": epoch_weights,
+        "header": list(module.estimator.header),
+        "epoch_cpu_s": [c - start_cpu for c in cpu_marks[1:] + [end_cpu]],
         "versions": versions(),
         "key_bits": args.key_bits,
     }
     write_json(args.out, record)
+
+
+def _record_weights(optimizer_class) -> list:
+    """Wrap ``optimizer_class.update_weights`` (every weight update of this party) so that the returned list
+    holds the party's weights after each epoch (the epoch's last update), FATE's computation unchanged."""
+    epochs, update, set_iters = [], optimizer_class.update_weights, optimizer_class.set_iters
+
+    def updating(self, *arguments, **keywords):
+        weights = update(self, *arguments, **keywords)
+        epochs[-1] = [float(v) for v in weights.detach().flatten()]
+        return weights
+
+    def starting(self, new_iters):      # the top of every epoch, at the guest and at the host
+        epochs.append(None)
+        return set_iters(self, new_iters)
+
+    optimizer_class.update_weights, optimizer_class.set_iters = updating, starting
+    return epochs
 
 
 if __name__ == "__main__":

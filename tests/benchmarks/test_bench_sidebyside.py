@@ -202,7 +202,7 @@ def test_the_tables_put_another_system_beside_fate():
     text, lines = lr_table(epochs)
     assert "vfl packed" in text and lines == [
         "breast: vfl packed trains 4.00x faster per epoch than FATE (medians 1.00 s against 4.00 s; paired ratios "
-        "by repeat 4.00, 4.00)"]
+        "by repeat 4.00, 4.00); train AUC after FATE's 5 epochs -, - against FATE's 0.9900"]
     json.dumps(records)    # the records are what --json writes
 
 
@@ -256,3 +256,16 @@ def test_the_hetero_nn_table_sets_fate_s_agg_layers_and_another_system_against_f
     assert "| breast |  host |                            backward |" in phases
     assert phases.count(" 30.00 |") == 2      # 60 s / 2 per epoch, guest and host
     json.dumps(records)
+
+
+def test_every_fate_table_gives_the_auc_beside_the_time():
+    def run(system, repeat, auc):
+        return _run(system, "breast", repeat, None, auc=auc, epochs=5, epoch_s=[2.0] * 5, cpu_s=10.0, agg="-",
+                    tree_s=[2.0, 2.0], tree_median_s=2.0, tree_shapes=[], trees=[], phases=[])
+
+    records = [run("FATE", r, 0.9812) for r in range(2)] + [run("vfl", r, 0.9734) for r in range(2)]
+    nn = [run("FATE SSHE", r, 0.9812) for r in range(2)] + [run("vfl", r, 0.9734) for r in range(2)]
+    for text in (secureboost_table(records), sshe_table(records), hetero_nn_table(nn), lr_table(records)[0]):
+        header, _, *rows = text.splitlines()[:4]
+        assert "AUC" in header and "s/" in header
+        assert "0.9812" in rows[0] and "0.9734" in rows[1]
