@@ -69,15 +69,7 @@ class _VerticalGradientBoosting(VerticalEstimator):
         self.release_budget = release_budget
 
     def _settings(self) -> BoostingSettings:
-        return BoostingSettings(
-            loss=self._loss, max_iter=self.max_iter, learning_rate=self.learning_rate, max_depth=self.max_depth,
-            max_leaf_nodes=self.max_leaf_nodes, max_bins=self.max_bins, l2_regularization=self.l2_regularization,
-            min_samples_leaf=self.min_samples_leaf, min_child_weight=self.min_child_weight,
-            early_stopping=self.early_stopping, validation_fraction=self.validation_fraction,
-            n_iter_no_change=self.n_iter_no_change, tol=self.tol, scoring=self.scoring,
-            random_state=self.random_state, hide_membership=self.hide_membership,
-            label_party_trees=self.label_party_trees, key_bits=self.key_bits, insecure=self.insecure,
-            frac_bits=self.frac_bits)
+        return self._settings_of(BoostingSettings, loss=self._loss)
 
     def _check_run_params(self) -> None:
         compute.check_engine(self.engine)

@@ -40,11 +40,6 @@ from vfl.transport import Transcript
 from vfl.vertical_estimator import VerticalEstimator
 
 
-#: How the parties turn gradients into weights (see :mod:`vfl.parties.linear.optim`); scikit-learn's names.
-_UPDATE_PARAMS = ("optimizer", "penalty", "l1_ratio", "learning_rate_schedule", "power_t", "decay_rate",
-                  "decay_steps", "momentum", "beta_1", "beta_2", "epsilon", "rho", "early_stopping",
-                  "validation_fraction", "n_iter_no_change", "scoring", "class_weight", "packing", "feature_bound", "score_bound",
-                  "protocol", "reveal")
 
 
 class _VerticalLinearModel(VerticalEstimator):
@@ -115,14 +110,7 @@ class _VerticalLinearModel(VerticalEstimator):
 
     # -- fitting -------------------------------------------------------------------
     def _settings(self) -> TrainingSettings:
-        return TrainingSettings(
-            objective=self._objective, solver=self.solver, standardize=self.standardize,
-            learning_rate=self.learning_rate, max_iter=self.max_iter,
-            alpha=self.alpha, batch_size=self.batch_size, tol=self.tol, fit_intercept=self.fit_intercept,
-            key_bits=self.key_bits, insecure=self.insecure, frac_bits=self.frac_bits,
-            random_state=self.random_state, init=self.init, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
-            dp_label_bound=self.dp_label_bound, **{name: getattr(self, name) for name in _UPDATE_PARAMS},
-        )
+        return self._settings_of(TrainingSettings, objective=self._objective)
 
     def _check_run_params(self) -> None:
         """The parameters that are not training settings: how prediction runs, the engine, the progress bar."""

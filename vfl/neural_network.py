@@ -83,16 +83,8 @@ class _VerticalMLP(VerticalEstimator):
         hidden = self.hidden_layer_sizes
         if isinstance(hidden, (int, np.integer)) and not isinstance(hidden, bool):
             hidden = (int(hidden),)
-        return MLPSettings(task=task, hidden_layer_sizes=hidden, bottom_sizes=per_party,
-                           default_bottom=tuple(default) if isinstance(default, (tuple, list)) else default,
-                           standardize=self.standardize, activation=self.activation, solver=self.solver, alpha=self.alpha,
-                           batch_size=self.batch_size, learning_rate_init=self.learning_rate_init,
-                           max_iter=self.max_iter, shuffle=self.shuffle, tol=self.tol, momentum=self.momentum,
-                           nesterovs_momentum=self.nesterovs_momentum, early_stopping=self.early_stopping,
-                           validation_fraction=self.validation_fraction, beta_1=self.beta_1, beta_2=self.beta_2,
-                           epsilon=self.epsilon, n_iter_no_change=self.n_iter_no_change, frac_bits=self.frac_bits,
-                           random_state=self.random_state, dp_epsilon=self.dp_epsilon, dp_delta=self.dp_delta,
-                           dp_label_bound=self.dp_label_bound)
+        return self._settings_of(MLPSettings, task=task, hidden_layer_sizes=hidden, bottom_sizes=per_party,
+                                 default_bottom=tuple(default) if isinstance(default, (tuple, list)) else default)
 
     def _fit_task(self, data: VerticalDataset) -> str:
         return self._task

@@ -15,6 +15,7 @@ family (:mod:`vfl.runs`) in threads over the in-process transport.  Around that 
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
 
 from sklearn.base import BaseEstimator
@@ -46,6 +47,14 @@ class VerticalEstimator(BaseEstimator):
     def _run_files(self) -> dict | None:
         """``{name: writer(target, party)}`` of the files a run record keeps beside it (a family's shard)."""
         return None
+
+    def _settings_of(self, settings, **given):
+        """The family's ``settings`` dataclass (the one place its parameters are declared, which ``federation.toml``
+        reads too) from this estimator's parameters of the same names; ``given``: its fields the estimator does not
+        take as parameters of the same form."""
+        params = self.get_params(deep=False)
+        names = [f.name for f in dataclasses.fields(settings) if f.init and f.name not in given and f.name in params]
+        return settings(**{name: params[name] for name in names}, **given)
 
     def _roster_of(self, data: VerticalDataset, coordinator: str | None = None) -> Roster:
         """The roles of ``data``'s parties: the label column's holder is the label party."""
