@@ -64,7 +64,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
     if not resume:
         store.clear()
-    narrator = Narrator(role, settings.max_iter, unit="iteration") if narrate else None
+    narrator = Narrator(role, settings.max_iter, unit="iteration", family="trees", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     try:
         with Session(config, role, "train", narrator, shown) as session:
@@ -163,7 +163,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")
-    narrator = Narrator(role, phase="predict") if narrate else None
+    narrator = Narrator(role, phase="predict", family="trees", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"])

@@ -55,7 +55,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     store = CheckpointStore(workdir / "checkpoints", role, config.fingerprint("train"))
     if not resume:
         store.clear()
-    narrator = Narrator(role, settings.max_iter) if narrate else None
+    narrator = Narrator(role, settings.max_iter, family="mlp", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     alignment, metrics = None, None
     try:
@@ -189,7 +189,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             _check_shard(config, role, kind, shard, path)
             data = _load(config, role, kind, data_path, columns=shard["columns"], label_required=False)
             party = shards.shard_party(shard, role)
-    narrator = Narrator(role, phase="predict") if narrate else None
+    narrator = Narrator(role, phase="predict", family="mlp", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None

@@ -87,7 +87,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     if not resume:
         store.clear()
         step_path.unlink(missing_ok=True)
-    narrator = Narrator(role, settings.max_iter) if narrate else None
+    narrator = Narrator(role, settings.max_iter, family="credit", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)
@@ -323,7 +323,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     if shard is not None:
         with stops_told(config, role, "predict"):
             data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
-    narrator = Narrator(role, phase="predict") if narrate else None
+    narrator = Narrator(role, phase="predict", family="credit", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     summary = {"party": role, "role": kind, "label": roster.label}
     with Session(config, role, "predict", narrator, shown) as session:

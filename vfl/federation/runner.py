@@ -85,7 +85,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
         previous = _previous_shard(config, role, kind, data, workdir) if config.warm_start and data else None
     if not resume:
         _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))
-    narrator = Narrator(role, settings.max_iter) if narrate else None
+    narrator = Narrator(role, settings.max_iter, family="linear", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     coordinator = (Coordinator(settings.key_bits, settings.insecure, FixedPoint(settings.frac_bits))
                    if kind == "coordinator" else None)          # one key pair for every model of the run
@@ -299,7 +299,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
     with stops_told(config, role, "align"):
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         label_required=False, foreign=_foreign(config, kind), missing=True)   # kept as empty cells
-    narrator = Narrator(role, phase="align") if narrate else None
+    narrator = Narrator(role, phase="align", family="alignment", kind=kind) if narrate else None
     with Session(config, role, "align", narrator, Progress(role, False, record=record)) as session:
         session.hello()
         aligned, report = private_intersection(session.endpoint, config, role, data, 1, narrator)
@@ -346,7 +346,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                             columns=shard["columns"], label_required=False,
                             weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
-    narrator = Narrator(role, phase="predict") if narrate else None
+    narrator = Narrator(role, phase="predict", family="linear", kind=kind) if narrate else None
     shown = Progress(role, progress, record=record)
     with Session(config, role, "predict", narrator, shown) as session:
         extra = dict(rows_hello(data), trained_with=shard["trained_with"]) if data else None
