@@ -86,7 +86,7 @@ class ProgressBar:
     def __init__(self, verbose, total: int, desc: str, unit: str, stream=None):
         self.bar = self.lines = None
         if progress_enabled(verbose, stream):
-            self.bar = _tqdm_class()(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True)
+            self.bar = _tqdm(total, desc, unit, stream)
         elif isinstance(verbose, str):          # "auto" in a log, a pipe or CI: a line now and then
             self.lines = Lines(total, desc, unit, sys.stderr if stream is None else stream)
 
@@ -165,14 +165,35 @@ class Lines:
         self.said = True
 
 
-def _tqdm_class():
-    """tqdm's notebook widget in a notebook that has ipywidgets, its text bar everywhere else."""
-    if in_notebook():
-        try:
-            from tqdm.notebook import IProgress, tqdm as notebook_tqdm
-            if IProgress is not None:
-                return notebook_tqdm
-        except ImportError:
-            pass
+def _tqdm(total: int, desc: str, unit: str, stream):
+    """tqdm's text bar: on ``stream``, or in a notebook on one output of the cell (:class:`NotebookLine`)."""
     from tqdm.std import tqdm
-    return tqdm
+
+    if in_notebook():
+        return tqdm(total=total, desc=desc, unit=unit, file=NotebookLine(), ncols=100)
+    return tqdm(total=total, desc=desc, unit=unit, file=stream, dynamic_ncols=True)
+
+
+class NotebookLine:
+    """A file for tqdm in a notebook: every redraw replaces the one output it keeps in the cell.
+
+    IPython's ``display_id`` updates that output in place, so the saved notebook (nbclient's, a
+    browser's) holds the bar's last state.  tqdm's widget would keep its first: the text saved with
+    it stays at 0%, and its redraws to standard error would be kept one per output.
+    """
+
+    #: tqdm draws its bar in blocks on a file that says it takes UTF-8 (else in '#')
+    encoding = "utf-8"
+
+    def __init__(self):
+        from IPython.display import display
+
+        self.handle = display({"text/plain": ""}, raw=True, display_id=True)
+
+    def write(self, text: str) -> None:
+        line = text.replace("\r", "").strip("\n")
+        if line.strip():
+            self.handle.update({"text/plain": line}, raw=True)
+
+    def flush(self) -> None:
+        pass
