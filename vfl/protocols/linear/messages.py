@@ -40,7 +40,7 @@ MESSAGES = {
                            "shared protocol with early stopping: and the validation rows' count)",
     # one pass of Table 2 (vfl.protocols.linear.passes)
     ("feature", "scores"): "encrypted partial scores [[u_k]] of its rows (a batch, or the rows to score)",
-    ("feature", "packed_scores"): "encrypted partial scores [[u_k]], packed: several per ciphertext",
+    ("feature", "packed_scores"): "encrypted partial scores [[u_k]], packed",
     ("label", "residual"): "encrypted residuals [[d]] = sum_k [[u_k]] + u_B - kappa y",
     ("label", "packed_residual"): "encrypted residuals [[d]] = sum_k [[u_k]] + u_B - kappa y, packed",
     ("feature", "masked_gradient"): "encrypted gradient plus its mask [[X_k^T d + R]]",
