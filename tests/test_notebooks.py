@@ -84,6 +84,17 @@ def test_notebook_runs_and_draws_a_figure(path, executed):
     assert any("image/png" in o.get("data", {}) for o in outputs), f"{path.name} draws no figure"
 
 
+def test_notebook_1s_progress_bar_is_saved_finished(executed):
+    """The fits' bars are one output each, redrawn in place: the executed notebook keeps them at their end, not at
+    0% (a widget's saved text) nor as one stderr output per redraw."""
+    notebook, _ = executed(FOLDER / "01_protocol_step_by_step.ipynb")
+    outputs = _outputs(notebook)
+    bars = [o["data"]["text/plain"] for o in outputs if o.output_type == "display_data"
+            and "vfl training" in o.get("data", {}).get("text/plain", "")]
+    assert bars and all(re.search(r"(\d+)/\1 \[", bar) for bar in bars), bars
+    assert not [o for o in outputs if o.output_type == "stream" and "vfl training" in o.get("text", "")]
+
+
 def test_every_attack_succeeds_against_its_weakened_step_and_fails_against_vfl(executed):
     notebook, probe = executed(FOLDER / "03_attacks.ipynb")
     results = probe["results"]

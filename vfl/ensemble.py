@@ -226,7 +226,8 @@ class VerticalGradientBoostingClassifier(ClassifierMixin, _VerticalGradientBoost
         The crypto engine ("fast", "simple").
     verbose : bool or "auto", default="auto"
         A progress bar over the iterations, with the training loss and the time left:
-        ``"auto"`` shows it on a terminal or in a notebook only (not in logs, pipes or CI).
+        ``"auto"`` shows it on a terminal or in a notebook; in logs, pipes or CI it writes a plain
+        line to standard error at most every 10 s instead (nothing for a shorter fit).
     n_jobs : int or None, default=None
         Workers for the encrypted work, scikit-learn's meaning.
     <<release options: vfl.release_options.DOC>>

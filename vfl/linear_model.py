@@ -441,7 +441,8 @@ class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
         The crypto engine (default: the fastest registered).
     verbose : bool or "auto", default="auto"
         A progress bar over the epochs, with the loss and the time left: ``"auto"``
-        shows it on a terminal or in a notebook only (not in logs, pipes or CI).
+        shows it on a terminal or in a notebook; in logs, pipes or CI it writes a plain line to
+        standard error at most every 10 s instead (nothing for a shorter fit).
     init : {"random", "zeros"}, default="random"
         Where the weights start.  ``"random"``: each party draws a secret start from
         the operating system's CSPRNG, so the first gradient does not reveal the labels

@@ -212,7 +212,9 @@ class VerticalMLPClassifier(ClassifierMixin, _VerticalMLP):
     tol, n_iter_no_change, early_stopping, validation_fraction : scikit-learn's meanings
         (the validation rows are drawn from the seed, not stratified by label).
     verbose : bool or "auto", default="auto"
-        A progress bar over the epochs with the loss.
+        A progress bar over the epochs with the loss: ``"auto"`` shows it on a terminal or in a
+        notebook; in logs, pipes or CI it writes a plain line to standard error at most every 10 s
+        instead (nothing for a shorter fit).
     momentum, nesterovs_momentum, beta_1, beta_2, epsilon : scikit-learn's meanings
     frac_bits : int, default=40
         Fixed-point precision of the shared backward pass.

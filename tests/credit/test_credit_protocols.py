@@ -236,7 +236,7 @@ def test_population_stability_s_floor_is_the_one_docs_credit_scoring_quotes():
 
 
 def test_every_message_of_woe_selection_and_pearson_is_described():
-    from vfl.deploy.narration import DESCRIPTIONS, message_table
+    from vfl.deploy.narration import NOT_DESCRIBED, message_table
 
     x_a, _, x_b, y = tables(n=300)
     binner_a, binner_b = Binner(4).fit(x_a), Binner(4).fit(x_b)
@@ -247,8 +247,8 @@ def test_every_message_of_woe_selection_and_pearson_is_described():
     inprocess.woe(parties, roster, 1024, True, transcript)
     inprocess.select(parties, {"A": x_a, "B": x_b}, roster, SelectionRules(iv_threshold=None, max_vif=5.0),
                      share_woe=True, transcript=transcript)
-    table = message_table(transcript)
-    assert set(table["name"]) <= set(DESCRIPTIONS)
+    table = message_table(transcript, family="credit", roster=roster)
+    assert (table["what"] != NOT_DESCRIBED).all()
     assert {"woe_start", "classes", "counts", "iv_kept", "pearson_rows", "pearson_products", "pearson",
             "own_correlation", "plan"} <= set(table["name"])
     assert parties["A"].correlation.shape == (2, 3)         # the block both learn: B's kept columns by A's

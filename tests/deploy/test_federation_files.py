@@ -297,7 +297,8 @@ def test_rows_check_refuses_other_ids_and_a_missing_salt(tmp_path):
 
 def test_narrator_one_line_per_message():
     out = io.StringIO()
-    narrator, coordinator = Narrator("telco", total_epochs=3, stream=out), Narrator("hub", total_epochs=3, stream=out)
+    narrator = Narrator("telco", total_epochs=3, stream=out, family="linear", kind="feature")
+    coordinator = Narrator("hub", total_epochs=3, stream=out, family="linear", kind="coordinator")
     message = Message("masked_gradient", "ciphertext", 1, {"ciphertexts": BigInts.from_ints([1, 2, 3], 256),
                                                            "exponent": 4})
     narrator("->", "hub", message, 1234)
@@ -307,7 +308,7 @@ def test_narrator_one_line_per_message():
     coordinator.loss(1, 0.5)
     lines = out.getvalue().splitlines()
     assert lines == [
-        "[telco] epoch 2/3  telco -> hub  masked_gradient: encrypted gradient plus mask [[X^T d + R]]  "
+        "[telco] epoch 2/3  telco -> hub  masked_gradient: encrypted gradient plus its mask [[X_k^T d + R]]  "
         "[ciphertext, 3 values, 1,234 bytes]",
         "[telco] epoch 2/3  telco -> bank  loss_part: encrypted loss part [[a u_k.d + penalty]]  "
         "[ciphertext, 1 value, 300 bytes]",

@@ -5,7 +5,7 @@ import pytest
 
 from vertical_data import make_vertical
 from vfl import inprocess
-from vfl.deploy.narration import DESCRIPTIONS, message_table
+from vfl.deploy.narration import NOT_DESCRIBED, message_table
 from vfl.parties import Coordinator
 from vfl.parties.linear import PartyA, PartyB
 from vfl.protocols.linear import TrainingSettings
@@ -32,8 +32,7 @@ def test_every_message_is_described_with_its_count_of_values(run):
     table = message_table(transcript)
     assert list(table.columns) == ["iteration", "sender", "receiver", "name", "kind", "values", "bytes", "what"]
     assert len(table) == len(transcript.records)
-    assert set(table["name"]) <= set(DESCRIPTIONS)
-    assert (table["what"] != table["name"]).all()
+    assert (table["what"] != NOT_DESCRIBED).all() and (table["what"] != table["name"]).all()
     counts = table.groupby(["sender", "receiver", "name", "kind"])["values"].unique()
     assert list(counts["A", "B", "scores", "ciphertext"]) == [24, 10]       # training rows, then prediction rows
     assert list(counts["A", "C", "masked_gradient", "ciphertext"]) == [a.n_gradient_values]
@@ -42,6 +41,34 @@ def test_every_message_is_described_with_its_count_of_values(run):
     assert list(counts["A", "C", "partial_scores", "plaintext"]) == [10]
     assert list(counts["C", "A", "public_key", "public"]) == [0]
     assert table.loc[(table["name"] == "scores") & (table["kind"] == "masked"), "what"].str.contains("masked").all()
+    # the coordinator's reply is masked, not encrypted; the feature party's scores are
+    by_sender = table.drop_duplicates(["sender", "name"]).set_index(["sender", "name"])["what"]
+    assert "encrypted" not in by_sender["C", "scores"] and "encrypted" in by_sender["A", "scores"]
+
+
+def test_the_board_names_a_training_run_s_scoring_round_for_what_it_is():
+    from vfl.board.runs import step_of
+
+    assert step_of("masked_packed_scores", "train") == "training metrics"
+    assert step_of("masked_packed_scores", "predict") == "prediction"
+    assert step_of("masked_validation", "train") == step_of("validation_scores", "train") == "validation"
+
+
+def test_the_board_describes_a_message_by_its_family_and_sender():
+    from vfl.board.learned import received
+
+    groups = {("control", "B", "public"): [3, 300], ("packed_scores", "C", "masked"): [1, 900],
+              ("packed_scores", "A", "ciphertext"): [1, 900], ("hello", "C", "public"): [1, 100],
+              ("psi_hello", "A", "public"): [1, 200], ("mystery", "C", "public"): [1, 10]}
+    parties = {"A": "feature", "B": "label", "C": "coordinator"}
+    trees = {row["name"]: row["what"] for row in received(groups, "trees", parties)}
+    assert "conjugate" not in trees["control"] and "validation score" in trees["control"]
+    linear = {(row["name"], row["peer"]): row for row in received(groups, "linear", parties)}
+    assert "encrypted" not in linear["packed_scores", "C"]["what"] and "masked" in linear["packed_scores", "C"]["what"]
+    assert "encrypted" in linear["packed_scores", "A"]["what"]
+    assert "salt" not in linear["hello", "C"]["what"] and "row" not in linear["hello", "C"]["what"]
+    assert linear["psi_hello", "A"]["what"] != "psi_hello" and "salt" in linear["psi_hello", "A"]["what"]
+    assert linear["mystery", "C"]["what"] == "not described"
 
 
 def test_one_party_s_view_is_what_it_received(run):

@@ -63,7 +63,7 @@ def create_app(workdir: Workdir, token: str | None = None, access: str | None = 
                       live_html=_live_html(info, live, bool((result or {}).get("loss_curve"))),
                       running=info.get("status") == "running",
                       sections=results.sections(info, result, folder, live, tree),
-                      received=learned.received(live.received, info.get("task", "train")), kinds=learned.KINDS,
+                      received=_received(info, live), kinds=learned.KINDS,
                       statement=said, serving=info.get("task") == "serve" and bool(info.get("http")))
 
     @app.get("/runs/{run_id}/live", response_class=HTMLResponse)
@@ -76,7 +76,7 @@ def create_app(workdir: Workdir, token: str | None = None, access: str | None = 
         info = workdir.info(run_id)
         live = workdir.live(run_id)
         answer = templates.TemplateResponse(request, "received.html", {
-            "received": learned.received(live.received, info.get("task", "train")), "kinds": learned.KINDS,
+            "received": _received(info, live), "kinds": learned.KINDS,
             "running": info.get("status") == "running"})
         answer.headers["X-Run-Status"] = info["status"]
         return answer
@@ -93,6 +93,11 @@ def create_app(workdir: Workdir, token: str | None = None, access: str | None = 
                 "lines": [text for _, text in live.lines[-20:]], "result": workdir.result(run_id)}
 
     return app
+
+
+def _received(info: dict, live) -> list[dict]:
+    """What the party received in the run, described by family and sender (:func:`vfl.board.learned.received`)."""
+    return learned.received(live.received, info.get("family", ""), info.get("parties", {}), info.get("task", "train"))
 
 
 _COOKIE = "vfl_board"

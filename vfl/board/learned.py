@@ -1,14 +1,15 @@
 """What a party learned in a run: the messages it received, by step, beside what the docs say its role learns.
 
-The statements are the docs' tables in one line each (README threat model,
-docs/threat_model.md, docs/trees.md, docs/mlp.md, docs/credit_scoring.md, docs/psi.md,
-docs/serving.md), where the board shows them beside the messages themselves.
+What each message carries is read from the protocols' own tables, by family and sender
+(:func:`vfl.deploy.narration.description`).  The statements are the docs' tables in one line each
+(README threat model, docs/threat_model.md, docs/trees.md, docs/mlp.md, docs/credit_scoring.md,
+docs/psi.md, docs/serving.md), where the board shows them beside the messages themselves.
 """
 
 from __future__ import annotations
 
 from vfl.board.runs import step_of
-from vfl.deploy.narration import DESCRIPTIONS
+from vfl.deploy.narration import NOT_DESCRIBED, description
 
 #: What each role learns, per family: (learns, does not learn, the doc that says more).
 STATEMENTS = {
@@ -91,16 +92,6 @@ STATEMENTS = {
         "docs/serving.md"),
 }
 
-#: The private set intersection's messages (:mod:`vfl.protocols.psi`), which the narrator describes in its own lines.
-PSI_DESCRIPTIONS = {
-    "psi_hello": "a share of the salt and its row count",
-    "psi_setup": "every party's salt share and row count",
-    "psi_hub_points": "the hub's ids as a·H(id): blinded by a scalar the receiver does not know",
-    "psi_spoke_points": "the spoke's ids as b·H(id), shuffled",
-    "psi_hub_digests": "hashes of b·(a·H(id)) of the hub's ids, in the hub's order",
-    "psi_result": "which of its rows are in the intersection, in the common order",
-}
-
 #: What each message kind says about the values it carries.
 KINDS = {
     "ciphertext": "Paillier-encrypted: nothing without the key",
@@ -115,11 +106,13 @@ def statement(family: str, role: str, task: str = "train") -> tuple[str, str, st
     return STATEMENTS.get((family, role))
 
 
-def received(groups: dict, task: str = "train") -> list[dict]:
+def received(groups: dict, family: str, parties: dict, task: str = "train") -> list[dict]:
     """The messages this party received (``groups``: :attr:`vfl.board.runs.Live.received`), described.
 
+    ``parties`` maps each party's name to its role (``run.json``): a message is described by its sender's
+    role in the family's table (:func:`vfl.deploy.narration.description`); one no table describes says so.
     Each group: ``step``, ``name``, ``peer``, ``kind``, ``count``, ``bytes`` and ``what`` (the description).
     """
     return [{"step": step_of(name, task), "name": name, "peer": peer, "kind": kind, "count": count, "bytes": nbytes,
-             "what": DESCRIPTIONS.get(name) or PSI_DESCRIPTIONS.get(name, name)}
+             "what": description(family, parties.get(peer, ""), name, task) or NOT_DESCRIBED}
             for (name, peer, kind), (count, nbytes) in groups.items()]

@@ -292,10 +292,11 @@ STEPS = {
 
 def step_of(name: str, task: str = "train") -> str:
     """The step a message named ``name`` belongs to in a run of ``task`` (its main step unless listed in
-    :data:`STEPS`: ``training``, or ``prediction`` in a prediction or a service)."""
-    if name.startswith("validation") or name == "early_stop":
+    :data:`STEPS`: ``training``, or ``prediction`` in a prediction or a service).  A training run's
+    prediction messages are its training-metrics round: the label party's metrics on its own rows."""
+    if name.startswith("validation") or name in ("early_stop", "masked_validation"):
         return "validation"
     for step, names in STEPS.items():
         if name in names:
-            return step
+            return "training metrics" if step == "prediction" and task == "train" else step
     return "training" if task == "train" else "prediction"

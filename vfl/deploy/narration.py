@@ -6,8 +6,10 @@ narrated once, by its sender: who sends what to whom, what kind of value it is
 random mask only the receiver can remove; ``public``: harmless in clear;
 ``plaintext``: a value in clear that is not public), how many values and how
 many bytes.  Lines start with ``[NAME]``, the party's name, so every party can
-share one screen.  :func:`message_table` gives the same descriptions as a table,
-for a notebook.
+share one screen.  What each message carries is read from its family's table
+(:mod:`vfl.protocols.messages`), by the sender's role: the board reads the same
+(:func:`description`).  :func:`message_table` gives the same descriptions as a
+table, for a notebook.
 """
 
 from __future__ import annotations
@@ -16,119 +18,51 @@ import sys
 
 import numpy as np
 
+from vfl.protocols import messages as common
+from vfl.protocols import psi, psi_secretflow
+from vfl.protocols.credit.messages import MESSAGES as CREDIT
+from vfl.protocols.linear.messages import MESSAGES as LINEAR
+from vfl.protocols.messages import lookup
+from vfl.protocols.mlp.messages import MESSAGES as MLP
+from vfl.protocols.roster import TWO_PARTY, Roster
+from vfl.protocols.trees.messages import MESSAGES as TREES
 from vfl.transport.message import BigInts
 
-#: What each protocol message carries, in the notation of Yang et al. 2019 (``k``: one feature party).
-DESCRIPTIONS = {
-    "hello": "settings fingerprint, row and column counts and a fresh salt for the row-id digest",
-    "ids_digest": "digest of the sorted row ids under both parties' salts",
-    "columns": "every data party's column count (for the gradient-equations check)",
-    "models": "how many models the run trains or scores (one per class for one-vs-rest)",
-    "public_key": "Paillier public key n",
-    "resume": "the last epoch it completed",
-    "start": "the epoch to resume after (-1: from the start)",
-    "schedule": "batch-order seed and row count",
-    "scores": "encrypted partial scores [[u_k]]",
-    "residual": "encrypted residuals [[d]] = sum_k [[u_k]] + u_B - kappa y",
-    "loss_part": "encrypted loss part [[a u_k.d + penalty]]",
-    "loss": "encrypted batch loss [[L]]",
-    "masked_gradient": "encrypted gradient plus mask [[X^T d + R]]",
-    "gradient": "decrypted gradient, still masked: X^T d + R",
-    "control": "continue or stop (conjugate gradient: and beta, the next direction's weight)",
-    "norm_part": "encrypted share of the squared gradient norm [[|g_k|^2]]",
-    "norm": "encrypted squared gradient norm [[|g|^2]], summed over the parties",
-    "step": "conjugate gradient's step size eta along the direction p",
-    "rows": "number of rows to score",
-    "masked_scores": "encrypted scores plus mask [[z + R]]",
-    "partial_scores": "partial scores in clear (Table 3: the coordinator learns them)",
-    "abort": "this party stopped, and why",
-    "packed_scores": "encrypted partial scores [[u_k]], packed",
-    "packed_residual": "encrypted residuals [[d]] = sum_k [[u_k]] + u_B - k y, packed",
-    "masked_packed_gradient": "encrypted gradient products, every slot masked",
-    "packed_loss_part": "encrypted loss part [[a u_k.d + penalty]] in slot s-1",
-    "packed_loss": "encrypted batch loss [[L]] in slot s-1, every other slot masked",
-    "masked_packed_scores": "encrypted scores, packed, plus one mask uniform over Z_n per ciphertext [[Z + R]]",
-    # the shared protocol (vfl.protocols.linear.shared): no party learns a gradient
-    "parameters": "how many parameters it holds a share of (its weights, and the label party's intercept)",
-    "weight_share": "the coordinator's share of the party's weights, encrypted [[c_k]]",
-    "gradient_share": "encrypted gradient plus the party's mask [[X_k^T d + 2^V + rho_k]]: the coordinator keeps "
-                      "X_k^T d + rho_k as its share, the party -rho_k",
-    "loss_share": "encrypted share of the loss [[a_k.G_k - rho_k.c_k + penalty]] (a_k: the party's share)",
-    "model_share": "the coordinator's share of the party's weights: with its own, its weights",
-    "validation_weight_share": "validation rows: the coordinator's share of the party's weights, encrypted [[c_k]]",
-    "validation_scores": "validation rows: encrypted partial scores [[u_k]]",
-    "validation_residual": "validation rows: encrypted residuals [[d]]",
-    "validation_gradient_share": "validation rows: encrypted gradient plus the party's mask",
-    "validation_loss_share": "validation rows: encrypted share of the loss",
-    "validation_loss": "validation rows: encrypted loss less the coordinator's part: it learns the validation loss",
-    "packed_gradient_share": "encrypted gradient products, packed, every slot masked: the coordinator keeps slot "
-                             "s-1, X_k^T d + rho_k, as its share, the party -rho_k",
-    "returned_gradient_share": "the coordinator's share of the party's gradient, encrypted afresh [[X_k^T d + rho_k]]",
-    "validation_packed_scores": "validation rows: encrypted partial scores [[u_k]], packed",
-    "validation_packed_residual": "validation rows: encrypted residuals [[d]], packed",
-    "validation_packed_gradient_share": "validation rows: encrypted gradient products, packed, every slot masked",
-    "validation_returned_gradient_share": "validation rows: the coordinator's share of the gradient, encrypted",
-    # gradient boosting (SecureBoost): the label party holds the key
-    "iteration": "a new boosting iteration; whether the feature parties take part in its trees",
-    "gradients": "encrypted gradients and hessians [[g, h]], one packed ciphertext per row",
-    "nodes": "the rows of each new node (a bit per row of the split node), and the nodes to evaluate",
-    "round": "a new round: how many nodes' sums to compute (node membership hidden), or the tree's shape",
-    "round_gradients": "encrypted gradients [[g, h, 1]] per row in its node's slot, zeros elsewhere",
-    "candidates": "encrypted left sums [[G_L, H_L]] of its split candidates, shuffled, several per ciphertext",
-    "split": "which of its candidates won at which node (positions in its shuffled order)",
-    "partition": "which rows of the node go left at its split, and the split's column index",
-    "validation_masks": "per validation row, the leaves its own splits allow (a bit per leaf)",
-    "predict": "rows to score, and the trees holding this party's splits",
-    "leaf_masks": "per row, the leaves its own splits allow in each tree (a bit per leaf)",
-    # the credit-scoring pipeline: WOE/IV and selection (the label party holds the key), Pearson
-    "pipeline_resume": "whether it has the checkpoint of WOE/IV and selection (and whether all resume from it)",
-    "woe_start": "Paillier public key n of the label party, row and class counts, rows per chunk",
-    "bins": "how many bins each of its columns has (a missing-value bin included)",
-    "classes": "encrypted one-hot class [[1{y = c}]] per row, one packed ciphertext per row, a chunk of rows",
-    "counts": "encrypted class counts [[sum 1{y = c}]] of every bin of every column, bins shuffled per column",
-    "iv_kept": "which of its columns the IV rules keep (a bit per column)",
-    "pearson_start": "Paillier public key n, row and column counts and the bits of its rounded standardized values",
-    "pearson_columns": "its column count and the bits of its rounded standardized values",
-    "pearson_rows": "encrypted standardized values [[z]], its columns side by side in one ciphertext per row",
-    "pearson_products": "encrypted sums over rows [[sum z_a z_b]], one ciphertext per column of its own",
-    "pearson": "the Pearson correlation matrix both parties learn",
-    "own_correlation": "the correlations among its own IV-kept columns",
-    "plan": "which of its columns are selected (with share_woe: every bin's WOE, shuffled order, and each IV)",
-    "model_columns": "how many model columns its selected columns make (WOE values or bin indicators)",
-}
+#: Each family's table of what its messages carry (the alignment runs only the shared messages).
+FAMILIES = {"linear": LINEAR, "trees": TREES, "credit": CREDIT, "mlp": MLP, "alignment": {}}
+#: The messages of every family: the private set intersection and the session's.
+SHARED = (psi.MESSAGES, psi_secretflow.MESSAGES, common.MESSAGES)
+#: What a message no table describes is called: a gap to fill, said as such.
+NOT_DESCRIBED = "not described"
 
 
-def describe(message) -> tuple[str, int]:
-    """A short description of ``message`` and how many numbers it carries."""
+def description(family: str, role: str, name: str, task: str = "train") -> str | None:
+    """What message ``name`` carries when a ``role`` party sends it in a ``task`` run of ``family``.
+
+    Read from the protocols' own tables (:mod:`vfl.protocols.messages`); ``None`` if none describes it.
+    """
+    for table in (FAMILIES.get(family, {}), *SHARED):
+        text = lookup(table, role, name, task)
+        if text:
+            return text
+    return None
+
+
+def describe(message, family: str, role: str, task: str = "train") -> tuple[str, int]:
+    """A short description of ``message``, sent by a ``role`` party in a ``task`` run of ``family``, and how many
+    numbers it carries (:data:`NOT_DESCRIBED` if no table describes it)."""
     count = sum(len(v) if isinstance(v, BigInts) else int(v.size)
                 for v in message.fields.values() if isinstance(v, (BigInts, np.ndarray)))
     if isinstance(message.fields.get("bits"), bytes) and isinstance(message.fields.get("count"), int):
         count += message.fields["count"]            # a bit vector: one value per bit
-    text = DESCRIPTIONS.get(message.name, message.name)
-    if message.name == "hello" and "ids_salt" not in message.fields:
-        text = "settings fingerprint"
-    elif message.name == "hello" and "trained_with" in message.fields:
-        text = "settings fingerprint, the shard's training fingerprint, row count and a salt for the row-id digest"
-    if message.name == "schedule" and "seed" not in message.fields:
-        text = "row count"
-    if message.name == "start" and "n_trees" in message.fields:
-        text = "the iteration to resume after, the validation rows' seed, row count and trees per iteration"
-    if message.name == "resume" and "last_iteration" in message.fields:
-        text = "the last iteration it completed"
-    if message.name == "control" and set(message.fields) == {"stop"}:
-        text = "continue or stop (the label party's validation score decides)"
-    if message.name == "scores" and message.kind == "plaintext":
-        text = "scores z"
-    elif message.name == "scores" and message.kind == "masked":
-        text = "decrypted scores, still masked: z + R"
-    elif message.name == "packed_scores" and message.kind == "masked":
-        text = "decrypted packed scores, still masked: Z + R"
+    text = description(family, role, message.name, task) or NOT_DESCRIBED
     if isinstance(message.fields.get("slots"), int):
         text += f" ({message.fields['slots']} values per ciphertext)"
     return text, count
 
 
-def message_table(transcript, receiver: str | None = None):
+def message_table(transcript, receiver: str | None = None, family: str = "linear", roster: Roster = TWO_PARTY,
+                  task: str = "train"):
     """Every message of a transcript, described for a learner: what each party saw.
 
     Parameters
@@ -138,6 +72,12 @@ def message_table(transcript, receiver: str | None = None):
         are read from the messages themselves.
     receiver : str, optional
         Only the messages this party received: its view of the run.
+    family : {"linear", "trees", "credit", "mlp", "alignment"}
+        The run's family: whose table of messages describes them.
+    roster : vfl.protocols.Roster
+        Who played which role (default: feature party A, label party B, coordinator C).
+    task : str
+        ``"train"``, ``"predict"`` or ``"align"``.
 
     Returns
     -------
@@ -162,7 +102,8 @@ def message_table(transcript, receiver: str | None = None):
         raise ValueError("message_table reads the messages themselves: record them with "
                          "Transcript(keep_payloads=True)")
     frame = transcript.to_frame()
-    described = [describe(message) for _, _, message in transcript.messages()]
+    roles = {**{k: "feature" for k in roster.features}, roster.label: "label", roster.coordinator: "coordinator"}
+    described = [describe(message, family, roles.get(sender, ""), task) for sender, _, message in transcript.messages()]
     frame.insert(frame.columns.get_loc("bytes"), "values", [count for _, count in described])
     frame["what"] = [text for text, _ in described]
     if receiver is not None:
@@ -182,12 +123,21 @@ class Narrator:
     stream : file, optional
         Default: standard output, flushed after every line.
     phase : str
-        How messages outside any epoch are labelled ("setup", "predict").
+        How messages outside any epoch are labelled ("setup", "predict", "align"); also the task whose
+        descriptions it reads (:func:`description`: "predict", "align", else "train").
+    unit : str
+        What an iteration is called ("epoch", "iteration").
+    family : str
+        The run's family, whose table describes the messages.
+    kind : str
+        The party's role: "feature", "label" or "coordinator".
     """
 
     def __init__(self, role: str, total_epochs: int | None = None, stream=None, phase: str = "setup",
-                 unit: str = "epoch"):
+                 unit: str = "epoch", *, family: str, kind: str):
         self.role = role
+        self.family, self.kind = family, kind
+        self.task = {"predict": "predict", "align": "align"}.get(phase, "train")
         self.total = total_epochs
         self.stream = stream if stream is not None else sys.stdout
         self.phase = phase
@@ -197,7 +147,7 @@ class Narrator:
     def __call__(self, direction: str, peer: str, message, nbytes: int) -> None:
         if direction != "->":
             return
-        text, count = describe(message)
+        text, count = describe(message, self.family, self.kind, self.task)
         values = f"{count} value{'s' if count != 1 else ''}, " if count else ""
         self.say(f"{self._when(message.iteration)}{self.role} -> {peer}  {message.name}: {text}  "
                  f"[{message.kind}, {values}{nbytes:,} bytes]")

@@ -104,8 +104,9 @@ def party_run(config: FederationConfig, role: str, task: str, data: PartyData | 
             store.clear()
     narrator = None
     if narrate:
-        narrator = (Narrator(role, config.training.max_iter, unit=unit) if task == "train"
-                    else Narrator(role, phase=task))
+        family = config.family.name
+        narrator = (Narrator(role, config.training.max_iter, unit=unit, family=family, kind=kind) if task == "train"
+                    else Narrator(role, phase=task, family=family, kind=kind))
     shown = Progress(role, progress, record=record)
     try:
         with Session(config, role, task, narrator, shown) as session:

@@ -285,7 +285,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
     with stops_told(config, role, "align"):
         data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                         label_required=False, foreign=_foreign(config, kind), missing=True)   # kept as empty cells
-    narrator = Narrator(role, phase="align") if narrate else None
+    narrator = Narrator(role, phase="align", family="alignment", kind=kind) if narrate else None
     with Session(config, role, "align", narrator, Progress(role, False, record=record)) as session:
         session.hello()
         aligned, report = private_intersection(session.endpoint, config, role, data, 1, narrator)

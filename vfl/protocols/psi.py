@@ -72,6 +72,19 @@ OnProgress = Callable[[int, int], None]
 
 
 # -- shared steps ----------------------------------------------------------------------------
+#: What each message of the intersection carries, by sender (the hub is the label party, each spoke a feature
+#: party), as :mod:`vfl.protocols.messages` says.
+MESSAGES = {
+    ("feature", "psi_hello"): "the protocol's version, its share of the salt and its row count",
+    ("label", "psi_setup"): "every party's salt share and row count (or why the run stops: too few rows)",
+    ("feature", "psi_spoke_points"): "its ids as b·H(id), shuffled: blinded by a scalar b only it knows",
+    ("label", "psi_hub_points"): "its ids as a·H(id): blinded by a scalar a only it knows",
+    ("feature", "psi_hub_digests"): "hashes of b·(a·H(id)) of the hub's ids, in the hub's order",
+    ("label", "psi_result"): "the size of the intersection and which of the spoke's rows are in it, in the common "
+                             "order",
+}
+
+
 def check_unique(ids: Sequence[bytes], party: str) -> None:
     """Refuse a list with the same id twice, naming both rows (0-based positions)."""
     seen: dict[bytes, int] = {}

@@ -62,6 +62,17 @@ _KEY = "k"
 _TRACE = re.compile(r"Trace has been written to (\S+\.trace)\.")
 
 
+#: What each message around SecretFlow's PSI engine carries, by sender (the hub is the label party), as
+#: :mod:`vfl.protocols.messages` says; the engine's own traffic runs on its own links.
+MESSAGES = {
+    ("feature", "sfpsi_hello"): "the protocol's version and its row count",
+    ("label", "sfpsi_setup"): "every party's row count and the id of the engine's link (or why the run stops)",
+    ("feature", "sfpsi_done"): "its engine runs are over",
+    ("label", "sfpsi_result"): "the size of the intersection and which of the spoke's rows are in it, in the common "
+                               "order",
+}
+
+
 def spu_installed() -> bool:
     """Whether SecretFlow's ``spu`` package can be imported here (without importing it: it is large)."""
     return importlib.util.find_spec("spu") is not None
