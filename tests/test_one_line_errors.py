@@ -40,8 +40,9 @@ def test_run_script_keeps_a_bug_s_traceback_and_passes_exit_codes_on():
     assert run_script(lambda: 3) == 3 and run_script(lambda: {"auc": 0.9}) == 0 and run_script(lambda: None) == 0
 
 
-def test_a_one_column_party_refused_by_the_score_span_rule_is_one_line_in_a_script(tmp_path):
-    """The real refusal, in a script of the examples' shape: its message alone, exit code 2."""
+def test_a_one_column_party_refused_by_the_release_check_is_one_line_in_a_script(tmp_path):
+    """The real refusal, in a script of the examples' shape: its message alone, exit code 2 (the fit warns; the
+    prediction refuses to release a one-column party's partial scores)."""
     script = tmp_path / "one_column.py"
     script.write_text(textwrap.dedent("""
         import numpy as np, pandas as pd
@@ -54,16 +55,17 @@ def test_a_one_column_party_refused_by_the_score_span_rule_is_one_line_in_a_scri
             a = pd.DataFrame({"id": range(60), "a0": x[:, 0]})
             b = pd.DataFrame({"id": range(60), "b0": x[:, 1], "b1": x[:, 2], "y": (x.sum(1) > 0).astype(int)})
             data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
-            VerticalLogisticRegression(key_bits=1024, insecure=True, max_iter=2).fit(data)
+            VerticalLogisticRegression(key_bits=1024, insecure=True, max_iter=2).fit(data).predict(data)
 
         if __name__ == "__main__":
             raise SystemExit(run_script(main))
         """))
-    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-W", "ignore", str(script)], capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 2, done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.splitlines()) == 1, done.stderr
-    assert done.stderr.startswith("one_column.py: error: party A: the model gives the label party B one score per "
-                                  "predicted row, not fewer than the rank 1 of A's 1 column(s)"), done.stderr
+    assert done.stderr.startswith("one_column.py: error: party A: releasing its partial scores at prediction would "
+                                  "let the label party B rebuild column 'a0'"), done.stderr
 
 
 @pytest.mark.parametrize("path", sorted(EXAMPLES.glob("*.py")), ids=lambda p: p.name)
