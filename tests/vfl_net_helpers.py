@@ -189,7 +189,7 @@ def _run_vfl(args, out_path, err_path):
 # Party processes are forked from a server that imported vfl once: real processes (they can be
 # killed, stopped, and have their own sockets), without paying the imports for every one.
 _CONTEXT = multiprocessing.get_context("forkserver")
-_CONTEXT.set_forkserver_preload(["vfl.cli", "vfl.federation.cli", "vfl.federation.runner"])
+_CONTEXT.set_forkserver_preload(["vfl.cli", "vfl.federation.cli", "vfl.federation.linear"])
 _COUNTER = itertools.count()
 
 

@@ -8,7 +8,7 @@ of testing which family it is::
 
     family = FAMILIES["trees"]
     family.coordinator          # False: the label party holds the key pair
-    family.module("party")      # vfl.federation.boosting: its train() and predict() for `vfl party`
+    family.module("party")      # vfl.federation.trees: its train() and predict() for `vfl party`
 
 The modules are named, not imported, so that this registry imports no face: each face imports the part it
 runs (:meth:`Family.module`).  A fifth family is one folder per floor and one entry in :data:`FAMILIES`.
@@ -71,14 +71,14 @@ class Family:
 #: Every family, by its word.
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("linear", "linear or logistic regression", None, coordinator=True, warm_start=True, row_weights=True,
-           table3=True, dealer=False, run="vfl.runs.linear", shard="vfl.deploy.shards.linear", party="vfl.federation.runner"),
+           table3=True, dealer=False, run="vfl.runs.linear", shard="vfl.deploy.shards.linear", party="vfl.federation.linear"),
     Family("trees", "gradient boosting", "gradient_boosting", coordinator=False, warm_start=False,
            row_weights=False, table3=False, dealer=False, run="vfl.runs.trees", shard="vfl.deploy.shards.trees",
-           party="vfl.federation.boosting"),
+           party="vfl.federation.trees"),
     Family("mlp", "a split network", "mlp", coordinator=True, warm_start=False, row_weights=False, table3=False,
            dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp"),
     Family("credit", "the credit-scoring pipeline", None, coordinator=True, warm_start=False, row_weights=False,
-           table3=True, dealer=False, run="vfl.runs.credit", shard="vfl.deploy.shards.credit", party="vfl.federation.pipeline"),
+           table3=True, dealer=False, run="vfl.runs.credit", shard="vfl.deploy.shards.credit", party="vfl.federation.credit"),
 )}
 
 #: ``[training] model`` words that choose the linear family (its objective).

@@ -3,7 +3,7 @@
 Thin estimators in scikit-learn's style over the family's run
 (:mod:`vfl.runs.credit`: each role's binning, WOE/IV, selection, model columns
 and points), every role in its own thread (:mod:`vfl.runs.threads`); ``vfl
-party`` runs the same run one process per party (:mod:`vfl.federation.pipeline`)::
+party`` runs the same run one process per party (:mod:`vfl.federation.credit`)::
 
     from vfl.preprocessing import (VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection,
                                    VerticalWOE)

@@ -633,7 +633,7 @@ def _deep(path, levels=100_000):
 
 def test_every_shard_and_checkpoint_reader_refuses_deep_nesting_naming_the_file(tmp_path):
     """A 100,000-level JSON file is a DataError naming it, at every reader: never a RecursionError."""
-    from vfl.federation import pipeline
+    from vfl.federation import credit as pipeline
     from vfl.deploy.shards.trees import read_shard as read_boosting_shard
     from vfl.serving.models import load_share
 

@@ -19,7 +19,7 @@ import pytest
 from vfl.centralized import fit_gradient_descent
 from vfl.errors import DataError, ProtocolError
 from vfl.deploy.config import load_config
-from vfl.federation.runner import agree_on_models
+from vfl.federation.linear import agree_on_models
 from vfl.parties import class_weights
 from vfl.protocols import TWO_PARTY
 from vfl.transport import Endpoint, InProcessNetwork, run_roles

@@ -265,7 +265,7 @@ def _predict_family(args, config, record) -> dict:
 
 def _align_rows(args, config, record) -> dict:
     """``vfl align``: only the private set intersection; this party's aligned rows written."""
-    from vfl.federation.runner import align_only
+    from vfl.federation.linear import align_only
 
     summary = align_only(config, args.role, args.data, args.out, narrate=args.narrate, record=record)
     print(alignment_line(args.role, summary["alignment"]))

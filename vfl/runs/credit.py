@@ -2,7 +2,7 @@
 
 Written once and used alike by the estimators of :mod:`vfl.preprocessing` (every
 role in a thread, :mod:`vfl.runs.threads`) and by ``vfl party`` / ``vfl predict``
-with a ``[pipeline]`` table (:mod:`vfl.federation.pipeline`, one process per
+with a ``[pipeline]`` table (:mod:`vfl.federation.credit`, one process per
 party).  The protocol programs are :mod:`vfl.protocols.credit`'s; the logistic
 model between the model's columns and the points is the linear family's, which
 each face calls as it calls it for a plain linear model.

@@ -2,7 +2,7 @@
 
 :class:`vfl.VerticalGradientBoostingClassifier` / ``Regressor`` run every role in
 threads (:func:`vfl.runs.threads.run_in_threads`); ``vfl party`` / ``vfl predict``
-with ``model = "gradient_boosting"`` (:mod:`vfl.federation.boosting`) run one
+with ``model = "gradient_boosting"`` (:mod:`vfl.federation.trees`) run one
 role over the endpoint of its TLS session.  Both call the functions here, so a
 party is built, checked and trained the same way, and bad data is refused with
 the same error, on both paths.

@@ -1,6 +1,6 @@
 """What each message of the credit-scoring pipeline carries, by sender: WOE and IV, selection and the Pearson
 block (the label party holds the key), the pipeline's own steps in ``vfl party``
-(:mod:`vfl.federation.pipeline`), and the scorecard's logistic regression (the linear family's messages).
+(:mod:`vfl.federation.credit`), and the scorecard's logistic regression (the linear family's messages).
 
 ``(sender's role, name)`` -> description, as :mod:`vfl.protocols.messages` says.
 """
@@ -12,7 +12,7 @@ from vfl.protocols.linear.messages import MESSAGES as LINEAR
 #: The pipeline's messages, the scorecard's model included.
 MESSAGES = {
     **LINEAR,
-    # vfl party's pipeline (vfl.federation.pipeline)
+    # vfl party's pipeline (vfl.federation.credit)
     ("feature", "pipeline_resume"): "whether it has the checkpoint of WOE/IV and selection",
     ("label", "pipeline_resume"): "whether every party resumes from its checkpoint of WOE/IV and selection",
     ("feature", "model_columns"): "how many model columns its selected columns make (WOE values or bin indicators)",

@@ -3,7 +3,7 @@
 The family's run (:mod:`vfl.runs.trees`, the one the estimators run in threads)
 runs over the party's :class:`~vfl.deploy.session.Session` (mutual TLS, the settings
 fingerprint, the private set intersection), as the linear models' runs do
-(:mod:`vfl.federation.runner`).  What differs:
+(:mod:`vfl.federation.linear`).  What differs:
 
 * no coordinator: the label party makes the key pair; a coordinator named in
   ``federation.toml`` is left out of the run (its ``vfl party`` says so and exits);

@@ -44,7 +44,7 @@ from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.report import class_indices, classes_line, rows_report
-from vfl.federation.runner import (agree_on_models, needs_data, release_policy, report_training, score_rows,
+from vfl.federation.linear import (agree_on_models, needs_data, release_policy, report_training, score_rows,
                                   scoring_part, train_model)
 from vfl.deploy.session import check_equations, stops_told
 from vfl.federation.loop import party_run
