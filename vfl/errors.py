@@ -77,6 +77,10 @@ class ConstantColumnWarning(VFLError, UserWarning):
     """A column with one value in every training row was dropped from the model (its weight is 0)."""
 
 
+class NoBetterThanChanceWarning(VFLError, UserWarning):
+    """A fit ended no better than a constant prediction: it learned nothing from the columns."""
+
+
 def file_problem(path) -> str | None:
     """Why ``path`` cannot be read as a file: ``"does not exist"``, ``"is a directory"``, ``"is not a regular file
     (a FIFO, a socket or a device)"``; None for a regular file (opening a FIFO would wait for a writer)."""

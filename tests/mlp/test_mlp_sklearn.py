@@ -144,3 +144,28 @@ def test_given_batches_replace_scikit_learns_and_change_the_result():
     reversed_rows = fit_mlp(_parts(x), y, start, batches=lambda epoch: [r[::-1] for r in
                                                                         sklearn_batches(len(y), 8)[::-1]], **common)
     assert np.abs(reversed_rows["network"].blocks[0] - ours["network"].blocks[0]).max() > 1e-6
+
+
+def test_a_fit_that_ends_no_better_than_a_constant_says_so():
+    """Columns in units 10^4 apart and no scaling: the network learns nothing and the fit warns, naming the fix; the
+    same data standardized (the default) learns and does not warn."""
+    import warnings
+
+    import pandas as pd
+
+    from vfl import VerticalDataset
+    from vfl.errors import NoBetterThanChanceWarning
+    from vfl.neural_network import VerticalMLPClassifier
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(200, 4))
+    y = (x[:, 0] + x[:, 2] > 0).astype(int)
+    a = pd.DataFrame({"id": range(200), "a0": x[:, 0] * 1e4, "a1": x[:, 1] * 1e4})
+    b = pd.DataFrame({"id": range(200), "b0": x[:, 2], "b1": x[:, 3], "y": y})
+    data = VerticalDataset({"A": a, "B": b}, label="y", id_column="id")
+    fit = dict(max_iter=15, random_state=0, allow_reconstruction=["A"], verbose=False)
+    with pytest.warns(NoBetterThanChanceWarning, match="no better than a constant prediction .*standardize=True"):
+        VerticalMLPClassifier(standardize=False, **fit).fit(data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NoBetterThanChanceWarning)
+        VerticalMLPClassifier(**fit).fit(data)

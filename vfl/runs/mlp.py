@@ -13,15 +13,17 @@ network with the pooled one; by default every party draws its own secret start.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Mapping
 
 import numpy as np
 
 from vfl.datachecks import check_complete
-from vfl.errors import DataError, FixedPointOverflowError
+from vfl.errors import DataError, FixedPointOverflowError, NoBetterThanChanceWarning
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
+from vfl.parties.mlp.losses import constant_loss
 from vfl.parties.scaling import Standardizer
 from vfl.protocols.release import ReleasePolicy, assess, check_model, evaluate, network_release, refuse, release_name
 from vfl.protocols import Roster
@@ -219,7 +221,23 @@ def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, ro
     check_settings_for(roster, settings)
     party = label_party(data, role, settings)
     warn_label_leak(settings, len(party.y))
-    return Trained(party, protocol.train_label(ep, party, settings, roster, start, on_epoch, checkpoints))
+    trained = Trained(party, protocol.train_label(ep, party, settings, roster, start, on_epoch, checkpoints))
+    _warn_if_no_better(role, party, trained.record)
+    return trained
+
+
+def _warn_if_no_better(role: str, party: MLPLabelParty, record: dict) -> None:
+    """Warn when the fit ended no better than a constant output (the class shares, or the mean): a model that
+    learned nothing, usually columns on very different scales (``standardize=False``) or too few epochs."""
+    curve = record.get("loss_curve") or []
+    if not curve:
+        return
+    constant = constant_loss(party.task, party.y)
+    if curve[-1] >= constant - 1e-3 * max(abs(constant), 1e-12):
+        warnings.warn(f"party {role}: the split network ended no better than a constant prediction (training loss "
+                      f"{curve[-1]:.4g}; the class shares or the mean alone give {constant:.4g}): it learned nothing "
+                      "from the columns — scale them (standardize=True, the default), train longer, or raise "
+                      "learning_rate_init", NoBetterThanChanceWarning, stacklevel=2)
 
 
 def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> dict:

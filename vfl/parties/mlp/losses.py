@@ -73,6 +73,11 @@ def loss(task: str, y: np.ndarray, out: np.ndarray, sample_weight: np.ndarray | 
     return float(-np.average(xlogy(y, p), weights=sample_weight, axis=0).sum())
 
 
+def constant_loss(task: str, y: np.ndarray) -> float:
+    """The loss of the best constant output: every row the targets' mean (the class shares, or the mean value)."""
+    return loss(task, y, np.broadcast_to(y.mean(axis=0), y.shape).astype(np.float64))
+
+
 def output_delta(y: np.ndarray, out: np.ndarray, sample_weight: np.ndarray | None = None) -> np.ndarray:
     """Each row's ``(out - y)``, times its sample weight: the loss's gradient on the output pre-activation."""
     delta = out - y
