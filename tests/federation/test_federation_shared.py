@@ -86,7 +86,7 @@ def test_vfl_party_trains_the_centralized_model_and_no_party_receives_a_gradient
     assert "gradient" not in set(sent["name"]) and {"weight_share", "model_share"} <= set(sent["name"])
     assert set(sent.loc[sent["name"] == "model_share", "kind"]) == {"masked"}
     narrated = shared_run["results"]["telco"][1]
-    assert "gradient_share: encrypted gradient plus the party's mask" in narrated
+    assert "gradient_share: encrypted gradient plus its own mask" in narrated
 
     results = run("predict", shared_run["whole"], data, work)
     x_test, _, ids = pooled(data, "test")
