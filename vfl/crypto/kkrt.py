@@ -9,7 +9,8 @@ can then evaluate ``F_j(x) = H(q_j xor (C(x) and s))`` on any ``x``, which equal
 
 * **Item digests** (:func:`digest_ids`).  BLAKE2b of each id under the run's salt, 40 bytes: the first
   16 are the item's key ``k(x)``, the next three 8-byte words give its three cuckoo bins (each word mod
-  ``m``).  Distinct ids get distinct keys except with probability ``n_R n_S / 2^124`` (the code uses 124 of the 128 bits).
+  ``m``).  Distinct ids get distinct keys except with probability ``n_R n_S / 2^124`` (the code uses 124
+  of the 128 bits).
 * **Code** (:func:`code_rows`).  ``C(x || i)`` for the item placed by hash function ``i``: AES-128
   (key from the salt) of four blocks, the item's key with its first byte's low four bits set to
   ``4 i + b`` for block ``b``: 512 bits, a pseudorandom code.  Including ``i`` keeps the sender's
