@@ -91,7 +91,7 @@ def _show(value: bytes) -> str:
 
 def check_ids(ids: Sequence[bytes], party: str) -> list[bytes]:
     """The ids as bytes; refuses no ids and a repeated id, naming the party."""
-    ids = [bytes(v) for v in ids]
+    ids = list(map(bytes, ids))
     if not ids:
         raise DataError(f"party {party}: no ids to intersect")
     check_unique(ids, party)

@@ -151,12 +151,11 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         mine = _send_columns(ep, spoke, keys, table, chosen, code, ot.Streams(seeds0), ot.Streams(seeds1),
                              size, progress)
         # Steps 4-5: the spoke's three sorted lists; match
-        theirs = bytearray()
-        for _, data in recv_chunks(ep, spoke, "kkrt_values", 3 * sizes[spoke], size):
-            theirs += data
+        theirs = np.empty((3 * sizes[spoke], size), np.uint8)
+        for start, data in recv_chunks(ep, spoke, "kkrt_values", 3 * sizes[spoke], size):
+            theirs[start:start + len(data) // size] = np.frombuffer(data, np.uint8).reshape(-1, size)
             progress.add(len(data) // size)
-        rows, positions = _match(ep, spoke, mine, chosen,
-                                 np.frombuffer(bytes(theirs), np.uint8).reshape(3, sizes[spoke], size))
+        rows, positions = _match(ep, spoke, mine, chosen, theirs.reshape(3, sizes[spoke], size))
         del theirs
         pairs[spoke] = (rows, positions)
         matched = rows if matched is None else np.intersect1d(matched, rows, assume_unique=True)
@@ -308,9 +307,11 @@ def _evaluate(ep, hub, keys, bins, m, code, choices, streams, size, progress) ->
     """Receive the columns chunk by chunk; the outputs ``H(q_j xor (C(x || i) and s))``, ``(3, n, size)``."""
     n = len(keys)
     flat = bins.T.reshape(-1)                       # entry e: hash function e // n of item e % n
-    chunk_of = (flat // CHUNK_BINS).astype(np.uint32)
-    by_chunk = np.argsort(chunk_of, kind="stable")
-    bounds = np.searchsorted(chunk_of[by_chunk], np.arange(-(-m // CHUNK_BINS) + 1))
+    chunks = -(-m // CHUNK_BINS)
+    chunk_of = (flat // CHUNK_BINS).astype(np.uint16 if chunks <= 1 << 16 else np.uint32)
+    by_chunk = np.argsort(chunk_of, kind="stable")      # a radix sort on 16-bit keys
+
+    bounds = np.searchsorted(chunk_of[by_chunk], np.arange(chunks + 1))
     del chunk_of
     secret_row = np.packbits(choices, bitorder="little")            # s as one 64-byte row
     secret_cols = (choices.astype(np.uint8) * np.uint8(0xFF))[:, None]  # s_i as a byte mask per column
