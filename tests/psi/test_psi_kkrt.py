@@ -190,3 +190,8 @@ def test_psi_protocol_in_federation_toml(tmp_path):
         load_config(_config(tmp_path, psi_protocol="rr22"))
     with pytest.raises(ConfigurationError, match="align = 'same-ids' does not run one"):
         load_config(_config(tmp_path, psi_protocol="kkrt", align="same-ids"))
+
+
+def test_one_id_each():
+    rows = run_protocol({"B": [b"7"], "A": [b"7"]}, "B")
+    assert rows["B"].tolist() == [0] and rows["A"].tolist() == [0]

@@ -24,7 +24,7 @@ can then evaluate ``F_j(x) = H(q_j xor (C(x) and s))`` on any ``x``, which equal
 * **Output length** (:func:`output_bytes`).  The receiver compares each of its ``n_R`` values with the
   ``n_S`` values of one of the sender's three lists (the one of the hash function that placed its item),
   so a false match has probability at most ``n_R n_S 2^-l``; ``l = 40 + ceil(log2(n_R n_S))`` bits,
-  rounded up to bytes, keeps it below 2^-40 (10 bytes at 10^6 x 10^6, 11 at 10^7 x 10^7).
+  rounded up to bytes (at least 8), keeps it below 2^-40 (10 bytes at 10^6 x 10^6, 11 at 10^7 x 10^7).
 """
 
 from __future__ import annotations
@@ -50,9 +50,9 @@ _BLOCK_BITS = np.arange(4, dtype=np.uint8)
 
 
 def output_bytes(n_receiver: int, n_sender: int) -> int:
-    """Bytes of an OPRF output: ``40 + ceil(log2(n_R n_S))`` bits, rounded up."""
+    """Bytes of an OPRF output: ``40 + ceil(log2(n_R n_S))`` bits, rounded up, and at least 8 (one sort key)."""
     bits = STAT_BITS + math.ceil(math.log2(max(1, n_receiver) * max(1, n_sender)))
-    return -(-bits // 8)
+    return max(8, -(-bits // 8))
 
 
 def digest_ids(ids, salt: bytes, m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -101,6 +101,11 @@ def outputs(rows: np.ndarray, size: int) -> np.ndarray:
     values = np.ascontiguousarray(rows).view(f"V{CODE_BYTES}").ravel().tolist()
     digests = map(methodcaller("digest"), map(partial(hashlib.blake2b, digest_size=size), values))
     return np.frombuffer(b"".join(digests), np.uint8).reshape(-1, size)
+
+
+def first_word(values: np.ndarray) -> np.ndarray:
+    """The first 8 bytes of each value (at least 8 bytes long) as a big-endian ``uint64``: the primary sort key."""
+    return np.ascontiguousarray(values[:, :8]).view(">u8").ravel().astype(np.uint64)
 
 
 def sort_keys(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

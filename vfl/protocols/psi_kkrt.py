@@ -69,10 +69,11 @@ def _table(ids: list[bytes], salt: bytes) -> tuple[np.ndarray, np.ndarray, np.nd
 
 def _sorted_order(values: np.ndarray) -> np.ndarray:
     """The order that sorts values (rows of bytes) as byte strings."""
-    hi, lo = kkrt.sort_keys(values)
-    order = np.argsort(hi, kind="stable")
+    hi = kkrt.first_word(values)
+    order = np.argsort(hi)
     ranked = hi[order]
     if len(ranked) > 1 and np.any(ranked[1:] == ranked[:-1]):     # a tie in the first 8 bytes: rare
+        hi, lo = kkrt.sort_keys(values)
         order = np.lexsort((lo, hi))
     return order
 
