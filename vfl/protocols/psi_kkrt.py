@@ -163,7 +163,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         if first is None:
             first = mine
 
-    common = matched[_sorted_order(first[matched])]
+    common = matched[_sorted_order(kkrt.take_rows(first, matched))]
     refusal = too_small(sizes, min_rows, len(common))
     for spoke in spokes:
         rows, positions = pairs[spoke]
@@ -184,12 +184,12 @@ def _send_columns(ep, spoke, keys, table, chosen, code, streams0, streams1, size
         full = occupants >= 0
         items = occupants[full]
         rows = np.zeros((nb, kkrt.CODE_BYTES), np.uint8)         # an empty bin's code word: all zero
-        rows[full] = kkrt.code_rows(code, keys[items], chosen[items])
+        kkrt.put_rows(rows, np.flatnonzero(full), kkrt.code_rows(code, kkrt.take_rows(keys, items), chosen[items]))
         t = streams0.next(nb // 8)
         u = t ^ streams1.next(nb // 8)
         u ^= ot.transpose(rows)
         ep.send(spoke, "kkrt_columns", "masked", start=lo, data=u.tobytes())
-        mine[items] = kkrt.outputs(ot.transpose(t)[full], size)
+        kkrt.put_rows(mine, items, kkrt.outputs(kkrt.take_rows(ot.transpose(t), np.flatnonzero(full)), size))
         progress.add(nb)
     return mine
 
@@ -204,7 +204,7 @@ def _match(ep, spoke, mine, chosen, theirs) -> tuple[np.ndarray, np.ndarray]:
             raise ProtocolError(f"{ep.role}: {spoke} sent a list of outputs out of order or with repeats "
                                 "(duplicate ids at the spoke, or a fault); stopping")
         items = np.flatnonzero(chosen == f)
-        hi_r, lo_r = kkrt.sort_keys(mine[items])
+        hi_r, lo_r = kkrt.sort_keys(kkrt.take_rows(mine, items))
         ranked = np.argsort(hi_r)                   # sorted needles: a faster search
         items, hi_r, lo_r = items[ranked], hi_r[ranked], lo_r[ranked]
         at = np.searchsorted(hi_s, hi_r)
@@ -289,7 +289,8 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
 
     # Step 4: the three lists, each sorted (an order that depends only on the pseudorandom outputs)
     orders = np.stack([_sorted_order(values[f]) for f in range(cuckoo.HASHES)])
-    sorted_values = values[np.arange(cuckoo.HASHES)[:, None], orders].reshape(-1)
+    sorted_values = kkrt.take_rows(values.reshape(-1, size), (orders + n * np.arange(cuckoo.HASHES)[:, None]).ravel())
+    sorted_values = sorted_values.reshape(-1)
     width = CHUNK_VALUES * size
     for lo in range(0, len(sorted_values), width):
         ep.send(hub, "kkrt_values", "masked", start=lo // size, data=sorted_values[lo:lo + width].tobytes())
@@ -327,9 +328,9 @@ def _evaluate(ep, hub, keys, bins, m, code, choices, streams, size, progress) ->
         q_rows = ot.transpose(q)
         entries = by_chunk[bounds[c]:bounds[c + 1]]
         function, item = np.divmod(entries, n)
-        rows = kkrt.code_rows(code, keys[item], function.astype(np.uint8)) & secret_row
-        rows ^= q_rows[flat[entries] - start]
-        values[entries] = kkrt.outputs(rows, size)
+        rows = kkrt.code_rows(code, kkrt.take_rows(keys, item), function.astype(np.uint8)) & secret_row
+        rows ^= kkrt.take_rows(q_rows, flat[entries] - start)
+        kkrt.put_rows(values, entries, kkrt.outputs(rows, size))
         progress.add(nb)
     return values.reshape(3, n, size)
 
