@@ -271,11 +271,12 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
         why = result["reports"][HUB]["curve_engine"].get("reason")
         if why and result.get("protocol", "dh") == "dh":
             print(f"{result['n']:,} ids ({result['curve_engine']}): libsodium ran because {why}")
-    print()
-    print(table([[m["how"], m["engine"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
-                  _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
-                ["one party alone", "X25519", "own ids hashed + blinded /s", "peer points validated + blinded /s",
-                 "crypto s for 10^6 x 10^6"]))
+    if rates:
+        print()
+        print(table([[m["how"], m["engine"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
+                      _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
+                    ["one party alone", "X25519", "own ids hashed + blinded /s", "peer points validated + blinded /s",
+                     "crypto s for 10^6 x 10^6"]))
     others = []
     if against == "secretflow":
         from benchmarks.psi_secretflow import compare, rows
