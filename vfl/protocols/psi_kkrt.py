@@ -59,12 +59,11 @@ def _salt(shares: Sequence[bytes]) -> bytes:
     return hashlib.sha256(_SALT_TAG + b"".join(sorted(shares))).digest()
 
 
-def _table(ids: list[bytes], salt: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The hub's cuckoo table: its ids' keys, the table (item per bin or -1), each item's hash function and bin."""
+def _table(ids: list[bytes], salt: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The hub's cuckoo table: its ids' keys, the table (item per bin or -1), and each item's hash function."""
     m = cuckoo.table_size(len(ids))
     keys, bins = kkrt.digest_ids(ids, salt, m)
-    table, chosen = cuckoo.place(bins, m)
-    return keys, table, chosen, bins[np.arange(len(ids)), chosen]
+    return (keys, *cuckoo.place(bins, m))
 
 
 def _sorted_order(values: np.ndarray) -> np.ndarray:
@@ -125,7 +124,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     refusal = too_small(sizes, min_rows)
     if refusal is None:
         try:
-            keys, table, chosen, home = _table(ids, salt)
+            keys, table, chosen = _table(ids, salt)
         except cuckoo.CuckooFailure as exc:
             refusal = f"{exc}: run the alignment again"
     senders = {spoke: ot.sender_start() for spoke in spokes}
@@ -312,7 +311,6 @@ def _evaluate(ep, hub, keys, bins, m, code, choices, streams, size, progress) ->
     chunks = -(-m // CHUNK_BINS)
     chunk_of = (flat // CHUNK_BINS).astype(np.uint16 if chunks <= 1 << 16 else np.uint32)
     by_chunk = np.argsort(chunk_of, kind="stable")      # a radix sort on 16-bit keys
-
     bounds = np.searchsorted(chunk_of[by_chunk], np.arange(chunks + 1))
     del chunk_of
     secret_row = np.packbits(choices, bitorder="little")            # s as one 64-byte row
