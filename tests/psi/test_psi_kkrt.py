@@ -195,3 +195,16 @@ def test_psi_protocol_in_federation_toml(tmp_path):
 def test_one_id_each():
     rows = run_protocol({"B": [b"7"], "A": [b"7"]}, "B")
     assert rows["B"].tolist() == [0] and rows["A"].tolist() == [0]
+
+
+def test_with_two_spokes_each_spoke_is_told_the_final_intersection_only():
+    """Hub B, spokes A and C: A shares 60 ids with B, 30 of them C's too; A is told those 30 positions only."""
+    id_lists = [list(range(100)), list(range(60)), list(range(30, 90))]
+    frames = frames_for([[str(v) for v in ids] for ids in id_lists], ["B", "A", "C"])
+    transcript = Transcript(keep_payloads=True)
+    aligned = vfl.psi.intersect(frames, "id", label="y", transcript=transcript, protocol="kkrt")
+    assert sorted(aligned["A"]["id"].astype(int)) == list(range(30, 60))
+    to_a = [m for _, to, m in transcript.messages() if to == "A"]
+    assert {m.name for m in to_a} == {"kkrt_setup", "kkrt_columns", "kkrt_result"}
+    (result,) = [m for m in to_a if m.name == "kkrt_result"]
+    assert result["size"] == 30 and len(result["positions"]) == 30
