@@ -208,3 +208,16 @@ def test_with_two_spokes_each_spoke_is_told_the_final_intersection_only():
     assert {m.name for m in to_a} == {"kkrt_setup", "kkrt_columns", "kkrt_result"}
     (result,) = [m for m in to_a if m.name == "kkrt_result"]
     assert result["size"] == 30 and len(result["positions"]) == 30
+
+
+@pytest.mark.slow
+def test_the_benchmark_runs_kkrt_as_two_processes_over_tls():
+    from benchmarks.__main__ import parse_args
+    from benchmarks.psi import run_size
+
+    assert parse_args(["--psi-sizes", "1000", "--psi-protocol", "kkrt"]).psi_protocol == "kkrt"
+    reports = run_size(1000, progress=False, protocol="kkrt")
+    assert {r["intersection"] for r in reports.values()} == {500}
+    assert {r["protocol"] for r in reports.values()} == {"kkrt"}
+    assert reports["B"]["bytes_sent"] >= cuckoo.table_size(1000) * kkrt.CODE_BYTES     # the columns
+    assert reports["A"]["bytes_sent"] >= 3 * 1000 * kkrt.output_bytes(1000, 1000)      # three lists
