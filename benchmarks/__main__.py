@@ -102,6 +102,9 @@ def parse_args(argv=None):
                    help="with --psi: the X25519 engine of vfl's PSI (VFL_CURVE_ENGINE): auto (Intel's multi-buffer "
                         "ladder of vfl[fast-crypto] where the CPU has AVX-512 IFMA, else libsodium), ipp (that one or "
                         "fail), libsodium, or both (each size with ipp, then with libsodium)")
+    p.add_argument("--psi-protocol", choices=["dh", "kkrt", "both"], default="dh",
+                   help="with --psi: vfl's PSI protocol: dh (Diffie-Hellman on Curve25519), kkrt (KKRT's OPRF on OT "
+                        "extension) or both")
     p.add_argument("--secretflow-python", metavar="PATH", default=None,
                    help="with --against secretflow: the interpreter of the virtualenv holding spu 0.9.5 "
                         "(default: $VFL_SECRETFLOW_PYTHON)")
@@ -279,7 +282,8 @@ def main(argv=None) -> int:
 
         return main_psi(args.psi_sizes, args.json, overlap=args.psi_overlap, against=args.against,
                         secretflow_python=args.secretflow_python or default_secretflow_python(),
-                        curve_engines=["ipp", "libsodium"] if args.curve_engine == "both" else [args.curve_engine])
+                        curve_engines=["ipp", "libsodium"] if args.curve_engine == "both" else [args.curve_engine],
+                        protocols=["dh", "kkrt"] if args.psi_protocol == "both" else [args.psi_protocol])
     if args.shared:
         from benchmarks.shared import main_shared
 

@@ -18,6 +18,11 @@ half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones,
 ``--curve-engine ipp|libsodium|both`` chooses the engine (``VFL_CURVE_ENGINE`` in the party processes;
 ``both`` runs every size with each).
 
+``--psi-protocol dh|kkrt|both`` chooses vfl's protocol: the Diffie–Hellman PSI (the default) or KKRT's
+OPRF-based PSI (:mod:`vfl.protocols.psi_kkrt`, no worker processes, no curve per id: the X25519 engine
+does not matter to it, so it runs once per size).  Each row then also gives the bytes a party sent per id
+and what both directions together would take on a 100 Mbit/s and a 1 Gbit/s link.
+
 Before the sizes, it times one party's crypto alone (no peer running): own ids
 hashed and blinded, and a peer's points validated and blinded, per second, in
 one process and with the worker processes.
@@ -29,8 +34,8 @@ report prints that estimate as a party's CPU seconds over 2.
 ``--against secretflow`` runs SecretFlow's PSI on the same ids beside it
 (:mod:`benchmarks.psi_secretflow`, in SecretFlow's own interpreter).
 
-``python -m benchmarks.psi party ROLE N FOLDER PORT_A PORT_B [--progress] [--overlap F]`` is one party (used
-by the bench).
+``python -m benchmarks.psi party ROLE N FOLDER PORT_A PORT_B [--progress] [--overlap F] [--protocol P]`` is
+one party (used by the bench).
 """
 
 from __future__ import annotations
@@ -61,9 +66,10 @@ def party_ids(role: str, n: int, overlap: float = OVERLAP) -> list[bytes]:
 
 
 def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: bool = False,
-              overlap: float = OVERLAP) -> dict:
+              overlap: float = OVERLAP, protocol: str = "dh") -> dict:
     """One party of the bench: connect, intersect, report."""
     from vfl.crypto import group, workers
+    from vfl.protocols import psi_kkrt
     from vfl.protocols.psi import align_rows
     from vfl.transport import Endpoint
     from vfl.transport.network import NetworkTransport
@@ -91,7 +97,8 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
 
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    rows = align_rows(endpoint, ids, HUB, [SPOKE], min_rows=1, on_progress=on_progress)
+    align = psi_kkrt.align_rows if protocol == "kkrt" else align_rows
+    rows = align(endpoint, ids, HUB, [SPOKE], min_rows=1, on_progress=on_progress)
     seconds = time.perf_counter() - start
     if bar is not None:
         bar.close()
@@ -100,7 +107,7 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
     workers.shutdown()
     engine = group.engine()
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"role": role, "n": n, "intersection": int(len(rows)), "seconds": seconds,
+    return {"role": role, "n": n, "protocol": protocol, "intersection": int(len(rows)), "seconds": seconds,
             "own_seconds": marks.get("own", start) - start,
             "cpu_seconds": (me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime) + kids.ru_utime + kids.ru_stime,
             "main_cpu_seconds": me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
@@ -160,7 +167,8 @@ def micro(count: int = 1 << 15) -> list[dict]:
     return out
 
 
-def run_size(n: int, progress: bool = True, overlap: float = OVERLAP, curve_engine: str = "auto") -> dict:
+def run_size(n: int, progress: bool = True, overlap: float = OVERLAP, curve_engine: str = "auto",
+             protocol: str = "dh") -> dict:
     """Both parties of one size as two processes (``VFL_CURVE_ENGINE=curve_engine``); their reports by role."""
     import os
 
@@ -173,7 +181,8 @@ def run_size(n: int, progress: bool = True, overlap: float = OVERLAP, curve_engi
         procs = {}
         for role in (HUB, SPOKE):
             cmd = [sys.executable, "-m", "benchmarks.psi", "party", role, str(n), folder, str(ports[0]),
-                   str(ports[1]), "--overlap", repr(overlap)] + (["--progress"] if progress and role == HUB else [])
+                   str(ports[1]), "--overlap", repr(overlap), "--protocol", protocol] + \
+                (["--progress"] if progress and role == HUB else [])
             procs[role] = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True,
                                            env={**os.environ, "VFL_CURVE_ENGINE": curve_engine})
         outputs = {}
@@ -192,7 +201,7 @@ def run_size(n: int, progress: bool = True, overlap: float = OVERLAP, curve_engi
 
 
 def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | None = None,
-             secretflow_python: str | None = None, curve_engines=("auto",)) -> int:
+             secretflow_python: str | None = None, curve_engines=("auto",), protocols=("dh",)) -> int:
     """Run the PSI bench for ``sizes`` (ids per party) and print the table.
 
     ``against="secretflow"`` also runs SecretFlow's PSI (ECDH, RR22, KKRT) on the same ids under the
@@ -217,44 +226,57 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
     rates, results = [], []
     saved = os.environ.get("VFL_CURVE_ENGINE")
     try:
-        for choice in curve_engines:
-            os.environ["VFL_CURVE_ENGINE"] = choice
-            print(f"X25519 engine ({choice}): {mb.describe()}")
-            rates += micro()
-            for n in sizes:
-                reports = run_size(n, overlap=overlap, curve_engine=choice)
-                results.append({"n": n, "reports": reports, "load_after": load(), "curve_engine": choice})
+        for protocol in protocols:
+            for choice in (curve_engines if protocol == "dh" else ("auto",)):
+                os.environ["VFL_CURVE_ENGINE"] = choice
+                if protocol == "dh":
+                    print(f"X25519 engine ({choice}): {mb.describe()}")
+                    rates += micro()
+                for n in sizes:
+                    load_before = load()
+                    reports = run_size(n, overlap=overlap, curve_engine=choice, protocol=protocol)
+                    results.append({"n": n, "reports": reports, "load_before": load_before, "load_after": load(),
+                                    "curve_engine": choice, "protocol": protocol})
     finally:
         if saved is None:
             os.environ.pop("VFL_CURVE_ENGINE", None)
         else:
             os.environ["VFL_CURVE_ENGINE"] = saved
     print()
-    header = ["ids per party", "X25519", "party", "wall s (cores shared)", "of which own ids", "CPU s",
+    header = ["ids per party", "protocol", "party", "wall s (cores shared)", "of which own ids", "CPU s",
               "CPU µs per id", "ids/s (wall)",
-              "est. s on 2 own cores", "peak RSS party + 2 workers", "sent", "intersection"]
+              "est. s on 2 own cores", "peak RSS party + 2 workers", "sent", "sent B/id", "intersection"]
     body = []
     for result in results:
         for role in (HUB, SPOKE):
             r = result["reports"][role]
-            body.append([f"{result['n']:,}", r["curve_engine"]["engine"], f"{role} ({'hub' if role == HUB else 'spoke'})",
+            how = "kkrt" if result.get("protocol") == "kkrt" else f"dh, {r['curve_engine']['engine']}"
+            body.append([f"{result['n']:,}", how, f"{role} ({'hub' if role == HUB else 'spoke'})",
                          _fmt_s(r["seconds"]), _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]),
                          f"{r['cpu_seconds'] / result['n'] * 1e6:.1f}", f"{result['n'] / r['seconds']:,.0f}",
-                         _fmt_s(r["cpu_seconds"] / 2),
+                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt" else 2)),
                          f"{r['rss_mb']:.0f} + 2 x {r['worker_rss_mb']:.0f} MB",
-                         f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['intersection']:,}"])
+                         f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['bytes_sent'] / result['n']:.0f}",
+                         f"{r['intersection']:,}"])
     print(table(body, header))
-    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2; CPU µs per id = CPU s / "
-          "ids per party")
+    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2 (kkrt: its CPU seconds, "
+          "one process on one core); CPU µs per id = CPU s / ids per party")
+    for result in results:
+        both = sum(r["bytes_sent"] for r in result["reports"].values())
+        print(f"{result['n']:,} ids, {result.get('protocol', 'dh')}: {both / result['n']:.0f} bytes per id on the "
+              f"wire (both ways, vfl's frames; TLS records add about 0.2%): {both * 8 / 1e8:.1f} s at 100 Mbit/s, "
+              f"{both * 8 / 1e9:.2f} s at 1 Gbit/s; load {result.get('load_before')} before, "
+              f"{result['load_after']} after")
     for result in results:
         why = result["reports"][HUB]["curve_engine"].get("reason")
-        if why:
+        if why and result.get("protocol", "dh") == "dh":
             print(f"{result['n']:,} ids ({result['curve_engine']}): libsodium ran because {why}")
-    print()
-    print(table([[m["how"], m["engine"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
-                  _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
-                ["one party alone", "X25519", "own ids hashed + blinded /s", "peer points validated + blinded /s",
-                 "crypto s for 10^6 x 10^6"]))
+    if rates:
+        print()
+        print(table([[m["how"], m["engine"], f"{m['hash_and_blind_per_s']:,.0f}", f"{m['blind_per_s']:,.0f}",
+                      _fmt_s(1e6 / m["hash_and_blind_per_s"] + 1e6 / m["blind_per_s"])] for m in rates],
+                    ["one party alone", "X25519", "own ids hashed + blinded /s", "peer points validated + blinded /s",
+                     "crypto s for 10^6 x 10^6"]))
     others = []
     if against == "secretflow":
         from benchmarks.psi_secretflow import compare, rows
@@ -276,8 +298,9 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
 def _party_main(argv) -> int:
     role, n, folder, port_a, port_b = argv[:5]
     overlap = float(argv[argv.index("--overlap") + 1]) if "--overlap" in argv else OVERLAP
+    protocol = argv[argv.index("--protocol") + 1] if "--protocol" in argv else "dh"
     report = run_party(role, int(n), folder, (int(port_a), int(port_b)), progress="--progress" in argv,
-                       overlap=overlap)
+                       overlap=overlap, protocol=protocol)
     print(json.dumps(report))
     return 0
 

@@ -42,16 +42,20 @@ def overlapping_csvs(folder, n=100, overlap=0.7, seed=5):
     return paths, ids[:shared], x, y
 
 
-def test_unaligned_csvs_train_and_predict_on_the_intersection(tmp_path, federation_certs):
+@pytest.mark.parametrize("protocol", ["dh", "kkrt"])
+def test_unaligned_csvs_train_and_predict_on_the_intersection(tmp_path, federation_certs, protocol):
     data, shared_ids, x, y = overlapping_csvs(tmp_path)
     config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3),
-                                   {"iterations": 3, "batch_size": 0, "init": "zeros"})
+                                   {"iterations": 3, "batch_size": 0, "init": "zeros"},
+                                   data={"psi_protocol": protocol} if protocol != "dh" else None)
     assert load_config(config).align == "psi"                       # the default
+    assert load_config(config).psi_protocol == protocol
     results = finish_all(start_parties("party", config, data, tmp_path / "work"))
     for role, (code, out, err) in results.items():
         assert code == 0, f"{role}: {err}"
+    how = " (KKRT)" if protocol == "kkrt" else ""
     for role in ("A", "B"):
-        assert "aligned by private set intersection: A 100 rows, B 100 rows; 70 shared" in results[role][1]
+        assert f"aligned by private set intersection{how}: A 100 rows, B 100 rows; 70 shared" in results[role][1]
     # the model is the one trained on the plaintext join of the 70 shared rows
     a = json.loads((tmp_path / "work" / "A" / "model_A.json").read_text())
     b = json.loads((tmp_path / "work" / "B" / "model_B.json").read_text())
@@ -104,3 +108,23 @@ def test_the_coordinator_has_nothing_to_align(tmp_path, federation_certs):
                                            "--out", tmp_path / "c.csv", "--workdir", tmp_path / "C"],
                                           tmp_path / "output")})["C"]
     assert code == 2 and "party C is the coordinator: it holds no rows to align" in err
+
+
+def test_vfl_align_with_kkrt_finds_the_same_rows(tmp_path, federation_certs):
+    """``[data] psi_protocol = "kkrt"``: vfl align runs KKRT's PSI between the two processes, says so, and writes
+    the rows the Diffie–Hellman PSI finds, in one common order."""
+    data, shared_ids, _, _ = overlapping_csvs(tmp_path, seed=9)
+    config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3),
+                                   data={"psi_protocol": "kkrt"})
+    assert load_config(config).psi_protocol == "kkrt"
+    out = {role: tmp_path / f"aligned_{role}.csv" for role in ("A", "B")}
+    procs = {role: Party(["align", "--config", config, "--role", role, "--data", data[(role, "train")],
+                          "--out", out[role], "--workdir", tmp_path / role], tmp_path / "output") for role in ("A", "B")}
+    results = finish_all(procs)
+    for role, (code, stdout, err) in results.items():
+        assert code == 0, f"{role}: {err}"
+        assert "aligned by private set intersection (KKRT): A 100 rows, B 100 rows; 70 shared" in stdout
+        (record,) = (tmp_path / role / "runs").iterdir()
+        assert json.loads((record / "result.json").read_text())["alignment"]["protocol"] == "kkrt"
+    a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
+    assert list(a["id"]) == list(b["id"]) and sorted(a["id"]) == sorted(shared_ids)

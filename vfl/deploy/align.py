@@ -13,7 +13,9 @@ which the parties check by a salted digest instead.
 With ``[data] psi_backend = "secretflow-rr22"`` SecretFlow's engine computes
 each hub–spoke pairwise intersection instead (:mod:`vfl.protocols.psi_secretflow`,
 its own brpc links with the parties' certificates); vfl keeps the ids, the
-checks, the refusal, the order and the narration.
+checks, the refusal, the order and the narration.  With ``[data] psi_protocol = "kkrt"`` vfl's own
+PSI is KKRT's OPRF on OT extension (:mod:`vfl.protocols.psi_kkrt`) instead of Diffie–Hellman: the same
+rows, the same order, far less CPU per id, more bytes on the wire.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from vfl.deploy.jsonfile import write_private_csv
 from vfl.crypto import group
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
-from vfl.protocols import psi_secretflow
+from vfl.protocols import psi_kkrt, psi_secretflow
 from vfl.protocols.psi import align_rows
 
 
@@ -53,13 +55,16 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
         rows = psi_secretflow.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, links,
                                          sizes)
     else:
-        rows = align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, on_progress, sizes)
+        align = psi_kkrt.align_rows if config.psi_protocol == "kkrt" else align_rows
+        rows = align(endpoint, data.id_bytes(), roster.label, roster.features, needed, on_progress, sizes)
     # In id order (the CSV was read sorted by id): the same order at every party, chosen by none of them,
     # and the same in every run, so a resumed run meets its rows in the order it left them.
     rows = np.sort(rows)
     report = {"rows": sizes, "shared": int(len(rows))}
     if config.psi_backend != "vfl":
         report["backend"] = config.psi_backend
+    elif config.psi_protocol == "kkrt":
+        report["protocol"] = "kkrt"
     else:
         report["curve_engine"] = group.engine_record()
     if narrator is not None:
@@ -70,10 +75,12 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
 def alignment_line(role: str, report: dict) -> str:
     """``"party telco: aligned by private set intersection: bank 800 rows, telco 1,000 rows; 700 shared"``.
 
-    With SecretFlow's engine the line says so: ``"... by private set intersection (SecretFlow RR22): ..."``.
+    With SecretFlow's engine the line says so: ``"... by private set intersection (SecretFlow RR22): ..."``,
+    and with KKRT's protocol: ``"... (KKRT): ..."``.
     """
     counts = ", ".join(f"{name} {n:,} rows" for name, n in sorted(report["rows"].items()))
-    how = " (SecretFlow RR22)" if report.get("backend") == psi_secretflow.BACKEND else ""
+    how = " (SecretFlow RR22)" if report.get("backend") == psi_secretflow.BACKEND else \
+        " (KKRT)" if report.get("protocol") == "kkrt" else ""
     return f"party {role}: aligned by private set intersection{how}: {counts}; {report['shared']:,} shared"
 
 

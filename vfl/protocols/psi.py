@@ -87,6 +87,8 @@ MESSAGES = {
 
 def check_unique(ids: Sequence[bytes], party: str) -> None:
     """Refuse a list with the same id twice, naming both rows (0-based positions)."""
+    if len(set(ids)) == len(ids):
+        return
     seen: dict[bytes, int] = {}
     for row, value in enumerate(ids):
         first = seen.setdefault(value, row)
@@ -102,7 +104,7 @@ def _show(value: bytes) -> str:
 
 def check_ids(ids: Sequence[bytes], party: str) -> list[bytes]:
     """The ids as bytes; refuses no ids and a repeated id, naming the party."""
-    ids = [bytes(v) for v in ids]
+    ids = list(map(bytes, ids))
     if not ids:
         raise DataError(f"party {party}: no ids to intersect")
     check_unique(ids, party)
@@ -146,7 +148,7 @@ def _send_chunks(ep: Endpoint, peers: Sequence[str], name: str, chunks) -> None:
             ep.send(peer, name, "masked", start=start, data=payload)
 
 
-def _recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
+def recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
     """Yield ``(start, payload)`` of the ``total`` items of ``width`` bytes that ``peer`` sends as ``name``."""
     done = 0
     while done < total:
@@ -170,7 +172,7 @@ def _blind_from(ep: Endpoint, peer: str, name: str, points: bytes, scalar: bytes
                             "canonical, on the twist, or of small order); stopping") from None
 
 
-class _Progress:
+class Progress:
     def __init__(self, callback: OnProgress | None, total: int):
         self.callback, self.total, self.done = callback, total, 0
 
@@ -229,7 +231,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         raise DataError(f"{ep.role}: {refusal}")
     salt = _combine_salt(shares)
     domain = _HASH_TAG + salt
-    progress = _Progress(on_progress, len(ids) + sum(sizes[s] for s in spokes))
+    progress = Progress(on_progress, len(ids) + sum(sizes[s] for s in spokes))
 
     # Step 2: a·H(x), shuffled, to every spoke
     order = _shuffle(len(ids))
@@ -246,11 +248,11 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     pairs: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     for spoke in spokes:
         theirs = bytearray()
-        for start, points in _recv_chunks(ep, spoke, "psi_spoke_points", sizes[spoke], group.POINT_BYTES):
+        for start, points in recv_chunks(ep, spoke, "psi_spoke_points", sizes[spoke], group.POINT_BYTES):
             theirs += _blind_from(ep, spoke, "psi_spoke_points", points, scalar, salt, start)
             progress.add(len(points) // group.POINT_BYTES)
         mine = bytearray()
-        for _, digests in _recv_chunks(ep, spoke, "psi_hub_digests", len(ids), DIGEST_BYTES):
+        for _, digests in recv_chunks(ep, spoke, "psi_hub_digests", len(ids), DIGEST_BYTES):
             mine += digests
         # Step 4: match (positions in the hub's shuffled list, in the spoke's shuffled list)
         mine_d, theirs_d = np.frombuffer(bytes(mine), _DIGEST), np.frombuffer(bytes(theirs), _DIGEST)
@@ -318,7 +320,7 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
         raise DataError(f"{ep.role}: {refusal}")
     salt = _combine_salt(shares)
     n_hub = sizes[hub]
-    progress = _Progress(on_progress, len(ids) + n_hub)
+    progress = Progress(on_progress, len(ids) + n_hub)
 
     # Step 2: b·H(y), shuffled, to the hub
     order = _shuffle(len(ids))
@@ -331,7 +333,7 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
     _send_chunks(ep, [hub], "psi_spoke_points", own_chunks())
 
     # Step 3: b·(a·H(x)), hashed, back to the hub in its order
-    for start, points in _recv_chunks(ep, hub, "psi_hub_points", n_hub, group.POINT_BYTES):
+    for start, points in recv_chunks(ep, hub, "psi_hub_points", n_hub, group.POINT_BYTES):
         digests = _blind_from(ep, hub, "psi_hub_points", points, scalar, salt, start)
         ep.send(hub, "psi_hub_digests", "masked", start=start, data=digests)
         progress.add(len(points) // group.POINT_BYTES)
@@ -350,12 +352,19 @@ def final_positions(ep: Endpoint, hub: str, result, n: int, sizes: dict[str, int
     positions = result["positions"]
     if not isinstance(positions, np.ndarray) or positions.ndim != 1 or len(positions) != result["size"] \
             or (len(positions) and (positions.min() < 0 or positions.max() >= n)) \
-            or len(np.unique(positions)) != len(positions):
+            or not distinct(positions, n):
         raise ProtocolError(f"{ep.role}: {hub} sent a malformed {message!r}")
     refusal = too_small(sizes, min_rows, len(positions))
     if refusal:
         raise DataError(f"{ep.role}: {refusal}")
     return positions.astype(np.int64)
+
+
+def distinct(positions: np.ndarray, n: int) -> bool:
+    """Whether ``positions`` (all in ``[0, n)``) has no repeat."""
+    seen = np.zeros(n, bool)
+    seen[positions] = True
+    return int(np.count_nonzero(seen)) == len(positions)
 
 
 def _check_distinct(ep: Endpoint, spoke: str, *digest_lists: np.ndarray) -> None:
