@@ -54,6 +54,21 @@ CHUNK_BINS = 1 << 16
 CHUNK_VALUES = 1 << 18
 _SALT_TAG = b"vfl-psi-kkrt-1/salt"
 
+#: What each message carries, by sender role (the narration and the board read it: :mod:`vfl.deploy.narration`).
+MESSAGES = {
+    ("feature", "kkrt_hello"): "the protocol's version, its share of the salt and its row count",
+    ("label", "kkrt_setup"): "every party's salt share and row count, and its base-OT point A (or why the run "
+                             "stops: too few rows)",
+    ("feature", "kkrt_base_points"): "its 512 base-OT points B_i, each choosing one bit of its secret s (the hub "
+                                     "learns none of them)",
+    ("label", "kkrt_columns"): "a chunk of the OT extension's columns u_i = G(k_i^0) xor G(k_i^1) xor c_i: its "
+                               "ids' code words in its cuckoo table, masked by pseudorandom streams",
+    ("feature", "kkrt_values"): "its ids' oblivious-PRF outputs, one sorted list per hash function: pseudorandom "
+                                "to the hub except where its own ids match",
+    ("label", "kkrt_result"): "the size of the intersection and which positions of the spoke's lists matched, in "
+                              "the common order",
+}
+
 
 def _salt(shares: Sequence[bytes]) -> bytes:
     return hashlib.sha256(_SALT_TAG + b"".join(sorted(shares))).digest()
