@@ -15,6 +15,7 @@ from vfl.protocols import psi_unbalanced, upsi_cache
 from vfl.transport import Transcript
 
 from psi.test_psi import frames_for, random_sets
+from vfl_net_helpers import federation_certs  # noqa: F401 - a fixture
 
 
 def run(frames, cache_dir, **kw):
@@ -260,3 +261,24 @@ def test_prepare_builds_the_key_offline_and_a_run_uses_it(tmp_path):
     aligned = run(frames, tmp_path)
     assert not aligned["B"].attrs["psi"]["cache"]["built"]
     assert not psi_unbalanced.prepare(ids, "B", tmp_path / "B")["built"]
+
+
+# -- the configuration key ----------------------------------------------------------------------------------
+def test_the_config_key_is_checked_and_shared(tmp_path, federation_certs):
+    from vfl.deploy.config import load_config
+    from vfl.errors import ConfigurationError
+    from vfl_net_helpers import _free_ports, write_federation_file
+
+    tls = federation_certs[0]
+    path = write_federation_file(tmp_path / "f.toml", tls, _free_ports(3), data={"psi_protocol": "unbalanced"})
+    config = load_config(path)
+    assert config.psi_protocol == "unbalanced" and config.shared("train")["psi_protocol"] == "unbalanced"
+    assert "psi_protocol" not in load_config(write_federation_file(tmp_path / "g.toml", tls, _free_ports(3))
+                                             ).shared("train")
+    bad = write_federation_file(tmp_path / "h.toml", tls, _free_ports(3), data={"psi_protocol": "rr22"})
+    with pytest.raises(ConfigurationError, match=r"psi_protocol must be one of \['dh', 'unbalanced'\]"):
+        load_config(bad)
+    other = write_federation_file(tmp_path / "i.toml", tls, _free_ports(3),
+                                  data={"psi_protocol": "unbalanced", "align": "same-ids"})
+    with pytest.raises(ConfigurationError, match="align = 'same-ids' does not run one"):
+        load_config(other)

@@ -13,7 +13,9 @@ which the parties check by a salted digest instead.
 With ``[data] psi_backend = "secretflow-rr22"`` SecretFlow's engine computes
 each hub–spoke pairwise intersection instead (:mod:`vfl.protocols.psi_secretflow`,
 its own brpc links with the parties' certificates); vfl keeps the ids, the
-checks, the refusal, the order and the narration.
+checks, the refusal, the order and the narration.  With ``[data] psi_protocol = "unbalanced"`` vfl's own
+PSI is the unbalanced one (:mod:`vfl.protocols.psi_unbalanced`): in each pair the larger party's OPRF
+outputs are computed once and kept, with the smaller party's copy, in ``WORKDIR/psi-cache``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from vfl.deploy.jsonfile import write_private_csv
 from vfl.crypto import group
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
-from vfl.protocols import psi_secretflow
+from vfl.protocols import psi_secretflow, psi_unbalanced
 from vfl.protocols.psi import align_rows
 
 
@@ -37,8 +39,12 @@ def min_rows(batch_size: int | None, n_weights: int) -> int:
 
 
 def private_intersection(endpoint, config: FederationConfig, role: str, data: PartyData, needed: int,
-                         narrator=None, bar=None) -> tuple[PartyData, dict]:
-    """This party's rows of the intersection, in the common order, and what it learned: every row count."""
+                         narrator=None, bar=None, workdir=None) -> tuple[PartyData, dict]:
+    """This party's rows of the intersection, in the common order, and what it learned: every row count.
+
+    ``workdir`` (default ``./vfl-ROLE``, as ``vfl party``'s): the unbalanced PSI keeps its caches in its
+    ``psi-cache`` folder.
+    """
     roster = config.roster
     sizes: dict[str, int] = {}
     on_progress = None
@@ -52,6 +58,12 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
                                            config.network.connect_timeout, config.timeout)
         rows = psi_secretflow.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, links,
                                          sizes)
+    elif config.psi_protocol == "unbalanced":
+        cache = {}
+        folder = Path(workdir if workdir is not None else f"vfl-{role}") / "psi-cache"
+        rows = psi_unbalanced.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed,
+                                         on_progress, sizes, cache_dir=folder, report=cache,
+                                         note=narrator.say if narrator is not None else None)
     else:
         rows = align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, on_progress, sizes)
     # In id order (the CSV was read sorted by id): the same order at every party, chosen by none of them,
@@ -60,6 +72,10 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
     report = {"rows": sizes, "shared": int(len(rows))}
     if config.psi_backend != "vfl":
         report["backend"] = config.psi_backend
+    elif config.psi_protocol == "unbalanced":
+        report["protocol"] = "unbalanced"
+        report["cache"] = {"built": cache["built"], "fetched": cache["fetched"], "large": cache["large"]}
+        report["curve_engine"] = group.engine_record()
     else:
         report["curve_engine"] = group.engine_record()
     if narrator is not None:
@@ -73,7 +89,8 @@ def alignment_line(role: str, report: dict) -> str:
     With SecretFlow's engine the line says so: ``"... by private set intersection (SecretFlow RR22): ..."``.
     """
     counts = ", ".join(f"{name} {n:,} rows" for name, n in sorted(report["rows"].items()))
-    how = " (SecretFlow RR22)" if report.get("backend") == psi_secretflow.BACKEND else ""
+    how = " (SecretFlow RR22)" if report.get("backend") == psi_secretflow.BACKEND else \
+        " (unbalanced)" if report.get("protocol") == "unbalanced" else ""
     return f"party {role}: aligned by private set intersection{how}: {counts}; {report['shared']:,} shared"
 
 

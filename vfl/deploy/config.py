@@ -127,6 +127,8 @@ coordinator takes part in the model only); every key is optional::
                                         # hub-spoke; pip install vfl[secretflow]; docs/psi.md)
     psi_port_offset = 1000              # secretflow-rr22: each party's engine listens on its port + this
                                         # (the label party on K consecutive ports from there, one per spoke)
+    psi_protocol = "dh"                 # vfl's own PSI: "dh" (Diffie-Hellman on Curve25519) or "unbalanced" (the
+                                        # larger party's OPRF outputs computed once and cached: docs/psi.md)
     label = "label"                     # the label party's label column
     sample_weight = "w"                 # optional: a column of the label party's CSV weighing each row's loss
 
@@ -196,6 +198,8 @@ ALIGNMENTS = ("psi", "same-ids")
 #: Who computes the private set intersection (``[data] psi_backend``): vfl's own protocol, or SecretFlow's engine.
 PSI_BACKENDS = ("vfl", psi_secretflow.BACKEND)
 #: ``[data] psi_port_offset``: the SecretFlow engine's port is a party's own port plus this.
+#: Which of vfl's own PSI protocols runs (``[data] psi_protocol``): Diffie–Hellman, or the unbalanced PSI.
+PSI_PROTOCOLS = ("dh", "unbalanced")
 PSI_PORT_OFFSET = 1000
 #: The keys a ``[training]`` table of gradient-boosted trees may hold.
 _BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
@@ -273,6 +277,8 @@ class FederationConfig:
     psi_backend: str = "vfl"
     #: secretflow-rr22: each party's engine listens on its own port plus this
     psi_port_offset: int = PSI_PORT_OFFSET
+    #: vfl's own PSI: "dh" (Diffie–Hellman, vfl.protocols.psi) or "unbalanced" (vfl.protocols.psi_unbalanced)
+    psi_protocol: str = "dh"
     label: str = "label"
     #: the label party's column of row weights (``[data] sample_weight``), or None
     sample_weight: str | None = None
@@ -350,6 +356,8 @@ class FederationConfig:
             shared["pipeline"] = self.pipeline.to_dict()
         if self.psi_backend != "vfl":
             shared["psi_backend"] = [self.psi_backend, self.psi_port_offset]
+        if self.psi_protocol != "dh":
+            shared["psi_protocol"] = self.psi_protocol
         return shared
 
     def fingerprint(self, task: str) -> str:
@@ -408,11 +416,12 @@ def load_config(path) -> FederationConfig:
                                  f"{family.title} predicts privately only (leave mode out)")
     data = _section(where, raw, "data", required=False)
     _unknown(f"{where} [data]", data, {"id_column", "label", "align", "sample_weight", "psi_backend",
-                                       "psi_port_offset"})
+                                       "psi_port_offset", "psi_protocol"})
     align = data.get("align", "psi")
     if align not in ALIGNMENTS:
         raise ConfigurationError(f"{where} [data]: align must be one of {list(ALIGNMENTS)}, got {align!r}")
     psi_backend, psi_port_offset = _psi_backend(f"{where} [data]", data, align, parties)
+    psi_protocol = _psi_protocol(f"{where} [data]", data, align, psi_backend)
     pinning = sorted(n for n, e in parties.items() if e.ca is not None or e.fingerprint is not None or e.crl)
     if psi_backend != "vfl" and (pinning or crls):
         raise ConfigurationError(f"{where} [data]: psi_backend = {psi_backend!r}: SecretFlow's engine trusts one CA, "
@@ -459,6 +468,7 @@ def load_config(path) -> FederationConfig:
     return FederationConfig(path=path, ca=ca, parties=parties, training=training, family=family, prediction_mode=mode,
                             id_column=str(data.get("id_column", "id")), label=str(data.get("label", "label")),
                             align=align, psi_backend=psi_backend, psi_port_offset=psi_port_offset,
+                            psi_protocol=psi_protocol,
                             sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
                             network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving,
                             crls=crls)
@@ -502,6 +512,20 @@ def _psi_backend(where: str, table: dict, align: str, parties: dict) -> tuple[st
                                      f"psi_port_offset {offset}) is {clash}: choose another psi_port_offset")
         taken[(host, port)] = f"party {name}'s PSI engine port"
     return backend, offset
+
+
+def _psi_protocol(where: str, table: dict, align: str, backend: str) -> str:
+    """``[data] psi_protocol``: which of vfl's own PSI protocols runs ("dh" unless given)."""
+    protocol = table.get("psi_protocol", "dh")
+    if protocol not in PSI_PROTOCOLS:
+        raise ConfigurationError(f"{where}: psi_protocol must be one of {list(PSI_PROTOCOLS)}, got {protocol!r}")
+    if "psi_protocol" in table and backend != "vfl":
+        raise ConfigurationError(f"{where}: psi_protocol chooses vfl's own PSI protocol; psi_backend = {backend!r} "
+                                 "runs SecretFlow's engine instead (leave one of them out)")
+    if "psi_protocol" in table and align != "psi":
+        raise ConfigurationError(f"{where}: psi_protocol = {protocol!r} computes a private set intersection; "
+                                 f"align = {align!r} does not run one (set align = \"psi\" or leave psi_protocol out)")
+    return protocol
 
 
 def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
@@ -699,7 +723,7 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
                  align: str = "psi", sample_weight: str | None = None, pipeline: dict | None = None,
                  serving: dict | None = None, psi_backend: str | None = None,
-                 psi_port_offset: int | None = None, crl=None) -> Path:
+                 psi_port_offset: int | None = None, crl=None, psi_protocol: str | None = None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
@@ -717,7 +741,8 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
         lines.append("")
     for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
                          ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight,
-                                   "psi_backend": psi_backend, "psi_port_offset": psi_port_offset}),
+                                   "psi_backend": psi_backend, "psi_port_offset": psi_port_offset,
+                                   "psi_protocol": psi_protocol}),
                          ("network", network or {})) + ((("pipeline", pipeline),) if pipeline is not None else ()):
         lines.append(f"[{title}]")
         lines += [f"{k} = {_toml(v)}" for k, v in table.items() if v is not None]
