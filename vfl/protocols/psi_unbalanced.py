@@ -46,7 +46,7 @@ import numpy as np
 from vfl.crypto import group, upsi
 from vfl.errors import DataError, ProtocolError
 from vfl.protocols import upsi_cache
-from vfl.protocols.psi import check_ids, final_positions, parse_sizes, too_small
+from vfl.protocols.psi import check_unique, final_positions, parse_sizes, too_small
 from vfl.transport import Endpoint
 
 VERSION = "vfl-upsi-1"
@@ -90,9 +90,10 @@ class _Pair:
 class _State:
     """One party's run: its ids, cache folder, the large-party cache once loaded, and what it reports."""
 
-    def __init__(self, ep: Endpoint, ids: list[bytes], cache_dir, note: Note | None, report: dict | None,
+    def __init__(self, ep: Endpoint, ids: Sequence[bytes], cache_dir, note: Note | None, report: dict | None,
                  on_progress: OnProgress | None):
-        self.ep, self.ids, self.cache_dir = ep, ids, Path(cache_dir)
+        self.ep, self.cache_dir = ep, Path(cache_dir)
+        self.ids, self.digest = _checked_ids(ids, ep.role, self.cache_dir)
         self.report = report if report is not None else {}
         self.report.update({"built": False, "fetched": [], "notes": [], "large": {}})
         self.own: upsi_cache.OwnCache | None = None
@@ -106,7 +107,7 @@ class _State:
 
     def own_cache(self) -> upsi_cache.OwnCache:
         if self.own is None:
-            self.own = upsi_cache.load_own(self.cache_dir, self.ep.role, self.ids, self.note)
+            self.own = upsi_cache.load_own(self.cache_dir, self.ep.role, self.ids, self.note, self.digest)
             self.report["built"] = self.own.built
         return self.own
 
@@ -114,6 +115,21 @@ class _State:
         self.done += n
         if self.on_progress:
             self.on_progress(self.done, self.total)
+
+
+def _checked_ids(ids: Sequence[bytes], party: str, cache_dir) -> tuple[list[bytes], str]:
+    """The ids as bytes and their set digest; refuses no ids and a repeated id, naming the party.
+
+    The repeat check (a second or two at 10^7 ids) is skipped when the ids are exactly those the party's
+    own OPRF cache was built over (the same digest: they were checked then).
+    """
+    ids = list(map(bytes, ids))
+    if not ids:
+        raise DataError(f"party {party}: no ids to intersect")
+    digest = upsi_cache.set_digest(ids)
+    if upsi_cache.recorded_digest(cache_dir) != digest:
+        check_unique(ids, party)
+    return ids, digest
 
 
 def large_party(sizes: dict[str, int], hub: str, spoke: str) -> str:
@@ -274,8 +290,8 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     spokes = list(spokes)
     if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
         raise ValueError("the hub needs one or more distinct spokes other than itself")
-    ids = check_ids(ids, ep.role)
     st = _State(ep, ids, cache_dir, note, report, on_progress)
+    ids = st.ids
     share = os.urandom(SALT_BYTES)
     sizes, shares = {ep.role: len(ids)}, [share]
     for spoke in spokes:
@@ -323,8 +339,8 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
               on_progress: OnProgress | None = None, sizes_out: dict | None = None, *, cache_dir,
               note: Note | None = None, report: dict | None = None) -> np.ndarray:
     """A spoke's program (see :func:`align_rows`)."""
-    ids = check_ids(ids, ep.role)
     st = _State(ep, ids, cache_dir, note, report, on_progress)
+    ids = st.ids
     share = os.urandom(SALT_BYTES)
     ep.send(hub, "upsi_hello", "public", version=VERSION, salt_share=share, rows=len(ids))
     setup = ep.recv(hub, "upsi_setup")
@@ -389,6 +405,6 @@ def prepare(ids: Sequence[bytes], party: str, cache_dir, note: Note | None = Non
 
     Returns ``{"path", "rows", "built"}``.
     """
-    ids = check_ids(ids, party)
-    own = upsi_cache.load_own(cache_dir, party, ids, note)
+    ids, digest = _checked_ids(ids, party, cache_dir)
+    own = upsi_cache.load_own(cache_dir, party, ids, note, digest)
     return {"path": str(own.path), "rows": len(ids), "built": own.built}

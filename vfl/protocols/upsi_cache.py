@@ -125,6 +125,23 @@ def _number(header: dict, key: str, path: Path) -> int:
     return value
 
 
+def recorded_digest(directory) -> str | None:
+    """The set digest in the large party's file header, unchecked (None without a readable one).
+
+    Only to skip re-checking ids that match it: :func:`read_own` verifies the whole file afterwards.
+    """
+    try:
+        with open(own_path(directory), "rb") as f:
+            head = f.read(len(MAGIC) + _HEAD)
+            if not head.startswith(MAGIC):
+                return None
+            header = json.loads(f.read(int.from_bytes(head[len(MAGIC):], "big")).decode("utf-8"))
+        digest = header.get("digest") if isinstance(header, dict) else None
+        return digest if isinstance(digest, str) else None
+    except (OSError, ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
 # -- the large party's file ---------------------------------------------------------------------
 @dataclass
 class OwnCache:
@@ -191,13 +208,14 @@ def read_own(directory, party: str) -> OwnCache:
     return OwnCache(path, key, key_id, header["digest"], outputs, rows)
 
 
-def load_own(directory, party: str, ids: Sequence[bytes], note: Note | None = None) -> OwnCache:
+def load_own(directory, party: str, ids: Sequence[bytes], note: Note | None = None,
+             digest: str | None = None) -> OwnCache:
     """The large party's key and outputs for ``ids``: read and checked, or (re)built.
 
     Built when there is no file; rebuilt with a fresh key when the ids' digest differs from the file's
     (``note`` says so, naming the file).  A damaged, foreign or exposed file is a :class:`CacheError`.
     """
-    path, digest = own_path(directory), set_digest(ids)
+    path, digest = own_path(directory), digest or set_digest(ids)
     if not path.exists():
         if note:
             note(f"party {party}: no unbalanced-PSI key yet; evaluating the OPRF over its {len(ids):,} ids "
