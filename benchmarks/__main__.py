@@ -10,7 +10,8 @@ about 15 minutes on 2 cores, most of it the textbook baseline on 10,000 rows;
 ``--quick`` takes about a minute.
 
 ``--psi`` benchmarks the private set intersection instead (:mod:`benchmarks.psi`); with ``--against
-secretflow``, beside SecretFlow's (:mod:`benchmarks.psi_secretflow`).
+secretflow``, beside SecretFlow's (:mod:`benchmarks.psi_secretflow`); with ``--psi-unbalanced
+LARGE,SMALL`` the unbalanced PSI, offline and online (:mod:`benchmarks.psi_unbalanced`).
 ``--quality --data DIR`` measures model quality instead: default_credit in original
 units, scikit-learn and the exact optimum of vfl's objective beside vfl's training over
 many random starts, and issue 19's goals (:mod:`benchmarks.quality`).
@@ -50,6 +51,13 @@ from benchmarks.sidebyside import table  # noqa: F401  (also passed to the sub-b
 
 def _parse_sizes(text: str) -> list[int]:
     return [int(v.replace("_", "")) for v in text.split(",") if v.strip()]
+
+
+def _parse_pairs(text: str) -> list[tuple[int, int]]:
+    pairs = [tuple(_parse_sizes(part)) for part in text.split(";") if part.strip()]
+    if not pairs or any(len(p) != 2 for p in pairs):
+        raise argparse.ArgumentTypeError(f"expected LARGE,SMALL pairs separated by ';', got {text!r}")
+    return pairs
 
 
 def _positive(text: str) -> int:
@@ -93,6 +101,9 @@ def parse_args(argv=None):
                         "half in common; about 10 minutes on 2 cores)")
     p.add_argument("--psi-sizes", type=_parse_sizes, default=None, metavar="N,N,...",
                    help="ids per party for --psi (implies --psi), e.g. 10000,100000")
+    p.add_argument("--psi-unbalanced", type=_parse_pairs, default=None, metavar="LARGE,SMALL[;...]",
+                   help="the unbalanced PSI (psi_protocol = 'unbalanced', implies --psi): offline over LARGE ids, "
+                        "then runs of SMALL ids against them, e.g. 1000000,10000")
     p.add_argument("--psi-overlap", type=_fraction, default=0.5, metavar="F",
                    help="with --psi: the share of each party's ids the other holds too (default 0.5)")
     p.add_argument("--against", choices=["secretflow"], default=None,
@@ -275,6 +286,10 @@ def main(argv=None) -> int:
         from benchmarks.fate_compare import main_fate
 
         return main_fate(args)
+    if args.psi_unbalanced:
+        from benchmarks.psi_unbalanced import main as main_unbalanced
+
+        return main_unbalanced(args.psi_unbalanced, args.json)
     if args.psi:
         from benchmarks.psi import main_psi
 

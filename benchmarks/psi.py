@@ -34,6 +34,10 @@ report prints that estimate as a party's CPU seconds over 2.
 ``--against secretflow`` runs SecretFlow's PSI on the same ids beside it
 (:mod:`benchmarks.psi_secretflow`, in SecretFlow's own interpreter).
 
+``--psi-unbalanced LARGE,SMALL`` measures the unbalanced protocol (``psi_protocol = "unbalanced"``)
+instead: the large party's offline OPRF, the small party's one fetch and the warm runs
+(:mod:`benchmarks.psi_unbalanced`).
+
 ``python -m benchmarks.psi party ROLE N FOLDER PORT_A PORT_B [--progress] [--overlap F] [--protocol P]`` is
 one party (used by the bench).
 """

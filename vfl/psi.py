@@ -11,7 +11,10 @@ network (:mod:`vfl.protocols.psi`), or with ``protocol="kkrt"`` KKRT's
 OPRF-based PSI (:mod:`vfl.protocols.psi_kkrt`), one thread per party over the
 in-process transport, and returns each party's own rows of the intersection in
 the order common to all of them.  The hub is the label party; every other
-party is a spoke.  See docs/psi.md for the protocols and what each party learns.
+party is a spoke.  With ``protocol="unbalanced"`` it runs the unbalanced PSI
+(:mod:`vfl.protocols.psi_unbalanced`: a large party's OPRF outputs computed
+once and cached, a small party's ids queried each run), each party's cache in
+``cache_dir/PARTY``.  See docs/psi.md for the protocols and what each party learns.
 
 Ids are compared in a canonical form (:func:`canonical_id`, from
 :mod:`vfl.datachecks`, which ``vfl party`` uses too): text stripped of
@@ -23,6 +26,8 @@ id; a blank id is refused.
 from __future__ import annotations
 
 import sys
+import tempfile
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
@@ -31,15 +36,16 @@ import pandas as pd
 from vfl.crypto import group
 from vfl.datachecks import canonical_id, canonical_ids, check_id_column
 from vfl.errors import DataError
-from vfl.protocols import psi_kkrt
+from vfl.protocols import psi_kkrt, psi_unbalanced
 from vfl.protocols.psi import align_rows, check_unique
 from vfl.transport import Endpoint, InProcessNetwork, Transcript, run_roles
 
 #: canonical_id and canonical_ids live in vfl.datachecks (shared with ``vfl party``); kept here by name.
 __all__ = ["PROTOCOLS", "canonical_id", "canonical_ids", "intersect"]
 
-#: The PSI protocols, by name: Diffie–Hellman on Curve25519, and KKRT's OPRF on OT extension.
-PROTOCOLS = {"dh": align_rows, "kkrt": psi_kkrt.align_rows}
+#: The PSI protocols, by name: Diffie–Hellman on Curve25519, KKRT's OPRF on OT extension, and the unbalanced PSI
+#: (a cached OPRF).
+PROTOCOLS = {"dh": align_rows, "kkrt": psi_kkrt.align_rows, "unbalanced": psi_unbalanced.align_rows}
 
 
 def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, label_party: str | None) -> str:
@@ -61,7 +67,8 @@ def _hub(frames: Mapping[str, pd.DataFrame], label: str | None, label_party: str
 
 def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | None = None,
               label_party: str | None = None, min_rows: int = 1, progress: bool = False,
-              transcript: Transcript | None = None, protocol: str = "dh") -> dict[str, pd.DataFrame]:
+              transcript: Transcript | None = None, protocol: str = "dh",
+              cache_dir=None) -> dict[str, pd.DataFrame]:
     """Each party's rows of the private set intersection, in one common order.
 
     Parameters
@@ -81,9 +88,14 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         Show a progress bar per party on stderr.
     transcript : Transcript, optional
         Records every message (pass ``Transcript(keep_payloads=True)`` to inspect them).
-    protocol : {"dh", "kkrt"}
+    protocol : {"dh", "kkrt", "unbalanced"}
         ``"dh"``: the Diffie–Hellman PSI (:mod:`vfl.protocols.psi`); ``"kkrt"``: KKRT's OPRF-based PSI
-        (:mod:`vfl.protocols.psi_kkrt`), pairwise between the hub and each spoke.  Both give the same rows.
+        (:mod:`vfl.protocols.psi_kkrt`); ``"unbalanced"``: the unbalanced PSI (:mod:`vfl.protocols.psi_unbalanced`),
+        the larger party of each pair evaluating its OPRF once.  The last two run pairwise between the hub and each
+        spoke.  All give the same rows.
+    cache_dir : path, optional
+        ``"unbalanced"``: where each party keeps its cache files, in ``cache_dir/PARTY`` (owner-only);
+        without it a temporary folder, removed afterwards (nothing reused).
 
     Returns
     -------
@@ -91,8 +103,9 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         Per party, its rows of the intersection in the common order, with a
         fresh ``RangeIndex`` and ``id_column`` holding the canonical ids (text),
         so the aligned frames hold equal ids row by row.  Each frame's ``attrs["psi"]`` records the
-        row counts, the shared count, the protocol and, for ``"dh"``, the X25519 engine that ran
-        (``curve_engine``: Intel's multi-buffer ladder or libsodium, and if libsodium, why; see docs/psi.md).
+        row counts, the shared count, the protocol, the X25519 engine that ran for ``"dh"`` and ``"unbalanced"``
+        (``curve_engine``: Intel's multi-buffer ladder or libsodium, and if libsodium, why; see docs/psi.md) and,
+        for ``"unbalanced"``, what the party did with its caches (``cache``).
 
     Raises
     ------
@@ -106,7 +119,17 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         raise DataError(f"min_rows must be a positive integer, got {min_rows!r}")
     if protocol not in PROTOCOLS:
         raise DataError(f"protocol must be one of {sorted(PROTOCOLS)}, got {protocol!r}")
-    align = PROTOCOLS[protocol]
+    if protocol == "unbalanced":
+        if cache_dir is None:
+            with tempfile.TemporaryDirectory(prefix="vfl-upsi-") as folder:
+                return intersect(frames, id_column, label, label_party, min_rows, progress, transcript, protocol,
+                                 folder)
+        reports = {str(p): {} for p in frames}
+        align = {str(p): (lambda *a, p=str(p): psi_unbalanced.align_rows(
+            *a, cache_dir=Path(cache_dir) / p, report=reports[p],
+            note=(lambda text: print(text, file=sys.stderr)) if progress else None)) for p in frames}
+    else:
+        align = {str(p): PROTOCOLS[protocol] for p in frames}
     names = [str(party) for party in frames]             # party names as VerticalDataset gives them: text
     if len(set(names)) < len(names):
         raise DataError(f"intersect: two parties have the same name as text: {sorted(names)}")
@@ -130,13 +153,13 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
     endpoints = {r: Endpoint(network.transport(r), [p for p in roles if p != r], transcript) for r in roles}
     try:
         rows = run_roles(network, {
-            r: (lambda r=r: align(endpoints[r], ids[r], hub, spokes, int(min_rows), bars.get(r)))
+            r: (lambda r=r: align[r](endpoints[r], ids[r], hub, spokes, int(min_rows), bars.get(r)))
             for r in roles})
     finally:
         for bar in bars.values():
             bar.close()
     record = {"protocol": protocol}
-    if protocol == "dh":
+    if protocol in ("dh", "unbalanced"):
         record["curve_engine"] = group.engine_record()
     aligned = {}
     for party, frame in frames.items():
@@ -144,6 +167,8 @@ def intersect(frames: Mapping[str, pd.DataFrame], id_column: str, label: str | N
         out[id_column] = [ids[party][i].decode("utf-8") for i in rows[party]]
         out.attrs["psi"] = {"rows": {p: len(v) for p, v in ids.items()}, "shared": int(len(rows[party])),
                             **record}
+        if protocol == "unbalanced":
+            out.attrs["psi"]["cache"] = reports[party]
         aligned[party] = out
     return aligned
 

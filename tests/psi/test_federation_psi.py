@@ -128,3 +128,36 @@ def test_vfl_align_with_kkrt_finds_the_same_rows(tmp_path, federation_certs):
         assert json.loads((record / "result.json").read_text())["alignment"]["protocol"] == "kkrt"
     a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
     assert list(a["id"]) == list(b["id"]) and sorted(a["id"]) == sorted(shared_ids)
+
+
+def test_vfl_align_with_the_unbalanced_psi_reuses_its_caches_on_the_second_run(tmp_path, federation_certs):
+    """psi_protocol = "unbalanced": B (the label party, 100 rows) against A (60 rows after a cut): B keeps its key and
+    outputs in WORKDIR/psi-cache, A its copy; the second run fetches nothing and evaluates nothing again."""
+    data, shared_ids, _, _ = overlapping_csvs(tmp_path, seed=9)
+    frame = pd.read_csv(data[("A", "train")], dtype={"id": str})
+    frame = frame[frame["id"].str.strip().isin(shared_ids[:50]) | ~frame["id"].str.strip().isin(shared_ids)]
+    frame.iloc[:60].to_csv(data[("A", "train")], index=False)
+    kept = sorted(set(frame.iloc[:60]["id"].str.strip()) & set(shared_ids))
+    config = write_federation_file(tmp_path / "federation.toml", federation_certs[0], _free_ports(3),
+                                   data={"psi_protocol": "unbalanced"})
+    assert load_config(config).psi_protocol == "unbalanced"
+    out = {role: tmp_path / f"aligned_{role}.csv" for role in ("A", "B")}
+    for run in (1, 2):
+        procs = {role: Party(["align", "--config", config, "--role", role, "--data", data[(role, "train")],
+                              "--out", out[role], "--workdir", tmp_path / role], tmp_path / f"output{run}")
+                 for role in ("A", "B")}
+        results = finish_all(procs)
+        for role, (code, stdout, err) in results.items():
+            assert code == 0, f"{role}: {err}"
+            assert f"aligned by private set intersection (unbalanced): A 60 rows, B 100 rows; {len(kept)} shared" \
+                in stdout
+        a, b = pd.read_csv(out["A"], dtype={"id": str}), pd.read_csv(out["B"], dtype={"id": str})
+        assert list(a["id"]) == list(b["id"]) == kept
+        caches = {}
+        for role in ("A", "B"):
+            record = sorted((tmp_path / role / "runs").iterdir())[-1]
+            caches[role] = json.loads((record / "result.json").read_text())["alignment"]["cache"]
+        assert caches["B"]["built"] == (run == 1) and caches["A"]["fetched"] == (["B"] if run == 1 else [])
+        assert caches["A"]["large"] == {"B": "B"}
+    assert (tmp_path / "B" / "psi-cache" / "unbalanced-psi-key.bin").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "A" / "psi-cache" / "unbalanced-psi-from-B.bin").stat().st_mode & 0o777 == 0o600

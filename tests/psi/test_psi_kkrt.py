@@ -186,7 +186,7 @@ def test_psi_protocol_in_federation_toml(tmp_path):
     config = load_config(_config(tmp_path, psi_protocol="kkrt"))
     assert config.psi_protocol == "kkrt" and config.shared("train")["psi_protocol"] == "kkrt"
     assert "psi_protocol" not in load_config(_config(tmp_path, psi_protocol="dh")).shared("train")
-    with pytest.raises(ConfigurationError, match=r"\[data\]: psi_protocol must be one of \['dh', 'kkrt'\]"):
+    with pytest.raises(ConfigurationError, match=r"\[data\]: psi_protocol must be one of \['dh', 'kkrt', 'unbalanced'\]"):
         load_config(_config(tmp_path, psi_protocol="rr22"))
     with pytest.raises(ConfigurationError, match="align = 'same-ids' does not run one"):
         load_config(_config(tmp_path, psi_protocol="kkrt", align="same-ids"))

@@ -28,6 +28,9 @@ which x-only Diffie–Hellman never needs to tell apart.
   bits of it); the checks also refuse a peer that does not follow the protocol.
 * :func:`blind_digests` — blinding a peer's points and hashing each result to a
   short digest in one pass (what the PSI sends back instead of points).
+* :func:`hash_and_digest` — hashing, blinding and digesting one's own messages in
+  one pass, each digest binding its message's seed (:func:`seeds`): the outputs
+  of the unbalanced PSI's OPRF (:mod:`vfl.crypto.upsi`).
 
 Work on many points is split into tasks and spread over the worker processes
 of :mod:`vfl.crypto.workers` (both cores); a task's points and results cross
@@ -231,6 +234,42 @@ def hash_and_blind(messages, domain: bytes, scalar: bytes) -> bytes:
     return _parallel(_task_hash, _seeds(messages, domain), SEED_BYTES, _check_scalar(scalar).hex())
 
 
+def seeds(messages, domain: bytes) -> bytes:
+    """The first hash of each message, 32 bytes each, back to back: what :func:`hash_to_group` maps to the curve.
+
+    ``SHA-512(len(domain) ‖ domain ‖ message)[:32]``; a collision-resistant stand-in for the message
+    wherever a later hash must bind it (:func:`hash_and_digest`).
+    """
+    return _seeds(messages, domain)
+
+
+def hash_and_digest(messages, domain: bytes, scalar: bytes, key: bytes, size: int) -> bytes:
+    """``SHA-256(key ‖ seed(m) ‖ scalar · H(m))[:size]`` for every message, in one pass over the workers.
+
+    A keyed function of each message that only the holder of ``scalar`` can compute (the OPRF outputs
+    of :mod:`vfl.crypto.upsi`, binding the message through its seed as RFC 9497 binds the input).
+    ``size`` is a multiple of 8 from 8 to 32.
+    """
+    if size % 8 or not 8 <= size <= 32:
+        raise ValueError("a digest is 8, 16, 24 or 32 bytes")
+    return _parallel(_task_hash_digest, _seeds(messages, domain), SEED_BYTES, _check_scalar(scalar).hex(),
+                     bytes(key).hex(), size)
+
+
+def digest_points(seeds_: bytes, points: bytes, key: bytes, size: int) -> bytes:
+    """``SHA-256(key ‖ seed ‖ point)[:size]`` for each (seed, point) pair: :func:`hash_and_digest`'s last step."""
+    if len(seeds_) // SEED_BYTES != count(points) or len(seeds_) % SEED_BYTES:
+        raise ValueError("one 32-byte seed per point")
+    prefix = hashlib.sha256(bytes(key))
+    out = []
+    for i in range(0, len(points), POINT_BYTES):
+        h = prefix.copy()
+        h.update(seeds_[i:i + SEED_BYTES])
+        h.update(points[i:i + POINT_BYTES])
+        out.append(h.digest()[:size])
+    return b"".join(out)
+
+
 def blind(points: bytes, scalar: bytes) -> bytes:
     """``scalar · P`` for every point ``P``; every point is checked first.
 
@@ -262,6 +301,15 @@ def _task_hash(words: np.ndarray, scalar_hex: str) -> tuple:
         return _words(points), -1, ""
     out, bad, used = _ladder(points, bytes.fromhex(scalar_hex))
     return _words(out), bad, used
+
+
+def _task_hash_digest(words: np.ndarray, scalar_hex: str, key_hex: str, size: int) -> tuple:
+    """Map seeds to curve points, blind them, and digest each with its seed (:func:`hash_and_digest`)."""
+    seeds_ = _unwords(words)
+    out, bad, used = _ladder(_map_many(seeds_), bytes.fromhex(scalar_hex))
+    if bad >= 0:        # a hashed point of small order: a 2^-250 event
+        return np.zeros(0, dtype=np.uint64), bad, used
+    return _words(digest_points(seeds_, out, bytes.fromhex(key_hex), size)), -1, used
 
 
 def _map_many(seeds: bytes) -> bytes:

@@ -15,7 +15,9 @@ each hub–spoke pairwise intersection instead (:mod:`vfl.protocols.psi_secretfl
 its own brpc links with the parties' certificates); vfl keeps the ids, the
 checks, the refusal, the order and the narration.  With ``[data] psi_protocol = "kkrt"`` vfl's own
 PSI is KKRT's OPRF on OT extension (:mod:`vfl.protocols.psi_kkrt`) instead of Diffie–Hellman: the same
-rows, the same order, far less CPU per id, more bytes on the wire.
+rows, the same order, far less CPU per id, more bytes on the wire.  With ``psi_protocol = "unbalanced"``
+it is the unbalanced one (:mod:`vfl.protocols.psi_unbalanced`): in each pair the larger party's OPRF
+outputs are computed once and kept, with the smaller party's copy, in ``WORKDIR/psi-cache``.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from vfl.deploy.jsonfile import write_private_csv
 from vfl.crypto import group
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
-from vfl.protocols import psi_kkrt, psi_secretflow
+from vfl.protocols import psi_kkrt, psi_secretflow, psi_unbalanced
 from vfl.protocols.psi import align_rows
 
 
@@ -39,8 +41,12 @@ def min_rows(batch_size: int | None, n_weights: int) -> int:
 
 
 def private_intersection(endpoint, config: FederationConfig, role: str, data: PartyData, needed: int,
-                         narrator=None, bar=None) -> tuple[PartyData, dict]:
-    """This party's rows of the intersection, in the common order, and what it learned: every row count."""
+                         narrator=None, bar=None, workdir=None) -> tuple[PartyData, dict]:
+    """This party's rows of the intersection, in the common order, and what it learned: every row count.
+
+    ``workdir`` (default ``./vfl-ROLE``, as ``vfl party``'s): the unbalanced PSI keeps its caches in its
+    ``psi-cache`` folder.
+    """
     roster = config.roster
     sizes: dict[str, int] = {}
     on_progress = None
@@ -54,6 +60,12 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
                                            config.network.connect_timeout, config.timeout)
         rows = psi_secretflow.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed, links,
                                          sizes)
+    elif config.psi_protocol == "unbalanced":
+        cache = {}
+        folder = Path(workdir if workdir is not None else f"vfl-{role}") / "psi-cache"
+        rows = psi_unbalanced.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed,
+                                         on_progress, sizes, cache_dir=folder, report=cache,
+                                         note=narrator.say if narrator is not None else None)
     else:
         align = psi_kkrt.align_rows if config.psi_protocol == "kkrt" else align_rows
         rows = align(endpoint, data.id_bytes(), roster.label, roster.features, needed, on_progress, sizes)
@@ -65,6 +77,10 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
         report["backend"] = config.psi_backend
     elif config.psi_protocol == "kkrt":
         report["protocol"] = "kkrt"
+    elif config.psi_protocol == "unbalanced":
+        report["protocol"] = "unbalanced"
+        report["cache"] = {"built": cache["built"], "fetched": cache["fetched"], "large": cache["large"]}
+        report["curve_engine"] = group.engine_record()
     else:
         report["curve_engine"] = group.engine_record()
     if narrator is not None:
@@ -80,7 +96,8 @@ def alignment_line(role: str, report: dict) -> str:
     """
     counts = ", ".join(f"{name} {n:,} rows" for name, n in sorted(report["rows"].items()))
     how = " (SecretFlow RR22)" if report.get("backend") == psi_secretflow.BACKEND else \
-        " (KKRT)" if report.get("protocol") == "kkrt" else ""
+        " (KKRT)" if report.get("protocol") == "kkrt" else \
+        " (unbalanced)" if report.get("protocol") == "unbalanced" else ""
     return f"party {role}: aligned by private set intersection{how}: {counts}; {report['shared']:,} shared"
 
 

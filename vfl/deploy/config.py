@@ -127,8 +127,9 @@ coordinator takes part in the model only); every key is optional::
                                         # hub-spoke; pip install vfl[secretflow]; docs/psi.md)
     psi_port_offset = 1000              # secretflow-rr22: each party's engine listens on its port + this
                                         # (the label party on K consecutive ports from there, one per spoke)
-    psi_protocol = "dh"                 # vfl's own PSI: "dh" (Diffie-Hellman on Curve25519) or "kkrt" (KKRT's
-                                        # OPRF on OT extension: far less CPU, more bytes; docs/psi.md)
+    psi_protocol = "dh"                 # vfl's own PSI: "dh" (Diffie-Hellman on Curve25519), "kkrt" (KKRT's
+                                        # OPRF on OT extension: far less CPU, more bytes) or "unbalanced" (the
+                                        # larger party's OPRF outputs computed once and cached; docs/psi.md)
     label = "label"                     # the label party's label column
     sample_weight = "w"                 # optional: a column of the label party's CSV weighing each row's loss
 
@@ -198,8 +199,8 @@ ALIGNMENTS = ("psi", "same-ids")
 #: Who computes the private set intersection (``[data] psi_backend``): vfl's own protocol, or SecretFlow's engine.
 PSI_BACKENDS = ("vfl", psi_secretflow.BACKEND)
 #: ``[data] psi_port_offset``: the SecretFlow engine's port is a party's own port plus this.
-#: Which of vfl's own PSI protocols runs (``[data] psi_protocol``): Diffie–Hellman, or KKRT's OPRF.
-PSI_PROTOCOLS = ("dh", "kkrt")
+#: Which of vfl's own PSI protocols runs (``[data] psi_protocol``): Diffie–Hellman, KKRT's OPRF, or the unbalanced PSI.
+PSI_PROTOCOLS = ("dh", "kkrt", "unbalanced")
 PSI_PORT_OFFSET = 1000
 #: The keys a ``[training]`` table of gradient-boosted trees may hold.
 _BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
@@ -277,7 +278,8 @@ class FederationConfig:
     psi_backend: str = "vfl"
     #: secretflow-rr22: each party's engine listens on its own port plus this
     psi_port_offset: int = PSI_PORT_OFFSET
-    #: vfl's own PSI: "dh" (Diffie–Hellman, vfl.protocols.psi) or "kkrt" (vfl.protocols.psi_kkrt)
+    #: vfl's own PSI: "dh" (Diffie–Hellman, vfl.protocols.psi), "kkrt" (vfl.protocols.psi_kkrt) or "unbalanced"
+    #: (vfl.protocols.psi_unbalanced)
     psi_protocol: str = "dh"
     label: str = "label"
     #: the label party's column of row weights (``[data] sample_weight``), or None

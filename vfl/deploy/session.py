@@ -380,7 +380,7 @@ def abort_reason(role: str, exc: BaseException) -> str:
 
 
 def align_data(session: Session, role: str, data: PartyData, mine: dict, theirs: dict, narrator,
-               needed: int) -> tuple[PartyData, dict | None]:
+               needed: int, workdir=None) -> tuple[PartyData, dict | None]:
     """The rows to use: the private set intersection (``align = "psi"``), or the same ids checked by digest.
 
     Returns the rows in the order common to all parties and, with the
@@ -390,7 +390,7 @@ def align_data(session: Session, role: str, data: PartyData, mine: dict, theirs:
     if config.align == "same-ids":
         check_rows(session.endpoint, role, data, mine, theirs, config.roster)
         return data, None
-    return private_intersection(session.endpoint, config, role, data, needed, narrator)
+    return private_intersection(session.endpoint, config, role, data, needed, narrator, workdir=workdir)
 
 
 def check_same_training(role: str, roster: Roster, theirs: dict, trained_with: str) -> None:

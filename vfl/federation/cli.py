@@ -267,7 +267,8 @@ def _align_rows(args, config, record) -> dict:
     """``vfl align``: only the private set intersection; this party's aligned rows written."""
     from vfl.federation.linear import align_only
 
-    summary = align_only(config, args.role, args.data, args.out, narrate=args.narrate, record=record)
+    summary = align_only(config, args.role, args.data, args.out, narrate=args.narrate, record=record,
+                         workdir=_workdir(args))
     print(alignment_line(args.role, summary["alignment"]))
     print(f"party {args.role}: its {summary['alignment']['shared']:,} aligned rows written to {summary['output']}")
     return summary

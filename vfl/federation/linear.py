@@ -270,7 +270,7 @@ def _foreign(config: FederationConfig, kind: str) -> tuple:
 
 @uses_compute
 def align_only(config: FederationConfig, role: str, data_path, output, narrate: bool = False,
-               record=None) -> dict:
+               record=None, workdir=None) -> dict:
     """``vfl align``: run only the private set intersection; write this party's aligned rows.
 
     Every data party runs it at once (the coordinator takes no part).  Returns
@@ -288,7 +288,7 @@ def align_only(config: FederationConfig, role: str, data_path, output, narrate: 
     narrator = Narrator(role, phase="align", family="alignment", kind=kind) if narrate else None
     with Session(config, role, "align", narrator, Progress(role, False, record=record)) as session:
         session.hello()
-        aligned, report = private_intersection(session.endpoint, config, role, data, 1, narrator)
+        aligned, report = private_intersection(session.endpoint, config, role, data, 1, narrator, workdir=workdir)
     path = write_aligned(output, aligned, config.id_column, config.label if kind == "label" else None)
     return {"party": role, "role": kind, "alignment": report, "output": str(path)}
 

@@ -119,7 +119,7 @@ def party_run(config: FederationConfig, role: str, task: str, data: PartyData | 
                 theirs = session.hello(extra)
             alignment = None
             if data:
-                data, alignment = align_data(session, role, data, extra, theirs, narrator, min_rows)
+                data, alignment = align_data(session, role, data, extra, theirs, narrator, min_rows, workdir)
                 if alignment:
                     shown.line(alignment_line(role, alignment))
                 if task == "predict":
