@@ -208,27 +208,11 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
         raise ValueError("the hub needs one or more distinct spokes other than itself")
     ids = check_ids(ids, ep.role)
-    share, scalar = os.urandom(SALT_BYTES), group.random_scalar()
+    scalar = group.random_scalar()
 
     # Step 1: salt shares and row counts
-    sizes, shares = {ep.role: len(ids)}, [share]
-    for spoke in spokes:
-        hello = ep.recv(spoke, "psi_hello")
-        if hello["version"] != VERSION:
-            raise ProtocolError(f"{ep.role}: {spoke} runs PSI protocol {hello['version']!r}, not {VERSION!r}")
-        if not isinstance(hello["salt_share"], bytes) or len(hello["salt_share"]) != SALT_BYTES \
-                or type(hello["rows"]) is not int or hello["rows"] < 0:
-            raise ProtocolError(f"{ep.role}: {spoke} sent a malformed 'psi_hello'")
-        sizes[spoke] = hello["rows"]
-        shares.append(hello["salt_share"])
-    if sizes_out is not None:
-        sizes_out.update(sizes)
-    refusal = too_small(sizes, min_rows)
-    for spoke in spokes:
-        ep.send(spoke, "psi_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
-                refusal=refusal or "")
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    sizes, shares = hub_hellos(ep, spokes, len(ids), "psi", VERSION, sizes_out)
+    hub_setup(ep, spokes, "psi", sizes, shares, too_small(sizes, min_rows))
     salt = _combine_salt(shares)
     domain = _HASH_TAG + salt
     progress = Progress(on_progress, len(ids) + sum(sizes[s] for s in spokes))
@@ -301,23 +285,10 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
         The spoke's rows (positions in ``ids``) in the intersection, in the common order.
     """
     ids = check_ids(ids, ep.role)
-    share, scalar = os.urandom(SALT_BYTES), group.random_scalar()
+    scalar = group.random_scalar()
 
     # Step 1: salt shares and row counts
-    ep.send(hub, "psi_hello", "public", version=VERSION, salt_share=share, rows=len(ids))
-    setup = ep.recv(hub, "psi_setup")
-    shares, sizes = setup["salt_shares"], parse_sizes(ep, hub, setup["sizes"])
-    if not isinstance(shares, bytes) or len(shares) % SALT_BYTES or sizes.get(ep.role) != len(ids) \
-            or hub not in sizes or len(shares) != SALT_BYTES * len(sizes):
-        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'psi_setup'")
-    shares = [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]
-    if share not in shares:
-        raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
-    if sizes_out is not None:
-        sizes_out.update(sizes)
-    refusal = setup["refusal"] or too_small(sizes, min_rows)
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    sizes, shares, _ = spoke_hello(ep, hub, len(ids), "psi", VERSION, min_rows, sizes_out)
     salt = _combine_salt(shares)
     n_hub = sizes[hub]
     progress = Progress(on_progress, len(ids) + n_hub)
@@ -374,6 +345,59 @@ def _check_distinct(ep: Endpoint, spoke: str, *digest_lists: np.ndarray) -> None
         if len(ranked) > 1 and np.any(ranked[1:] == ranked[:-1]):
             raise ProtocolError(f"{ep.role}: {spoke} sent repeated points or digests (duplicate ids at {spoke}, "
                                 "or a fault); stopping")
+
+
+def hub_hellos(ep: Endpoint, spokes: Sequence[str], n_rows: int, prefix: str, version: str,
+               sizes_out: dict | None = None) -> tuple[dict[str, int], list[bytes]]:
+    """Step 1 of every PSI protocol at the hub: each spoke's ``PREFIX_hello`` (its protocol version, salt share
+    and row count), checked.  Returns every party's row count and the salt shares, the hub's own (fresh) first."""
+    sizes, shares = {ep.role: n_rows}, [os.urandom(SALT_BYTES)]
+    for spoke in spokes:
+        hello = ep.recv(spoke, f"{prefix}_hello")
+        if hello["version"] != version:
+            raise ProtocolError(f"{ep.role}: {spoke} runs PSI protocol {hello['version']!r}, not {version!r}")
+        if not isinstance(hello["salt_share"], bytes) or len(hello["salt_share"]) != SALT_BYTES \
+                or type(hello["rows"]) is not int or hello["rows"] < 0:
+            raise ProtocolError(f"{ep.role}: {spoke} sent a malformed '{prefix}_hello'")
+        sizes[spoke] = hello["rows"]
+        shares.append(hello["salt_share"])
+    if sizes_out is not None:
+        sizes_out.update(sizes)
+    return sizes, shares
+
+
+def hub_setup(ep: Endpoint, spokes: Sequence[str], prefix: str, sizes: dict[str, int], shares: Sequence[bytes],
+              refusal: str | None, extra=None) -> None:
+    """Send every spoke the ``PREFIX_setup``: every salt share and row count, or why the run stops (then raise it
+    here too); ``extra(spoke)``: a protocol's own fields for that spoke."""
+    for spoke in spokes:
+        ep.send(spoke, f"{prefix}_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
+                refusal=refusal or "", **(extra(spoke) if extra is not None else {}))
+    if refusal:
+        raise DataError(f"{ep.role}: {refusal}")
+
+
+def spoke_hello(ep: Endpoint, hub: str, n_rows: int, prefix: str, version: str, min_rows: int,
+                sizes_out: dict | None = None) -> tuple[dict[str, int], list[bytes], object]:
+    """Step 1 of every PSI protocol at a spoke: its ``PREFIX_hello`` (a fresh salt share), then the hub's
+    ``PREFIX_setup`` checked (its own share and row count among them).  Returns every party's row count, the salt
+    shares and the setup message (a protocol's own fields); a refusal (too few rows) raises :class:`DataError`."""
+    share = os.urandom(SALT_BYTES)
+    ep.send(hub, f"{prefix}_hello", "public", version=version, salt_share=share, rows=n_rows)
+    setup = ep.recv(hub, f"{prefix}_setup")
+    shares, sizes = setup["salt_shares"], parse_sizes(ep, hub, setup["sizes"], f"{prefix}_setup")
+    if not isinstance(shares, bytes) or len(shares) % SALT_BYTES or sizes.get(ep.role) != n_rows \
+            or hub not in sizes or len(shares) != SALT_BYTES * len(sizes):
+        raise ProtocolError(f"{ep.role}: {hub} sent a malformed '{prefix}_setup'")
+    shares = [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]
+    if share not in shares:
+        raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
+    if sizes_out is not None:
+        sizes_out.update(sizes)
+    refusal = setup["refusal"] or too_small(sizes, min_rows)
+    if refusal:
+        raise DataError(f"{ep.role}: {refusal}")
+    return sizes, shares, setup
 
 
 def parse_sizes(ep: Endpoint, hub: str, text, message: str = "psi_setup") -> dict[str, int]:

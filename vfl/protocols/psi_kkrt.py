@@ -35,16 +35,14 @@ See docs/psi.md.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from typing import Sequence
 
 import numpy as np
 
 from vfl.crypto import cuckoo, kkrt, ot
 from vfl.errors import DataError, ProtocolError
-from vfl.protocols.psi import (SALT_BYTES, OnProgress, Progress, check_ids, distinct, final_positions,
-                               parse_sizes, recv_chunks, too_small)
+from vfl.protocols.psi import (OnProgress, Progress, check_ids, distinct, final_positions, hub_hellos, hub_setup,
+                               recv_chunks, spoke_hello, too_small)
 from vfl.transport import Endpoint
 
 VERSION = "vfl-psi-kkrt-1"
@@ -120,21 +118,9 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
     if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
         raise ValueError("the hub needs one or more distinct spokes other than itself")
     ids = check_ids(ids, ep.role)
-    share = os.urandom(SALT_BYTES)
 
     # Step 1: salt shares and row counts; the cuckoo table; the base-OT points A_j
-    sizes, shares = {ep.role: len(ids)}, [share]
-    for spoke in spokes:
-        hello = ep.recv(spoke, "kkrt_hello")
-        if hello["version"] != VERSION:
-            raise ProtocolError(f"{ep.role}: {spoke} runs PSI protocol {hello['version']!r}, not {VERSION!r}")
-        if not isinstance(hello["salt_share"], bytes) or len(hello["salt_share"]) != SALT_BYTES \
-                or type(hello["rows"]) is not int or hello["rows"] < 0:
-            raise ProtocolError(f"{ep.role}: {spoke} sent a malformed 'kkrt_hello'")
-        sizes[spoke] = hello["rows"]
-        shares.append(hello["salt_share"])
-    if sizes_out is not None:
-        sizes_out.update(sizes)
+    sizes, shares = hub_hellos(ep, spokes, len(ids), "kkrt", VERSION, sizes_out)
     salt = _salt(shares)
     refusal = too_small(sizes, min_rows)
     if refusal is None:
@@ -143,11 +129,7 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         except cuckoo.CuckooFailure as exc:
             refusal = f"{exc}: run the alignment again"
     senders = {spoke: ot.sender_start() for spoke in spokes}
-    for spoke in spokes:
-        ep.send(spoke, "kkrt_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
-                refusal=refusal or "", ot_point=senders[spoke][1])
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    hub_setup(ep, spokes, "kkrt", sizes, shares, refusal, lambda spoke: {"ot_point": senders[spoke][1]})
     m, code = len(table), kkrt.code_key(salt)
     progress = Progress(on_progress, sum(m + 3 * sizes[s] for s in spokes))
 
@@ -267,24 +249,10 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
         The spoke's rows (positions in ``ids``) in the intersection, in the common order.
     """
     ids = check_ids(ids, ep.role)
-    share = os.urandom(SALT_BYTES)
     n = len(ids)
 
     # Step 1: salt shares and row counts
-    ep.send(hub, "kkrt_hello", "public", version=VERSION, salt_share=share, rows=n)
-    setup = ep.recv(hub, "kkrt_setup")
-    shares, sizes = setup["salt_shares"], parse_sizes(ep, hub, setup["sizes"], "kkrt_setup")
-    if not isinstance(shares, bytes) or len(shares) % SALT_BYTES or sizes.get(ep.role) != n \
-            or hub not in sizes or len(shares) != SALT_BYTES * len(sizes):
-        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'kkrt_setup'")
-    shares = [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]
-    if share not in shares:
-        raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
-    if sizes_out is not None:
-        sizes_out.update(sizes)
-    refusal = setup["refusal"] or too_small(sizes, min_rows)
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    sizes, shares, setup = spoke_hello(ep, hub, n, "kkrt", VERSION, min_rows, sizes_out)
 
     # Step 2: the base OTs, choosing the bits of s
     choices = ot.random_bits(kkrt.CODE_BITS)

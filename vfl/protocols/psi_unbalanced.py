@@ -36,7 +36,6 @@ are a :class:`~vfl.errors.ProtocolError` naming the peer.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Callable, Sequence
@@ -46,7 +45,7 @@ import numpy as np
 from vfl.crypto import group, upsi
 from vfl.errors import DataError, ProtocolError
 from vfl.protocols import upsi_cache
-from vfl.protocols.psi import check_unique, final_positions, parse_sizes, too_small
+from vfl.protocols.psi import check_unique, final_positions, hub_hellos, hub_setup, spoke_hello, too_small
 from vfl.transport import Endpoint
 
 VERSION = "vfl-upsi-1"
@@ -54,7 +53,6 @@ VERSION = "vfl-upsi-1"
 CHUNK_IDS = 1 << 15
 #: Outputs per message when the small party fetches the large party's outputs.
 OUTPUT_CHUNK = 1 << 17
-SALT_BYTES = 32
 _SALT_TAG = b"vfl-upsi-1/salt"
 _ORDER_TAG = b"vfl-upsi-1/order"
 
@@ -292,25 +290,8 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         raise ValueError("the hub needs one or more distinct spokes other than itself")
     st = _State(ep, ids, cache_dir, note, report, on_progress)
     ids = st.ids
-    share = os.urandom(SALT_BYTES)
-    sizes, shares = {ep.role: len(ids)}, [share]
-    for spoke in spokes:
-        hello = ep.recv(spoke, "upsi_hello")
-        if hello["version"] != VERSION:
-            raise ProtocolError(f"{ep.role}: {spoke} runs unbalanced PSI {hello['version']!r}, not {VERSION!r}")
-        if not isinstance(hello["salt_share"], bytes) or len(hello["salt_share"]) != SALT_BYTES \
-                or type(hello["rows"]) is not int or hello["rows"] < 0:
-            raise ProtocolError(f"{ep.role}: {spoke} sent a malformed 'upsi_hello'")
-        sizes[spoke] = hello["rows"]
-        shares.append(hello["salt_share"])
-    if sizes_out is not None:
-        sizes_out.update(sizes)
-    refusal = too_small(sizes, min_rows)
-    for spoke in spokes:
-        ep.send(spoke, "upsi_setup", "public", salt_shares=b"".join(shares), sizes=json.dumps(sizes),
-                refusal=refusal or "")
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    sizes, shares = hub_hellos(ep, spokes, len(ids), "upsi", VERSION, sizes_out)
+    hub_setup(ep, spokes, "upsi", sizes, shares, too_small(sizes, min_rows))
     st.total = sum(min(sizes[ep.role], sizes[s]) for s in spokes)
 
     pairs = {spoke: _pair(st, spoke, large_party(sizes, ep.role, spoke), sizes) for spoke in spokes}
@@ -341,18 +322,7 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
     """A spoke's program (see :func:`align_rows`)."""
     st = _State(ep, ids, cache_dir, note, report, on_progress)
     ids = st.ids
-    share = os.urandom(SALT_BYTES)
-    ep.send(hub, "upsi_hello", "public", version=VERSION, salt_share=share, rows=len(ids))
-    setup = ep.recv(hub, "upsi_setup")
-    shares, sizes = setup["salt_shares"], parse_sizes(ep, hub, setup["sizes"], "upsi_setup")
-    if not isinstance(shares, bytes) or len(shares) != SALT_BYTES * len(sizes) or sizes.get(ep.role) != len(ids) \
-            or hub not in sizes or share not in [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]:
-        raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'upsi_setup'")
-    if sizes_out is not None:
-        sizes_out.update(sizes)
-    refusal = setup["refusal"] or too_small(sizes, min_rows)
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    sizes, _, _ = spoke_hello(ep, hub, len(ids), "upsi", VERSION, min_rows, sizes_out)
     st.total = min(sizes[hub], len(ids))
     pair = _pair(st, hub, large_party(sizes, hub, ep.role), sizes)
     result = ep.recv(hub, "upsi_result")
