@@ -404,9 +404,9 @@ class _VerticalLinearModel(BaseEstimator):
         self._check_run_params()
         roster = _roster(self.feature_parties_, self.label_party_)
         allowed = release_options.allowed(self, roster)
-        consent = explained.check_reason_columns(self.reason_columns, {k: self.feature_names_[k]
-                                                                       for k in roster.features})
         groups = self.__dict__.get("_explain_groups") or {}       # a scorecard reports its bins by column
+        consent = explained.check_reason_columns(self.reason_columns, {k: groups.get(k, self.feature_names_[k])
+                                                                       for k in roster.features})
         scalers = self._fitted_scalers() or {}
         models = {name: run_linear.Explaining(self.coef_[name], scalers.get(name), self.training_mean_[name],
                                               groups.get(name, list(self.feature_names_[name])),

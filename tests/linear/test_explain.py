@@ -133,7 +133,7 @@ def test_reasons_name_consented_columns_and_parties_otherwise():
                 want.append(["b0", "b1", None, "information from shop"][j])
         got = [r for r in reasons.iloc[row] if isinstance(r, str)]
         assert got == want, row
-    flat = set(reasons.stack().tolist())
+    flat = {v for v in reasons.stack().tolist() if isinstance(v, str)}
     assert "T-ZERO" in flat and "information from shop" in flat and "s0" not in flat
     low = model.predict_reasons(d, k=1, adverse=model.classes_[0])["reason_1"]
     assert (low[(units.argmin(axis=1) == 0) & (units.min(axis=1) < 0)] == "b0").all()
