@@ -107,13 +107,13 @@ def leaf_paths(left, right) -> list[list[tuple[int, bool]]]:
 
 def node_counts(left, right, leaf_counts) -> np.ndarray:
     """Training rows reaching every node, from the rows of each leaf (leaves in ascending node id)."""
-    left, right = np.asarray(left), np.asarray(right)
-    leaves = np.flatnonzero(left < 0)
+    left = np.asarray(left)
     counts = np.zeros(len(left))
-    counts[leaves] = np.asarray(leaf_counts, dtype=np.float64)
-    for node in range(len(left) - 1, -1, -1):          # children have larger ids than their parent
-        if left[node] >= 0:
-            counts[node] = counts[left[node]] + counts[right[node]]
+    leaf_counts = np.asarray(leaf_counts, dtype=np.float64)
+    for at, (leaf, path) in enumerate(zip(np.flatnonzero(left < 0), leaf_paths(left, right))):
+        counts[leaf] += leaf_counts[at]
+        for node, _ in path:
+            counts[node] += leaf_counts[at]
     return counts
 
 

@@ -20,11 +20,11 @@ from vfl.parties.explain import party_code, rank_reasons
 BASE = "base_value"
 
 
-def explained(own_columns, own, parties: dict, base: float | np.ndarray) -> dict:
+def explained(own_columns, own, parties: dict, base: float | np.ndarray, own_codes=None) -> dict:
     """The label party's explanation: ``own`` (rows, own columns), per feature party ``{"totals", "codes",
-    "names"}``, the base value."""
+    "names"}``, the base value; ``own_codes``: what a reason calls each own column (default its name)."""
     return {"columns": list(own_columns), "own": np.asarray(own, dtype=np.float64), "parties": parties,
-            "base": base}
+            "base": base, "own_codes": list(own_codes) if own_codes is not None else None}
 
 
 def frame(result: dict, index=None) -> pd.DataFrame:
@@ -51,7 +51,7 @@ def reasons(result: dict, k: int, sign: float, index=None) -> pd.DataFrame:
     else ``"information from <party>"``; ``reason_1`` .. ``reason_k``, None where fewer push that way."""
     n_rows = len(result["own"])
     units = [result["own"][:, j] for j in range(result["own"].shape[1])]
-    codes = [np.full(n_rows, name, dtype=object) for name in result["columns"]]
+    codes = [np.full(n_rows, name, dtype=object) for name in (result.get("own_codes") or result["columns"])]
     for party, part in result["parties"].items():
         units.append(part["totals"])
         named = np.full(n_rows, party_code(party), dtype=object)
