@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pickle
 import resource
 import time
 import warnings
@@ -46,6 +47,7 @@ def main(argv=None) -> int:
     parser.add_argument("--depth", type=int, default=3)
     parser.add_argument("--rows", type=int, default=None, help="explain only the first ROWS rows")
     parser.add_argument("--allow", action="store_true", help="the host opts in to its release (allow_reconstruction)")
+    parser.add_argument("--cache", default=None, help="a pickle of the trained model: read if present, else written")
     args = parser.parse_args(argv)
     folder = Path(args.data)
     guest = pd.read_csv(folder / "default_credit_hetero_guest.csv")
@@ -56,9 +58,16 @@ def main(argv=None) -> int:
     model = VerticalGradientBoostingClassifier(max_iter=args.trees, max_depth=args.depth, key_bits=1024,
                                                insecure=True, early_stopping=False,
                                                allow_reconstruction=["host"] if args.allow else None)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        timed(f"training ({args.trees} trees, depth {args.depth})", lambda: model.fit(data))
+    if args.cache and Path(args.cache).exists():
+        model = pickle.loads(Path(args.cache).read_bytes())
+        model.set_params(allow_reconstruction=["host"] if args.allow else None)
+        print(f"model read from {args.cache}")
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            timed(f"training ({args.trees} trees, depth {args.depth})", lambda: model.fit(data))
+        if args.cache:
+            Path(args.cache).write_bytes(pickle.dumps(model))
     print(f"trees: {model.n_iter_}")
     rows = data if args.rows is None else VerticalDataset(
         {"guest": guest.iloc[:args.rows], "host": host.iloc[:args.rows]}, label="y", id_column="id")

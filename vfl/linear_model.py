@@ -578,6 +578,11 @@ class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
         Declared bound on each party's share of a score; a larger one is refused with
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
     <<release options: vfl.release_options.DOC>>
+    reason_columns : dict or None, default=None
+        Each feature party's consent to have its columns named as reasons
+        (:meth:`predict_reasons`): ``{party: [column, ...]}`` or ``{party: {column: code}}``
+        (the code it publishes for the column).  A party not named appears as
+        "information from <party>".  See docs/explanations.md.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
         the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside

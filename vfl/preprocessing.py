@@ -362,6 +362,9 @@ class VerticalScorecard(BaseEstimator):
     base_odds : float, default=50
     pdo : float, default=20
         Points to double the odds.
+    reason_columns : dict or None, default=None
+        Each feature party's consent to have its (raw) columns named as reasons
+        (:meth:`predict_reasons`), as the logistic model's; None: the model's own.
 
     Attributes
     ----------

@@ -150,3 +150,18 @@ def test_bad_reason_columns_name_the_party_and_the_column():
         model.predict_reasons(d)
     with pytest.raises(ConfigurationError, match="adverse must be one of the classes"):
         model.set_params(reason_columns=None).predict_reasons(d, adverse="maybe")
+
+
+def test_reason_codes_are_a_release_kept_in_the_party_s_ledger_and_match_its_function():
+    from vfl.protocols.release import ReleaseLedger, evaluate
+
+    d, x = data()
+    model = VerticalLogisticRegression(reason_columns={"telco": ["t1"]}, **KEYS).fit(d)
+    reasons = model.predict_reasons(d, k=4)
+    ledger = ReleaseLedger.in_memory("telco", model._release_scopes["telco"])
+    specs = [e["spec"] for e in ledger.releases("bank") if e["spec"]["kind"] == "reasons"]
+    assert len(specs) == 1 and specs[0]["named"] == [1] and specs[0]["sign"] == 1.0
+    named = evaluate(specs[0], x[:, 2:4])[:, 0] > 0           # the rows whose code the label party received
+    said = reasons.isin(["t1"]).any(axis=1).to_numpy()
+    assert said.any() and not (said & ~named).any()           # t1 is named only where telco's function says so
+    assert model.explain_transcript_["bytes"].sum() > 0

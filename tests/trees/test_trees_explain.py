@@ -164,3 +164,51 @@ def test_reasons_name_parties_and_a_multiclass_model_is_refused():
                                                **KEYS).fit(three)
     with pytest.raises(ConfigurationError, match="one tree per iteration"):
         multi.explain(three)
+
+
+def test_with_one_column_per_party_the_values_are_shap_s_path_dependent_tree_shap():
+    shap = pytest.importorskip("shap")
+    from vfl.parties.explain import node_counts
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(300, 3))
+    x[rng.random(300) < 0.1, 1] = np.nan
+    y = (x[:, 0] + np.nan_to_num(x[:, 1]) * x[:, 2] + rng.normal(size=300) > 0).astype(int)
+    d = VerticalDataset({"bank": pd.DataFrame({"b": x[:, 0], "y": y}), "telco": pd.DataFrame({"t": x[:, 1]}),
+                         "shop": pd.DataFrame({"s": x[:, 2]})}, label="y")
+    model = VerticalGradientBoostingClassifier(max_iter=5, max_depth=3, allow_reconstruction=["telco", "shop"],
+                                               **KEYS).fit(d)
+    offset = {"bank": 0, "telco": 1, "shop": 2}
+    parties, label = model._parties, model._parties["bank"]
+    raw = {}
+    for k in ("telco", "shop"):
+        for (tree, node, *_), (_, threshold, missing_left) in zip(parties[k].own_splits(), parties[k].raw_splits()):
+            raw[(tree, node)] = (offset[k], threshold, missing_left)
+    trees = []
+    for i, entry in enumerate(label.trees):
+        tree = entry["tree"]
+        n = len(tree.left)
+        features, thresholds, default = np.zeros(n, int), np.zeros(n), np.full(n, -1)
+        for node in np.flatnonzero(tree.left >= 0):
+            if (i, int(node)) in raw:
+                features[node], thresholds[node], missing_left = raw[(i, int(node))]
+            else:
+                feature, bin_, missing_left = entry["splits"][int(node)]
+                edges = label.binner.thresholds_[feature]
+                thresholds[node] = edges[bin_] if bin_ < len(edges) else np.inf
+            default[node] = tree.left[node] if missing_left else tree.right[node]
+        weight = node_counts(tree.left, tree.right, entry["counts"])
+        values = np.where(tree.left < 0, tree.value, 0.0)
+        for node in range(n - 1, -1, -1):
+            if tree.left[node] >= 0:
+                values[node] = (weight[tree.left[node]] * values[tree.left[node]]
+                                + weight[tree.right[node]] * values[tree.right[node]]) / weight[node]
+        trees.append({"children_left": tree.left, "children_right": tree.right, "children_default": default,
+                      "features": features, "thresholds": thresholds, "values": values[:, None],
+                      "node_sample_weight": weight})
+    explainer = shap.TreeExplainer({"trees": trees, "base_offset": float(label.baseline[0])},
+                                   feature_perturbation="tree_path_dependent")
+    expected = explainer.shap_values(x)
+    explained = model.explain(d)
+    np.testing.assert_allclose(explained[["bank", "telco", "shop"]].to_numpy(), expected, atol=1e-6)
+    np.testing.assert_allclose(explained["base_value"], np.ravel(explainer.expected_value)[0], atol=1e-6)
