@@ -212,3 +212,18 @@ def test_with_one_column_per_party_the_values_are_shap_s_path_dependent_tree_sha
     explained = model.explain(d)
     np.testing.assert_allclose(explained[["bank", "telco", "shop"]].to_numpy(), expected, atol=1e-6)
     np.testing.assert_allclose(explained["base_value"], np.ravel(explainer.expected_value)[0], atol=1e-6)
+
+
+def test_the_label_party_s_shard_keeps_each_leaf_s_training_rows(tmp_path):
+    from vfl.deploy.shards.trees import read_shard, shard_party, write_shard
+
+    d, x = data(n=200)
+    model = VerticalGradientBoostingClassifier(max_iter=3, max_depth=2, allow_reconstruction=["telco", "shop"],
+                                               **KEYS).fit(d)
+    label = model._parties["bank"]
+    path = write_shard(tmp_path / "bank.json", label, "label", "fp", label="y", feature_parties=["telco", "shop"],
+                       n_iter=3)
+    loaded = shard_party(read_shard(path, "bank", "label"), x[:, :2], "bank")
+    for saved, kept in zip(loaded.trees, label.trees):
+        np.testing.assert_array_equal(saved["counts"], kept["counts"])
+        assert saved["counts"].sum() == len(label.train_rows)
