@@ -62,7 +62,7 @@ def reasons(result: dict, k: int, sign: float, index=None) -> pd.DataFrame:
     values = np.column_stack(units) if units else np.zeros((n_rows, 0))
     ranked = rank_reasons(values, np.column_stack(codes) if codes else np.zeros((n_rows, 0)), k, sign)
     table = [row + [None] * (k - len(row)) for row in ranked]
-    return pd.DataFrame(table, columns=[f"reason_{i + 1}" for i in range(k)], index=index)
+    return pd.DataFrame(table, columns=[f"reason_{i + 1}" for i in range(k)], index=index, dtype=object)
 
 
 def adverse_sign(classes, adverse) -> float:
