@@ -24,7 +24,8 @@ from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.trees import BoostingSettings
-from vfl.runs import trees as run
+from vfl.parties.explain import party_code
+from vfl.runs import explained, trees as run
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
 from vfl.vertical_estimator import VerticalEstimator
@@ -160,14 +161,37 @@ class _VerticalGradientBoosting(VerticalEstimator):
         return {"model.json": shard}
 
     # -- prediction ---------------------------------------------------------------------------
-    def _raw(self, data: VerticalDataset) -> np.ndarray:
+    def explain(self, data: VerticalDataset):
+        """Each row's raw score (the margin) split among the parties: their exact Shapley values (the parties as
+        players, a party outside a coalition marginalised by the trees' training cover), one column per party
+        (the label party's first) and ``base_value``; a row sums to the raw score.  Computed by the label party
+        inside private prediction from the leaf masks the feature parties send to predict (see
+        docs/explanations.md)."""
+        return explained.frame(self._explained(data), index=data.ids)
+
+    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None):
+        """Per row the ``k`` parties whose Shapley values push most toward the adverse outcome (``adverse``: a
+        class, default ``classes_[1]``; a regressor's ``"high"`` or ``"low"``), as ``"information from <party>"``
+        (trees name parties, not columns).  A DataFrame of ``reason_1`` .. ``reason_k``."""
+        sign = explained.adverse_sign(getattr(self, "classes_", None), adverse)
+        return explained.reasons(self._explained(data), k, sign, index=data.ids)
+
+    def _explained(self, data: VerticalDataset) -> dict:
+        result = self._raw(data, run.explanation_programs)
+        phi = result["shapley"]
+        return explained.explained([result["players"][0]], phi[:, :1],
+                                   {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
+                                    for i, k in enumerate(result["players"][1:])}, result["base"],
+                                   own_codes=[party_code(result["players"][0])])
+
+    def _raw(self, data: VerticalDataset, programs=None) -> np.ndarray:
         """Raw scores (rows, trees per iteration) by private prediction: only the label party learns them."""
         features = self._prediction_data(data)
         self._check_run_params()
         roster = self._roster.without_coordinator()
         roles = self._roles(data, roster, features)
         releases = self._releases(roster)
-        return run_in_threads(roster, run.prediction_programs(roles, self._parties, roster, releases),
+        return run_in_threads(roster, (programs or run.prediction_programs)(roles, self._parties, roster, releases),
                               n_jobs=self.n_jobs)[roster.label]
 
 

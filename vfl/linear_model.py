@@ -31,7 +31,7 @@ from vfl.parties.linear.shareholders import whole
 from vfl.protocols import Roster
 from vfl.protocols.linear import TrainingSettings
 from vfl.protocols.linear.inference import MODES
-from vfl.runs import linear as run_linear
+from vfl.runs import explained, linear as run_linear
 from vfl.runs.data import RoleData
 from vfl.runs.linear import check_warm_models, scaled
 from vfl.runs.threads import run_in_threads
@@ -57,7 +57,8 @@ class _VerticalLinearModel(VerticalEstimator):
                  warm_start=False, class_weight=None, packing="auto", feature_bound=2.0 ** 8,
                  score_bound=2.0 ** 12, n_jobs=None, allow_reconstruction=None, release_epsilon=None,
                  release_delta=1e-6, release_clip=4.0, release_budget=10.0, protocol="yang", reveal="respectively",
-                 allow_score_span=None):
+                 allow_score_span=None, reason_columns=None):
+        self.reason_columns = reason_columns
         self.solver = solver
         self.standardize = standardize
         self.learning_rate = learning_rate
@@ -182,6 +183,8 @@ class _VerticalLinearModel(VerticalEstimator):
         finally:
             bars.close()
         self._set_fitted(trained, roster, data, settings, coordinator, transcript)
+        self.training_mean_ = {name: np.asarray(data.features(name), dtype=np.float64).mean(axis=0)
+                               for name in roster.data_parties}      # each party's own: the explanations' reference
         # in-process, each feature party's ledger is this process's, per data set: prediction releases scores
         self._release_scopes = scopes
         return self
@@ -346,6 +349,48 @@ class _VerticalLinearModel(VerticalEstimator):
         self.predict_transcript_ = transcript.to_frame()
         return scores
 
+    def explain(self, data: VerticalDataset):
+        """Each row's score split into contributions (a pandas DataFrame): the label party's columns, one total per
+        feature party (named by the party; its columns' split stays with it), and ``base_value`` (the score at the
+        training mean); a row sums to :meth:`decision_function`'s score.  A column's contribution is ``w_j (x_j -
+        mean_j)`` in the model's units (interventional Shapley values against the training mean).  Each feature
+        party's totals pass its release check first (see docs/explanations.md)."""
+        return explained.frame(self._explained(data, 0.0), index=data.ids)
+
+    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None):
+        """Per row the ``k`` largest contributions toward the adverse outcome (``adverse``: a class, default the
+        positive class ``classes_[1]``; a regressor's ``"high"`` or ``"low"``), as codes: the label party's column
+        names; a feature party's column (or its code) where ``reason_columns`` lets it be named; else
+        ``"information from <party>"``.  A DataFrame of ``reason_1`` .. ``reason_k`` (None where fewer)."""
+        sign = explained.adverse_sign(getattr(self, "classes_", None), adverse)
+        return explained.reasons(self._explained(data, sign), k, sign, index=data.ids)
+
+    def _explained(self, data: VerticalDataset, sign: float) -> dict:
+        """The label party's explanation of ``data`` (every role's run in threads, :mod:`vfl.runs.linear`)."""
+        self._check_fitted()
+        if np.ndim(self.intercept_) or getattr(self, "model_shares_", None) or "training_mean_" not in self.__dict__:
+            raise ConfigurationError("explanations need one model (not one-vs-rest), each party's own weights (not "
+                                     "reveal='never') and its training mean (a model fitted by this version)")
+        features = self._prediction_data(data, complete=True)
+        self._check_run_params()
+        roster = _roster(self.feature_parties_, self.label_party_)
+        allowed = release_options.allowed(self, roster)
+        groups = self.__dict__.get("_explain_groups") or {}       # a scorecard reports its bins by column
+        consent = explained.check_reason_columns(self.reason_columns, {k: groups.get(k, self.feature_names_[k])
+                                                                       for k in roster.features})
+        scalers = self._fitted_scalers() or {}
+        models = {name: run_linear.Explaining(self.coef_[name], scalers.get(name), self.training_mean_[name],
+                                              groups.get(name, list(self.feature_names_[name])),
+                                              consent.get(name, {}))
+                  for name in roster.data_parties}
+        programs = run_linear.explanation_programs(
+            features, self.feature_names_, models, float(self.intercept_), roster, sign=sign, ids=data.ids,
+            releases={name: self._release_policy(name, allowed) for name in roster.features})
+        transcript = Transcript()
+        result = run_in_threads(roster.without_coordinator(), programs, transcript, n_jobs=self.n_jobs)[roster.label]
+        self.explain_transcript_ = transcript.to_frame()
+        return result
+
     def _release_policy(self, name: str, allowed) -> object:
         """Feature party ``name``'s release policy for a prediction: its ledger is the one its training started in
         this process (a model copied or unpickled elsewhere starts a ledger of its own there)."""
@@ -505,6 +550,11 @@ class VerticalLinearRegression(RegressorMixin, _VerticalLinearModel):
         Declared bound on each party's share of a score; a larger one is refused with
         ``FixedPointOverflowError`` naming the party ("raise score_bound or scale the column").
     <<release options: vfl.release_options.DOC>>
+    reason_columns : dict or None, default=None
+        Each feature party's consent to have its columns named as reasons
+        (:meth:`predict_reasons`): ``{party: [column, ...]}`` or ``{party: {column: code}}``
+        (the code it publishes for the column).  A party not named appears as
+        "information from <party>".  See docs/explanations.md.
     n_jobs : int or None, default=None
         Workers for the parties' encrypted work, with scikit-learn's meaning: ``None``
         the default (vfl's worker processes, ``VFL_WORKERS`` or one per core; inside

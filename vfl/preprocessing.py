@@ -362,6 +362,9 @@ class VerticalScorecard(BaseEstimator):
     base_odds : float, default=50
     pdo : float, default=20
         Points to double the odds.
+    reason_columns : dict or None, default=None
+        Each feature party's consent to have its (raw) columns named as reasons
+        (:meth:`predict_reasons`), as the logistic model's; None: the model's own.
 
     Attributes
     ----------
@@ -373,7 +376,8 @@ class VerticalScorecard(BaseEstimator):
     scale_ : ScorecardScale
     """
 
-    def __init__(self, model=None, base_score=600.0, base_odds=50.0, pdo=20.0):
+    def __init__(self, model=None, base_score=600.0, base_odds=50.0, pdo=20.0, reason_columns=None):
+        self.reason_columns = reason_columns
         self.model = model
         self.base_score = base_score
         self.base_odds = base_odds
@@ -467,6 +471,31 @@ class VerticalScorecard(BaseEstimator):
         with self._viewed_releases(self.model_, data):
             return self.model_.predict_proba(coded)
 
+    def explain(self, data: VerticalDataset) -> pd.DataFrame:
+        """Each row's log-odds (:meth:`decision_function`) split into contributions: the label party's columns, one
+        total per feature party, ``base_value``; a column's contribution is its model columns' ``w (x - mean)`` on
+        its WOE values or bin indicators (see :meth:`VerticalLogisticRegression.explain`, docs/explanations.md)."""
+        return self._through_model(data, "explain")
+
+    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None) -> pd.DataFrame:
+        """The ``k`` largest contributions toward the adverse class (default the event, ``classes_[1]``), as codes;
+        a feature party's columns named only where ``reason_columns`` lets it (see the logistic model's)."""
+        return self._through_model(data, "predict_reasons", k=k, adverse=adverse)
+
+    def _through_model(self, data: VerticalDataset, method: str, **options):
+        self._check()
+        coded = self._coded(data)
+        model = self.model_
+        model._explain_groups = {p: run.model_groups(self.coders_[p]) for p in self.parties_}
+        kept = model.reason_columns
+        model.reason_columns = self.reason_columns if self.reason_columns is not None else kept
+        try:
+            with self._viewed_releases(model, data):
+                return getattr(model, method)(coded, **options)
+        finally:
+            model.reason_columns = kept
+            del model._explain_groups
+
     def predict_score(self, data: VerticalDataset) -> np.ndarray:
         """Scorecard scores, ``offset - factor z``, by private prediction."""
         return self.scale_.score(self.decision_function(data))
@@ -553,6 +582,14 @@ class VerticalPipeline:
 
     def predict_proba(self, data: VerticalDataset) -> np.ndarray:
         return self.steps[-1][1].predict_proba(self._through(data))
+
+    def explain(self, data: VerticalDataset) -> pd.DataFrame:
+        """The last step's explanation of ``data`` (:meth:`VerticalScorecard.explain`)."""
+        return self.steps[-1][1].explain(self._through(data))
+
+    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None) -> pd.DataFrame:
+        """The last step's reasons (:meth:`VerticalScorecard.predict_reasons`)."""
+        return self.steps[-1][1].predict_reasons(self._through(data), k=k, adverse=adverse)
 
     def predict_score(self, data: VerticalDataset) -> np.ndarray:
         return self.steps[-1][1].predict_score(self._through(data))

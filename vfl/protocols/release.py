@@ -307,6 +307,15 @@ def table_release(tables) -> dict:
                                          float(missing)] for j, edges, values, missing in tables]}
 
 
+def reason_release(parts, named, sign: float) -> dict:
+    """A feature party's reason codes: ``parts`` lists one release of one output per unit (its columns'
+    contributions, :func:`linear_release` or :func:`table_release`); each row's output is the indicator, over the
+    units ``named`` (the ones the party consents to name), of the unit of the largest ``sign * contribution``
+    when that is positive (all zero when the largest is not named, or nothing pushes toward the adverse side)."""
+    return {"kind": "reasons", "parts": [dict(p) for p in parts], "named": [int(j) for j in named],
+            "sign": float(sign)}
+
+
 _ACTIVATIONS = {"identity": lambda z: z, "relu": lambda z: np.maximum(z, 0.0), "tanh": np.tanh,
                 "logistic": lambda z: 1.0 / (1.0 + np.exp(-z))}
 
@@ -339,6 +348,14 @@ def evaluate(spec: dict, features) -> np.ndarray:
             at = np.clip(np.searchsorted(np.asarray(edges), np.nan_to_num(v), side="right"), 0, len(values) - 1)
             total += np.where(np.isnan(v), missing, np.asarray(values)[at])
         return total[:, None]
+    if kind == "reasons":
+        named = spec["named"]
+        if not spec["parts"] or not named:
+            return np.zeros((len(x), len(named)))
+        values = spec["sign"] * np.column_stack([evaluate(p, x)[:, 0] for p in spec["parts"]])
+        top = np.argmax(values, axis=1)
+        top = np.where(values[np.arange(len(x)), top] > 0, top, -1)
+        return (top[:, None] == np.asarray(named)[None, :]).astype(np.float64)
     raise DataError(f"a release of unknown kind {kind!r}")
 
 
@@ -435,7 +452,7 @@ class ReleaseLedger:
 def _valid_entry(entry) -> bool:
     return (isinstance(entry, dict) and isinstance(entry.get("label_party"), str) and isinstance(entry.get("name"), str)
             and isinstance(entry.get("columns"), list) and isinstance(entry.get("spec"), dict)
-            and entry["spec"].get("kind") in ("linear", "splits", "network", "table"))
+            and entry["spec"].get("kind") in ("linear", "splits", "network", "table", "reasons"))
 
 
 # ------------------------------------------------------------------------------------------- the check

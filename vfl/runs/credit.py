@@ -272,6 +272,8 @@ class ScorecardRelease(ReleasePolicy):
             raise DataError(f"party {self.party}: the scorecard's release check was handed {len(features)} rows "
                             f"of {list(columns)} for {len(self.raw)} rows of {self.coder.names}")
         names, values = assessed(self.binner, self.coder, self.raw, self.party)
+        if spec["kind"] == "reasons":           # its reason codes: each column's contribution as a table
+            return names, values, dict(spec, parts=[part_release(self.binner, self.coder, p) for p in spec["parts"]])
         return names, values, part_release(self.binner, self.coder, spec)
 
     def named(self, what: str) -> str:
@@ -284,6 +286,14 @@ class ScorecardRelease(ReleasePolicy):
     def check_model(self, label_party: str, columns, features, spec: dict, what: str):
         names, values, table = self._viewed(columns, features, spec)
         return check_model(self.ledger, label_party, names, values, table, what=_part(what))
+
+
+def model_groups(coder: Coder) -> list[str]:
+    """The column each model column of ``coder`` comes from (a column's bin indicators are one column's): how an
+    explanation reports a scorecard's contributions."""
+    if coder.coding == "woe":
+        return [coder.columns[j] for j in coder.selected]
+    return [coder.columns[j] for j, levels in zip(coder.selected, coder.levels) for _ in levels]
 
 
 def _part(what: str) -> str:

@@ -48,7 +48,9 @@ from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
 from vfl.protocols.linear import TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
 from vfl.protocols.linear import shared as shared_protocol
-from vfl.protocols.release import ReleasePolicy, ReleaseWarning, linear_release, refuse
+from vfl.parties import explain as maths
+from vfl.protocols import explain as explain_protocol
+from vfl.protocols.release import ReleasePolicy, ReleaseWarning, linear_release, reason_release, refuse
 from vfl.protocols.linear.checks import (check_validation_split, warn_clipped_labels,
                                          warn_mini_batch_labels)
 from vfl.transport import Endpoint
@@ -513,3 +515,99 @@ def _score_shared(ep: Endpoint, settings, roster: Roster, kind: str, features, c
         return len(features)
     return shared_protocol.predict_b(ep, party, features, settings.frac_bits, engine, roster=roster)
 
+
+
+# --------------------------------------------------------------------------- explanation
+
+#: What a feature party's reason codes are, for its release check's messages.
+_REASONS = "the column it names as each row's reason (its reason codes)"
+
+
+@dataclass
+class Explaining:
+    """One party's model for an explanation: its weights (one model, no intercept), its scaler, its training mean
+    (raw units), and for its reasons the group (reported column) of each model column and the codes it may name
+    (``{group: code}``; a feature party's consent, ``reason_columns``)."""
+
+    weights: np.ndarray
+    scaler: Standardizer | None
+    mean: np.ndarray
+    groups: list
+    codes: dict = field(default_factory=dict)
+
+    def reference(self) -> np.ndarray:
+        """The training mean as the model sees it (0 for standardized columns)."""
+        mean = self.scaler.mean if self.scaler is not None else self.mean
+        return scaled(np.asarray(mean, dtype=np.float64)[None, :], self.scaler)[0]
+
+
+def explain_feature(ep: Endpoint, features: np.ndarray, columns, model: Explaining, roster: Roster, *,
+                    release: ReleasePolicy | None = None, ids=None) -> int:
+    """A feature party's part of an explanation: per row its total contribution (its partial score less its
+    score at the training mean) and that constant; with consent, per row the code it names as its reason.
+
+    The totals are its partial scores less a constant: the same release as prediction's, checked by ``release``
+    (and noised alike under DP).  Its codes are a release of their own, checked before they leave; under DP no
+    code is sent (it appears as information from the party).  Returns the number of rows explained.
+    """
+
+    x = scaled(features, model.scaler)
+    sign = explain_protocol.asked(ep, roster, len(x))
+    w = np.ravel(model.weights)[:len(columns)]
+    reference = model.reference()
+    constant = float(reference @ w)
+    exact = x @ w
+    sent = exact
+    if release is not None:
+        sent = release.release(roster.label, list(columns), features, raw_release(w, model.scaler), _RELEASED,
+                               ids=ids, values=exact)[:, 0]
+    codes = names = None
+    if sign and model.codes and (release is None or release.epsilon is None):
+        groups, contributions = maths.grouped(maths.additive_contributions(x, w, reference), model.groups)
+        named = [j for j, g in enumerate(groups) if g in model.codes]
+        names = [str(model.codes[groups[j]]) for j in named]
+        values = sign * contributions
+        top = np.argmax(values, axis=1)
+        top = np.where(values[np.arange(len(x)), top] > 0, top, -1)
+        onehot = (top[:, None] == np.asarray(named)[None, :]).astype(np.float64)
+        if release is not None:
+            parts = []
+            for g in groups:
+                masked = np.where([c == g for c in model.groups], w, 0.0)
+                spec = raw_release(masked, model.scaler)
+                spec["offset"] = [spec["offset"][0] - float(reference @ masked)]
+                parts.append(spec)
+            release.release(roster.label, list(columns), features, reason_release(parts, named, sign), _REASONS,
+                            values=onehot)
+        codes = np.where(onehot.any(axis=1), np.argmax(onehot, axis=1), -1)
+    explain_protocol.send_contributions(ep, roster, sent - constant, constant, codes, names)
+    return len(x)
+
+
+def explain_label(ep: Endpoint, features: np.ndarray, model: Explaining, intercept: float, roster: Roster, *,
+                  sign: float = 1.0) -> dict:
+    """The label party's part of an explanation: its own columns' contributions (grouped), every feature party's
+    totals, constants and codes, and the base value (the score at every party's training mean)."""
+
+    x = scaled(features, model.scaler)
+    explain_protocol.ask(ep, roster, len(x), sign)
+    reference = model.reference()
+    w = np.ravel(model.weights)[:x.shape[1]]
+    names, own = maths.grouped(maths.additive_contributions(x, w, reference), model.groups)
+    parts = explain_protocol.receive_contributions(ep, roster, len(x))
+    base = float(intercept) + float(reference @ w) + sum(p["constant"] for p in parts.values())
+    return {"columns": names, "own": own, "parties": parts, "base": base}
+
+
+def explanation_programs(features: Mapping[str, np.ndarray], columns: Mapping[str, list],
+                         models: Mapping[str, Explaining], intercept: float, roster: Roster, *, sign: float,
+                         releases: Mapping[str, ReleasePolicy] | None = None, ids=None) -> dict:
+    """Every role's explanation run as ``{name: program(endpoint)}`` (no coordinator: nothing is encrypted)."""
+    roster = roster.without_coordinator()
+    releases = releases or {}
+    programs = {k: (lambda ep, k=k: explain_feature(ep, features[k], columns[k], models[k], roster,
+                                                    release=releases.get(k), ids=ids))
+                for k in roster.features}
+    programs[roster.label] = lambda ep: explain_label(ep, features[roster.label], models[roster.label], intercept,
+                                                      roster, sign=sign)
+    return programs

@@ -20,7 +20,8 @@ from typing import Mapping
 import numpy as np
 
 from vfl.datachecks import check_complete
-from vfl.errors import DataError, FixedPointOverflowError, NoBetterThanChanceWarning
+from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, NoBetterThanChanceWarning
+from vfl.parties import explain as maths
 from vfl.parties.mlp.feature_party import MLPFeatureParty
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.parties.mlp.losses import constant_loss
@@ -29,6 +30,7 @@ from vfl.protocols.release import ReleasePolicy, assess, check_model, evaluate, 
 from vfl.protocols import Roster
 from vfl.protocols import mlp as protocol
 from vfl.protocols.mlp import MLPSettings
+from vfl.protocols.mlp import inference as protocol_inference
 from vfl.protocols.mlp.settings import warn_label_leak
 from vfl.protocols.mlp.training import schedule, check_settings_for, validation_count
 from vfl.transport import Endpoint
@@ -304,4 +306,50 @@ def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object
                 for k in roster.features}
     programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], settings, roster)
     programs[roster.coordinator] = lambda ep: predict_coordinator(ep, settings, roster)
+    return programs
+
+
+# --------------------------------------------------------------------------- explanation
+
+def explain_feature(ep: Endpoint, data, party: MLPFeatureParty, settings: MLPSettings, roster: Roster,
+                    release: ReleasePolicy | None = None) -> int:
+    """A feature party's part of an explanation: its part of every row (the prediction's release, checked and
+    noised alike) sent on its own, and its part at its training mean."""
+    raw = _checked(data, party.role)
+    sent = exact = party.part(party.check_columns(raw))
+    if release is not None:
+        sent = release.release(roster.label, list(party.columns), raw, release_spec(party), _PREDICTED,
+                               ids=getattr(data, "ids", None), values=exact)
+    constant = party.part(party.x.mean(axis=0, keepdims=True))
+    protocol_inference.send_explained_part(ep, sent, constant, roster)
+    return len(raw)
+
+
+def explain_label(ep: Endpoint, data, party: MLPLabelParty, settings: MLPSettings, roster: Roster) -> dict:
+    """The label party's party-level Shapley values: a coalition's value is the network's raw score with every
+    party outside it (the label party included) fed its training mean as its bottom input.  Returns
+    ``{"players", "shapley" (rows, players), "base" (rows,)}``."""
+    players = maths.check_players([roster.label, *roster.features])
+    if party.n_outputs != 1:
+        raise ConfigurationError(f"party {party.role}: explanations take one output (regression or two classes); "
+                                 f"this network has {party.n_outputs}")
+    x = party.check_columns(_checked(data, party.role))
+    parts = protocol_inference.receive_explained_parts(ep, roster, len(x), settings.units)
+    mean = np.broadcast_to(party.x.mean(axis=0), x.shape)
+    values = {}
+    for coalition in maths.coalitions(len(players)):
+        total = sum(parts[k][0] if i + 1 in coalition else parts[k][1][None, :]
+                    for i, k in enumerate(roster.features))
+        values[coalition] = party.margin(x if 0 in coalition else mean, total)[:, 0]
+    return {"players": players, "shapley": maths.party_shapley(values, len(players)), "base": values[()]}
+
+
+def explanation_programs(data: Mapping[str, object], parties: Mapping[str, object], settings: MLPSettings,
+                         roster: Roster, releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
+    """Every role's explanation run (the coordinator deals no mask: each part travels on its own)."""
+    releases = releases or {}
+    programs = {k: (lambda ep, k=k: explain_feature(ep, data[k], parties[k], settings, roster, releases.get(k)))
+                for k in roster.features}
+    programs[roster.label] = lambda ep: explain_label(ep, data[roster.label], parties[roster.label], settings, roster)
+    programs[roster.coordinator] = lambda ep: 0
     return programs

@@ -37,7 +37,9 @@ from vfl.errors import ConfigurationError, DataError
 from vfl.parties.trees.feature_party import TreeFeatureParty
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.protocols import Roster
+from vfl.parties import explain as maths
 from vfl.protocols import trees as protocol
+from vfl.protocols.trees import inference
 from vfl.protocols.release import ReleasePolicy, ReleaseWarning, check_model, refuse, split_release
 from vfl.protocols.trees import BoostingSettings
 from vfl.transport import Endpoint
@@ -231,4 +233,50 @@ def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object
     programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], roster, releases.get(k)))
                 for k in roster.features}
     programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], roster)
+    return programs
+
+
+# --------------------------------------------------------------------------- explanation
+
+def explain_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> dict:
+    """The label party's explanation inside private prediction: every feature party sends its leaf masks exactly
+    as it does to predict (the same release, checked the same way, :func:`predict_feature`); the label party adds
+    its own masks and each tree's training cover (the training rows of each leaf, which it learnt growing the
+    tree) and computes the parties' exact Shapley values (:func:`vfl.parties.explain.party_shapley`).
+
+    The players are the label party then the feature parties (in roster order); a party outside a coalition is
+    marginalised at each of its splits by the training share of rows going each way.  Returns ``{"players",
+    "shapley" (rows, players), "base" (rows,)}``: the values sum, with the base, to the raw score.
+    """
+    roster = roster.without_coordinator()
+    players = maths.check_players([roster.label, *roster.features])
+    if party.n_trees != 1:
+        raise ConfigurationError(f"party {party.role}: explanations take one tree per iteration (regression or two "
+                                 f"classes); this model has {party.n_trees} per iteration (one per class)")
+    missing = [i for i, t in enumerate(party.trees) if t.get("counts") is None]
+    if missing:
+        raise DataError(f"party {party.role}: tree {missing[0]} holds no training cover (a model saved before "
+                        "explanations); train it again to explain it")
+    codes = party.bin_new(data.features)
+    n_rows = len(codes)
+    owners, masks = inference.ask_masks(ep, party, n_rows, roster)
+    per_tree = inference.tree_masks(party, owners, masks, n_rows)
+    player_of = {j: j + 1 for j in range(len(roster.features))}      # a feature party's owner index -> player
+    player_of[len(roster.features)] = 0                               # the label party's (the last data party)
+    values = {c: np.full(n_rows, float(party.baseline[0])) for c in maths.coalitions(len(players))}
+    for i, entry in enumerate(party.trees):
+        tree = entry["tree"]
+        owner = np.array([player_of.get(int(o), -1) for o in tree.owner])
+        covers = maths.cover_products(tree.left, tree.right, owner, entry["counts"], len(players))
+        tree_masks = [party.own_masks(i, codes), *(per_tree[i][k] for k in roster.features)]
+        for coalition, value in maths.tree_coalition_values(tree.value[tree.leaves], tree_masks, covers).items():
+            values[coalition] += value
+    return {"players": players, "shapley": maths.party_shapley(values, len(players)), "base": values[()]}
+
+
+def explanation_programs(data: Mapping[str, object], parties: Mapping[str, object], roster: Roster,
+                         releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
+    """Every role's explanation run: the feature parties' are their prediction runs (nothing else leaves them)."""
+    programs = prediction_programs(data, parties, roster, releases)
+    programs[roster.label] = lambda ep: explain_label(ep, data[roster.label], parties[roster.label], roster)
     return programs

@@ -28,8 +28,8 @@ def write_shard(path, party, role: str, fingerprint: str, label: str | None = No
     ``x <= thresholds[column][bin]``, and missing values if ``missing_left``, go
     left).  The label party's holds the loss, classes, baseline and, per tree, the
     shape, the owner of every split (an index into ``data_parties``), the leaf
-    values, the split gains, its own splits and, for each feature party's split,
-    that party's column index.  No party's shard holds another's thresholds.
+    values, the split gains, its own splits, for each feature party's split,
+    that party's column index, and its training rows per leaf (the cover an explanation marginalises by).  No party's shard holds another's thresholds.
     """
     shard = {"format": FORMAT, "party": party.role, "role": role, "columns": list(party.columns),
              "binning": party.binner.to_dict(), "trained_with": fingerprint}
@@ -99,7 +99,9 @@ def shard_party(shard: dict, features, role: str):
     party = TreeLabelParty(features, None, role, shard["columns"], binner=binner)
     party.trees = [{"tree": Tree.from_dict(t["tree"]),
                     "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]},
-                    "foreign": {int(n): int(c) for n, c in t["foreign"]}} for t in shard["trees"]]
+                    "foreign": {int(n): int(c) for n, c in t["foreign"]},
+                    "counts": np.asarray(t["counts"], dtype=np.int64) if "counts" in t else None}
+                   for t in shard["trees"]]
     party.baseline = np.asarray(shard["baseline"], dtype=np.float64)
     party.loss = loss_from_dict(shard["loss"])
     party.classes = np.asarray(shard["classes"], dtype=object) if shard["classes"] else None

@@ -131,6 +131,16 @@ class MLPLabelParty(Checkpointed):
             self._state = (acts, top)
         return top[-1]
 
+    def margin(self, x_own: np.ndarray, parts: np.ndarray) -> np.ndarray:
+        """The network's raw score before the output activation (a binary classifier's log-odds; a regressor's
+        output itself), from its own rows and the sum of the feature parties' parts."""
+        upper, hidden = self._names()
+        with np.errstate(over="ignore", invalid="ignore"):
+            acts = forward(self.bottom, x_own, hidden) if self.has_columns else [x_own]
+            z = parts + self.bias + (acts[-1] @ self.block if self.has_columns else 0.0)
+            top = forward(self.top, activate(upper[0], z), upper[1:-1] + ["identity"])
+        return top[-1]
+
     def batch_loss(self, rows: np.ndarray, parts: np.ndarray) -> float:
         """The batch's loss (no penalty), its forward pass kept for :meth:`backward`."""
         out = self.output(self.x[rows], parts, keep=True)

@@ -156,7 +156,8 @@ class TreeLabelParty(BinnedColumns):
 
         ``foreign`` maps each feature party's split node to that party's column index.
         """
-        self.trees.append({"tree": tree, "splits": own_splits, "foreign": dict(foreign or {})})
+        self.trees.append({"tree": tree, "splits": own_splits, "foreign": dict(foreign or {}),
+                           "counts": np.bincount(leaves_of_train, minlength=len(tree.leaves))})
         self.raw[self.train_rows, column] += tree.value[tree.leaves][leaves_of_train]
 
     def own_masks(self, index: int, codes: np.ndarray) -> np.ndarray:
@@ -173,13 +174,17 @@ class TreeLabelParty(BinnedColumns):
     # -- state ------------------------------------------------------------------------------------
     def state(self) -> dict:
         return {"trees": [{"tree": t["tree"].to_dict(), "splits": [[n, *s] for n, s in sorted(t["splits"].items())],
-                           "foreign": [[n, c] for n, c in sorted(t["foreign"].items())]} for t in self.trees],
+                           "foreign": [[n, c] for n, c in sorted(t["foreign"].items())],
+                           **({"counts": t["counts"].tolist()} if t.get("counts") is not None else {})}
+                          for t in self.trees],
                 "raw": self.raw.tolist(), "baseline": self.baseline.tolist(), "loss": self.loss.to_dict()}
 
     def load_state(self, state: dict) -> None:
         self.trees = [{"tree": Tree.from_dict(t["tree"]),
                        "splits": {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in t["splits"]},
-                       "foreign": {int(n): int(c) for n, c in t["foreign"]}} for t in state["trees"]]
+                       "foreign": {int(n): int(c) for n, c in t["foreign"]},
+                       "counts": np.asarray(t["counts"], dtype=np.int64) if "counts" in t else None}
+                      for t in state["trees"]]
         self.raw = np.asarray(state["raw"], dtype=np.float64).reshape(self.n_rows, -1)
         self.baseline = np.asarray(state["baseline"], dtype=np.float64)
         self.loss = loss_from_dict(state["loss"])

@@ -59,3 +59,25 @@ def predict_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> 
     rows = int(ep.recv(roster.label, "predict")["rows"])
     deal_masks(ep, roster, "part", rows, settings.units)
     return rows
+
+
+def send_explained_part(ep: Endpoint, part, constant, roster: Roster) -> None:
+    """For an explanation: a feature party's part ``h_k W_k`` of every row, unmasked (the label party needs each
+    party's apart, to leave it out of a coalition; the same release as prediction's, checked by the run), and its
+    part at its training mean (one vector, not per row)."""
+    ep.send(roster.label, "explained_part", "plaintext", part=np.asarray(part, dtype=np.float64),
+            constant=np.asarray(constant, dtype=np.float64).ravel())
+
+
+def receive_explained_parts(ep: Endpoint, roster: Roster, n_rows: int, units: int) -> dict:
+    """Every feature party's part and constant, by name, checked."""
+    out = {}
+    for k in roster.features:
+        message = ep.recv(k, "explained_part")
+        part, constant = np.asarray(message["part"]), np.asarray(message["constant"])
+        if part.shape != (n_rows, units) or constant.shape != (units,) or not (
+                np.isfinite(part).all() and np.isfinite(constant).all()):
+            raise DataError(f"party {ep.role}: party {k} sent a part of shape {part.shape} for {n_rows} rows of "
+                            f"{units} units (or a non-finite value)")
+        out[k] = (part, constant)
+    return out

@@ -52,14 +52,36 @@ def predict_feature(ep: Endpoint, party: BoostingFeatureParty, codes: np.ndarray
 
 def predict_label(ep: Endpoint, party: BoostingLabelParty, codes: np.ndarray, roster: Roster) -> np.ndarray:
     """The label party's raw scores (rows, trees per iteration) of its binned rows ``codes``."""
-    n_rows = len(codes)
+    owners, masks = ask_masks(ep, party, len(codes), roster)
+    return raw_scores(party, codes, owners, masks)
+
+
+def ask_masks(ep: Endpoint, party: BoostingLabelParty, n_rows: int, roster: Roster) -> tuple[dict, dict]:
+    """Steps 1-2 at the label party: every feature party's leaf masks of ``n_rows`` rows, and which trees they
+    cover (:func:`tree_owners`)."""
     owners = tree_owners(party, roster.features)
     for k in roster.features:
         ep.send(k, "predict", "public", n_rows=n_rows, trees=np.asarray(owners[k], dtype=np.int64))
     widths = mask_widths(party, owners)
     masks = {k: unbits(ep.recv(k, "leaf_masks"), n_rows * widths[k]).reshape(n_rows, widths[k])
              for k in roster.features}
-    return raw_scores(party, codes, owners, masks)
+    return owners, masks
+
+
+def tree_masks(party: BoostingLabelParty, owners: dict, masks: dict, n_rows: int) -> list[dict]:
+    """Per tree, each feature party's mask (rows, the tree's leaves), cut from the masks side by side; a party
+    with no split in the tree allows every leaf."""
+    out = [{} for _ in party.trees]
+    for k, trees in owners.items():
+        at = 0
+        for i in trees:
+            width = len(party.trees[i]["tree"].leaves)
+            out[i][k] = masks[k][:, at:at + width]
+            at += width
+    for i, entry in enumerate(out):
+        for k in owners:
+            entry.setdefault(k, np.ones((n_rows, len(party.trees[i]["tree"].leaves)), dtype=bool))
+    return out
 
 
 def tree_owners(party: BoostingLabelParty, features) -> dict[str, list[int]]:
