@@ -45,7 +45,8 @@ import numpy as np
 from vfl.crypto import group, upsi
 from vfl.errors import DataError, ProtocolError
 from vfl.protocols import upsi_cache
-from vfl.protocols.psi import check_unique, final_positions, hub_hellos, hub_setup, spoke_hello, too_small
+from vfl.protocols.psi import (check_unique, final_positions, hub_hellos, hub_setup, recv_chunks, spoke_hello,
+                               too_small)
 from vfl.transport import Endpoint
 
 VERSION = "vfl-upsi-1"
@@ -150,20 +151,6 @@ def _send_chunks(ep: Endpoint, peer: str, name: str, data: bytes, width: int, pe
         ep.send(peer, name, "masked", start=lo // width, data=data[lo:lo + step])
 
 
-def _recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
-    """Yield ``(start, payload)`` of the ``total`` items of ``width`` bytes ``peer`` sends as ``name``."""
-    done = 0
-    while done < total:
-        message = ep.recv(peer, name)
-        start, data = message.fields.get("start"), message.fields.get("data")
-        if not isinstance(data, bytes) or start != done or len(data) % width or not data \
-                or done + len(data) // width > total:
-            raise ProtocolError(f"{ep.role}: {peer} sent a malformed {name!r} chunk (items {start}.. of "
-                                f"{total}, {len(data) if isinstance(data, bytes) else '?'} bytes)")
-        yield start, data
-        done += len(data) // width
-
-
 def _checked(ep: Endpoint, peer: str, name: str, start: int, fn, *args) -> bytes:
     try:
         return fn(*args)
@@ -194,7 +181,7 @@ def _as_large(st: _State, peer: str, n_small: int) -> _Pair:
     prefixes = own.prefixes(used)
     if want["fetch"]:
         _send_chunks(ep, peer, "upsi_outputs", prefixes.tobytes(), used, OUTPUT_CHUNK)
-    for start, points in _recv_chunks(ep, peer, "upsi_query", n_small, group.POINT_BYTES):
+    for start, points in recv_chunks(ep, peer, "upsi_query", n_small, group.POINT_BYTES):
         evaluated = _checked(ep, peer, "upsi_query", start, upsi.evaluate, points, own.key)
         ep.send(peer, "upsi_evaluated", "masked", start=start, data=evaluated)
         st.progress(len(points) // group.POINT_BYTES)
@@ -202,7 +189,7 @@ def _as_large(st: _State, peer: str, n_small: int) -> _Pair:
     if type(count) is not int or not 0 <= count <= n_small:
         raise ProtocolError(f"{ep.role}: {peer} sent a malformed 'upsi_matches'")
     matched = bytearray()
-    for _, data in _recv_chunks(ep, peer, "upsi_match_chunk", count, used):
+    for _, data in recv_chunks(ep, peer, "upsi_match_chunk", count, used):
         matched += data
     outputs = np.frombuffer(bytes(matched), dtype=f"S{used}")
     if not _sorted(outputs, strict=True):
@@ -236,7 +223,7 @@ def _as_small(st: _State, peer: str, n_large: int) -> _Pair:
     ep.send(peer, "upsi_want", "public", fetch=copy is None, width=used)
     if copy is None:
         received = bytearray()
-        for _, data in _recv_chunks(ep, peer, "upsi_outputs", n_large, used):
+        for _, data in recv_chunks(ep, peer, "upsi_outputs", n_large, used):
             received += data
         outputs = np.frombuffer(bytes(received), dtype=f"S{used}")
         if not _sorted(outputs, strict=False):
@@ -249,7 +236,7 @@ def _as_small(st: _State, peer: str, n_large: int) -> _Pair:
     seeds, points = upsi.query([st.ids[i] for i in order], key_id, r)
     _send_chunks(ep, peer, "upsi_query", points, group.POINT_BYTES, CHUNK_IDS)
     unblinded = bytearray()
-    for start, data in _recv_chunks(ep, peer, "upsi_evaluated", n, group.POINT_BYTES):
+    for start, data in recv_chunks(ep, peer, "upsi_evaluated", n, group.POINT_BYTES):
         unblinded += _checked(ep, peer, "upsi_evaluated", start, upsi.unblind, data, c)
         st.progress(len(data) // group.POINT_BYTES)
     mine = np.frombuffer(upsi.finalize(seeds, bytes(unblinded), used), dtype=f"S{used}")
