@@ -24,14 +24,13 @@ from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.trees import BoostingSettings
-from vfl.parties.explain import party_code
-from vfl.runs import explained, trees as run
+from vfl.runs import trees as run
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
-from vfl.vertical_estimator import VerticalEstimator
+from vfl.vertical_estimator import PartyExplanations, VerticalEstimator
 
 
-class _VerticalGradientBoosting(VerticalEstimator):
+class _VerticalGradientBoosting(PartyExplanations, VerticalEstimator):
     _family = "trees"
     _loss = ""
 
@@ -161,28 +160,10 @@ class _VerticalGradientBoosting(VerticalEstimator):
         return {"model.json": shard}
 
     # -- prediction ---------------------------------------------------------------------------
-    def explain(self, data: VerticalDataset):
-        """Each row's raw score (the margin) split among the parties: their exact Shapley values (the parties as
-        players, a party outside a coalition marginalised by the trees' training cover), one column per party
-        (the label party's first) and ``base_value``; a row sums to the raw score.  Computed by the label party
-        inside private prediction from the leaf masks the feature parties send to predict (see
-        docs/explanations.md)."""
-        return explained.frame(self._explained(data), index=data.ids)
-
-    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None):
-        """Per row the ``k`` parties whose Shapley values push most toward the adverse outcome (``adverse``: a
-        class, default ``classes_[1]``; a regressor's ``"high"`` or ``"low"``), as ``"information from <party>"``
-        (trees name parties, not columns).  A DataFrame of ``reason_1`` .. ``reason_k``."""
-        sign = explained.adverse_sign(getattr(self, "classes_", None), adverse)
-        return explained.reasons(self._explained(data), k, sign, index=data.ids)
-
-    def _explained(self, data: VerticalDataset) -> dict:
-        result = self._raw(data, run.explanation_programs)
-        phi = result["shapley"]
-        return explained.explained([result["players"][0]], phi[:, :1],
-                                   {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
-                                    for i, k in enumerate(result["players"][1:])}, result["base"],
-                                   own_codes=[party_code(result["players"][0])])
+    def _party_shapley(self, data: VerticalDataset) -> dict:
+        """The parties' Shapley values by the label party's private prediction (the trees' training cover marginalises an absent party; the feature parties send the leaf masks
+        they send to predict)."""
+        return self._raw(data, run.explanation_programs)
 
     def _raw(self, data: VerticalDataset, programs=None) -> np.ndarray:
         """Raw scores (rows, trees per iteration) by private prediction: only the label party learns them."""

@@ -25,17 +25,16 @@ from vfl.parties import privacy as label_dp
 from vfl.parties.mlp.split import SplitNetwork
 from vfl.progressbar import ProgressBar, check_verbose
 from vfl.protocols.mlp import MLPSettings
-from vfl.parties.explain import party_code
-from vfl.runs import explained, mlp as run
+from vfl.runs import mlp as run
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
-from vfl.vertical_estimator import VerticalEstimator
+from vfl.vertical_estimator import PartyExplanations, VerticalEstimator
 
 #: The coordinator's name in the in-process run (it must not clash with a party's).
 _COORDINATOR = "coordinator"
 
 
-class _VerticalMLP(VerticalEstimator):
+class _VerticalMLP(PartyExplanations, VerticalEstimator):
     _family = "mlp"
     _task = ""
 
@@ -158,27 +157,10 @@ class _VerticalMLP(VerticalEstimator):
         return SplitNetwork([p.bottom for p, b in zip(parties, has_block) if b],
                             [p.block for p, b in zip(parties, has_block) if b], label.bias, label.top)
 
-    def explain(self, data: VerticalDataset):
-        """Each row's raw score (a binary classifier's log-odds, a regressor's output) split among the parties:
-        their exact Shapley values (the parties as players; a party outside a coalition feeds its training mean
-        to its bottom), one column per party (the label party's first) and ``base_value``; a row sums to the raw
-        score.  Each feature party's part travels on its own, after its release check (docs/explanations.md)."""
-        return explained.frame(self._explained(data), index=data.ids)
-
-    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None):
-        """Per row the ``k`` parties whose Shapley values push most toward the adverse outcome (``adverse``: a
-        class, default ``classes_[1]``; a regressor's ``"high"`` or ``"low"``), as ``"information from <party>"``
-        (networks name parties, not columns).  A DataFrame of ``reason_1`` .. ``reason_k``."""
-        sign = explained.adverse_sign(getattr(self, "classes_", None), adverse)
-        return explained.reasons(self._explained(data), k, sign, index=data.ids)
-
-    def _explained(self, data: VerticalDataset) -> dict:
-        result = self._output(data, run.explanation_programs)
-        phi = result["shapley"]
-        return explained.explained([result["players"][0]], phi[:, :1],
-                                   {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
-                                    for i, k in enumerate(result["players"][1:])}, result["base"],
-                                   own_codes=[party_code(result["players"][0])])
+    def _party_shapley(self, data: VerticalDataset) -> dict:
+        """The parties' Shapley values by the label party's private prediction (an absent party feeds its training mean to its bottom; each feature party's part travels on its
+        own, after its release check)."""
+        return self._output(data, run.explanation_programs)
 
     def _output(self, data: VerticalDataset, programs=None) -> np.ndarray:
         """The outputs (after the output activation), by private prediction: only the label party learns them."""

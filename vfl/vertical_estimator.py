@@ -23,7 +23,9 @@ from sklearn.base import BaseEstimator
 from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset
 from vfl.errors import DataError, NotFittedError
+from vfl.parties.explain import party_code
 from vfl.protocols import Roster
+from vfl.runs import explained
 from vfl.runs.data import RoleData
 
 
@@ -108,3 +110,34 @@ class VerticalEstimator(BaseEstimator):
         if complete:
             data.require_complete()
         return data.prediction_features(self.feature_names_)
+
+
+class PartyExplanations:
+    """``explain`` and ``predict_reasons`` of a family explained at party level (trees, split networks): the
+    parties' exact Shapley values, which the label party computes in a private prediction
+    (:meth:`_party_shapley`: ``{"players", "shapley", "base"}``, the label party first).  How a family marginalises
+    an absent party, and what each party then sends, is in docs/explanations.md."""
+
+    def explain(self, data: VerticalDataset):
+        """Each row's raw score (a margin, log-odds or a regressor's output) split among the parties: their exact
+        Shapley values (the parties as players), one column per party (the label party's first) and
+        ``base_value``; a row sums to the raw score."""
+        return explained.frame(self._explained(data), index=data.ids)
+
+    def predict_reasons(self, data: VerticalDataset, k: int = 4, adverse=None):
+        """Per row the ``k`` parties whose Shapley values push most toward the adverse outcome (``adverse``: a
+        class, default ``classes_[1]``; a regressor's ``"high"`` or ``"low"``), as ``"information from <party>"``
+        (a party-level explanation names parties, not columns).  A DataFrame of ``reason_1`` .. ``reason_k``."""
+        sign = explained.adverse_sign(getattr(self, "classes_", None), adverse)
+        return explained.reasons(self._explained(data), k, sign, index=data.ids)
+
+    def _explained(self, data: VerticalDataset) -> dict:
+        result = self._party_shapley(data)
+        phi, players = result["shapley"], result["players"]
+        return explained.explained([players[0]], phi[:, :1],
+                                   {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
+                                    for i, k in enumerate(players[1:])}, result["base"],
+                                   own_codes=[party_code(players[0])])
+
+    def _party_shapley(self, data: VerticalDataset) -> dict:
+        raise NotImplementedError
