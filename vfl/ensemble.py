@@ -106,7 +106,7 @@ class _VerticalGradientBoosting(PartyExplanations, VerticalEstimator):
                 bar.step(run.training_loss(held["label"]) if bar.shown else None)
 
             results = run_in_threads(roster, run.training_programs(roles, settings, roster, engine=self.engine,
-                                                                   on_iteration=on_iteration,
+                                                                   on_step=on_iteration,
                                                                    on_party=lambda p: held.update(label=p),
                                                                    releases=releases),
                                      self.transcript_, n_jobs=self.n_jobs)

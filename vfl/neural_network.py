@@ -117,7 +117,7 @@ class _VerticalMLP(PartyExplanations, VerticalEstimator):
         self.transcript_ = Transcript()
         with ProgressBar(self.verbose, settings.max_iter, "vfl mlp", "epoch") as bar:
             results = run_in_threads(roster, run.training_programs(
-                roles, settings, roster, on_epoch=lambda epoch, state: bar.step(state["loss"]), releases=releases),
+                roles, settings, roster, on_step=lambda epoch, state: bar.step(state["loss"]), releases=releases),
                 self.transcript_)
         record = results[roster.label].record
         self._fitted(roster, data, {name: results[name].party for name in roster.data_parties})

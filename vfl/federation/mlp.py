@@ -108,8 +108,8 @@ def _train_role(ep, config: FederationConfig, role: str, kind: str, data, store:
         shown.epoch(epoch, loss)
 
     if kind == "label":
-        return run.train_label(ep, data, settings, roster, role=role, on_epoch=on_epoch, checkpoints=checkpoints)
-    return run.train_feature(ep, data, settings, roster, role=role, on_epoch=on_epoch, checkpoints=checkpoints,
+        return run.train_label(ep, data, settings, roster, on_step=on_epoch, checkpoints=checkpoints)
+    return run.train_feature(ep, data, settings, roster, on_step=on_epoch, checkpoints=checkpoints,
                              release=ReleasePolicy.for_party(config.party(role), workdir))
 
 

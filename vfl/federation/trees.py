@@ -71,12 +71,12 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             shown.epoch(iteration, run.training_loss(held["label"]) if "label" in held else None)
 
         if kind == "feature":
-            result = run.train_feature(this.endpoint, this.data, settings, roster, role=role,
-                                       checkpoints=checkpoints, on_iteration=on_iteration,
+            result = run.train_feature(this.endpoint, this.data, settings, roster,
+                                       checkpoints=checkpoints, on_step=on_iteration,
                                        release=ReleasePolicy.for_party(config.party(role), this.workdir))
         else:
-            result = run.train_label(this.endpoint, this.data, settings, roster, role=role, checkpoints=checkpoints,
-                                     on_iteration=on_iteration, on_party=lambda p: held.update(label=p))
+            result = run.train_label(this.endpoint, this.data, settings, roster, checkpoints=checkpoints,
+                                     on_step=on_iteration, on_party=lambda p: held.update(label=p))
         party = result.party
         shown.close()
     summary = this.summary(iterations=len(party.trees))

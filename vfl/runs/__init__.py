@@ -9,6 +9,12 @@
 
 Which run a family has is its entry in :mod:`vfl.families`.
 
+Every family's training run has one call shape: ``train_<role>(ep, data, settings, roster, *, checkpoints=,
+on_step=, release=, engine=)`` — the party's name is ``ep.role``; ``checkpoints`` (its saved states by step)
+resume a run; ``on_step(step, state)`` follows every epoch or iteration (checkpoints, progress, narration);
+``release`` is a feature party's release policy.  The linear run trains one model per class and asks
+``on_model(index, n_models, classes)`` for each model's ``(checkpoints, on_step)``.
+
 A family's run takes one party's data and the shared settings, builds the party, checks what the party
 checks, and runs the family's protocol program for its role; the estimators hand it in-process endpoints,
 ``vfl party`` the endpoint of its TLS session.

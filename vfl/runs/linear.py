@@ -59,7 +59,7 @@ from vfl.transport.message import quote
 #: The most one-vs-rest models (classes) a run trains: a bound on a peer's ``models`` message.
 MAX_MODELS = 1000
 
-#: ``on_model(index, n_models, classes)`` -> ``(checkpoints, on_epoch)``: model ``index``'s checkpoints to
+#: ``on_model(index, n_models, classes)`` -> ``(checkpoints, on_step)``: model ``index``'s checkpoints to
 #: resume from (or None) and the callable its protocol program calls after every epoch (or None).
 OnModel = Callable[[int, int, object], tuple]
 
@@ -158,10 +158,10 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
             party.warm_params = begin[index]
         if validation is not None:
             validation(index, n_models, party, trained)
-        checkpoints, on_epoch = on_model(index, n_models, classes) if on_model else (None, None)
+        checkpoints, on_step = on_model(index, n_models, classes) if on_model else (None, None)
         ep.model = index if n_models > 1 else None
         program = run_b if label else run_a
-        program(ep, party, settings, checkpoints or None, on_epoch, engine=engine, roster=roster)
+        program(ep, party, settings, checkpoints or None, on_step, engine=engine, roster=roster)
         trained.parties.append(party)
     ep.model = None
     if release is not None and not label:
@@ -224,9 +224,9 @@ def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: Training
     trained = Trained(n_models)
     batch_loss = {"on_batch_loss": on_batch_loss} if on_batch_loss else {}
     for index in range(n_models):
-        checkpoints, on_epoch = on_model(index, n_models, None) if on_model else (None, None)
+        checkpoints, on_step = on_model(index, n_models, None) if on_model else (None, None)
         ep.model = index if n_models > 1 else None
-        trained.results.append(run_c(ep, coordinator, settings, checkpoints or None, on_epoch, roster=roster,
+        trained.results.append(run_c(ep, coordinator, settings, checkpoints or None, on_step, roster=roster,
                                      **batch_loss) or {})
         if kept_shared(settings):
             trained.shares.append(coordinator.shares.state())

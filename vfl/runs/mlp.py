@@ -117,17 +117,17 @@ def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
     return party
 
 
-def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,
-                  on_epoch=None, checkpoints: Mapping[int, dict] | None = None,
+def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, start=None,
+                  on_step=None, checkpoints: Mapping[int, dict] | None = None,
                   release: ReleasePolicy | None = None) -> Trained:
     """A feature party's training run (``checkpoints``: its saved states by epoch, to resume; ``release``: its
     release policy, which checks every epoch's parts before they leave it, :class:`TrainingReleases`)."""
     check_settings_for(roster, settings)
-    party = feature_party(data, role, settings)
+    party = feature_party(data, ep.role, settings)
     guard = None
     if release is not None:
         guard = TrainingReleases(release, roster.label, data, settings.max_iter)
-    record = protocol.train_feature(ep, party, settings, roster, start, on_epoch, checkpoints, guard)
+    record = protocol.train_feature(ep, party, settings, roster, start, on_step, checkpoints, guard)
     if guard is not None:
         guard.finish(party)
     return Trained(party, record)
@@ -214,17 +214,17 @@ HISTORY_DIRECTIONS = 64
 _PREDICTED = "its part of the interactive layer at prediction"
 
 
-def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, role: str, start=None,
-                on_epoch=None, checkpoints: Mapping[int, dict] | None = None) -> Trained:
+def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, start=None,
+                on_step=None, checkpoints: Mapping[int, dict] | None = None) -> Trained:
     """The label party's training run: it keeps the loss curve, the validation scores and the stopping rule.
 
-    ``on_epoch(epoch, state)`` gets the loss, the validation score and the state a checkpoint keeps.
+    ``on_step(epoch, state)`` gets the loss, the validation score and the state a checkpoint keeps.
     """
     check_settings_for(roster, settings)
-    party = label_party(data, role, settings)
+    party = label_party(data, ep.role, settings)
     warn_label_leak(settings, len(party.y))
-    trained = Trained(party, protocol.train_label(ep, party, settings, roster, start, on_epoch, checkpoints))
-    _warn_if_no_better(role, party, trained.record)
+    trained = Trained(party, protocol.train_label(ep, party, settings, roster, start, on_step, checkpoints))
+    _warn_if_no_better(ep.role, party, trained.record)
     return trained
 
 
@@ -249,23 +249,23 @@ def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> di
 
 
 def training_programs(data: Mapping[str, object], settings: MLPSettings, roster: Roster, *,
-                      starts: Mapping[str, object] | None = None, on_epoch=None, hooks=None,
+                      starts: Mapping[str, object] | None = None, on_step=None, hooks=None,
                       checkpoints: Mapping[str, Mapping[int, dict]] | None = None,
                       releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
     """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
 
-    ``on_epoch`` goes to the label party; ``hooks`` (by party name) to any data party, e.g. to save
+    ``on_step`` goes to the label party; ``hooks`` (by party name) to any data party, e.g. to save
     checkpoints; ``checkpoints`` (by party name) resume a run.
     """
     starts, hooks, checkpoints, releases = starts or {}, dict(hooks or {}), checkpoints or {}, releases or {}
-    if on_epoch is not None:
-        hooks[roster.label] = on_epoch
-    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, start=starts.get(k),
-                                                  on_epoch=hooks.get(k), checkpoints=checkpoints.get(k),
+    if on_step is not None:
+        hooks[roster.label] = on_step
+    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, start=starts.get(k),
+                                                  on_step=hooks.get(k), checkpoints=checkpoints.get(k),
                                                   release=releases.get(k)))
                 for k in roster.features}
-    programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster, role=roster.label,
-                                                    start=starts.get(roster.label), on_epoch=hooks.get(roster.label),
+    programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster,
+                                                    start=starts.get(roster.label), on_step=hooks.get(roster.label),
                                                     checkpoints=checkpoints.get(roster.label))
     programs[roster.coordinator] = lambda ep: train_coordinator(ep, settings, roster)
     return programs

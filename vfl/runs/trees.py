@@ -12,7 +12,7 @@ columns, aligned, NaN a missing value) and, at the label party, ``labels``
 (:class:`vfl.deploy.data.PartyData` has them; the estimators build a
 :class:`vfl.runs.data.RoleData` from their :class:`vfl.VerticalDataset`).  Hooks are plain
 callables: ``checkpoints`` (a completed iteration -> the party's saved state),
-``on_iteration(iteration, state)`` after every completed iteration (progress bars,
+``on_step(iteration, state)`` after every completed iteration (progress bars,
 checkpoint saving), the crypto ``engine``.
 
 At prediction the label party learns, per row, the side of every split a feature
@@ -110,16 +110,16 @@ def label_party(data, role: str, settings: BoostingSettings) -> TreeLabelParty:
     return TreeLabelParty(features, data.labels, role, data.columns, max_bins=settings.max_bins)
 
 
-def train_feature(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *, role: str,
-                  checkpoints: Mapping[int, dict] | None = None, on_iteration=None, engine=None,
+def train_feature(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *,
+                  checkpoints: Mapping[int, dict] | None = None, on_step=None, engine=None,
                   release: ReleasePolicy | None = None) -> Boosted:
     """A feature party's training run: build the party from ``data``, run its program, return it trained.
 
     ``release``: its release policy; the sides of its splits are then checked on its training rows
     (:func:`check_trained`).
     """
-    party = feature_party(data, role, settings)
-    protocol.train_feature(ep, party, settings, roster.without_coordinator(), checkpoints or None, on_iteration,
+    party = feature_party(data, ep.role, settings)
+    protocol.train_feature(ep, party, settings, roster.without_coordinator(), checkpoints or None, on_step,
                            engine)
     if release is not None:
         check_trained(release, roster.label, data, party)
@@ -165,18 +165,18 @@ def released_bits(release: ReleasePolicy | None, label_party: str, party: TreeFe
     return np.asarray(sent) > 0.5
 
 
-def train_label(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *, role: str,
-                checkpoints: Mapping[int, dict] | None = None, on_iteration=None, on_party=None,
+def train_label(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *,
+                checkpoints: Mapping[int, dict] | None = None, on_step=None, on_party=None,
                 engine=None) -> Boosted:
     """The label party's training run: build the party from ``data``, run its program (it holds the key).
 
     ``on_party(party)`` is called with the party once it is built (a progress bar reads its training loss).
     """
-    party = label_party(data, role, settings)
+    party = label_party(data, ep.role, settings)
     if on_party:
         on_party(party)
     result = protocol.train_label(ep, party, settings, roster.without_coordinator(), checkpoints or None,
-                                  on_iteration, engine)
+                                  on_step, engine)
     return Boosted(party, result["n_iter"], list(result["validation_scores"]), result["seed"])
 
 
@@ -208,19 +208,19 @@ def predict_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
 
 
 def training_programs(data: Mapping[str, object], settings: BoostingSettings, roster: Roster, *, engine=None,
-                      on_iteration=None, on_party=None, releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
+                      on_step=None, on_party=None, releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
     """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
 
-    ``data`` holds every data party's data by name; ``on_iteration`` goes to the label party; ``releases``: the
+    ``data`` holds every data party's data by name; ``on_step`` goes to the label party; ``releases``: the
     feature parties' release policies.
     """
     roster = roster.without_coordinator()
     releases = releases or {}
-    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, role=k, engine=engine,
+    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, engine=engine,
                                                   release=releases.get(k)))
                 for k in roster.features}
-    programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster, role=roster.label,
-                                                    on_iteration=on_iteration, on_party=on_party, engine=engine)
+    programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster,
+                                                    on_step=on_step, on_party=on_party, engine=engine)
     return programs
 
 
