@@ -40,7 +40,9 @@ def test_raw_columns_train_and_equal_centralized_training_on_standardized_column
 def test_the_model_in_the_columns_own_units_gives_the_same_scores():
     bank, telco = raw_tables()
     data = VerticalDataset({"bank": bank, "telco": telco}, label="default", id_column="id")
-    model = VerticalLogisticRegression(**FAST).fit(data)
+    # telco's 'code' is a discrete column: from some secret starts its partial score decodes it and the release
+    # check refuses (38% of rows seen); this test is about units, so telco opts in
+    model = VerticalLogisticRegression(allow_reconstruction=["telco"], **FAST).fit(data)
     by_hand = (telco[["code", "age"]].to_numpy() @ model.unscaled_coef_["telco"]
                + bank[["amount", "bill"]].to_numpy() @ model.unscaled_coef_["bank"] + model.unscaled_intercept_)
     np.testing.assert_allclose(model.decision_function(data), by_hand, atol=1e-6)

@@ -145,7 +145,9 @@ def test_early_stopping_keeps_the_best_epoch_and_scores_it_on_the_validation_row
     from vfl.centralized.mlp import predict
 
     kept = predict(net, [xs[0][val], xs[1][val]], "relu", "binary")
-    assert np.mean(kept == y[val]) == pytest.approx(model.best_validation_score_)
+    # the federated score is of fixed-point outputs, this one of floats: a row on the boundary may fall either side
+    # (one of 50 seen once in many runs)
+    assert np.mean(kept == y[val]) == pytest.approx(model.best_validation_score_, abs=1.01 / len(val))
 
 
 def test_the_estimator_reaches_scikit_learns_auc_on_breast_cancer():

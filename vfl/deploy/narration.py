@@ -19,7 +19,7 @@ import sys
 import numpy as np
 
 from vfl.protocols import messages as common
-from vfl.protocols import psi, psi_kkrt, psi_secretflow, psi_unbalanced
+from vfl.protocols import explain, psi, psi_kkrt, psi_secretflow, psi_unbalanced
 from vfl.protocols.credit.messages import MESSAGES as CREDIT
 from vfl.protocols.linear.messages import MESSAGES as LINEAR
 from vfl.protocols.messages import lookup
@@ -31,7 +31,8 @@ from vfl.transport.message import BigInts
 #: Each family's table of what its messages carry (the alignment runs only the shared messages).
 FAMILIES = {"linear": LINEAR, "trees": TREES, "credit": CREDIT, "mlp": MLP, "alignment": {}}
 #: The messages of every family: the private set intersection and the session's.
-SHARED = (psi.MESSAGES, psi_kkrt.MESSAGES, psi_secretflow.MESSAGES, psi_unbalanced.MESSAGES, common.MESSAGES)
+SHARED = (psi.MESSAGES, psi_kkrt.MESSAGES, psi_secretflow.MESSAGES, psi_unbalanced.MESSAGES, explain.MESSAGES,
+          common.MESSAGES)
 #: What a message no table describes is called: a gap to fill, said as such.
 NOT_DESCRIBED = "not described"
 

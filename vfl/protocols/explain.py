@@ -29,6 +29,14 @@ from vfl.protocols.fields import count
 from vfl.protocols.roster import Roster
 from vfl.transport import Endpoint
 
+#: What each message carries, by sender role (the narration and the board read it: :mod:`vfl.deploy.narration`).
+MESSAGES = {
+    ("label", "explain"): "how many rows to explain and which side is adverse (no row, value or score)",
+    ("feature", "contributions"): "per row its total (its partial score less its score at the training mean: the "
+                                  "release prediction makes, checked), its one constant, and where it consents the "
+                                  "index of the column it names as the row's reason (a release checked as one)",
+}
+
 
 def ask(ep: Endpoint, roster: Roster, n_rows: int, sign: float) -> None:
     """The label party asks every feature party for its part of the explanation of ``n_rows`` rows."""

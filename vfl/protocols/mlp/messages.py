@@ -31,4 +31,6 @@ MESSAGES = {
     ("label", "epoch"): "whether to stop, and whether the epoch was the best so far (early stopping)",
     ("feature", "predict"): "the number of rows it scores",
     ("label", "predict"): "the number of rows to score (two feature parties or more: C deals the masks)",
+    ("feature", "explained_part"): "for an explanation, its part h_k W_k of the interactive layer for every row, "
+                                   "unmasked (checked as a release first), and its part at its training mean",
 }
