@@ -46,6 +46,8 @@ class Family:
         Whether it predicts by Yang et al.'s Table 3 as well as privately (``[prediction] mode``).
     dealer : bool
         Whether its coordinator deals masks and Beaver triples (networks) rather than decrypting.
+    explains : bool
+        Whether ``vfl predict`` explains its scores (``[prediction] explain``; every estimator explains).
     run, shard, party : str
         The modules of its per-role runs (the estimators' and ``vfl party``'s), of its model shards, and of
         what ``vfl party`` / ``vfl predict`` run for it (``train``, ``predict``, ``say_trained``, ``say_predicted``).
@@ -62,6 +64,7 @@ class Family:
     run: str
     shard: str
     party: str
+    explains: bool = False
 
     def module(self, part: str) -> ModuleType:
         """The module of ``part`` (``"run"``, ``"shard"`` or ``"party"``), imported."""
@@ -71,10 +74,11 @@ class Family:
 #: Every family, by its word.
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("linear", "linear or logistic regression", None, coordinator=True, warm_start=True, row_weights=True,
-           table3=True, dealer=False, run="vfl.runs.linear", shard="vfl.deploy.shards.linear", party="vfl.federation.linear"),
+           table3=True, dealer=False, run="vfl.runs.linear", shard="vfl.deploy.shards.linear", party="vfl.federation.linear",
+           explains=True),
     Family("trees", "gradient boosting", "gradient_boosting", coordinator=False, warm_start=False,
            row_weights=False, table3=False, dealer=False, run="vfl.runs.trees", shard="vfl.deploy.shards.trees",
-           party="vfl.federation.trees"),
+           party="vfl.federation.trees", explains=True),
     Family("mlp", "a split network", "mlp", coordinator=True, warm_start=False, row_weights=False, table3=False,
            dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp"),
     Family("credit", "the credit-scoring pipeline", None, coordinator=True, warm_start=False, row_weights=False,

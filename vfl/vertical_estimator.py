@@ -23,7 +23,6 @@ from sklearn.base import BaseEstimator
 from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset
 from vfl.errors import DataError, NotFittedError
-from vfl.parties.explain import party_code
 from vfl.protocols import Roster
 from vfl.runs import explained
 from vfl.runs.data import RoleData
@@ -132,12 +131,7 @@ class PartyExplanations:
         return explained.reasons(self._explained(data), k, sign, index=data.ids)
 
     def _explained(self, data: VerticalDataset) -> dict:
-        result = self._party_shapley(data)
-        phi, players = result["shapley"], result["players"]
-        return explained.explained([players[0]], phi[:, :1],
-                                   {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
-                                    for i, k in enumerate(players[1:])}, result["base"],
-                                   own_codes=[party_code(players[0])])
+        return explained.party_level(self._party_shapley(data))
 
     def _party_shapley(self, data: VerticalDataset) -> dict:
         raise NotImplementedError

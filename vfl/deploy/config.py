@@ -24,6 +24,8 @@ federation has one *label party* (feature columns and the labels), one
                                         # part) even where its release check finds bank could rebuild its columns
     release_epsilon = 4.0               # optional: differential privacy on every per-row release (noise per row
                                         # and version; release_delta, release_clip, release_budget beside it)
+    reason_columns = ["calls"]          # optional: the columns telco lets an explanation name as a row's reason
+                                        # (or a table of column = "its published code"); read by telco only
     [parties.shop]
     role = "feature"
     address = "10.0.0.3:7003"
@@ -61,6 +63,8 @@ federation has one *label party* (feature columns and the labels), one
 
     [prediction]
     mode = "private"                    # or "table3" (teaching only: the coordinator sees partial scores)
+    explain = true                      # optional: vfl predict explains every score (explanations.csv at bank)
+    reasons = 4                         # optional: and names each row's 4 main reasons (docs/explanations.md)
 
 For gradient-boosted trees (SecureBoost), ``[training]`` names the model and
 takes the estimators' parameters instead (:class:`~vfl.protocols.trees.BoostingSettings`);
@@ -231,6 +235,56 @@ def _release_dp(here: str, entry: dict, role: str) -> dict | None:
 
 
 @dataclass(frozen=True)
+class Explanations:
+    """``[prediction] explain`` and ``reasons``: after its scores, ``vfl predict`` explains them
+    (docs/explanations.md); the label party writes ``explanations.csv``."""
+
+    #: how many reasons per row the label party names (0: the contributions only)
+    reasons: int = 0
+    #: the adverse class (a classifier; default its second class) or ``"high"``/``"low"`` (a regressor)
+    adverse: str | int | float | None = None
+
+
+def _explanations(where: str, table: dict, family: Family) -> Explanations | None:
+    """``[prediction] explain``, ``reasons`` and ``adverse``, checked; None when no explanation is asked."""
+    explain, reasons = table.get("explain", False), table.get("reasons", 0)
+    if not isinstance(explain, bool):
+        raise ConfigurationError(f"{where}: explain must be true or false, got {explain!r}")
+    if isinstance(reasons, bool) or not isinstance(reasons, int) or not 0 <= reasons <= 20:
+        raise ConfigurationError(f"{where}: reasons must be a whole number of reasons per row from 0 to 20 "
+                                 f"(adverse-action notices name up to 4), got {reasons!r}")
+    adverse = table.get("adverse")
+    if adverse is not None and (isinstance(adverse, bool) or not isinstance(adverse, (str, int, float))):
+        raise ConfigurationError(f"{where}: adverse must be a class of the label (or 'high'/'low' for a regressor), "
+                                 f"got {adverse!r}")
+    if not (explain or reasons):
+        if adverse is not None:
+            raise ConfigurationError(f"{where}: adverse says which side reasons point to: give reasons = K with it")
+        return None
+    if not family.explains:
+        raise ConfigurationError(f"{where}: vfl predict explains linear models and gradient boosting; "
+                                 f"{family.title} is explained by its estimator's explain() and predict_reasons() "
+                                 "(docs/explanations.md): leave explain and reasons out")
+    return Explanations(reasons, adverse)
+
+
+def _reason_columns(here: str, entry: dict, role: str) -> dict | None:
+    """A feature party's ``reason_columns``: a list of its columns, or a table of column = code; ``{column: code}``.
+    Its columns are checked against its data when it explains (it alone knows them)."""
+    if "reason_columns" not in entry:
+        return None
+    given = entry["reason_columns"]
+    if role != "feature":
+        raise ConfigurationError(f"{here}: reason_columns is a feature party's consent to be named in reasons; "
+                                 f"this party is the {role} party (leave it out)")
+    codes = dict(given) if isinstance(given, dict) else {c: c for c in given} if isinstance(given, list) else None
+    if codes is None or not all(isinstance(c, str) and c and isinstance(v, str) and v for c, v in codes.items()):
+        raise ConfigurationError(f"{here}: reason_columns must be a list of the party's column names, or a table of "
+                                 f"column = \"the code it publishes\", each a non-empty string; got {given!r}")
+    return codes
+
+
+@dataclass(frozen=True)
 class PartyEntry:
     """One party's entry: its name, role (one of :data:`KINDS`), address and TLS files."""
 
@@ -252,6 +306,10 @@ class PartyEntry:
     fingerprint: str | None = None
     #: the revocation list of this party's own CA, or None
     crl: Path | None = None
+    #: the columns this party (a feature party) lets an explanation name as a row's reason, with the code it
+    #: publishes for each (``{column: code}``), or None: it appears as "information from <party>" (read by this
+    #: party only; docs/explanations.md)
+    reason_columns: dict | None = None
 
     @property
     def allow_score_span(self) -> bool:          # the opt-in's earlier name
@@ -298,6 +356,8 @@ class FederationConfig:
     serving: dict[str, ServingSettings] = field(default_factory=dict)
     #: ``[federation] crl``: the federation CA's revocation lists (local: not part of the fingerprint)
     crls: tuple[Path, ...] = ()
+    #: ``[prediction] explain`` / ``reasons``: ``vfl predict`` explains every score, or None
+    explanations: Explanations | None = None
 
     @property
     def roster(self) -> Roster:
@@ -360,6 +420,8 @@ class FederationConfig:
             shared["psi_backend"] = [self.psi_backend, self.psi_port_offset]
         if self.psi_protocol != "dh":
             shared["psi_protocol"] = self.psi_protocol
+        if self.explanations is not None and task == "predict":
+            shared["explanations"] = [self.explanations.reasons, self.explanations.adverse]
         return shared
 
     def fingerprint(self, task: str) -> str:
@@ -409,7 +471,8 @@ def load_config(path) -> FederationConfig:
         raise ConfigurationError(f"{where} [training]: warm_start continues from each party's weights, and with "
                                  "reveal = \"never\" no party holds its weights: leave one of them out")
     prediction = _section(where, raw, "prediction", required=False)
-    _unknown(f"{where} [prediction]", prediction, {"mode"})
+    _unknown(f"{where} [prediction]", prediction, {"mode", "explain", "reasons", "adverse"})
+    explanations = _explanations(f"{where} [prediction]", prediction, family)
     mode = prediction.get("mode", "private")
     if mode not in ("private", "table3"):
         raise ConfigurationError(f"{where} [prediction]: mode must be 'private' or 'table3', got {mode!r}")
@@ -473,6 +536,7 @@ def load_config(path) -> FederationConfig:
                             psi_protocol=psi_protocol,
                             sample_weight=weight, warm_start=warm_start, report_metrics=report_metrics,
                             network=net, timeout=timeout, compute=compute, pipeline=pipeline, serving=serving,
+                            explanations=explanations,
                             crls=crls)
 
 
@@ -564,7 +628,7 @@ def _parties(where: str, base: Path, table: dict, coordinator: bool = True) -> d
         if not isinstance(entry, dict):
             raise ConfigurationError(f"{here}: expected a table")
         _unknown(here, entry, {"role", "address", "certificate", "key", "allow_score_span", "allow_reconstruction",
-                               *RELEASE_KEYS, "ca", "fingerprint", "crl"})
+                               *RELEASE_KEYS, "ca", "fingerprint", "crl", "reason_columns"})
         if legacy:
             role = LEGACY_ROLES[name]
         elif "role" not in entry:
@@ -589,7 +653,8 @@ def _parties(where: str, base: Path, table: dict, coordinator: bool = True) -> d
                                    _path(base, _required(here, entry, "certificate")),
                                    _path(base, _required(here, entry, "key")), span,
                                    _release_dp(here, entry, role), ca=_file(here, base, entry, "ca"),
-                                   fingerprint=pinned, crl=_file(here, base, entry, "crl"))
+                                   fingerprint=pinned, crl=_file(here, base, entry, "crl"),
+                                   reason_columns=_reason_columns(here, entry, role))
     for kind, what in (("label", "the party holding the labels"), ("coordinator", "the key holder")):
         named = [n for n, e in parties.items() if e.role == kind]
         if len(named) != 1 and not (kind == "coordinator" and not coordinator and not named):
@@ -725,7 +790,8 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
                  prediction_mode: str = "private", id_column: str = "id", label: str = "label",
                  align: str = "psi", sample_weight: str | None = None, pipeline: dict | None = None,
                  serving: dict | None = None, psi_backend: str | None = None,
-                 psi_port_offset: int | None = None, crl=None, psi_protocol: str | None = None) -> Path:
+                 psi_port_offset: int | None = None, crl=None, psi_protocol: str | None = None,
+                 prediction: dict | None = None) -> Path:
     """Write a ``federation.toml`` (used by ``vfl demo`` and the tests).
 
     ``parties`` maps a party's name to ``{"address": "host:port", "certificate": path, "key": path}``,
@@ -734,14 +800,16 @@ def write_config(path, ca, parties: dict, training: dict, network: dict | None =
     ``serving`` holds ``[serving]`` keys, and a party's own ``[serving.NAME]`` table under its name.
     A party's table may also pin its own ``"ca"`` and its ``"fingerprint"``, and name its CA's ``"crl"``;
     ``ca`` may then be None (every party names its own), and ``crl`` is ``[federation] crl`` (a path or a list).
+    ``prediction`` holds further ``[prediction]`` keys (``explain``, ``reasons``, ``adverse``).
     """
     lines = ["[federation]"] + ([f"ca = {_toml(str(ca))}"] if ca is not None else []) + \
         ([f"crl = {_toml(crl)}"] if crl is not None else []) + [""]
     for name in sorted(parties):
         lines.append(f"[parties.{name}]")
-        lines += [f"{k} = {_toml(v if isinstance(v, (bool, int, float)) else str(v))}" for k, v in parties[name].items()]
+        lines += [f"{k} = {_toml(v if isinstance(v, (bool, int, float, list, dict)) else str(v))}"
+                  for k, v in parties[name].items()]
         lines.append("")
-    for title, table in (("training", training), ("prediction", {"mode": prediction_mode}),
+    for title, table in (("training", training), ("prediction", {"mode": prediction_mode, **(prediction or {})}),
                          ("data", {"id_column": id_column, "label": label, "align": align, "sample_weight": sample_weight,
                                    "psi_backend": psi_backend, "psi_port_offset": psi_port_offset,
                                    "psi_protocol": psi_protocol}),

@@ -54,6 +54,7 @@ from vfl.deploy.narration import Narrator
 from vfl.deploy.progress import Progress
 from vfl.deploy.report import class_indices, classes_line, label_report, plain, rows_report, write_scores
 from vfl.deploy.session import Session, hello_columns, stops_told
+from vfl.federation import explanations
 from vfl.federation.loop import party_run
 from vfl.parties import Coordinator
 from vfl.parties.linear import dp
@@ -122,7 +123,8 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             this.trained_with, None if classes is None else [plain(c) for c in classes],
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
-            scaler=trained.scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None))
+            scaler=trained.scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None,
+            mean=data.features.mean(axis=0)))
     _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))  # finished: the shard is the result
     return summary
 
@@ -326,12 +328,14 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     kind, coordinator, shard = scoring_part(config, role, data_path, model_path, workdir)
     if coordinator is not None and kept_shared(settings):   # the model stayed shared: C's shares are part of it
         shard = read_coordinator_shard(model_path or workdir / f"model_{role}.json", role)
-    data = None
+    data = explaining = None
     if coordinator is None:
         with stops_told(config, role, "predict"):
             data = load_csv(data_path, role, config.id_column, label=config.label if kind == "label" else None,
                             columns=shard["columns"], label_required=False,
                             weight=config.sample_weight if kind == "label" else None, foreign=_foreign(config, kind))
+            if config.explanations is not None:
+                explaining = _explaining(config, role, kind, shard, model_path or workdir / f"model_{role}.json")
     with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
                    trained_with=shard["trained_with"] if data else None) as this:
         data = this.data
@@ -350,10 +354,13 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             n_models, summary["rows"] = run_linear.predict_coordinator(ep, coordinator, settings, roster, mode=mode,
                                                                        shares=models)
         elif kind == "feature":
+            release = release_policy(config, role, workdir)
             summary["rows"] = run_linear.predict_feature(ep, data.features, data.columns, models, settings, roster,
                                                          scaler=shard_scaler(shard), mode=mode, shared=shared,
-                                                         release=release_policy(config, role, workdir),
-                                                         ids=data.ids)
+                                                         release=release, ids=data.ids)
+            if explaining is not None:      # the same release as the scores: its ledger adds nothing
+                run_linear.explain_feature(ep, data.features, data.columns, explaining, roster.without_coordinator(),
+                                           release=release, ids=data.ids)
         else:
             scores = run_linear.predict_label(ep, data.features, data.columns, models, shard["fit_intercept"],
                                               settings, roster, scaler=shard_scaler(shard), mode=mode, shared=shared)
@@ -363,8 +370,41 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["classes"] = shard["classes"]
             if data.labels is not None:     # the label column is there: the metrics of these rows
                 summary["metrics"] = _metrics(shard["objective"], scores, data.labels, shard["classes"], role)
+            if explaining is not None:
+                summary.update(_explain_label(ep, config, data, shard, models[0], explaining, summary["scores"]))
         summary["models"] = len(models) if models else n_models
     return this.summary(**summary)
+
+
+def _explaining(config: FederationConfig, role: str, kind: str, shard: dict, path) -> run_linear.Explaining:
+    """A data party's model for ``[prediction] explain``: one model, its own weights, its training mean."""
+    if "share" in shard:
+        raise ConfigurationError(f"party {role}: [prediction] explain needs each party's own weights, and this "
+                                 "model stays shared (reveal = \"never\"): leave explain and reasons out")
+    models = shard_models(shard)
+    if len(models) != 1:
+        raise ConfigurationError(f"party {role}: [prediction] explain takes one model (regression or two classes); "
+                                 f"{path} holds {len(models)}, one per class: leave explain and reasons out")
+    if "training_mean" not in shard:
+        raise DataError(f"party {role}: {path} holds no training mean (a shard written before explanations), the "
+                        "reference an explanation is taken against: train the model again to explain it")
+    columns = shard["columns"]
+    codes = explanations.consent(config, role, columns) if kind == "feature" else {}
+    return run_linear.Explaining(np.asarray(models[0][:len(columns)], dtype=np.float64), shard_scaler(shard),
+                                 np.asarray(shard["training_mean"], dtype=np.float64), list(columns), codes)
+
+
+def _explain_label(ep: Endpoint, config: FederationConfig, data: PartyData, shard: dict, params, model,
+                   scores_path) -> dict:
+    """The label party's explanation of the rows it just scored, written beside the scores."""
+    settings, classes = config.explanations, shard["classes"] if shard["objective"] == "logistic" else None
+    side = explanations.sign(settings, classes)
+    intercept = float(params[len(shard["columns"])]) if shard["fit_intercept"] else 0.0
+    result = run_linear.explain_label(ep, data.features, model, intercept, config.roster.without_coordinator(),
+                                      sign=side)
+    path = explanations.write(explanations.path_beside(scores_path), data.ids, result, settings, side,
+                              config.id_column)
+    return {"explanations": str(path), "reasons": settings.reasons}
 
 
 def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,
@@ -489,7 +529,8 @@ def say_trained(role: str, summary: dict, config: FederationConfig) -> list[str]
 
 def say_predicted(role: str, summary: dict) -> list[str]:
     """What party ``role`` did in a prediction (:func:`prediction_line`), after the label party's classes."""
-    return [*label_report(role, summary, metrics=False), prediction_line(summary)]
+    return [*label_report(role, summary, metrics=False), prediction_line(summary),
+            *explanations.said(role, summary)]
 
 
 def prediction_line(summary: dict) -> str:

@@ -32,11 +32,12 @@ from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import load_csv
 from vfl.deploy.report import label_report, plain, prediction_metrics, rows_report, write_scores
 from vfl.deploy.session import stops_told
+from vfl.federation import explanations
 from vfl.federation.loop import party_run
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.protocols.release import ReleasePolicy
-from vfl.runs import trees as run
+from vfl.runs import explained, trees as run
 
 #: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
 NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds the key pair): nothing to run"
@@ -142,12 +143,17 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     if kind == "label" and shard["data_parties"] != list(roster.data_parties):
         raise DataError(f"party {role}: {path} was trained with the parties {shard['data_parties']}, but "
                         f"{config.path} names {list(roster.data_parties)}")
+    if kind == "label" and config.explanations is not None:
+        with stops_told(config, role, "predict"):
+            run.check_explainable(party)
     with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
                    trained_with=shard["trained_with"]) as this:
         summary = {"rows": this.data.n_rows, "label": roster.label}
         if kind == "feature":
-            run.predict_feature(this.endpoint, this.data, party, roster,
-                                ReleasePolicy.for_party(config.party(role), workdir))
+            release = ReleasePolicy.for_party(config.party(role), workdir)
+            run.predict_feature(this.endpoint, this.data, party, roster, release)
+            if config.explanations is not None:     # the label party explains inside a second prediction
+                run.predict_feature(this.endpoint, this.data, party, roster, release)
         else:
             raw = run.predict_label(this.endpoint, this.data, party, roster)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", this.data.ids, raw, party,
@@ -155,7 +161,20 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["classes"] = shard["classes"] or None
             if this.data.labels is not None:
                 summary["metrics"] = _label_metrics(party, raw, this.data.labels, role)
+            if config.explanations is not None:
+                summary.update(_explain_label(this.endpoint, config, this.data, party, summary["scores"]))
     return this.summary(**summary)
+
+
+def _explain_label(ep, config: FederationConfig, data, party: TreeLabelParty, scores_path) -> dict:
+    """The label party's explanation of the rows it just scored (the parties' exact Shapley values, inside a
+    second private prediction: the feature parties send what they sent to predict), written beside the scores."""
+    settings = config.explanations
+    side = explanations.sign(settings, party.classes)
+    result = run.explain_label(ep, data, party, config.roster)
+    path = explanations.write(explanations.path_beside(scores_path), data.ids, explained.party_level(result),
+                              settings, side, config.id_column)
+    return {"explanations": str(path), "reasons": settings.reasons}
 
 
 def _label_metrics(party: TreeLabelParty, raw: np.ndarray, labels, role: str) -> dict:
@@ -188,4 +207,5 @@ def say_predicted(role: str, summary: dict) -> list[str]:
     return [*label_report(role, summary, metrics=False),
             f"party {role}: scores of {summary['rows']} rows written to {summary['scores']}"
             if summary["role"] == "label" else
-            f"party {role}: sent the leaves its splits allow for {summary['rows']} rows to {summary['label']}"]
+            f"party {role}: sent the leaves its splits allow for {summary['rows']} rows to {summary['label']}",
+            *explanations.said(role, summary)]

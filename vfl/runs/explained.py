@@ -27,6 +27,16 @@ def explained(own_columns, own, parties: dict, base: float | np.ndarray, own_cod
             "base": base, "own_codes": list(own_codes) if own_codes is not None else None}
 
 
+def party_level(result: dict) -> dict:
+    """A party-level explanation (``{"players", "shapley", "base"}``, the label party first: the trees' and
+    networks') as the label party's explanation: its own value as one unit named by its party code, one total
+    per feature party."""
+    phi, players = result["shapley"], result["players"]
+    return explained([players[0]], phi[:, :1], {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
+                                                for i, k in enumerate(players[1:])},
+                     result["base"], own_codes=[party_code(players[0])])
+
+
 def frame(result: dict, index=None) -> pd.DataFrame:
     """Per row: the label party's own columns, one column per feature party (its total), the base value; each
     row sums to the raw score."""

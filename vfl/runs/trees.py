@@ -250,13 +250,7 @@ def explain_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
     """
     roster = roster.without_coordinator()
     players = maths.check_players([roster.label, *roster.features])
-    if party.n_trees != 1:
-        raise ConfigurationError(f"party {party.role}: explanations take one tree per iteration (regression or two "
-                                 f"classes); this model has {party.n_trees} per iteration (one per class)")
-    missing = [i for i, t in enumerate(party.trees) if t.get("counts") is None]
-    if missing:
-        raise DataError(f"party {party.role}: tree {missing[0]} holds no training cover (a model saved before "
-                        "explanations); train it again to explain it")
+    check_explainable(party)
     codes = party.bin_new(data.features)
     n_rows = len(codes)
     owners, masks = inference.ask_masks(ep, party, n_rows, roster)
@@ -272,6 +266,18 @@ def explain_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
         for coalition, value in maths.tree_coalition_values(tree.value[tree.leaves], tree_masks, covers).items():
             values[coalition] += value
     return {"players": players, "shapley": maths.party_shapley(values, len(players)), "base": values[()]}
+
+
+def check_explainable(party: TreeLabelParty) -> None:
+    """Refuse, before anything is sent, a model its label party cannot explain: one tree per iteration (a
+    regression or two classes), each with its training cover."""
+    if party.n_trees != 1:
+        raise ConfigurationError(f"party {party.role}: explanations take one tree per iteration (regression or two "
+                                 f"classes); this model has {party.n_trees} per iteration (one per class)")
+    missing = [i for i, t in enumerate(party.trees) if t.get("counts") is None]
+    if missing:
+        raise DataError(f"party {party.role}: tree {missing[0]} holds no training cover (a model saved before "
+                        "explanations); train it again to explain it")
 
 
 def explanation_programs(data: Mapping[str, object], parties: Mapping[str, object], roster: Roster,

@@ -30,7 +30,7 @@ _SHARD_ROLES = ("feature", "label")
 
 def write_shard(path, party: str, role: str, objective: str, columns, params, fit_intercept: bool,
                 fingerprint: str, classes=None, label: str | None = None, initial=None,
-                scaler: Standardizer | None = None, shares=None) -> Path:
+                scaler: Standardizer | None = None, shares=None, mean=None) -> Path:
     """Write party ``party``'s model shard: its columns and weights (the label party: intercept and classes too).
 
     ``role`` is ``"feature"`` or ``"label"``.  ``params`` is the parameter vector
@@ -45,7 +45,8 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
 
     A model that stays shared (``reveal = "never"``) has no weights to write:
     ``shares`` (one :meth:`~vfl.parties.linear.shares.WeightShare.state` per model) replaces
-    ``coef``, ``intercept`` and ``unscaled_coef``, and ``params`` is ignored.
+    ``coef``, ``intercept`` and ``unscaled_coef``, and ``params`` is ignored.  ``mean``: the party's training mean
+    per column (raw units), kept as ``training_mean``: the reference its explanations are taken against.
     """
     if role not in _SHARD_ROLES:
         raise ValueError(f"a model shard's role is 'feature' or 'label', got {role!r}")
@@ -70,6 +71,8 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
         unscaled, offset = scaler.unscale(np.array([row[:n] for row in rows]))
         shard.update(standardize=scaler.to_dict(), unscaled_coef=layout(unscaled.tolist()),
                      unscaled_offset=layout(offset.tolist()))
+    if mean is not None:
+        shard["training_mean"] = [float(v) for v in np.ravel(mean)]
     if role == "label":
         shard["fit_intercept"] = bool(fit_intercept)
         if shares is None:
@@ -132,6 +135,12 @@ def read_shard(path, party: str, role: str) -> dict:
                             f"got {_short(shard['positive_class'])}")
     if "standardize" in shard:
         Standardizer.from_dict(shard["standardize"], len(columns), str(path))
+    if "training_mean" in shard:
+        mean = shard["training_mean"]
+        if not isinstance(mean, list) or len(mean) != len(columns):
+            raise DataError(f"{path}: 'training_mean' must be a list of {len(columns)} numbers, one per column")
+        for j, value in enumerate(mean):
+            _finite(path, f"training_mean[{j}]", value)
     return shard
 
 

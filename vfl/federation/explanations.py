@@ -1,0 +1,64 @@
+"""``vfl predict``'s explanations: ``[prediction] explain`` and ``reasons`` in ``federation.toml``.
+
+After its scores, every party of a prediction runs its family's explanation
+(:mod:`vfl.runs.linear`, :mod:`vfl.runs.trees`: the programs the estimators' ``explain`` and
+``predict_reasons`` run in threads), and the label party writes the answer beside the scores, one row per id:
+the contributions that sum to the row's raw score (its own columns', one per feature party, ``base_value``)
+and, with ``reasons = K``, ``reason_1`` .. ``reason_K``.  A feature party names one of its columns as a row's
+reason only where its own ``reason_columns`` lets it (docs/explanations.md: what each party learns).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from vfl.deploy.config import Explanations, FederationConfig
+from vfl.deploy.jsonfile import write_private_csv
+from vfl.errors import DataError
+from vfl.runs import explained
+
+
+def sign(settings: Explanations, classes) -> float:
+    """The adverse side the label party asks for: +1 or -1 with reasons (``adverse``, :func:`explained.adverse_sign`),
+    0 for contributions only (the feature parties then name no column)."""
+    return explained.adverse_sign(classes, settings.adverse) if settings.reasons else 0.0
+
+
+def consent(config: FederationConfig, role: str, columns) -> dict:
+    """Feature party ``role``'s ``reason_columns`` (``{column: code}``; its form checked with the file), checked
+    against the columns of its model: a :class:`DataError`, which the party tells its peers before it stops."""
+    codes = config.party(role).reason_columns or {}
+    unknown = [c for c in codes if c not in list(columns)]
+    if unknown:
+        raise DataError(f"party {role}: its reason_columns names {unknown[0]!r}, a column its model does not have "
+                        f"(its columns: {list(columns)}): fix [parties.{role}] reason_columns in {config.path}")
+    return dict(codes)
+
+
+def path_beside(scores: str | Path) -> Path:
+    """Where the explanations go: beside the scores CSV, ``NAME_explanations.csv``."""
+    scores = Path(scores)
+    return scores.with_name(f"{scores.stem}_explanations.csv")
+
+
+def write(path, ids, result: dict, settings: Explanations, side: float, id_column: str = "id") -> Path:
+    """The label party's explanations CSV (owner-only): ``id``, the contributions, ``base_value``, the reasons."""
+    import pandas as pd
+
+    table = explained.frame(result)
+    if settings.reasons:
+        table = pd.concat([table, explained.reasons(result, settings.reasons, side)], axis=1)
+    if id_column in table.columns:
+        table = table.rename(columns={id_column: f"{id_column}_contribution"})
+    table.insert(0, id_column, np.asarray(ids))
+    return write_private_csv(table, path, index=False)
+
+
+def said(role: str, summary: dict) -> list[str]:
+    """The label party's line about its explanations, if it wrote any."""
+    if "explanations" not in summary:
+        return []
+    what = "explanations and reasons" if summary.get("reasons") else "explanations"
+    return [f"party {role}: {what} of {summary['rows']} rows written to {summary['explanations']}"]
