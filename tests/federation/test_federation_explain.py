@@ -87,6 +87,15 @@ def test_linear_explanations_equal_the_pooled_formula_and_name_only_consented_co
     said_a1 = table[["reason_1", "reason_2", "reason_3"]].eq("A-01 usage").any(axis=1).to_numpy()
     assert not np.any(said_a1 & ~top_is_a1)
     assert "a0" not in open(work / "B" / "scores_explanations.csv").read()
+    # each party's run record keeps its own view for the board: B's table, what A sent
+    assert f"party A: sent its part of the explanation of 25 rows; named as a row's reason: 'A-01 usage' for " \
+           f"{int(top_is_a1.sum())} rows" in results["A"][1], results["A"][1]     # B shows it where A ranks high
+    b_record = sorted((work / "B" / "runs").glob("*-predict-*"))[-1]
+    assert (b_record / "explanations.csv").read_text() == (work / "B" / "scores_explanations.csv").read_text()
+    a_record = sorted((work / "A" / "runs").glob("*-predict-*"))[-1]
+    assert json.loads((a_record / "result.json").read_text())["explained"] == {
+        "rows": 25, "named": {"A-01 usage": int(top_is_a1.sum())}}
+    assert not (a_record / "explanations.csv").exists()
 
 
 def test_a_consent_naming_a_column_the_party_lacks_ends_every_party_with_an_error(federation):
@@ -180,7 +189,7 @@ def test_explanations_are_refused_for_a_label_party_s_consent_and_for_split_netw
     config.write_text(text.replace("[parties.B]\n", '[parties.B]\nreason_columns = ["b0"]\n'))
     with pytest.raises(ConfigurationError, match=r"\[parties.B\]: reason_columns is a feature party's consent"):
         load_config(config)
-    network = text.replace('model = "logistic"', 'model = "mlp"').replace(
+    network = text.replace('model = "logistic"', 'model = "mlp"\ntask = "binary"').replace(
         '[prediction]\nmode = "private"\n', '[prediction]\nmode = "private"\nexplain = true\n')
     for key in ("learning_rate", "batch_size", "alpha", "standardize", "packing", "tol", "key_bits", "insecure"):
         network = "\n".join(line for line in network.splitlines() if not line.startswith(f"{key} ="))

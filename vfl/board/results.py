@@ -48,7 +48,8 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
                else []),
               ("Table statistics", lambda: [_section("Table statistics (its own columns)", _table(rows), "statistics")
                                             for rows in [_csv(folder / "statistics.csv")] if rows]),
-              ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows])]
+              ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows]),
+              ("Explanations", lambda: _explanations(_csv(folder / "explanations.csv"), result.get("explained")))]
     out: list[dict] = []
     if model is _DAMAGED:
         out.append(_section("Model", '<p class="error">its model.json is damaged</p>', "model"))
@@ -348,3 +349,37 @@ def _stability(rows: list[dict]) -> dict:
     html = charts.bar_chart([r[name] for r in rows], values, "population stability per column (PSI)", "PSI",
                             reference=0.1, chart_id="psi") + _table(rows)
     return _section("Population stability (its own columns)", html, "psi")
+
+
+#: The rows of an explanation shown one by one (the record keeps them all, up to 10,000 read).
+EXPLAINED_ROWS = 20
+
+
+def _explanations(rows: list[dict], sent: dict | None) -> list[dict]:
+    """A prediction's explanations as this party holds them: the label party's (how far each unit moved the
+    scores, how often each reason was given, the first rows), or what a feature party sent (its rows, and how
+    often it named each column it consents to be named)."""
+    if rows:
+        units = [c for c in rows[0] if c not in ("base_value",) and not c.startswith("reason_")][1:]
+        weight = [sum(abs(v) for v in (_float(r.get(c, "")) for r in rows) if isinstance(v, float)) / len(rows)
+                  for c in units]
+        html = charts.bar_chart(units, weight, f"mean |contribution| over {len(rows):,} rows", "mean |contribution|",
+                                chart_id="explained-units")
+        given: dict = {}
+        for r in rows:
+            for c, v in r.items():
+                if c.startswith("reason_") and v:
+                    given[v] = given.get(v, 0) + 1
+        if given:
+            html += _table([{"reason": k, "rows": n} for k, n in sorted(given.items(), key=lambda kv: -kv[1])])
+        html += (f'<p class="caption">the first {min(EXPLAINED_ROWS, len(rows))} rows (each sums, with '
+                 "base_value, to its raw score)</p>" + _table(rows[:EXPLAINED_ROWS]))
+        return [_section("Explanations", html, "explanations")]
+    if isinstance(sent, dict):
+        named = sent.get("named") or {}
+        lines = f"<p>this party sent its part of the explanation of {int(sent.get('rows', 0)):,} rows (its total " \
+                "per row, or its leaf masks); the contributions and reasons are the label party's.</p>"
+        if named:
+            lines += _table([{"column it named": k, "rows": n} for k, n in named.items()])
+        return [_section("Explanations (what it sent)", lines, "explanations")]
+    return []

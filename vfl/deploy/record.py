@@ -53,7 +53,7 @@ FORMAT = "vfl-run/1"
 #: training run id the label party gives every party, :func:`vfl.deploy.checkpoint.run_id`).
 RECORD_ID = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[a-z]+-\d+\Z")
 #: The files of a summary a record keeps a copy of: summary key -> name in the record.
-KEPT = {"model": "model.json", "statistics": "statistics.csv", "psi": "psi.csv"}
+KEPT = {"model": "model.json", "statistics": "statistics.csv", "psi": "psi.csv", "explanations": "explanations.csv"}
 #: Larger files are not copied (the record then names them only).
 KEEP_BYTES = 64 * 2 ** 20
 #: The families, as ``run.json`` names them.

@@ -57,8 +57,14 @@ def write(path, ids, result: dict, settings: Explanations, side: float, id_colum
 
 
 def said(role: str, summary: dict) -> list[str]:
-    """The label party's line about its explanations, if it wrote any."""
-    if "explanations" not in summary:
-        return []
-    what = "explanations and reasons" if summary.get("reasons") else "explanations"
-    return [f"party {role}: {what} of {summary['rows']} rows written to {summary['explanations']}"]
+    """A party's line about the explanation it took part in: where the label party wrote it, what a feature
+    party sent."""
+    if "explanations" in summary:
+        what = "explanations and reasons" if summary.get("reasons") else "explanations"
+        return [f"party {role}: {what} of {summary['rows']} rows written to {summary['explanations']}"]
+    if "explained" in summary:
+        named = summary["explained"]["named"]
+        codes = "; named as a row's reason: " + ", ".join(f"{code!r} for {n} rows" for code, n in named.items()) \
+            if named else ""
+        return [f"party {role}: sent its part of the explanation of {summary['explained']['rows']} rows{codes}"]
+    return []

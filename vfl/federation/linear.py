@@ -359,8 +359,9 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                                                          scaler=shard_scaler(shard), mode=mode, shared=shared,
                                                          release=release, ids=data.ids)
             if explaining is not None:      # the same release as the scores: its ledger adds nothing
-                run_linear.explain_feature(ep, data.features, data.columns, explaining, roster.without_coordinator(),
-                                           release=release, ids=data.ids)
+                summary["explained"] = run_linear.explain_feature(ep, data.features, data.columns, explaining,
+                                                                  roster.without_coordinator(), release=release,
+                                                                  ids=data.ids)
         else:
             scores = run_linear.predict_label(ep, data.features, data.columns, models, shard["fit_intercept"],
                                               settings, roster, scaler=shard_scaler(shard), mode=mode, shared=shared)

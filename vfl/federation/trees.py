@@ -154,6 +154,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             run.predict_feature(this.endpoint, this.data, party, roster, release)
             if config.explanations is not None:     # the label party explains inside a second prediction
                 run.predict_feature(this.endpoint, this.data, party, roster, release)
+                summary["explained"] = {"rows": this.data.n_rows, "named": {}}
         else:
             raw = run.predict_label(this.endpoint, this.data, party, roster)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", this.data.ids, raw, party,

@@ -548,7 +548,8 @@ def explain_feature(ep: Endpoint, features: np.ndarray, columns, model: Explaini
 
     The totals are its partial scores less a constant: the same release as prediction's, checked by ``release``
     (and noised alike under DP).  Its codes are a release of their own, checked before they leave; under DP no
-    code is sent (it appears as information from the party).  Returns the number of rows explained.
+    code is sent (it appears as information from the party).  Returns what it sent, for its own record:
+    ``{"rows": n, "named": {code: rows}}`` (how often it named each consented column).
     """
 
     x = scaled(features, model.scaler)
@@ -581,7 +582,8 @@ def explain_feature(ep: Endpoint, features: np.ndarray, columns, model: Explaini
                             values=onehot)
         codes = np.where(onehot.any(axis=1), np.argmax(onehot, axis=1), -1)
     explain_protocol.send_contributions(ep, roster, sent - constant, constant, codes, names)
-    return len(x)
+    named = {} if codes is None else {name: int(np.sum(codes == j)) for j, name in enumerate(names)}
+    return {"rows": len(x), "named": named}
 
 
 def explain_label(ep: Endpoint, features: np.ndarray, model: Explaining, intercept: float, roster: Roster, *,
