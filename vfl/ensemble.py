@@ -23,7 +23,7 @@ from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.progressbar import ProgressBar, check_verbose
-from vfl.protocols.trees import BoostingSettings
+from vfl.protocols.trees import TreeSettings
 from vfl.runs import trees as run
 from vfl.runs.threads import run_in_threads
 from vfl.transport import Transcript
@@ -68,8 +68,8 @@ class _VerticalGradientBoosting(PartyExplanations, VerticalEstimator):
         self.release_clip = release_clip
         self.release_budget = release_budget
 
-    def _settings(self) -> BoostingSettings:
-        return self._settings_of(BoostingSettings, loss=self._loss)
+    def _settings(self) -> TreeSettings:
+        return self._settings_of(TreeSettings, loss=self._loss)
 
     def _check_run_params(self) -> None:
         compute.check_engine(self.engine)

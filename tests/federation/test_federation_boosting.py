@@ -16,7 +16,7 @@ import pytest
 
 from vfl.centralized.trees import fit_boosting, tree_leaves
 from vfl.parties.binning import Binner
-from vfl.protocols.trees import BoostingSettings
+from vfl.protocols.trees import TreeSettings
 from vfl.deploy.config import write_config
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports, start_parties
@@ -108,7 +108,7 @@ def test_trained_shards_hold_the_trees_of_the_pooled_reference(boosted):
     for name, binner in zip((*FEATURES, LABEL), binners):
         assert shard(work, name)["binning"]["thresholds"] == [t.tolist() for t in binner.thresholds_]
     y = (frames[LABEL]["label"] == "repaid").to_numpy().astype(int)
-    settings = BoostingSettings(**{k: v for k, v in TRAINING.items() if k not in ("model", "iterations")},
+    settings = TreeSettings(**{k: v for k, v in TRAINING.items() if k not in ("model", "iterations")},
                                 max_iter=6)
     reference = fit_boosting([b.transform(x) for b, x in zip(binners, features)], binners, y, settings, 2,
                              seed=TRAINING["random_state"])

@@ -21,7 +21,7 @@ from vfl.parties.trees import (CandidateTable, Tree, TreeGrower, best, flat_bins
 from vfl.parties.trees.loss import BOUNDS
 from vfl.parties.trees.splits import goes_left
 from vfl.parties.trees.tree import allowed_leaves, leaf_of
-from vfl.protocols.trees.settings import BoostingSettings, should_stop
+from vfl.protocols.trees.settings import TreeSettings, should_stop
 from vfl.parties.holdout import validation_rows
 
 
@@ -59,7 +59,7 @@ def tree_leaves(tree: Tree, splits: dict, codes: list, binners: list) -> np.ndar
     return leaf_of(masks, "pooled prediction")
 
 
-def fit_boosting(codes: list, binners: list, y: np.ndarray, settings: BoostingSettings, n_classes: int | None = None,
+def fit_boosting(codes: list, binners: list, y: np.ndarray, settings: TreeSettings, n_classes: int | None = None,
                  seed: int | None = None) -> PooledModel:
     """Boost on the pooled binned columns.
 
@@ -72,7 +72,7 @@ def fit_boosting(codes: list, binners: list, y: np.ndarray, settings: BoostingSe
         Their binnings (bins per column, missing values), in the same order.
     y : array
         Class indices ``0..K-1`` for log loss, real targets for squared error.
-    settings : BoostingSettings
+    settings : TreeSettings
     n_classes : int, optional
         For log loss.
     seed : int, optional

@@ -67,7 +67,7 @@ federation has one *label party* (feature columns and the labels), one
     reasons = 4                         # optional: and names each row's 4 main reasons (docs/explanations.md)
 
 For gradient-boosted trees (SecureBoost), ``[training]`` names the model and
-takes the estimators' parameters instead (:class:`~vfl.protocols.trees.BoostingSettings`);
+takes the estimators' parameters instead (:class:`~vfl.protocols.trees.TreeSettings`);
 the label party holds the key, so no coordinator is needed (a ``coordinator``
 entry may stay in the file: it takes no part)::
 
@@ -183,7 +183,7 @@ from vfl.deploy.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster
 from vfl.protocols.linear import TrainingSettings
 from vfl.protocols.mlp import MLPSettings
-from vfl.protocols.trees import BoostingSettings
+from vfl.protocols.trees import TreeSettings
 from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.deploy.serving_settings import ServingSettings, parse_serving
 from vfl.protocols import psi_secretflow
@@ -207,7 +207,7 @@ PSI_BACKENDS = ("vfl", psi_secretflow.BACKEND)
 PSI_PROTOCOLS = ("dh", "kkrt", "unbalanced")
 PSI_PORT_OFFSET = 1000
 #: The keys a ``[training]`` table of gradient-boosted trees may hold.
-_BOOSTING_KEYS = set(BoostingSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
+_TREE_KEYS = set(TreeSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
 #: The keys a ``[training]`` table of a split network may hold (scikit-learn's names).
 _MLP_KEYS = (set(MLPSettings.__dataclass_fields__) - {"default_bottom"}) | {"model", "iterations", "report_metrics"}
 
@@ -325,7 +325,7 @@ class FederationConfig:
     ca: Path | None
     parties: dict[str, PartyEntry]
     #: the linear models' settings, gradient boosting's, or the split network's
-    training: TrainingSettings | BoostingSettings | MLPSettings
+    training: TrainingSettings | TreeSettings | MLPSettings
     #: the model family it trains or scores (:mod:`vfl.families`): the one place that says what differs
     family: Family = FAMILIES["linear"]
     prediction_mode: str = "private"
@@ -596,7 +596,7 @@ def _psi_protocol(where: str, table: dict, align: str, backend: str) -> str:
 
 def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
     """``[pipeline]``: the credit-scoring steps, around logistic regression (one event class)."""
-    if isinstance(training, (BoostingSettings, MLPSettings)) or training.objective != "logistic":
+    if isinstance(training, (TreeSettings, MLPSettings)) or training.objective != "logistic":
         raise ConfigurationError(f"{where}: the pipeline's model is logistic regression on the coded bins: set "
                                  "[training] model = \"logistic\"")
     if weight is not None:
@@ -688,16 +688,16 @@ def _training(where: str, table: dict, parties: dict | None = None) -> TrainingS
         raise ConfigurationError(f"{where}: {exc}") from None
 
 
-def _boosting(where: str, table: dict, parties: dict | None = None) -> BoostingSettings:
+def _boosting(where: str, table: dict, parties: dict | None = None) -> TreeSettings:
     """``[training]`` of gradient boosting: the estimators' parameter names (``iterations`` for ``max_iter``)."""
-    _unknown(where, table, _BOOSTING_KEYS)
+    _unknown(where, table, _TREE_KEYS)
     values = {k: v for k, v in table.items() if k != "model"}
     if "iterations" in values:
         if "max_iter" in values:
             raise ConfigurationError(f"{where}: 'max_iter' is given twice (as 'iterations' and 'max_iter')")
         values["max_iter"] = values.pop("iterations")
     try:
-        return BoostingSettings(**values)
+        return TreeSettings(**values)
     except ConfigurationError as exc:
         raise ConfigurationError(f"{where}: {exc}") from None
 

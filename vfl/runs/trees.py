@@ -41,12 +41,12 @@ from vfl.parties import explain as maths
 from vfl.protocols import trees as protocol
 from vfl.protocols.trees import inference
 from vfl.protocols.release import ReleasePolicy, ReleaseWarning, check_model, refuse, split_release
-from vfl.protocols.trees import BoostingSettings
+from vfl.protocols.trees import TreeSettings
 from vfl.transport import Endpoint
 
 
 @dataclass
-class Boosted:
+class Trained:
     """What a party's training run ends with.
 
     Attributes
@@ -67,12 +67,12 @@ class Boosted:
     seed: int | None = None
 
 
-def min_rows(settings: BoostingSettings) -> int:
+def min_rows(settings: TreeSettings) -> int:
     """The fewest aligned rows a boosting run takes: a split leaves ``min_samples_leaf`` rows on each side."""
     return 2 * settings.min_samples_leaf
 
 
-def check_rows(role: str, n_rows: int, settings: BoostingSettings) -> None:
+def check_rows(role: str, n_rows: int, settings: TreeSettings) -> None:
     """Refuse a table too small for any split (every tree would be a single leaf), naming the party.
 
     Raises
@@ -87,7 +87,7 @@ def check_rows(role: str, n_rows: int, settings: BoostingSettings) -> None:
                         "rows or lower min_samples_leaf")
 
 
-def feature_party(data, role: str, settings: BoostingSettings) -> TreeFeatureParty:
+def feature_party(data, role: str, settings: TreeSettings) -> TreeFeatureParty:
     """A feature party built from its data: its columns binned with ``settings.max_bins``.
 
     The row count is the label party's to check (:func:`label_party`): the rows are aligned, and one
@@ -97,7 +97,7 @@ def feature_party(data, role: str, settings: BoostingSettings) -> TreeFeaturePar
                             max_bins=settings.max_bins)
 
 
-def label_party(data, role: str, settings: BoostingSettings) -> TreeLabelParty:
+def label_party(data, role: str, settings: TreeSettings) -> TreeLabelParty:
     """The label party built from its data and labels: the rows checked (:func:`check_rows`) first.
 
     The labels are checked when its program starts (one class only, targets that are not numbers:
@@ -110,9 +110,9 @@ def label_party(data, role: str, settings: BoostingSettings) -> TreeLabelParty:
     return TreeLabelParty(features, data.labels, role, data.columns, max_bins=settings.max_bins)
 
 
-def train_feature(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *,
+def train_feature(ep: Endpoint, data, settings: TreeSettings, roster: Roster, *,
                   checkpoints: Mapping[int, dict] | None = None, on_step=None, engine=None,
-                  release: ReleasePolicy | None = None) -> Boosted:
+                  release: ReleasePolicy | None = None) -> Trained:
     """A feature party's training run: build the party from ``data``, run its program, return it trained.
 
     ``release``: its release policy; the sides of its splits are then checked on its training rows
@@ -123,7 +123,7 @@ def train_feature(ep: Endpoint, data, settings: BoostingSettings, roster: Roster
                            engine)
     if release is not None:
         check_trained(release, roster.label, data, party)
-    return Boosted(party)
+    return Trained(party)
 
 
 #: What a feature party's prediction releases, in words.
@@ -165,9 +165,9 @@ def released_bits(release: ReleasePolicy | None, label_party: str, party: TreeFe
     return np.asarray(sent) > 0.5
 
 
-def train_label(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, *,
+def train_label(ep: Endpoint, data, settings: TreeSettings, roster: Roster, *,
                 checkpoints: Mapping[int, dict] | None = None, on_step=None, on_party=None,
-                engine=None) -> Boosted:
+                engine=None) -> Trained:
     """The label party's training run: build the party from ``data``, run its program (it holds the key).
 
     ``on_party(party)`` is called with the party once it is built (a progress bar reads its training loss).
@@ -177,7 +177,7 @@ def train_label(ep: Endpoint, data, settings: BoostingSettings, roster: Roster, 
         on_party(party)
     result = protocol.train_label(ep, party, settings, roster.without_coordinator(), checkpoints or None,
                                   on_step, engine)
-    return Boosted(party, result["n_iter"], list(result["validation_scores"]), result["seed"])
+    return Trained(party, result["n_iter"], list(result["validation_scores"]), result["seed"])
 
 
 def training_loss(label) -> float:
@@ -207,7 +207,7 @@ def predict_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
     return protocol.predict_label(ep, party, party.bin_new(data.features), roster.without_coordinator())
 
 
-def training_programs(data: Mapping[str, object], settings: BoostingSettings, roster: Roster, *, engine=None,
+def training_programs(data: Mapping[str, object], settings: TreeSettings, roster: Roster, *, engine=None,
                       on_step=None, on_party=None, releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
     """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
 

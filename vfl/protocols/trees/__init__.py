@@ -6,8 +6,8 @@
 """
 
 from vfl.protocols.trees.inference import predict_feature, predict_label
-from vfl.protocols.trees.settings import BoostingSettings, should_stop
+from vfl.protocols.trees.settings import BoostingSettings, TreeSettings, should_stop
 from vfl.protocols.trees.training import run_feature, run_label, split_rows, train_feature, train_label
 
-__all__ = ["BoostingSettings", "predict_feature", "predict_label", "run_feature", "run_label", "should_stop",
+__all__ = ["BoostingSettings", "TreeSettings", "predict_feature", "predict_label", "run_feature", "run_label", "should_stop",
            "split_rows", "train_feature", "train_label"]

@@ -25,7 +25,7 @@ AUTO_EARLY_STOPPING_ROWS = 10_000
 
 
 @dataclass(frozen=True)
-class BoostingSettings:
+class TreeSettings:
     """Shared settings of a boosting run.
 
     Parameters
@@ -136,7 +136,11 @@ class BoostingSettings:
         return {k: (bool(v) if isinstance(v, np.bool_) else v) for k, v in dataclasses.asdict(self).items()}
 
 
-def should_stop(scores: list, settings: BoostingSettings) -> bool:
+#: The earlier name of :class:`TreeSettings` (the trees family has one word in every layer now).
+BoostingSettings = TreeSettings
+
+
+def should_stop(scores: list, settings: TreeSettings) -> bool:
     """scikit-learn's rule: none of the last ``n_iter_no_change`` scores beat the one before them by ``tol``.
 
     Scores are "higher is better" (the loss enters negated).

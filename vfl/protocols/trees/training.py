@@ -28,7 +28,7 @@ learns the shape of each tree and its own splits, never a gradient, label or
 leaf value.
 
 Every role program takes an :class:`~vfl.transport.Endpoint`, its party, the
-shared :class:`~vfl.protocols.trees.settings.BoostingSettings` and the
+shared :class:`~vfl.protocols.trees.settings.TreeSettings` and the
 :class:`~vfl.protocols.roster.Roster` (no coordinator).  ``checkpoints`` maps
 a completed iteration to the party's saved state; ``on_iteration(iteration,
 state)`` is called after every completed iteration.
@@ -46,7 +46,7 @@ from vfl.parties.trees import TreeGrower, best, gains, layout, validation_score
 from vfl.parties.trees.splits import sums_to_send
 from vfl.parties.trees.feature_party import BoostingFeatureParty
 from vfl.parties.trees.label_party import BoostingLabelParty, ForeignSums
-from vfl.protocols.trees.settings import BoostingSettings, should_stop
+from vfl.protocols.trees.settings import TreeSettings, should_stop
 from vfl.parties.holdout import check_split, validation_rows
 from vfl.protocols.fields import MAX_ROWS, bits, flag, ints, unbits
 from vfl.protocols.fields import ciphertexts as _ciphertexts, received as _received
@@ -82,7 +82,7 @@ def recv_ciphertexts(ep: Endpoint, frm: str, name: str, party, count: int) -> li
             return out
 
 
-def split_rows(n_rows: int, settings: BoostingSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def split_rows(n_rows: int, settings: TreeSettings, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """The training rows and the validation rows (from the shared seed only, never from labels).
 
     Every party refuses alike a split that leaves fewer rows to train on than one
@@ -100,7 +100,7 @@ def split_rows(n_rows: int, settings: BoostingSettings, seed: int) -> tuple[np.n
 
 
 # -- a feature party ------------------------------------------------------------------------
-def train_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingSettings, roster: Roster,
+def train_feature(ep: Endpoint, party: BoostingFeatureParty, settings: TreeSettings, roster: Roster,
                 checkpoints: Checkpoints | None = None, on_iteration: OnIteration | None = None,
                 engine=None) -> BoostingFeatureParty:
     """A feature party's program: bins, sums ciphertexts, keeps its own splits; learns no gradient or label."""
@@ -148,7 +148,7 @@ def train_feature(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingS
     return party
 
 
-def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: BoostingSettings, roster: Roster,
+def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: TreeSettings, roster: Roster,
                     index: int, group) -> None:
     """Steps 4-6 of tree ``index`` (its place among all trees) at a feature party."""
     b = roster.label
@@ -196,7 +196,7 @@ def _feature_rounds(ep: Endpoint, party: BoostingFeatureParty, settings: Boostin
 
 
 # -- the label party ----------------------------------------------------------------------------
-def train_label(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, roster: Roster,
+def train_label(ep: Endpoint, party: BoostingLabelParty, settings: TreeSettings, roster: Roster,
               checkpoints: Checkpoints | None = None, on_iteration: OnIteration | None = None,
               engine=None) -> dict:
     """The label party's program: keys, gradients, every split decision and leaf value.
@@ -244,7 +244,7 @@ def train_label(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSetti
     return {"n_iter": iteration + 1, "validation_scores": scores, "seed": seed}
 
 
-def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, roster: Roster,
+def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: TreeSettings, roster: Roster,
                      with_features: bool, scores: list) -> bool:
     """Steps 3-7 of one iteration; returns whether the validation score says stop."""
     features = roster.features if with_features else ()
@@ -280,7 +280,7 @@ def _label_iteration(ep: Endpoint, party: BoostingLabelParty, settings: Boosting
     return should_stop(scores, settings)
 
 
-def _grow(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, roster: Roster, features: tuple,
+def _grow(ep: Endpoint, party: BoostingLabelParty, settings: TreeSettings, roster: Roster, features: tuple,
           g: np.ndarray, h: np.ndarray, column: int, group, slot: int) -> None:
     """Steps 4-6: grow one tree with the feature parties ``features`` (none: on this party's columns only).
 
@@ -354,7 +354,7 @@ def _applied(applied: list) -> dict:
             **bits(np.concatenate([a[3] for a in applied]) if applied else np.empty(0, bool))}
 
 
-def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settings: BoostingSettings) -> list:
+def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settings: TreeSettings) -> list:
     """Hidden membership: per chunk of the sent nodes, one ciphertext per training row (its node's slots filled)."""
     sent = [grower.nodes[s] for s, _, _ in plan]
     counts = layout.counts_travel(settings.rules, settings.loss)
@@ -364,7 +364,7 @@ def _round_gradients(party: BoostingLabelParty, grower, plan: list, g, h, settin
             for chunk in chunks]
 
 
-def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, k: str, known: ForeignSums,
+def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: TreeSettings, k: str, known: ForeignSums,
                   plan: list, grower, group, slot: int) -> None:
     """Decrypt feature party ``k``'s sums of the round's sent nodes into ``known`` (both modes)."""
     message = ep.recv(k, "candidates")
@@ -402,7 +402,7 @@ def _feature_best(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSet
         bit += count * len(served)
 
 
-def _partitions(ep: Endpoint, party: BoostingLabelParty, settings: BoostingSettings, features: tuple,
+def _partitions(ep: Endpoint, party: BoostingLabelParty, settings: TreeSettings, features: tuple,
                 index_of: dict, chosen: list, foreign: dict) -> dict:
     """Step 6 with every feature party: its chosen splits (as tied positions); the rows going left, by node."""
     n_train = len(party.train_rows)
