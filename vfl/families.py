@@ -82,7 +82,7 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("mlp", "a split network", "mlp", coordinator=True, warm_start=False, row_weights=False, table3=False,
            dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp"),
     Family("credit", "the credit-scoring pipeline", None, coordinator=True, warm_start=False, row_weights=False,
-           table3=True, dealer=False, run="vfl.runs.credit", shard="vfl.deploy.shards.credit", party="vfl.federation.credit"),
+           table3=True, dealer=False, run="vfl.runs.credit", shard="vfl.deploy.shards.credit", party="vfl.federation.credit", explains=True),
 )}
 
 #: ``[training] model`` words that choose the linear family (its objective).

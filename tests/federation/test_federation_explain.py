@@ -10,6 +10,7 @@ key; a consent naming a column the party does not hold ends every party with an 
 """
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -194,6 +195,53 @@ def test_explanations_are_refused_for_a_label_party_s_consent_and_for_split_netw
     for key in ("learning_rate", "batch_size", "alpha", "standardize", "packing", "tol", "key_bits", "insecure"):
         network = "\n".join(line for line in network.splitlines() if not line.startswith(f"{key} ="))
     config.write_text(network)
-    with pytest.raises(ConfigurationError, match=r"vfl predict explains linear models and gradient boosting; a split "
-                                                 r"network is explained by its estimator's explain\(\)"):
+    with pytest.raises(ConfigurationError, match=r"vfl predict explains linear models, the credit pipeline and "
+                                                 r"gradient boosting; a split network is explained by its estimator's explain\(\)"):
         load_config(config)
+
+
+def test_the_credit_pipeline_explains_its_scores_per_raw_column(tmp_path):
+    from credit_data import credit_frames
+    from vfl.parties.binning import Binner
+    from vfl.parties.credit.scorecard import Coder
+    from vfl.runs.credit import bin_codes
+    from vfl.transport.tls import write_federation_certs
+
+    roles = {"telco": "feature", "bank": "label", "hub": "coordinator"}
+    tls = write_federation_certs(tmp_path / "certs", tuple(roles))
+    parties = {n: {"role": r, "address": f"127.0.0.1:{port}", "certificate": tls[n].certificate, "key": tls[n].key}
+               for (n, r), port in zip(roles.items(), _free_ports(3))}
+    # telco's part of a score is one value per bin of its columns, which its release check refuses by default
+    # (tests/federation/test_federation_pipeline.py): it opts in, and lets its calls be named under its code
+    parties["telco"].update(allow_reconstruction=True, reason_columns={"calls": "T01 call pattern"})
+    config = write_config(tmp_path / "federation.toml", tls["bank"].ca, parties,
+                          {"model": "logistic", "iterations": 20, "alpha": 0.01, "key_bits": 1024, "insecure": True},
+                          {"connect_timeout": 60, "timeout": 60}, align="same-ids", prediction={"reasons": 3},
+                          pipeline={"max_bins": 6, "iv_threshold": 0.02, "max_correlation": 0.9})
+    data = {}
+    for split, n, seed in (("train", 900, 11), ("test", 60, 12)):
+        telco, bank = credit_frames(n=n, seed=seed)
+        for name, frame in (("telco", telco), ("bank", bank.rename(columns={"default": "label"}))):
+            data[(name, split)] = tmp_path / f"{name}_{split}.csv"
+            frame.assign(id=[f"c{split}{i:04d}" for i in range(n)]).to_csv(data[(name, split)], index=False)
+    work = tmp_path / "run"
+    run = dict(roles=tuple(roles), coordinator="hub", timeout=300)
+    assert_succeeded(run_parties("party", config, data, work, **run))
+    results = run_parties("predict", config, data, work, **run)
+    assert_succeeded(results)
+    table = pd.read_csv(work / "bank" / "scores_explanations.csv").set_index("id").sort_index()
+    scores = pd.read_csv(work / "bank" / "scores.csv").set_index("id").sort_index()
+    bank = json.loads((work / "bank" / "model_bank.json").read_text())
+    own = [c for c in bank["columns"] if c in table.columns]
+    assert own and list(table.columns[:len(own) + 2]) == [*own, "telco", "base_value"]
+    np.testing.assert_allclose(table[[*own, "telco", "base_value"]].sum(axis=1), scores["log_odds"], atol=1e-6)
+    # telco's total: its model columns' w (x - mean) on its coded test rows, from its shard
+    telco = json.loads((work / "telco" / "model_telco.json").read_text())
+    raw = pd.read_csv(data[("telco", "test")]).set_index("id").sort_index()[telco["columns"]].to_numpy(float)
+    binner, coder = Binner.from_dict(telco["binning"]), Coder.from_dict(telco["coding"])
+    coded = coder.transform(bin_codes(binner, SimpleNamespace(features=raw, columns=telco["columns"]), "telco"))
+    model = telco["model"]          # standardized columns: the weights are per standard deviation
+    total = ((coded - np.asarray(model["training_mean"])) / np.asarray(model["scale"])) @ np.asarray(model["coef"])
+    np.testing.assert_allclose(table["telco"], total, atol=1e-6)
+    named = set(table[["reason_1", "reason_2", "reason_3"]].stack().dropna())
+    assert named <= {*own, "T01 call pattern", "information from telco"} and "T01 call pattern" in named, named

@@ -262,7 +262,8 @@ def _explanations(where: str, table: dict, family: Family) -> Explanations | Non
             raise ConfigurationError(f"{where}: adverse says which side reasons point to: give reasons = K with it")
         return None
     if not family.explains:
-        raise ConfigurationError(f"{where}: vfl predict explains linear models and gradient boosting; "
+        raise ConfigurationError(f"{where}: vfl predict explains linear models, the credit pipeline and gradient "
+                                 "boosting; "
                                  f"{family.title} is explained by its estimator's explain() and predict_reasons() "
                                  "(docs/explanations.md): leave explain and reasons out")
     return Explanations(reasons, adverse)

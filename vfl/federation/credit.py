@@ -47,6 +47,7 @@ from vfl.deploy.report import class_indices, classes_line, rows_report
 from vfl.federation.linear import (agree_on_models, needs_data, release_policy, report_training, score_rows,
                                   scoring_part, train_model)
 from vfl.deploy.session import check_equations, stops_told
+from vfl.federation import explanations
 from vfl.federation.loop import party_run
 from vfl.parties import Coordinator, row_weights, targets
 from vfl.parties.linear import PartyA, PartyB
@@ -57,6 +58,7 @@ from vfl.parties.scaling import Standardizer
 from vfl.protocols.release import ReleaseWarning, refuse
 from vfl.protocols.fields import count, flag
 from vfl.runs import credit as credit_run
+from vfl.runs import linear as run_linear
 from vfl.runs.linear import raw_release
 
 #: The format of the checkpoint written after WOE/IV and selection.
@@ -273,6 +275,7 @@ def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binn
     points = credit_run.points(coder, coef, scaler.mean, scaler.scale, credit.scale)
     model = {"columns": coder.names, "coef": coef.tolist(), **scaler.to_dict()}     # JSON numbers only
     local = credit_run.bin_codes(binner, data, role)
+    model["training_mean"] = coder.transform(local).mean(axis=0).tolist()   # what explanations are taken against
     bin_counts = [np.bincount(local[:, j], minlength=int(binner.n_bins_[j]) + 1) for j in range(local.shape[1])]
     iv = step["iv"]
     scorecard = None
@@ -306,6 +309,10 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
     if shard is not None:
         with stops_told(config, role, "predict"):
             data = _data(config, role, kind, data_path, columns=shard["columns"], label_required=False)
+            if config.explanations is not None and "training_mean" not in shard["model"]:
+                raise DataError(f"party {role}: {model_path or workdir / f'model_{role}.json'} holds no training "
+                                "mean of its model columns (a shard written before explanations), the reference an "
+                                "explanation is taken against: train the pipeline again to explain it")
     summary = {"label": roster.label}
     with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
                    trained_with=shard["trained_with"] if shard else None) as this:
@@ -348,7 +355,36 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                                                "not classes of the model"})
         else:
             summary["rows"] = scored
+        if data and config.explanations is not None:
+            summary.update(_explain(ep, config, role, kind, data, shard, binner, coder, workdir,
+                                    summary.get("scores")))
     return this.summary(**summary)
+
+
+def _explain(ep, config: FederationConfig, role: str, kind: str, data: PartyData, shard: dict, binner: Binner,
+             coder: Coder, workdir: Path, scores_path) -> dict:
+    """A data party's part of ``[prediction] explain``: the logistic model's explanation on its model columns,
+    reported per raw column (a column's WOE value or bin indicators together); a feature party's totals and
+    codes checked against its raw columns and bins, as its part of a score is (:class:`ScorecardRelease`)."""
+    model = shard["model"]
+    coded = coder.transform(credit_run.bin_codes(binner, data, role))
+    scaler = Standardizer.from_dict(model, len(model["columns"]), "model shard") if config.training.standardize \
+        else None
+    explaining = run_linear.Explaining(np.asarray(model["coef"], dtype=np.float64), scaler,
+                                       np.asarray(model["training_mean"], dtype=np.float64),
+                                       credit_run.model_groups(coder),
+                                       explanations.consent(config, role, data.columns) if kind == "feature" else {})
+    roster = config.roster.without_coordinator()
+    if kind == "feature":
+        release = credit_run.ScorecardRelease(release_policy(config, role, workdir), binner, coder, data.features)
+        return {"explained": run_linear.explain_feature(ep, coded, model["columns"], explaining, roster,
+                                                        release=release, ids=data.ids)}
+    settings = config.explanations
+    side = explanations.sign(settings, model["classes"])
+    result = run_linear.explain_label(ep, coded, explaining, float(model["intercept"]), roster, sign=side)
+    path = explanations.write(explanations.path_beside(scores_path), data.ids, result, settings, side,
+                              config.id_column)
+    return {"explanations": str(path), "reasons": settings.reasons}
 
 
 def write_scores(path, ids, z, shard: dict, id_column: str = "id") -> Path:
@@ -390,4 +426,5 @@ def say_predicted(role: str, summary: dict) -> list[str]:
     lines = [f"party {role}: population stability of its columns (largest {summary['max_psi']:.4f}) written to "
              f"{summary['psi']}"] if "psi" in summary else []
     return [*lines, f"party {role}: scorecard scores of {summary['rows']} rows written to {summary['scores']}"
-            if summary["role"] == "label" else f"party {role}: took part in scoring {summary['rows']} rows"]
+            if summary["role"] == "label" else f"party {role}: took part in scoring {summary['rows']} rows",
+            *explanations.said(role, summary)]
