@@ -69,7 +69,7 @@ def fit(share_woe: bool):
     data = dataset(rows)
     expected = {"score": pipe.predict_score(data), "decision": pipe.decision_function(data),
                 "probability": pipe.predict_proba(data)}
-    return pipe, shards, rows, expected
+    return pipe, shards, rows, dict(expected, label=pipe.predict(data))
 
 
 @pytest.fixture(scope="module", params=[False, True], ids=["bins", "woe"])
@@ -98,7 +98,10 @@ def test_the_scorecard_in_onnx_gives_vfl_score_and_probability_on_raw_rows_and_e
     assert rows["calls"].isna().sum() >= 20                     # missing values among the rows
     for name, want in expected.items():
         assert out[name].shape == (len(rows), 1)
-        assert np.abs(out[name][:, 0] - want).max() < TOL, name
+        if name == "label":
+            assert list(out[name][:, 0]) == list(want)
+        else:
+            assert np.abs(out[name][:, 0] - want).max() < TOL, name
 
 
 def test_a_value_at_a_threshold_falls_in_the_lower_bin(fitted, tmp_path):
@@ -145,7 +148,11 @@ def test_the_split_parts_combine_to_the_scorecard_and_hold_only_their_own_bins(f
         assert not np.isin(theirs[theirs != 0], held).any()
         assert not np.isin([shards["bank"]["model"]["intercept"]], held).any()
     combined = credit.combine(combining, partials)
+    assert set(combined) == set(whole) == set(combining["outputs"])
     for name, want in expected.items():
+        if name == "label":
+            assert list(combined[name][:, 0]) == list(whole[name][:, 0]) == list(want)
+            continue
         assert np.abs(combined[name] - whole[name]).max() < 1e-9
         assert np.abs(combined[name][:, 0] - want).max() < TOL
 

@@ -92,7 +92,7 @@ def test_logistic_regression_onnx_gives_vfl_decision_and_probability_on_raw_rows
     assert out["decision"].shape == out["probability"].shape == (len(table), 1)
     assert np.abs(out["decision"][:, 0] - model.decision_function(every)).max() < TOL
     assert np.abs(out["probability"][:, 0] - model.predict_proba(every)).max() < TOL
-    assert np.array_equal(np.where(out["probability"][:, 0] >= 0.5, 1, 0), model.predict(every))
+    assert out["label"].dtype == np.int64 and np.array_equal(out["label"][:, 0], model.predict(every))
 
 
 def test_the_constant_column_left_out_by_standardization_counts_for_nothing(binary, tmp_path):
@@ -129,7 +129,7 @@ def test_one_vs_rest_exports_every_class_normalised_as_vfl(three, tmp_path):
     assert out["decision"].shape == (len(table), 3)
     assert np.abs(out["decision"] - model.decision_function(every)).max() < TOL
     assert np.abs(out["probability"] - model.predict_proba(every)).max() < TOL
-    assert np.array_equal(model.classes_[np.argmax(out["decision"], axis=1)], model.predict(every))
+    assert list(out["label"][:, 0]) == list(model.predict(every))          # text classes: text labels
     pmml = pmml_run(linear.write_pmml(shards, tmp_path / "model.pmml"), table, ["a0", "a1", "a2", "flat", "b0", "b1"])
     got = np.column_stack([pmml[f"probability({c})"].astype(float) for c in model.classes_])
     assert np.abs(got - model.predict_proba(every)).max() < TOL
@@ -168,7 +168,10 @@ def test_the_split_parts_combine_to_the_model_and_hold_only_their_own_weights(ca
     combined = linear.combine(combining, partials)
     assert set(combined) == set(whole)
     for name, value in combined.items():
-        assert np.abs(value - whole[name]).max() < 1e-12
+        if name == "label":
+            assert list(value[:, 0]) == list(whole[name][:, 0]) == list(model.predict(every))
+        else:
+            assert np.abs(value - whole[name]).max() < 1e-12
     expected = model.predict(every) if case == "regression" else model.predict_proba(every)
     got = combined["prediction"][:, 0] if case == "regression" else combined["probability"]
     assert np.abs((got[:, 0] if case == "binary" else got) - expected).max() < TOL

@@ -105,7 +105,7 @@ def test_the_network_in_onnx_gives_vfl_outputs_on_raw_rows(case, tmp_path):
     else:
         assert out["probability"].shape == expected.shape
         assert np.abs(out["probability"] - expected).max() < TOL
-        assert np.array_equal(model.classes_[np.argmax(out["probability"], axis=1)], model.predict(every))
+        assert list(out["label"][:, 0]) == list(model.predict(every))
 
 
 def test_the_column_standardization_left_out_counts_for_nothing(tmp_path):
@@ -139,8 +139,11 @@ def test_the_split_parts_combine_to_the_network_and_hold_only_their_own_weights(
                 assert not np.isin(theirs[theirs != 0], held).any()
         assert not np.isin(label_numbers[label_numbers != 0], held).any()      # no top, no intercept
     combined = mlp.combine(combining, parts)
+    assert set(combined) == set(whole) == set(combining["outputs"])
     name = combining["outputs"][0]
     assert np.abs(combined[name] - whole[name]).max() < 1e-12
+    if "label" in combined:
+        assert list(combined["label"][:, 0]) == list(whole["label"][:, 0]) == list(model.predict(every))
     got = combined[name][:, 0] if name == "prediction" else combined[name]
     assert np.abs(got - expected).max() < TOL
 

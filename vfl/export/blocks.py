@@ -206,11 +206,29 @@ class OnnxGraph:
         """The sum of same-shaped values (one name: itself)."""
         return names[0] if len(names) == 1 else self.op("Sum", names, hint)
 
-    def output(self, value: str, name: str, width: int) -> None:
-        """Expose ``value`` as the output ``name`` of shape ``[rows, width]``."""
+    def output(self, value: str, name: str, width: int, dtype=None) -> None:
+        """Expose ``value`` as the output ``name`` of shape ``[rows, width]`` (doubles unless ``dtype``)."""
         self.nodes.append(self.onnx.helper.make_node("Identity", [value], [name]))
-        self.outputs.append(self.onnx.helper.make_tensor_value_info(name, self.onnx.TensorProto.DOUBLE,
-                                                                    ["rows", int(width)]))
+        self.outputs.append(self.onnx.helper.make_tensor_value_info(
+            name, self.onnx.TensorProto.DOUBLE if dtype is None else dtype, ["rows", int(width)]))
+
+    def label(self, index: str, classes) -> None:
+        """The output ``label`` ``[rows, 1]``: each row's class, ``classes[index]`` (``index``: int64
+        ``[rows, 1]``).  Integer classes stay integers (int64), other numbers doubles, anything else text."""
+        values = list(classes)
+        if all(isinstance(c, int) and not isinstance(c, bool) for c in values):
+            table, dtype = np.asarray(values, dtype=np.int64), self.onnx.TensorProto.INT64
+        elif all(isinstance(c, (int, float)) and not isinstance(c, bool) for c in values):
+            table, dtype = np.asarray(values, dtype=np.float64), self.onnx.TensorProto.DOUBLE
+        else:
+            table, dtype = np.asarray([str(c) for c in values], dtype=object), self.onnx.TensorProto.STRING
+        name = self.fresh("classes")
+        if dtype == self.onnx.TensorProto.STRING:
+            self.initializers.append(self.onnx.helper.make_tensor(name, dtype, [len(values)],
+                                                                  [str(c).encode() for c in values]))
+        else:
+            self.initializers.append(self.onnx.numpy_helper.from_array(table, name))
+        self.output(self.op("Gather", [name, index], "label", axis=0), "label", 1, dtype)
 
     def to_bytes(self, doc: str, metadata: dict | None = None) -> bytes:
         """The checked, serialized model (``metadata``: text key/value pairs kept with it)."""

@@ -18,8 +18,10 @@ first), named as the column, a double of shape ``[rows, 1]`` (ONNX ``tensor(doub
 ``double`` field).  NaN is a missing value.  vfl refuses an infinite value; these files put ``+inf`` in the
 column's last bin and ``-inf`` in its first.  The columns are numeric: there is no category to be unseen.
 
-**Outputs.** ONNX (doubles, ``[rows, 1]``): ``score`` (the points, ``predict_score``), ``decision`` (the log-odds
-of the event ``classes[1]``, ``decision_function``) and ``probability`` (of the event, ``predict_proba``).
+**Outputs.** ONNX (``[rows, 1]``): ``score`` (the points, ``predict_score``), ``decision`` (the log-odds of the
+event ``classes[1]``, ``decision_function``), ``probability`` (of the event, ``predict_proba``), doubles, and
+``label`` (``predict``: the event where its probability is at least 0.5; int64 for integer classes, double for
+other numbers, text otherwise).
 PMML: a ``Scorecard`` (one ``Characteristic`` per selected column, one ``Attribute`` per bin with its points,
 the base points as ``initialScore``) with the output fields ``score``, ``decision`` and ``probability``.
 
@@ -43,7 +45,7 @@ from vfl.errors import DataError
 from vfl.export import blocks
 
 #: Every output name a scorecard's files may have (no column may take one of them).
-OUTPUTS = ("score", "decision", "probability", "partial")
+OUTPUTS = ("score", "decision", "probability", "label", "partial")
 
 
 @dataclass
@@ -180,7 +182,10 @@ def onnx_bytes(shards: dict) -> bytes:
                              graph.op("Mul", [graph.const([card.factor], "factor"), decision], "scaled")], "score")
     graph.output(score, "score", 1)
     graph.output(decision, "decision", 1)
-    graph.output(graph.op("Sigmoid", [decision], "probability"), "probability", 1)
+    probability = graph.op("Sigmoid", [decision], "probability")
+    graph.output(probability, "probability", 1)
+    graph.label(graph.op("Cast", [graph.op("GreaterOrEqual", [probability, graph.const([0.5], "half")], "event")],
+                         "index", to=7), card.classes)
     return graph.to_bytes(f"vfl credit scorecard of the parties {[p.name for p in card.parties]}: binning, "
                           "coding, logistic model, points; raw columns in",
                           {"vfl.family": "credit", "vfl.trained_with": card.fingerprint,
@@ -275,7 +280,7 @@ def combiner(shards: dict, files: dict | None = None) -> dict:
                        "probability = 1 / (1 + exp(-decision))",
             "intercept": card.intercept, "offset": card.offset, "factor": card.factor,
             "base_score": card.base_score, "base_odds": card.base_odds, "pdo": card.pdo,
-            "link": "logistic", "classes": card.classes, "outputs": ["score", "decision", "probability"]}
+            "link": "logistic", "classes": card.classes, "outputs": ["score", "decision", "probability", "label"]}
 
 
 def combine(combining: dict, partials: dict) -> dict:
@@ -284,12 +289,15 @@ def combine(combining: dict, partials: dict) -> dict:
     if missing:
         raise DataError(f"the partial of party {missing[0]} is missing")
     decision = sum(np.asarray(partials[p], dtype=np.float64) for p in combining["parts"]) + combining["intercept"]
+    probability = 1.0 / (1.0 + np.exp(-decision))
     return {"score": combining["offset"] - combining["factor"] * decision, "decision": decision,
-            "probability": 1.0 / (1.0 + np.exp(-decision))}
+            "probability": probability,
+            "label": np.asarray(combining["classes"])[(probability[:, 0] >= 0.5).astype(int)][:, None]}
 
 
 def split(shards: dict, folder) -> dict[str, Path]:
-    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder``.
+    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder`` (made if
+    missing).
 
     Only a party with a selected column has a part.  Every file is written whole, or none.  Returns
     ``{party: path, "combiner": path}``.
@@ -298,5 +306,6 @@ def split(shards: dict, folder) -> dict[str, Path]:
     files = blocks.part_files([p.name for p in card.parties], Path(folder), ".onnx")
     contents = {files[p.name]: part_bytes(shards, p.name) for p in card.parties}
     contents[files["combiner"]] = (json.dumps(combiner(shards, files), indent=2) + "\n").encode()
+    Path(folder).mkdir(parents=True, exist_ok=True)
     blocks.write_files(contents)
     return files

@@ -17,13 +17,16 @@ model                   ONNX (doubles, ``[rows, k]``)                  PMML (out
 ======================= ============================================== =========================================
 linear regression       ``prediction`` (k = 1): ``predict``            ``prediction``
 logistic, two classes   ``decision`` (log-odds of ``classes[1]``),     ``probability`` (of ``classes[1]``),
-                        ``probability`` of ``classes[1]`` (k = 1)      ``label`` (the predicted class)
+                        ``probability`` of ``classes[1]`` (k = 1),     ``label`` (the predicted class, as text)
+                        ``label`` (the class, ``[rows, 1]``)
 logistic, one-vs-rest   ``decision`` and ``probability`` (k classes,   ``probability(<class>)`` per class,
-                        each class's sigmoid normalised to sum to 1)   ``label``
+                        each class's sigmoid normalised to sum to 1),  ``label``
+                        ``label``
 ======================= ============================================== =========================================
 
-as ``decision_function``, ``predict_proba`` and ``predict`` compute them (``predict``: the class of the largest
-decision; two classes: ``classes[1]`` where the probability is at least 0.5).
+as ``decision_function``, ``predict_proba`` and ``predict`` compute them (``label``, ``predict``: the class of the
+largest decision; two classes: ``classes[1]`` where the decision is at least 0).  The ONNX ``label`` is int64 for
+integer classes, double for other numbers, text otherwise.
 
 **Split** (:func:`split`): each party gets ``<party>.onnx``, its own columns in and its ``partial`` out
 (``[rows, k]``: its standardized columns times its weights, no other party's weight), and the label party
@@ -152,6 +155,12 @@ def _outputs(graph: blocks.OnnxGraph, m: _Model, decision: str) -> None:
         total = graph.op("ReduceSum", [probability, graph.const([1], "axis", np.int64)], "total", keepdims=1)
         probability = graph.op("Div", [probability, total], "probability")
     graph.output(probability, "probability", m.k)
+    if m.k == 1:                # classes[1] where the decision is at least 0
+        index = graph.op("Cast", [graph.op("GreaterOrEqual", [decision, graph.const([0.0], "zero")], "positive")],
+                         "index", to=7)
+    else:
+        index = graph.op("ArgMax", [decision], "index", axis=1, keepdims=1)
+    graph.label(index, m.classes)
 
 
 def _metadata(m: _Model) -> dict:
@@ -315,7 +324,7 @@ def combiner(shards: dict, files: dict | None = None) -> dict:
                                "width": m.k} for p in m.parties if p.columns},
             "combine": "sum of the parts' partial, plus the intercept, then the link",
             "intercept": m.intercept.tolist(), "link": m.link, "classes": m.classes,
-            "outputs": ["prediction"] if m.link == "identity" else ["decision", "probability"]}
+            "outputs": ["prediction"] if m.link == "identity" else ["decision", "probability", "label"]}
 
 
 def combine(combining: dict, partials: dict) -> dict:
@@ -328,13 +337,18 @@ def combine(combining: dict, partials: dict) -> dict:
     if combining["link"] == "identity":
         return {"prediction": decision}
     probability = 1.0 / (1.0 + np.exp(-decision))
+    classes = np.asarray(combining["classes"])
     if combining["link"] == "logistic-normalized":
         probability = probability / probability.sum(axis=1, keepdims=True)
-    return {"decision": decision, "probability": probability}
+        label = classes[np.argmax(decision, axis=1)]
+    else:
+        label = classes[(decision[:, 0] >= 0).astype(int)]
+    return {"decision": decision, "probability": probability, "label": label[:, None]}
 
 
 def split(shards: dict, folder) -> dict[str, Path]:
-    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder``.
+    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder`` (made if
+    missing).
 
     Every file is written whole, or none.  Returns ``{party: path, "combiner": path}``.
     """
@@ -342,5 +356,6 @@ def split(shards: dict, folder) -> dict[str, Path]:
     files = blocks.part_files([p.name for p in m.parties if p.columns], Path(folder), ".onnx")
     contents = {files[p.name]: part_bytes(shards, p.name) for p in m.parties if p.columns}
     contents[files["combiner"]] = (json.dumps(combiner(shards, files), indent=2) + "\n").encode()
+    Path(folder).mkdir(parents=True, exist_ok=True)
     blocks.write_files(contents)
     return files

@@ -12,9 +12,10 @@ activation, then its top layers, the last one with the task's output activation:
 **Inputs.** One input per raw column, named as the column, a double of shape ``[rows, 1]`` (ONNX
 ``tensor(double)``) — every party's columns, the feature parties' first.
 
-**Outputs** (doubles): a classifier's ``probability`` ``[rows, classes]`` (``predict_proba``: two classes give
-``[1 - p, p]``), a regressor's ``prediction`` ``[rows, outputs]`` (``predict``).  Everything is computed in
-double precision, as vfl computes it.
+**Outputs**: a classifier's ``probability`` ``[rows, classes]`` (``predict_proba``: two classes give
+``[1 - p, p]``) and ``label`` ``[rows, 1]`` (``predict``: the class of the largest probability; int64 for
+integer classes, double for other numbers, text otherwise), a regressor's ``prediction`` ``[rows, outputs]``
+(``predict``).  Everything is computed in double precision, as vfl computes it.
 
 **Split** (:func:`split`): each party with columns gets ``<party>.onnx``, its own columns in and its ``part``
 out (``[rows, units]``: its bottom's output times its block, what it sends in a private prediction), and the
@@ -37,7 +38,7 @@ from vfl.parties.mlp.activations import activate
 from vfl.parties.mlp.losses import OUTPUT_ACTIVATION
 
 #: Every output name a split network's files may have (no column may take one of them).
-OUTPUTS = ("probability", "prediction", "part")
+OUTPUTS = ("probability", "label", "prediction", "part")
 #: The ONNX operator of each activation.
 _OPERATORS = {"identity": "Identity", "logistic": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}
 
@@ -143,6 +144,8 @@ def _top(graph: blocks.OnnxGraph, net: _Network, z: str) -> None:
     elif net.task == "multiclass":
         a = graph.op("Softmax", [a], "softmax", axis=1)
     graph.output(a, net.output_name, net.width)
+    if net.task != "regression":
+        graph.label(graph.op("ArgMax", [a], "index", axis=1, keepdims=1), net.classes)
 
 
 def onnx_bytes(shards: dict) -> bytes:
@@ -191,7 +194,7 @@ def combiner(shards: dict, files: dict | None = None) -> dict:
             "intercept": net.intercept.tolist(), "activation": net.activation,
             "output_activation": OUTPUT_ACTIVATION[net.task],
             "top": [[w.tolist(), b.tolist()] for w, b in net.top], "classes": net.classes,
-            "outputs": [net.output_name]}
+            "outputs": [net.output_name] + ([] if net.task == "regression" else ["label"])}
 
 
 def combine(combining: dict, parts: dict) -> dict:
@@ -206,13 +209,16 @@ def combine(combining: dict, parts: dict) -> dict:
         last = i == len(top) - 1
         a = activate(combining["output_activation"] if last else combining["activation"],
                      a @ np.asarray(w) + np.asarray(b))
+    if combining["task"] == "regression":
+        return {"prediction": a}
     if combining["task"] == "binary":
         a = np.column_stack([1 - a[:, 0], a[:, 0]])
-    return {combining["outputs"][0]: a}
+    return {"probability": a, "label": np.asarray(combining["classes"])[np.argmax(a, axis=1)][:, None]}
 
 
 def split(shards: dict, folder) -> dict[str, Path]:
-    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder``.
+    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder`` (made if
+    missing).
 
     A label party with no column has no part (the combiner is its whole share).  Every file is written whole,
     or none.  Returns ``{party: path, "combiner": path}``.
@@ -221,5 +227,6 @@ def split(shards: dict, folder) -> dict[str, Path]:
     files = blocks.part_files([p.name for p in net.parties], Path(folder), ".onnx")
     contents = {files[p.name]: part_bytes(shards, p.name) for p in net.parties}
     contents[files["combiner"]] = (json.dumps(combiner(shards, files), indent=2) + "\n").encode()
+    Path(folder).mkdir(parents=True, exist_ok=True)
     blocks.write_files(contents)
     return files
