@@ -7,7 +7,7 @@ import pytest
 
 
 def onnx_run(path, frame) -> dict:
-    """The ONNX model at ``path`` on the rows of ``frame`` (a DataFrame holding its input columns): ``{output: array}``."""
+    """The ONNX model at ``path`` on the rows of ``frame`` (a DataFrame of its input columns): ``{output: array}``."""
     ort = pytest.importorskip("onnxruntime")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     feeds = {i.name: frame[i.name].to_numpy(dtype=np.float64).reshape(-1, 1) for i in session.get_inputs()}

@@ -28,7 +28,7 @@ as ``decision_function``, ``predict_proba`` and ``predict`` compute them (``labe
 largest decision; two classes: ``classes[1]`` where the decision is at least 0).  The ONNX ``label`` is int64 for
 integer classes, double for other numbers, text otherwise.
 
-**Split** (:func:`split`): each party gets ``<party>.onnx``, its own columns in and its ``partial`` out
+**Split** (:func:`split`): each party with columns gets ``<party>.onnx``, its own columns in and its ``partial`` out
 (``[rows, k]``: its standardized columns times its weights, no other party's weight), and the label party
 ``combiner.json``: the intercept, the link and the classes, to add the parties' partials (:func:`combine`).
 
@@ -203,8 +203,12 @@ def _mining_schema(parent: ET.Element, m: _Model, target: str | None) -> None:
         blocks.add(schema, "MiningField", name=target, usageType="target")
 
 
-def _class_text(value) -> str:
-    return str(value)
+def _unique(name: str, taken: set) -> str:
+    """``name``, primed until no column, output or field already made has it; taken from then on."""
+    while name in taken:
+        name += "'"
+    taken.add(name)
+    return name
 
 
 def pmml_bytes(shards: dict) -> bytes:
@@ -215,8 +219,8 @@ def pmml_bytes(shards: dict) -> bytes:
     for column in m.columns:
         blocks.data_field(dictionary, column)
     taken = set(m.columns) | set(OUTPUTS)
-    target = m.label if m.label and m.label not in taken else "target"
-    classes = [_class_text(c) for c in m.classes]
+    target = _unique(m.label or "target", taken)
+    classes = [str(c) for c in m.classes]
     if m.objective == "linear":
         blocks.data_field(dictionary, target)
     else:
@@ -225,11 +229,7 @@ def pmml_bytes(shards: dict) -> bytes:
     names = {}
     for party in m.parties:
         for column, mean, scale in zip(party.columns, party.mean, party.scale):
-            name = f"standardized({column})"
-            while name in taken:
-                name += "'"
-            taken.add(name)
-            names[column] = name
+            name = names[column] = _unique(f"standardized({column})", taken)
             derived = blocks.add(transformations, "DerivedField", name=name, optype="continuous", dataType="double")
             derived.append(blocks.apply("/", blocks.apply("-", column, float(mean)), float(scale)))
     if m.link == "identity":
@@ -269,10 +269,7 @@ def _one_vs_rest(root: ET.Element, m: _Model, names: dict, target: str, classes:
     segmentation = blocks.add(chain, "Segmentation", multipleModelMethod="modelChain")
     sigmoids = []
     for index, value in enumerate(classes):
-        name = f"sigmoid({value})"
-        while name in taken:
-            name += "'"
-        taken.add(name)
+        name = _unique(f"sigmoid({value})", taken)
         sigmoids.append(name)
         segment = blocks.add(segmentation, "Segment", id=str(index + 1))
         blocks.add(segment, "True")
