@@ -127,6 +127,7 @@ def test_the_scorecard_in_pmml_gives_vfl_score_and_probability(fitted, tmp_path)
     out = pmml_run(path, rows, columns_of(shards))
     for name in ("score", "decision", "probability"):
         assert np.abs(out[name].astype(float) - expected[name]).max() < TOL, name
+    assert list(out["label"]) == list(expected["label"])
 
 
 def test_the_split_parts_combine_to_the_scorecard_and_hold_only_their_own_bins(fitted, tmp_path):

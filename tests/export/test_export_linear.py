@@ -136,10 +136,11 @@ def test_one_vs_rest_exports_every_class_normalised_as_vfl(three, tmp_path):
     assert list(pmml["label"]) == list(model.predict(every))
 
 
-def test_a_model_without_standardization_exports_its_weights_as_they_are(tmp_path):
-    model, every, table = fitted(VerticalLogisticRegression, "logistic", units=(1.0, 2.0), standardize=False)
+def test_a_model_without_standardization_or_intercept_exports_its_weights_as_they_are(tmp_path):
+    model, every, table = fitted(VerticalLogisticRegression, "logistic", units=(1.0, 2.0), standardize=False,
+                                 fit_intercept=False)
     shards = model._shards()
-    assert "standardize" not in shards["A"]
+    assert "standardize" not in shards["A"] and shards["B"]["intercept"] == 0.0
     out = onnx_run(linear.write_onnx(shards, tmp_path / "model.onnx"), table)
     assert np.abs(out["decision"][:, 0] - model.decision_function(every)).max() < TOL
 

@@ -23,7 +23,8 @@ event ``classes[1]``, ``decision_function``), ``probability`` (of the event, ``p
 ``label`` (``predict``: the event where its probability is at least 0.5; int64 for integer classes, double for
 other numbers, text otherwise).
 PMML: a ``Scorecard`` (one ``Characteristic`` per selected column, one ``Attribute`` per bin with its points,
-the base points as ``initialScore``) with the output fields ``score``, ``decision`` and ``probability``.
+the base points as ``initialScore``) with the output fields ``score``, ``decision``, ``probability`` and
+``label`` (as text).
 
 **Split** (:func:`split`): each party with a selected column gets ``<party>.onnx``, its own columns in and its
 ``partial`` out (its part of the decision: its coded, standardized columns times its weights; minus ``factor``
@@ -215,7 +216,7 @@ def _predicate(parent: ET.Element, column: str, thresholds: np.ndarray, k: int) 
 
 
 def pmml_bytes(shards: dict) -> bytes:
-    """The scorecard as a PMML 4.4 ``Scorecard`` with the output fields ``score``, ``decision``, ``probability``."""
+    """The scorecard as a PMML 4.4 ``Scorecard``, with the output fields score, decision, probability and label."""
     card = scorecard(shards)
     root, dictionary = blocks.pmml_document(f"vfl credit scorecard of the parties {[p.name for p in card.parties]}"
                                             f" (trained_with {card.fingerprint})")
@@ -235,6 +236,12 @@ def pmml_bytes(shards: dict) -> bytes:
                              feature="transformedValue")
     probability.append(blocks.apply("/", 1.0, blocks.apply("+", 1.0, blocks.apply("exp", blocks.apply(
         "*", -1.0, "decision")))))
+    label = blocks.add(output, "OutputField", name="label", optype="categorical", dataType="string",
+                       feature="transformedValue")
+    choice = blocks.apply("if", blocks.apply("greaterOrEqual", "probability", 0.5))
+    for value in (card.classes[1], card.classes[0]):        # the event where its probability is at least 0.5
+        blocks.add(choice, "Constant", dataType="string").text = str(value)
+    label.append(choice)
     characteristics = blocks.add(model, "Characteristics")
     for party in card.parties:
         for column in party.columns:
