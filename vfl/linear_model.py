@@ -23,6 +23,8 @@ from sklearn.metrics import accuracy_score, r2_score
 from vfl import release_options
 from vfl.crypto import compute
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
+from vfl.deploy.shards.linear import read_shard, write_shard
+from vfl.deploy.shards.roundtrip import read_back
 from vfl.errors import ConfigurationError, DataError
 from vfl.parties import Coordinator, targets
 from vfl.parties.linear import dp
@@ -427,6 +429,36 @@ class _VerticalLinearModel(VerticalEstimator):
                                                shares=[s["coordinator"] for s in shares] if shares else None)
         return programs
 
+    def _shards(self) -> dict:
+        """Every data party's model shard, ``{party: shard}``, exactly as :func:`vfl.deploy.shards.linear.read_shard`
+        returns it from the file ``vfl party`` writes (a model kept shared, ``reveal="never"``: its shares)."""
+        self._check_fitted()
+        roster = _roster(self.feature_parties_, self.label_party_)
+        shares = getattr(self, "model_shares_", None)
+        scalers = self._fitted_scalers() or {}
+        classes = [_plain(c) for c in self.classes_] if hasattr(self, "classes_") else None
+        intercepts = np.atleast_1d(self.intercept_)
+        starts = np.atleast_1d(self.initial_intercept_)
+
+        def vectors(coef, ends, label: bool) -> list:
+            rows = np.atleast_2d(coef)
+            return [np.append(row, ends[k]) if label and self.fit_intercept else row for k, row in enumerate(rows)]
+
+        def party(name: str) -> tuple:
+            role = "label" if name == roster.label else "feature"
+            params = vectors(self.coef_[name], intercepts, role == "label")
+            initial = vectors(self.initial_coef_[name], starts, role == "label")
+            one = len(params) == 1
+
+            def write(path, fingerprint):
+                write_shard(path, name, role, self._objective, self.feature_names_[name], params[0] if one else params,
+                            self.fit_intercept, fingerprint, classes if role == "label" else None,
+                            initial=initial[0] if one else initial, scaler=scalers.get(name),
+                            shares=[s["parties"][name] for s in shares] if shares else None)
+            return write, lambda path: read_shard(path, name, role)
+
+        return read_back({name: party(name) for name in roster.data_parties})
+
     def _fitted_scalers(self) -> dict | None:
         mean = getattr(self, "mean_", None)
         return {name: Standardizer(mean[name], self.scale_[name]) for name in mean} if mean else None
@@ -700,6 +732,10 @@ def _convergence_advice(models: list) -> str:
     if any(len(m["loss_curve"]) > 1 for m in models):
         return "the loss is still falling: increase max_iter (or learning_rate)"
     return "increase max_iter"
+
+
+def _plain(value):
+    return value.item() if hasattr(value, "item") else value
 
 
 def _roster(features, label: str) -> Roster:

@@ -19,6 +19,8 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import release_options
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
+from vfl.deploy.shards.mlp import read_shard, write_shard
+from vfl.deploy.shards.roundtrip import read_back
 from vfl.errors import ConfigurationError
 from vfl.parties.labels import class_labels
 from vfl.parties import privacy as label_dp
@@ -156,6 +158,24 @@ class _VerticalMLP(PartyExplanations, VerticalEstimator):
         has_block = [p.block is not None for p in parties]
         return SplitNetwork([p.bottom for p, b in zip(parties, has_block) if b],
                             [p.block for p, b in zip(parties, has_block) if b], label.bias, label.top)
+
+    def _shards(self) -> dict:
+        """Every data party's model shard, ``{party: shard}``, exactly as :func:`vfl.deploy.shards.mlp.read_shard`
+        returns it from the file ``vfl party`` writes."""
+        self._check_fitted()
+        roster = self._roster
+        record = {"n_iter": self.n_iter_, "loss_curve": self.loss_curve_,
+                  "validation_scores": self.validation_scores_ or []}
+
+        def party(name: str) -> tuple:
+            role = "label" if name == roster.label else "feature"
+
+            def write(path, fingerprint):
+                write_shard(path, self._parties[name], role, fingerprint, feature_parties=roster.features,
+                            record=record if role == "label" else None)
+            return write, lambda path: read_shard(path, name, role)
+
+        return read_back({name: party(name) for name in roster.data_parties})
 
     def _party_shapley(self, data: VerticalDataset) -> dict:
         """The parties' Shapley values by the label party's private prediction (an absent party feeds its training mean to its bottom; each feature party's part travels on its

@@ -39,6 +39,7 @@ from vfl.errors import ConfigurationError, DataError, NotFittedError
 from vfl.linear_model import VerticalLogisticRegression
 from vfl.parties.binning import Binner
 from vfl.deploy.shards import credit as shards
+from vfl.deploy.shards.roundtrip import read_back
 from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
 from vfl.parties.credit.selection import SelectionRules
 from vfl.protocols import Roster
@@ -692,6 +693,18 @@ class VerticalPipeline:
                                       woe.counts_[party], coder, model, points, iv=iv, scorecard=scorecard)
         return out
 
+
+    def _shards(self) -> dict:
+        """Every party's shard, ``{party: shard}``, exactly as :func:`vfl.deploy.shards.credit.read_shard` returns it
+        from the file :meth:`save_run` or ``vfl party`` writes (``trained_with``: this fit's digest)."""
+        built = self.shards()
+
+        def party(name: str) -> tuple:
+            def write(path, fingerprint):
+                write_json(path, dict(built[name], trained_with=fingerprint), private=True)
+            return write, lambda path: shards.read_shard(path, name, built[name]["role"])
+
+        return read_back({name: party(name) for name in built})
 
 def _plain(value):
     return value.item() if hasattr(value, "item") else value
