@@ -27,6 +27,16 @@ def explained(own_columns, own, parties: dict, base: float | np.ndarray, own_cod
             "base": base, "own_codes": list(own_codes) if own_codes is not None else None}
 
 
+def party_level(values: dict) -> dict:
+    """:func:`explained` of a party-level explanation (trees, networks): ``values`` is ``{"players", "shapley"
+    (rows, players), "base"}``, the label party first; each party is one unit, named ``"information from
+    <party>"`` (a party-level value names parties, not columns)."""
+    phi, players = values["shapley"], values["players"]
+    return explained([players[0]], phi[:, :1], {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
+                                                for i, k in enumerate(players[1:])},
+                     values["base"], own_codes=[party_code(players[0])])
+
+
 def frame(result: dict, index=None) -> pd.DataFrame:
     """Per row: the label party's own columns, one column per feature party (its total), the base value; each
     row sums to the raw score."""
