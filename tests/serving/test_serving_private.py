@@ -219,7 +219,7 @@ def _feature_service(monkeypatch, tmp_path, store):
     from vfl.families import FAMILIES
 
     service.config = SimpleNamespace(family=FAMILIES["trees"], pipeline=None, training=SimpleNamespace(frac_bits=16))
-    service.settings = SimpleNamespace(models=tmp_path)
+    service.settings = SimpleNamespace(models=tmp_path, reason_columns=())
     service.store, service.shares, service.tables, service.named = store, {}, {}, {}
     service._tables, service._lock = threading.Lock(), threading.Lock()
     # the stub share has no splits: its release check at load is left out here (tests/trees/test_trees_release.py

@@ -18,6 +18,7 @@ Keys in ``[serving]`` apply to every party that reads the file; a
     token_file = "score.token"    # the bearer token of /score and /metrics (required off localhost)
     admin_token_file = "admin.token"  # the bearer token of /admin/reload (another one)
     allow_inline_features = false # requests may carry the label party's features (a client then learns its weights)
+    reasons = 4                   # each answer's reason codes, at most 4 (linear models, trees; default 0: none)
     models = "models"             # a folder with one sub-folder per model version: models/3/model_bank.json
     version = "3"                 # the version to start with (default: the last by name)
     store = "sqlite:///bank.db"   # optional for the label party: requests may carry its features inline
@@ -26,6 +27,8 @@ Keys in ``[serving]`` apply to every party that reads the file; a
     models = "models"
     store = "sqlite:///telco.db"  # any SQLAlchemy URL, or a CSV file
     table = "features"            # the store's table (or view) of rows, one per id
+    reason_columns = ["calls"]    # its columns a reason may name (or {calls = "T01"}: its code); the others and
+                                  # private queries: "information from telco"
 
 Nothing here is shared or fingerprinted: the parties compare only the model
 settings (``[training]``, ``[prediction]``, names and roles) when they link.
@@ -50,7 +53,9 @@ _INTS = {"deadline_ms": (1, 600_000), "max_deadline_ms": (1, 600_000), "max_batc
          "request_timeout_ms": (100, 600_000), "idle_timeout_ms": (100, 3_600_000)}
 _PATHS = ("token_file", "admin_token_file")
 KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", "allow_inline_features", "queries", *_PATHS,
-        *_INTS}
+        *_INTS, "reasons", "reason_columns"}
+#: ``reasons``: reason codes per answer at most (adverse-action notices name up to four).
+MAX_REASONS = 20
 #: ``queries``: how the label party asks the feature parties about an id (docs/serving.md, "Private queries").
 QUERIES = ("auto", "private", "by_id")
 
@@ -94,6 +99,10 @@ class ServingSettings:
     #: ``"by_id"`` (they look the ids up), ``"auto"`` (private where the model allows); a feature party: ``"private"``
     #: refuses to be asked by id, the others answer both
     queries: str = "auto"
+    #: the label party: reason codes per answer at most (0: none; docs/serving.md, "Reason codes")
+    reasons: int = 0
+    #: a feature party: its columns a reason may name, ``((column, code), ...)`` (none: "information from <party>")
+    reason_columns: tuple = ()
 
     def with_options(self, **options) -> "ServingSettings":
         """These settings with the command line's options (those not ``None``)."""
@@ -159,6 +168,10 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
         if values["queries"] not in QUERIES:
             raise ConfigurationError(f"{where}: queries must be one of {list(QUERIES)}, got {values['queries']!r}")
         out["queries"] = values["queries"]
+    if "reasons" in values:
+        out["reasons"] = _reasons(where, values["reasons"])
+    if "reason_columns" in values:
+        out["reason_columns"] = _reason_columns(where, values["reason_columns"])
     for key in ("models", "store", "table", "version", *_PATHS):
         if key in values and (not isinstance(values[key], str) or not values[key]):
             raise ConfigurationError(f"{where}: {key} must be a non-empty string, got {values[key]!r}")
@@ -180,6 +193,24 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
         raise ConfigurationError(f"{where}: deadline_ms ({settings.deadline_ms}) is above max_deadline_ms "
                                  f"({settings.max_deadline_ms})")
     return settings
+
+
+def _reasons(where: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REASONS:
+        raise ConfigurationError(f"{where}: reasons must be a whole number from 0 to {MAX_REASONS} (the reason codes "
+                                 f"each answer gives at most; 0: none), got {value!r}")
+    return value
+
+
+def _reason_columns(where: str, value) -> tuple:
+    """``["calls", ...]`` or ``{calls = "T01", ...}``: ``((column, code), ...)``, each a non-empty string."""
+    pairs = list(value.items()) if isinstance(value, dict) else \
+        [(c, c) for c in value] if isinstance(value, list) else None
+    if pairs is None or not all(isinstance(c, str) and c and isinstance(code, str) and code for c, code in pairs):
+        raise ConfigurationError(f"{where}: reason_columns must be a list of this party's columns a reason may name "
+                                 f"(reason_columns = [\"calls\"]) or a table of column to code (reason_columns = "
+                                 f"{{calls = \"T01\"}}), each a non-empty string; got {value!r}")
+    return tuple(pairs)
 
 
 def resolve_path(value: str, base: Path) -> Path:

@@ -106,6 +106,12 @@ class LinearShare:
         self.width = len(params)
         #: the columns its partial scores are linear in
         self.released_columns = self.columns
+        #: reasons (:mod:`vfl.serving.reasons`): the adverse side (0: none asked); the label party's: each feature
+        #: party's ``(constant, codes it may name)`` from its ``loaded`` answer; a feature party's: its consenting
+        #: model (:class:`vfl.runs.linear.Explaining`) where it sends codes
+        self.reason_sign = 0.0
+        self.feature_reasons: dict[str, tuple[float, list]] = {}
+        self.reason_model = None
 
     def scores(self, x: np.ndarray) -> np.ndarray:
         x = x if self.scaler is None else self.scaler.apply(x)
@@ -128,6 +134,9 @@ class PipelineShare:
     pipeline = True
     objective = "logistic"
     width = 1
+    #: its reasons are its own (:meth:`reasons`), whatever ``[serving] reasons`` says
+    reason_sign = 0.0
+    reason_model = None
     #: reasons given per answer at most (adverse-action notices name up to four)
     REASONS = 4
 
@@ -214,6 +223,8 @@ class TreeShare:
     kind = "trees"
     complete = False
     pipeline = False
+    #: the label party's reasons' adverse side (0: none asked; :mod:`vfl.serving.reasons`)
+    reason_sign = 0.0
 
     def __init__(self, shard: dict, version: str, features=()):
 
@@ -264,6 +275,8 @@ class MLPShare:
     kind = "mlp"
     complete = True
     pipeline = False
+    #: split networks give no reasons in serving (:mod:`vfl.serving.reasons`)
+    reason_sign = 0.0
 
     def __init__(self, shard: dict, version: str, features=()):
         self.version = version
