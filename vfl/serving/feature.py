@@ -13,7 +13,9 @@ a time, what the label party asks (:mod:`vfl.serving.messages`):
   versions the label party says to keep; answer the training's fingerprint;
 * ``score`` (linear): look the ids up in its store, and answer one status per id
   and its partial scores encrypted under the coordinator's key (0 for ids it
-  cannot score);
+  cannot score); where the ``load`` asked for reasons and it consents
+  (``[serving] reason_columns``, checked as a release at ``load``), per id the
+  index of the column it names (:mod:`vfl.serving.reasons`);
 * ``leaves`` (trees): look the ids up, and answer one status per id and, per id
   and tree, the leaves its own splits allow;
 * private queries (:mod:`vfl.serving.private`): a ``load`` that asks for tables

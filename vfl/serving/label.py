@@ -25,6 +25,11 @@ every feature party's table of it; a refresh (:meth:`LabelService.reload` of any
 version, the current one included) has every feature party build its table
 again from its store while the tables it holds keep serving.
 
+**Reasons** (``[serving] reasons``, :mod:`vfl.serving.reasons`): a linear round
+then decrypts each feature party's total on its own, and trees compute the
+parties' Shapley values from the masks the round gives anyway; each answer
+carries the codes of its largest contributions toward the adverse side.
+
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
 not linked, a ``failed`` answer, the deadline) is a :class:`RoundError` naming
