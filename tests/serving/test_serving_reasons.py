@@ -22,9 +22,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from vfl import VerticalDataset, VerticalGradientBoostingClassifier, VerticalLogisticRegression
+from vfl import VerticalDataset, VerticalGradientBoostingClassifier, VerticalLogisticRegression, VerticalMLPClassifier
 from vfl.deploy.serving_settings import ServingSettings, parse_serving
 from vfl.deploy.shards import linear as linear_shards
+from vfl.deploy.shards import mlp as mlp_shards
 from vfl.deploy.shards import trees as tree_shards
 from vfl.errors import ConfigurationError
 from vfl.families import FAMILIES
@@ -66,12 +67,12 @@ class Federation:
     ``frames``.  Every message a feature party receives is kept in ``received[party]``.
     """
 
-    def __init__(self, folder, family, frames, settings, coordinator=None):
+    def __init__(self, folder, family, frames, settings, coordinator=None, features=FEATURES):
         self.coordinator = coordinator
         self.layout = Layout(coordinator.context, True, 4096.0, 3) if coordinator is not None else None
-        self.received = {k: [] for k in FEATURES}
+        self.received = {k: [] for k in features}
         self.features = {}
-        for k in FEATURES:
+        for k in features:
             frames[k].to_csv(folder / f"{k}.csv", index=False)
             service = FeatureService.__new__(FeatureService)
             service.role, service.label, service.workdir = k, "bank", None
@@ -79,19 +80,19 @@ class Federation:
             service.config = SimpleNamespace(family=FAMILIES[family], training=SimpleNamespace(frac_bits=32))
             service.settings = settings[k]
             service.store = open_store(str(folder / f"{k}.csv"), "features", "id", k, None)
-            service.release = ReleasePolicy.in_process(k, "serve", allowed=family == "trees")
+            service.release = ReleasePolicy.in_process(k, "serve", allowed=family != "linear")
             service.shares, service.tables, service.named = {}, {}, {}
             service._lock, service._tables, service._keyed = threading.Lock(), threading.Lock(), threading.Condition()
             service.layout = self.layout
             self.features[k] = service
         frames["bank"].drop(columns=["y"]).to_csv(folder / "bank.csv", index=False)
         label = self.label = LabelService.__new__(LabelService)
-        label.role, label.features, label.coordinator = "bank", list(FEATURES), "C" if coordinator else None
-        label.config = SimpleNamespace(family=FAMILIES[family])
+        label.role, label.features, label.coordinator = "bank", list(features), "C" if coordinator else None
+        label.config = SimpleNamespace(family=FAMILIES[family], training=SimpleNamespace(frac_bits=32))
         label.settings, label.metrics, label.layout = settings["bank"], None, self.layout
         label.store = open_store(str(folder / "bank.csv"), "features", "id", "bank", None)
         label.shares, label.held, label._tables, label._held = {}, {}, {}, threading.Condition()
-        label._rounds, label._ready = itertools.count(1), dict.fromkeys([*FEATURES, "C"], "linked")
+        label._rounds, label._ready = itertools.count(1), dict.fromkeys([*features, "C"], "linked")
         label.ask = self.ask
 
     def load(self, version="1"):
@@ -122,7 +123,8 @@ class Federation:
                 continue
             self.received[peer].append(message)
             service = self.features[peer]
-            handler = {"score": service._score, "leaves": service._leaves, "evaluate": service._evaluate}[name]
+            handler = {"score": service._score, "leaves": service._leaves, "part": service._part,
+                       "evaluate": service._evaluate}[name]
             out[peer] = _wire(*handler(message))
         return out
 
@@ -131,9 +133,9 @@ class Federation:
         return {a["id"]: a["reasons"] for a in answers}
 
 
-def _settings(folder, bank=None, **features):
+def _settings(folder, bank=None, parties=FEATURES, **features):
     return {"bank": ServingSettings(models=folder / "models", **(bank or {})),
-            **{k: ServingSettings(models=folder / "models", **features.get(k, {})) for k in FEATURES}}
+            **{k: ServingSettings(models=folder / "models", **features.get(k, {})) for k in parties}}
 
 
 def _expected(model, d, k):
@@ -220,9 +222,36 @@ def test_tree_reasons_equal_predict_reasons(tmp_path):
                                 feature_parties=model.feature_parties_)
     served = Federation(tmp_path, "trees", frames, _settings(tmp_path, {"queries": "by_id", "reasons": 2}))
     served.load()
-    assert served.reasons(ids) == _expected(model, d, 2)
+    got = served.reasons(ids)
+    assert got == _expected(model, d, 2) and {f"information from {k}" for k in ("bank", *FEATURES)} <= \
+        {code for row in got.values() for code in row}
     for k in FEATURES:
         assert [m.name for m in served.received[k]] == ["load", "leaves"]
+
+
+def test_network_reasons_with_one_feature_party_equal_predict_reasons(tmp_path):
+    """One feature party: its part reaches the label party unmasked anyway, so its Shapley value costs nothing more
+    than its part at its training mean, once per version.  With two, reasons are refused (the sum is all it sees)."""
+    d, frames, ids = _data(n=120, seed=5)
+    frames = {k: frames[k] for k in ("bank", "telco")}
+    d = VerticalDataset({k: f for k, f in frames.items()}, label="y", id_column="id")
+    model = VerticalMLPClassifier(hidden_layer_sizes=(4,), max_iter=3, random_state=0,
+                                  allow_reconstruction=["telco"]).fit(d)
+    (tmp_path / "models" / "1").mkdir(parents=True)
+    for name in ("bank", "telco"):
+        mlp_shards.write_shard(tmp_path / "models" / "1" / f"model_{name}.json", model._parties[name],
+                               "label" if name == "bank" else "feature", "fit", label="y", feature_parties=["telco"])
+    for queries, asked in (("by_id", "part"), ("auto", "evaluate")):
+        served = Federation(tmp_path, "mlp", dict(frames), _settings(
+            tmp_path, {"queries": queries, "reasons": 2}, parties=("telco",)), features=("telco",))
+        served.load()
+        got = served.reasons(ids)
+        assert got == _expected(model, d, 2) and any(got.values())     # (which parties: as the fit falls)
+        assert [m.name for m in served.received["telco"]] == ["load", asked]
+    from vfl.serving import reasons
+    with pytest.raises(ConfigurationError, match="split network of 2 feature parties, which vfl serve does not "
+                                                 "explain"):
+        reasons.check(served.label.share, ServingSettings(reasons=4), ["A1", "A2"], "bank")
 
 
 @pytest.mark.parametrize("value, words", [
@@ -270,8 +299,3 @@ def test_reasons_on_a_model_they_do_not_fit_are_refused_at_start_naming_the_fix(
     with pytest.raises(ConfigurationError, match=r"party bank: reasons = 2, but model version 2 cannot give them: "
                                                  r"reasons take one model .* standardize = true.*set reasons = 0"):
         served.label._own_share("2")
-    network = SimpleNamespace(kind="mlp", version="3", pipeline=False)
-    from vfl.serving import reasons
-    with pytest.raises(ConfigurationError, match="model version 3 is a split network, which vfl serve does not "
-                                                 "explain"):
-        reasons.check(network, ServingSettings(reasons=4), ["A1", "A2"], "bank")

@@ -297,6 +297,8 @@ class FeatureService:
         if sign and share.kind == "linear" and not share.pipeline:      # its total's constant, the codes it may name
             names = list(share.reason_model.codes.values()) if share.reason_model is not None else []
             best = {"constant": reasons.constant(share), "reason_names": json.dumps(names)}
+        if sign and share.kind == "mlp":                                # what stands for it outside a coalition
+            best = {"part_at_mean": reasons.part_at_mean(share, self.role)}
         return "loaded", "public", {"trained_with": share.trained_with, "width": width, **best}
 
     # -- private queries ----------------------------------------------------------------------

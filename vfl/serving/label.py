@@ -243,6 +243,8 @@ class LabelService:
             share.feature_best[peer] = best
         if share.reason_sign and share.kind == "linear":       # its total's constant, the codes it may name
             share.feature_reasons[peer] = reasons.loaded_fields(answer, peer)
+        if share.reason_sign and share.kind == "mlp":          # its part at its training mean
+            share.feature_reasons[peer] = reasons.loaded_part(answer, peer, share.units)
         if share.kind == "mlp" and width != share.units:
             raise DataError(f"party {peer}'s shard of model version {share.version} has an interactive layer of "
                             f"{width} units, party {self.role}'s {share.units}; use the shards of one training run")

@@ -18,7 +18,9 @@ name               from -> to           kind        fields
                                                     the pipeline's ``best_points``; a linear model's, reasons
                                                     asked: ``constant`` (its partial score at its training
                                                     mean, one number) and ``reason_names`` (JSON: the codes
-                                                    it may name, none under private queries or noise)
+                                                    it may name, none under private queries or noise);
+                                                    a split network's, reasons asked: ``part_at_mean`` (its
+                                                    part at its training mean, one vector)
 ``score``          label -> feature     public      ``round``, ``version``, ``key`` (the key's fingerprint),
                                                     ``ids``
 ``scores``         feature -> label     ciphertext  ``round``, ``status`` (one code per id),
@@ -62,7 +64,8 @@ from vfl.deploy.serving_settings import VERSION
 from vfl.transport.message import Message
 
 #: The serving wire protocol, in every ``serve_hello``: a peer speaking another is refused by name.
-#: ``vfl-serve/5``: reasons (``load``'s ``reasons``; ``loaded``'s ``constant``, ``reason_names``; ``scores``'s ``codes``:
+#: ``vfl-serve/5``: reasons (``load``'s ``reasons``; ``loaded``'s ``constant``, ``reason_names``, ``part_at_mean``;
+#: ``scores``'s ``codes``:
 #: :mod:`vfl.serving.reasons`).  ``vfl-serve/4``: private queries (``load``'s ``tables``; ``table``, ``table_pending``, ``table_part``, ``evaluate``,
 #: ``evaluated``: :mod:`vfl.serving.private`).  ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``,
 #: ``dealt``).  ``vfl-serve/2``: packed

@@ -275,8 +275,6 @@ class MLPShare:
     kind = "mlp"
     complete = True
     pipeline = False
-    #: split networks give no reasons in serving (:mod:`vfl.serving.reasons`)
-    reason_sign = 0.0
 
     def __init__(self, shard: dict, version: str, features=()):
         self.version = version
@@ -286,6 +284,10 @@ class MLPShare:
         self.party = mlp_shards.shard_party(shard, shard["party"])
         #: values each row adds to a round: the interactive layer's width
         self.width = self.units = int(shard["units"])
+        #: reasons (one feature party only: :mod:`vfl.serving.reasons`): the adverse side (0: none asked); the label
+        #: party's: the feature party's ``(part at its training mean, [])`` from its ``loaded`` answer
+        self.reason_sign = 0.0
+        self.feature_reasons: dict[str, tuple] = {}
         if self.role == "feature":
             return
         self.task = shard["task"]

@@ -17,10 +17,13 @@ worst first, ranked by the estimators' own function
 * **trees**: the parties' exact Shapley values from the leaf masks the round
   already receives and each tree's training cover in the label party's shard
   (:func:`vfl.runs.trees.party_values`): no message of its own;
-* **split networks** are not explained in serving (with two feature parties or
+* **split networks of one feature party** (standardized, one output): the parties'
+  exact Shapley values from the feature party's part the round already receives and
+  its part at its training mean (sent once per version), each absent party fed its
+  training mean (:func:`vfl.runs.mlp.party_values`).  With two feature parties or
   more the label party sees only the sum of their parts, and unmasking them would
-  tell it more than prediction does): ``reasons`` on a network is refused at start
-  and at reload, as is any model these do not fit (one-vs-rest, unstandardized
+  tell it more than prediction does: ``reasons`` on such a network is refused at
+  start and at reload, as is any model these do not fit (one-vs-rest, unstandardized
   columns, trees per class, trees saved without their cover, more than five parties).
 
 The credit pipeline keeps the reasons it always gives (points, ``short``:
@@ -37,6 +40,7 @@ from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties import explain as maths
 from vfl.runs import explained
 from vfl.runs import linear as run_linear
+from vfl.runs import mlp as run_mlp
 from vfl.runs.trees import check_explainable, party_values
 
 
@@ -53,10 +57,19 @@ def check(share, settings, features, role: str) -> float:
         return 0.0
     fix = f"set reasons = 0 in party {role}'s [serving] table to serve it without reasons"
     where = f"party {role}: reasons = {settings.reasons}, but model version {share.version}"
-    if share.kind == "mlp":
-        raise ConfigurationError(f"{where} is a split network, which vfl serve does not explain (the label party "
-                                 f"learns only the sum of the feature parties' parts); {fix}")
+    if share.kind == "mlp" and len(features) != 1:
+        raise ConfigurationError(f"{where} is a split network of {len(features)} feature parties, which vfl serve "
+                                 "does not explain: the label party learns only the sum of their parts (each is "
+                                 f"masked), and unmasking them would tell it more than prediction does; {fix}")
     try:
+        if share.kind == "mlp":
+            if share.party.n_outputs != 1:
+                raise ConfigurationError(f"reasons take one output (regression or two classes); this network has "
+                                         f"{share.party.n_outputs}")
+            if share.party.has_columns and getattr(share.party, "scaler", None) is None:
+                raise ConfigurationError("reasons take a network trained with standardize = true (an absent party "
+                                         "is fed its training mean, which a standardized shard keeps)")
+            return explained.adverse_sign(share.classes, None)
         if share.kind == "trees":
             check_explainable(share.party, share.feature_parties)
             return explained.adverse_sign(share.classes, None)
@@ -101,6 +114,30 @@ def feature_codes(share, values: np.ndarray, ok: np.ndarray, model, sign: float)
         x = values[ok] if share.scaler is None else share.scaler.apply(values[ok])
         codes[ok] = run_linear.reason_codes(x, model, sign)[0]
     return codes
+
+
+def part_at_mean(share, role: str) -> np.ndarray:
+    """A split network's feature party: its part of the interactive layer at its training mean (one vector per
+    version, what stands for it outside a coalition)."""
+    scaler = getattr(share.party, "scaler", None)
+    if scaler is None:
+        raise ConfigurationError(f"party {role}: reasons need its part at its training mean, which a network trained "
+                                 "without standardize does not keep; train with standardize = true, or set reasons "
+                                 "= 0 at the label party")
+    parts, ok = share.parts(np.asarray(scaler.mean, dtype=np.float64)[None, :])
+    if not ok.all():
+        raise ConfigurationError(f"party {role}: its part at its training mean is not finite")
+    return parts[0]
+
+
+def loaded_part(answer, peer: str, units: int) -> tuple[np.ndarray, list]:
+    """The label party: a split network's feature party's part at its training mean, from its ``loaded`` answer."""
+    value = answer.fields.get("part_at_mean")
+    if not isinstance(value, np.ndarray) or value.dtype != np.float64 or value.shape != (units,) or \
+            not np.isfinite(value).all():
+        raise ProtocolError(f"{peer} answered 'load' with reasons asked without its part at its training mean "
+                            f"({units} numbers)")
+    return value, []
 
 
 def loaded_fields(answer, peer: str) -> tuple[float, list[str]]:
@@ -149,6 +186,17 @@ def trees(share, codes: np.ndarray, masks: dict, k: int) -> list[list[str]]:
     """The label party's reasons of a trees round's scored ids: the parties' Shapley values from its own splits'
     bin ``codes`` and the feature parties' leaf ``masks``."""
     values = party_values(share.party, codes, share.owners, masks, share.feature_parties)
+    return _ranked(explained.party_level(values), k, share.reason_sign)
+
+
+def network(share, values: np.ndarray, parts: np.ndarray, k: int) -> list[list[str]]:
+    """The label party's reasons of a split network's scored ids (one feature party): its own rows ``values`` and
+    the feature party's ``parts`` as received, each party absent fed its training mean."""
+    (peer,) = share.feature_parties
+    scaler = getattr(share.party, "scaler", None)
+    mean = np.broadcast_to(scaler.mean if scaler is not None else np.zeros(values.shape[1]), values.shape)
+    values = run_mlp.party_values(share.raw, values, mean, [(parts, share.feature_reasons[peer][0])],
+                                  [share.party.role, peer])
     return _ranked(explained.party_level(values), k, share.reason_sign)
 
 
