@@ -65,10 +65,9 @@ from vfl.transport.message import Message
 
 #: The serving wire protocol, in every ``serve_hello``: a peer speaking another is refused by name.
 #: ``vfl-serve/5``: reasons (``load``'s ``reasons``; ``loaded``'s ``constant``, ``reason_names``, ``part_at_mean``;
-#: ``scores``'s ``codes``:
-#: :mod:`vfl.serving.reasons`).  ``vfl-serve/4``: private queries (``load``'s ``tables``; ``table``, ``table_pending``, ``table_part``, ``evaluate``,
-#: ``evaluated``: :mod:`vfl.serving.private`).  ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``,
-#: ``dealt``).  ``vfl-serve/2``: packed
+#: ``scores``'s ``codes``: :mod:`vfl.serving.reasons`).  ``vfl-serve/4``: private queries (``load``'s ``tables``;
+#: ``table``, ``table_pending``, ``table_part``, ``evaluate``, ``evaluated``: :mod:`vfl.serving.private`).
+#: ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``, ``dealt``).  ``vfl-serve/2``: packed
 #: scores as batch prediction packs them (signed slots, one mask uniform over Z_n per ciphertext);
 #: ``vfl-serve/1`` (hellos without the field) gave each slot its own 80-bit mask.
 PROTOCOL = "vfl-serve/5"

@@ -44,6 +44,8 @@ from vfl.runs import mlp as run_mlp
 from vfl.runs.trees import check_explainable, party_values
 
 
+# ------------------------------------------------------------------------ at load: which versions, what is told once
+
 def wanted(share, settings) -> bool:
     """Whether rounds of ``share`` answer with reasons here (the credit pipeline gives its own)."""
     return bool(settings.reasons) and not share.pipeline
@@ -82,20 +84,6 @@ def check(share, settings, features, role: str) -> float:
         raise ConfigurationError(f"{where} cannot give them: {exc}; {fix}") from None
 
 
-def explaining(share, consent: dict | None = None) -> run_linear.Explaining:
-    """A linear share's model for its columns' contributions (standardized: the training mean is 0 in the model's
-    units); ``consent``: ``{column: code}`` a feature party lets a reason name."""
-    return run_linear.Explaining(share.coef[0], share.scaler, np.asarray(share.scaler.mean), list(share.columns),
-                                 dict(consent or {}))
-
-
-def constant(share) -> float:
-    """A feature party's model constant: its partial score at its training mean (0 for standardized columns),
-    what its total leaves out; sent once per version."""
-    model = explaining(share)
-    return float(model.reference() @ np.ravel(model.weights))
-
-
 def consent(share, reason_columns, role: str) -> dict:
     """A feature party's ``reason_columns`` as ``{column: code}``, every column checked against ``share``'s."""
     pairs = dict(reason_columns)
@@ -107,13 +95,22 @@ def consent(share, reason_columns, role: str) -> dict:
     return {c: pairs[c] for c in share.columns if c in pairs}
 
 
-def feature_codes(share, values: np.ndarray, ok: np.ndarray, model, sign: float) -> np.ndarray:
-    """Per id, the index of the column a consenting feature party names as its reason (-1: none, or not scored)."""
-    codes = np.full(len(values), -1, dtype=np.int64)
-    if ok.any():
-        x = values[ok] if share.scaler is None else share.scaler.apply(values[ok])
-        codes[ok] = run_linear.reason_codes(x, model, sign)[0]
-    return codes
+def explaining(share, consent: dict | None = None) -> run_linear.Explaining:
+    """A linear share's model for its columns' contributions (standardized: the training mean is 0 in the model's
+    units); ``consent``: ``{column: code}`` a feature party lets a reason name."""
+    if share.scaler is None:
+        raise ConfigurationError(f"its shard of model version {share.version} keeps no training mean (trained without "
+                                 "standardize): reasons need it; train with standardize = true, or set reasons = 0 at "
+                                 "the label party")
+    return run_linear.Explaining(share.coef[0], share.scaler, np.asarray(share.scaler.mean), list(share.columns),
+                                 dict(consent or {}))
+
+
+def constant(share) -> float:
+    """A feature party's model constant: its partial score at its training mean (0 for standardized columns),
+    what its total leaves out; sent once per version."""
+    model = explaining(share)
+    return float(model.reference() @ np.ravel(model.weights))
 
 
 def part_at_mean(share, role: str) -> np.ndarray:
@@ -130,16 +127,6 @@ def part_at_mean(share, role: str) -> np.ndarray:
     return parts[0]
 
 
-def loaded_part(answer, peer: str, units: int) -> tuple[np.ndarray, list]:
-    """The label party: a split network's feature party's part at its training mean, from its ``loaded`` answer."""
-    value = answer.fields.get("part_at_mean")
-    if not isinstance(value, np.ndarray) or value.dtype != np.float64 or value.shape != (units,) or \
-            not np.isfinite(value).all():
-        raise ProtocolError(f"{peer} answered 'load' with reasons asked without its part at its training mean "
-                            f"({units} numbers)")
-    return value, []
-
-
 def loaded_fields(answer, peer: str) -> tuple[float, list[str]]:
     """The label party: a feature party's ``constant`` and the codes it may name (``reason_names``), from its
     ``loaded`` answer."""
@@ -153,6 +140,27 @@ def loaded_fields(answer, peer: str) -> tuple[float, list[str]]:
         raise ProtocolError(f"{peer} answered 'load' with reasons asked without its constant and the codes it may "
                             "name")
     return value, names
+
+
+def loaded_part(answer, peer: str, units: int) -> tuple[np.ndarray, list]:
+    """The label party: a split network's feature party's part at its training mean, from its ``loaded`` answer."""
+    value = answer.fields.get("part_at_mean")
+    if not isinstance(value, np.ndarray) or value.dtype != np.float64 or value.shape != (units,) or \
+            not np.isfinite(value).all():
+        raise ProtocolError(f"{peer} answered 'load' with reasons asked without its part at its training mean "
+                            f"({units} numbers)")
+    return value, []
+
+
+# ------------------------------------------------------------------------ in a round
+
+def feature_codes(share, values: np.ndarray, ok: np.ndarray, model, sign: float) -> np.ndarray:
+    """Per id, the index of the column a consenting feature party names as its reason (-1: none, or not scored)."""
+    codes = np.full(len(values), -1, dtype=np.int64)
+    if ok.any():
+        x = values[ok] if share.scaler is None else share.scaler.apply(values[ok])
+        codes[ok] = run_linear.reason_codes(x, model, sign)[0]
+    return codes
 
 
 def round_codes(message, peer: str, count: int, names: list) -> np.ndarray | None:
