@@ -295,6 +295,14 @@ def test_reasons_on_a_model_they_do_not_fit_are_refused_at_start_naming_the_fix(
         (tmp_path / "2").mkdir(exist_ok=True)
         (tmp_path / "2" / f"model_{name}.json").write_text(json.dumps(plain))
     assert shard["standardize"]
+    assert served.label._own_share("1").reason_sign == 1.0
+    for adverse, sign in ((1, 1.0), (0, -1.0)):
+        served.label.settings = ServingSettings(models=logistic.folder / "models", reasons=2, reasons_adverse=adverse)
+        assert served.label._own_share("1").reason_sign == sign
+    served.label.settings = ServingSettings(models=logistic.folder / "models", reasons=2, reasons_adverse="maybe")
+    with pytest.raises(ConfigurationError, match=r"model version 1 cannot give them: adverse must be one of the "
+                                                 r"classes \[0, 1\], got 'maybe'; set reasons = 0"):
+        served.label._own_share("1")
     served.label.settings = ServingSettings(models=tmp_path, reasons=2)
     with pytest.raises(ConfigurationError, match=r"party bank: reasons = 2, but model version 2 cannot give them: "
                                                  r"reasons take one model .* standardize = true.*set reasons = 0"):

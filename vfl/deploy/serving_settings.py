@@ -19,6 +19,7 @@ Keys in ``[serving]`` apply to every party that reads the file; a
     admin_token_file = "admin.token"  # the bearer token of /admin/reload (another one)
     allow_inline_features = false # requests may carry the label party's features (a client then learns its weights)
     reasons = 4                   # each answer's reason codes, at most 4 (linear models, trees; default 0: none)
+    reasons_adverse = "yes"       # the class (a regressor: "high" or "low") reasons push toward (default: the second)
     models = "models"             # a folder with one sub-folder per model version: models/3/model_bank.json
     version = "3"                 # the version to start with (default: the last by name)
     store = "sqlite:///bank.db"   # optional for the label party: requests may carry its features inline
@@ -53,7 +54,7 @@ _INTS = {"deadline_ms": (1, 600_000), "max_deadline_ms": (1, 600_000), "max_batc
          "request_timeout_ms": (100, 600_000), "idle_timeout_ms": (100, 3_600_000)}
 _PATHS = ("token_file", "admin_token_file")
 KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", "allow_inline_features", "queries", *_PATHS,
-        *_INTS, "reasons", "reason_columns"}
+        *_INTS, "reasons", "reasons_adverse", "reason_columns"}
 #: ``reasons``: reason codes per answer at most (adverse-action notices name up to four).
 MAX_REASONS = 20
 #: ``queries``: how the label party asks the feature parties about an id (docs/serving.md, "Private queries").
@@ -101,6 +102,9 @@ class ServingSettings:
     queries: str = "auto"
     #: the label party: reason codes per answer at most (0: none; docs/serving.md, "Reason codes")
     reasons: int = 0
+    #: the label party: the adverse side its reasons push toward, a class (default: the second, as ``predict_reasons``)
+    #: or a regressor's ``"high"`` / ``"low"``; checked against the model's classes at load
+    reasons_adverse: str | int | None = None
     #: a feature party: its columns a reason may name, ``((column, code), ...)`` (none: "information from <party>")
     reason_columns: tuple = ()
 
@@ -170,6 +174,12 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
         out["queries"] = values["queries"]
     if "reasons" in values:
         out["reasons"] = _reasons(where, values["reasons"])
+    if "reasons_adverse" in values:
+        adverse = values["reasons_adverse"]
+        if isinstance(adverse, bool) or not isinstance(adverse, (str, int)):
+            raise ConfigurationError(f"{where}: reasons_adverse must be a class of the model's label (text or a whole "
+                                     f"number), or \"high\" / \"low\" for a regressor, got {adverse!r}")
+        out["reasons_adverse"] = adverse
     if "reason_columns" in values:
         out["reason_columns"] = _reason_columns(where, values["reason_columns"])
     for key in ("models", "store", "table", "version", *_PATHS):

@@ -2,7 +2,8 @@
 
 The label party's ``[serving] reasons = k`` (0, the default: none) adds to each
 scored id's answer ``"reasons"``: the codes of its ``k`` largest contributions
-toward the adverse side (a classifier's second class, a regressor's high side),
+toward the adverse side (``reasons_adverse``: a class, default a classifier's
+second class; a regressor's ``"high"``, the default, or ``"low"``),
 worst first, ranked by the estimators' own function
 (:func:`vfl.runs.explained.reasons`, :func:`vfl.parties.explain.rank_reasons`):
 
@@ -71,15 +72,15 @@ def check(share, settings, features, role: str) -> float:
             if share.party.has_columns and getattr(share.party, "scaler", None) is None:
                 raise ConfigurationError("reasons take a network trained with standardize = true (an absent party "
                                          "is fed its training mean, which a standardized shard keeps)")
-            return explained.adverse_sign(share.classes, None)
+            return explained.adverse_sign(share.classes, settings.reasons_adverse)
         if share.kind == "trees":
             check_explainable(share.party, share.feature_parties)
-            return explained.adverse_sign(share.classes, None)
+            return explained.adverse_sign(share.classes, settings.reasons_adverse)
         if share.width != 1 or share.scaler is None:
             raise ConfigurationError("reasons take one model (not one-vs-rest) trained with standardize = true "
                                      "(a column's contribution is measured from its training mean, which a "
                                      "standardized shard keeps)")
-        return explained.adverse_sign(share.classes, None)
+        return explained.adverse_sign(share.classes, settings.reasons_adverse)
     except (ConfigurationError, DataError) as exc:      # (DataError: trees saved without their training cover)
         raise ConfigurationError(f"{where} cannot give them: {exc}; {fix}") from None
 
