@@ -322,7 +322,7 @@ def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
     config = SimpleNamespace(parties={"bank": SimpleNamespace(role="label"), "telco": SimpleNamespace(role="feature")},
                              family=FAMILIES["trees"])
     mine = serving_settings(config)
-    assert mine["protocol"] == PROTOCOL == "vfl-serve/4"
+    assert mine["protocol"] == PROTOCOL == "vfl-serve/5"
 
     def said(shared: dict) -> dict:
         text = json.dumps(shared, sort_keys=True, separators=(",", ":"))
@@ -332,9 +332,10 @@ def test_a_peer_speaking_another_serving_protocol_is_refused_naming_both():
     older = {k: v for k, v in mine.items() if k != "protocol"}         # a release before the field
     for theirs, spoken in ((older, "vfl-serve/1"), (dict(mine, protocol="vfl-serve/2"), "vfl-serve/2"),
                            (dict(mine, protocol="vfl-serve/3"), "vfl-serve/3"),
+                           (dict(mine, protocol="vfl-serve/4"), "vfl-serve/4"),
                            (dict(mine, protocol=["\x1b[2J"]), "unknown")):
         with pytest.raises(HandshakeError, match=rf"party telco speaks the serving protocol {spoken} and party bank "
-                                                 r"vfl-serve/4: they run different vfl releases"):
+                                                 r"vfl-serve/5: they run different vfl releases"):
             hello(_HelloPeer(said(theirs)), config)
     # and the older release, comparing fingerprints, refuses this one too
     assert said(older)["fingerprint"] != said(mine)["fingerprint"]

@@ -218,7 +218,8 @@ def _feature_service(monkeypatch, tmp_path, store):
     service.role, service.label, service.coordinator, service.workdir = "A", "B", None, None
     from vfl.families import FAMILIES
 
-    service.config = SimpleNamespace(family=FAMILIES["trees"], pipeline=None, training=SimpleNamespace(frac_bits=16))
+    service.config = SimpleNamespace(family=FAMILIES["trees"], pipeline=None, training=SimpleNamespace(frac_bits=16),
+                                     party=lambda name: SimpleNamespace(reason_columns=None))
     service.settings = SimpleNamespace(models=tmp_path)
     service.store, service.shares, service.tables, service.named = store, {}, {}, {}
     service._tables, service._lock = threading.Lock(), threading.Lock()

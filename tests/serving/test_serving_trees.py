@@ -2,8 +2,9 @@
 
 The trees are trained by ``vfl party``; the scores ``vfl serve`` answers equal
 those of ``vfl predict`` (batch private prediction) on the same rows; missing
-values (empty cells in the store, ``null`` inline) are taken as missing; an id
-unknown to the feature party is a per-id answer naming it; the feature party
+values (empty cells in the store, ``null`` inline) are taken as missing; served
+with ``reasons = 2``, every answer names its parties; an id unknown to the feature
+party is a per-id answer naming it; the feature party
 killed gives errors naming it, and scoring recovers once it is back.
 """
 
@@ -62,7 +63,7 @@ def served(tmp_path_factory):
     config = write_config(folder / "federation.toml", tls["bank"].ca, parties, TRAINING,
                           {"connect_timeout": 60, "timeout": 60}, align="same-ids",
                           serving={"bank": {"http": f"127.0.0.1:{http}",
-                                                     "allow_inline_features": True}})
+                                                     "allow_inline_features": True, "reasons": 2}})
     data = write_data(folder)
     run("party", config, data, folder / "train")
     run("predict", config, data, folder / "train")
@@ -94,6 +95,11 @@ def test_tree_scores_equal_batch_prediction(served):
     got = [results[key]["probability"] for key in scored["id"]]
     assert got == pytest.approx(scored["probability"].to_numpy(), abs=1e-12)
     assert [results[key]["prediction"] for key in scored["id"]] == list(scored["prediction"])
+    # reasons = 2 (docs/serving.md, "Reason codes"): party-level, from the same masks; the estimators' equality is
+    # tests/serving/test_serving_reasons.py's
+    codes = [results[key]["reasons"] for key in scored["id"]]
+    assert all(len(row) <= 2 and set(row) <= {"information from bank", "information from telco"} for row in codes)
+    assert any(codes)
 
 
 def test_missing_values_inline_and_per_id(served):

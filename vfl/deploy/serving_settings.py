@@ -18,6 +18,8 @@ Keys in ``[serving]`` apply to every party that reads the file; a
     token_file = "score.token"    # the bearer token of /score and /metrics (required off localhost)
     admin_token_file = "admin.token"  # the bearer token of /admin/reload (another one)
     allow_inline_features = false # requests may carry the label party's features (a client then learns its weights)
+    reasons = 4                   # each answer's reason codes, at most 4 (linear models, trees; default 0: none)
+    reasons_adverse = "yes"       # the class (a regressor: "high" or "low") reasons push toward (default: the second)
     models = "models"             # a folder with one sub-folder per model version: models/3/model_bank.json
     version = "3"                 # the version to start with (default: the last by name)
     store = "sqlite:///bank.db"   # optional for the label party: requests may carry its features inline
@@ -50,7 +52,9 @@ _INTS = {"deadline_ms": (1, 600_000), "max_deadline_ms": (1, 600_000), "max_batc
          "request_timeout_ms": (100, 600_000), "idle_timeout_ms": (100, 3_600_000)}
 _PATHS = ("token_file", "admin_token_file")
 KEYS = {"http", "models", "version", "store", "table", "batch_wait_ms", "allow_inline_features", "queries", *_PATHS,
-        *_INTS}
+        *_INTS, "reasons", "reasons_adverse"}
+#: ``reasons``: reason codes per answer at most (adverse-action notices name up to four).
+MAX_REASONS = 20
 #: ``queries``: how the label party asks the feature parties about an id (docs/serving.md, "Private queries").
 QUERIES = ("auto", "private", "by_id")
 
@@ -94,6 +98,11 @@ class ServingSettings:
     #: ``"by_id"`` (they look the ids up), ``"auto"`` (private where the model allows); a feature party: ``"private"``
     #: refuses to be asked by id, the others answer both
     queries: str = "auto"
+    #: the label party: reason codes per answer at most (0: none; docs/serving.md, "Reason codes")
+    reasons: int = 0
+    #: the label party: the adverse side its reasons push toward, a class (default: the second, as ``predict_reasons``)
+    #: or a regressor's ``"high"`` / ``"low"``; checked against the model's classes at load
+    reasons_adverse: str | int | None = None
 
     def with_options(self, **options) -> "ServingSettings":
         """These settings with the command line's options (those not ``None``)."""
@@ -123,6 +132,10 @@ def parse_serving(where: str, table: dict, names, base: Path) -> dict[str, Servi
 
 
 def _unknown(where: str, table: dict, more: str = "") -> None:
+    if "reason_columns" in table:
+        raise ConfigurationError(f"{where}: reason_columns is a feature party's consent to be named in reasons, one "
+                                 "key for vfl predict and vfl serve alike: put it in the party's own [parties.NAME] "
+                                 "table")
     extra = sorted(set(table) - KEYS)
     if extra:
         raise ConfigurationError(f"{where}: unknown key(s) {extra}; expected some of {sorted(KEYS)}"
@@ -159,6 +172,14 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
         if values["queries"] not in QUERIES:
             raise ConfigurationError(f"{where}: queries must be one of {list(QUERIES)}, got {values['queries']!r}")
         out["queries"] = values["queries"]
+    if "reasons" in values:
+        out["reasons"] = _reasons(where, values["reasons"])
+    if "reasons_adverse" in values:
+        adverse = values["reasons_adverse"]
+        if isinstance(adverse, bool) or not isinstance(adverse, (str, int)):
+            raise ConfigurationError(f"{where}: reasons_adverse must be a class of the model's label (text or a whole "
+                                     f"number), or \"high\" / \"low\" for a regressor, got {adverse!r}")
+        out["reasons_adverse"] = adverse
     for key in ("models", "store", "table", "version", *_PATHS):
         if key in values and (not isinstance(values[key], str) or not values[key]):
             raise ConfigurationError(f"{where}: {key} must be a non-empty string, got {values[key]!r}")
@@ -180,6 +201,13 @@ def _settings(where: str, values: dict, base: Path) -> ServingSettings:
         raise ConfigurationError(f"{where}: deadline_ms ({settings.deadline_ms}) is above max_deadline_ms "
                                  f"({settings.max_deadline_ms})")
     return settings
+
+
+def _reasons(where: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REASONS:
+        raise ConfigurationError(f"{where}: reasons must be a whole number from 0 to {MAX_REASONS} (the reason codes "
+                                 f"each answer gives at most; 0: none), got {value!r}")
+    return value
 
 
 def resolve_path(value: str, base: Path) -> Path:

@@ -145,7 +145,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
                         f"{config.path} names {list(roster.data_parties)}")
     if kind == "label" and config.explanations is not None:
         with stops_told(config, role, "predict"):
-            run.check_explainable(party)
+            run.check_explainable(party, roster.features)
     with party_run(config, role, "predict", data, workdir, narrate=narrate, progress=progress, record=record,
                    trained_with=shard["trained_with"]) as this:
         summary = {"rows": this.data.n_rows, "label": roster.label}

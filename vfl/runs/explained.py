@@ -27,14 +27,14 @@ def explained(own_columns, own, parties: dict, base: float | np.ndarray, own_cod
             "base": base, "own_codes": list(own_codes) if own_codes is not None else None}
 
 
-def party_level(result: dict) -> dict:
-    """A party-level explanation (``{"players", "shapley", "base"}``, the label party first: the trees' and
-    networks') as the label party's explanation: its own value as one unit named by its party code, one total
-    per feature party."""
-    phi, players = result["shapley"], result["players"]
+def party_level(values: dict) -> dict:
+    """:func:`explained` of a party-level explanation (trees, networks): ``values`` is ``{"players", "shapley"
+    (rows, players), "base"}``, the label party first; each party is one unit, named ``"information from
+    <party>"`` (a party-level value names parties, not columns)."""
+    phi, players = values["shapley"], values["players"]
     return explained([players[0]], phi[:, :1], {k: {"totals": phi[:, i + 1], "codes": None, "names": []}
                                                 for i, k in enumerate(players[1:])},
-                     result["base"], own_codes=[party_code(players[0])])
+                     values["base"], own_codes=[party_code(players[0])])
 
 
 def frame(result: dict, index=None) -> pd.DataFrame:

@@ -520,7 +520,7 @@ def _score_shared(ep: Endpoint, settings, roster: Roster, kind: str, features, c
 # --------------------------------------------------------------------------- explanation
 
 #: What a feature party's reason codes are, for its release check's messages.
-_REASONS = "the column it names as each row's reason (its reason codes)"
+REASONS = "the column it names as each row's reason (its reason codes)"
 
 
 @dataclass
@@ -564,26 +564,37 @@ def explain_feature(ep: Endpoint, features: np.ndarray, columns, model: Explaini
                                ids=ids, values=exact)[:, 0]
     codes = names = None
     if sign and model.codes and (release is None or release.epsilon is None):
-        groups, contributions = maths.grouped(maths.additive_contributions(x, w, reference), model.groups)
-        named = [j for j, g in enumerate(groups) if g in model.codes]
-        names = [str(model.codes[groups[j]]) for j in named]
-        values = sign * contributions
-        top = np.argmax(values, axis=1)
-        top = np.where(values[np.arange(len(x)), top] > 0, top, -1)
-        onehot = (top[:, None] == np.asarray(named)[None, :]).astype(np.float64)
+        codes, names, onehot, spec = reason_codes(x, model, sign)
         if release is not None:
-            parts = []
-            for g in groups:
-                masked = np.where([c == g for c in model.groups], w, 0.0)
-                spec = raw_release(masked, model.scaler)
-                spec["offset"] = [spec["offset"][0] - float(reference @ masked)]
-                parts.append(spec)
-            release.release(roster.label, list(columns), features, reason_release(parts, named, sign), _REASONS,
-                            values=onehot)
-        codes = np.where(onehot.any(axis=1), np.argmax(onehot, axis=1), -1)
+            release.release(roster.label, list(columns), features, spec, REASONS, values=onehot)
     explain_protocol.send_contributions(ep, roster, sent - constant, constant, codes, names)
     named = {} if codes is None else {name: int(np.sum(codes == j)) for j, name in enumerate(names)}
     return {"rows": len(x), "named": named}
+
+
+def reason_codes(x: np.ndarray, model: Explaining, sign: float) -> tuple[np.ndarray, list, np.ndarray, dict]:
+    """A consenting feature party's reasons for its rows ``x`` (scaled as its model sees them), the adverse side
+    ``sign``: ``(codes, names, onehot, spec)`` — per row the index among ``names`` (the codes it may name) of its
+    column with the largest contribution toward the adverse side (-1: that column is not named, or nothing pushes
+    that way), and the release they are: the indicator per row and named column (``onehot``) and its function
+    (``spec``, :func:`~vfl.protocols.release.reason_release`, in the party's own units)."""
+    w = np.ravel(model.weights)[:x.shape[1]]
+    reference = model.reference()
+    groups, contributions = maths.grouped(maths.additive_contributions(x, w, reference), model.groups)
+    named = [j for j, g in enumerate(groups) if g in model.codes]
+    names = [str(model.codes[groups[j]]) for j in named]
+    values = sign * contributions
+    top = np.argmax(values, axis=1)
+    top = np.where(values[np.arange(len(x)), top] > 0, top, -1)
+    onehot = (top[:, None] == np.asarray(named)[None, :]).astype(np.float64)
+    parts = []
+    for g in groups:
+        masked = np.where([c == g for c in model.groups], w, 0.0)
+        spec = raw_release(masked, model.scaler)
+        spec["offset"] = [spec["offset"][0] - float(reference @ masked)]
+        parts.append(spec)
+    codes = np.where(onehot.any(axis=1), np.argmax(onehot, axis=1), -1)
+    return codes, names, onehot, reason_release(parts, named, sign)
 
 
 def explain_label(ep: Endpoint, features: np.ndarray, model: Explaining, intercept: float, roster: Roster, *,

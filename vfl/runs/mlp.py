@@ -336,11 +336,19 @@ def explain_label(ep: Endpoint, data, party: MLPLabelParty, settings: MLPSetting
     x = party.check_columns(_checked(data, party.role))
     parts = protocol_inference.receive_explained_parts(ep, roster, len(x), settings.units)
     mean = np.broadcast_to(party.x.mean(axis=0), x.shape)
+    return party_values(party.margin, x, mean, [parts[k] for k in roster.features], players)
+
+
+def party_values(margin, x: np.ndarray, mean: np.ndarray, parts: list, players: list) -> dict:
+    """The parties' exact Shapley values of a network: ``margin(own rows, sum of the parts)`` is its raw score,
+    ``x`` the label party's rows and ``mean`` its training mean (as ``margin`` takes them), ``parts`` per feature
+    party ``(its part per row, its part at its training mean)``.  A coalition's value feeds every party outside it
+    its training mean.  Returns ``{"players", "shapley" (rows, players), "base" (rows,)}``."""
     values = {}
     for coalition in maths.coalitions(len(players)):
-        total = sum(parts[k][0] if i + 1 in coalition else parts[k][1][None, :]
-                    for i, k in enumerate(roster.features))
-        values[coalition] = party.margin(x if 0 in coalition else mean, total)[:, 0]
+        total = sum(part if i + 1 in coalition else constant[None, :]
+                    for i, (part, constant) in enumerate(parts))
+        values[coalition] = margin(x if 0 in coalition else mean, total)[:, 0]
     return {"players": players, "shapley": maths.party_shapley(values, len(players)), "base": values[()]}
 
 

@@ -249,28 +249,17 @@ def explain_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
     "shapley" (rows, players), "base" (rows,)}``: the values sum, with the base, to the raw score.
     """
     roster = roster.without_coordinator()
-    players = maths.check_players([roster.label, *roster.features])
-    check_explainable(party)
+    check_explainable(party, roster.features)
     codes = party.bin_new(data.features)
-    n_rows = len(codes)
-    owners, masks = inference.ask_masks(ep, party, n_rows, roster)
-    per_tree = inference.tree_masks(party, owners, masks, n_rows)
-    player_of = {j: j + 1 for j in range(len(roster.features))}      # a feature party's owner index -> player
-    player_of[len(roster.features)] = 0                               # the label party's (the last data party)
-    values = {c: np.full(n_rows, float(party.baseline[0])) for c in maths.coalitions(len(players))}
-    for i, entry in enumerate(party.trees):
-        tree = entry["tree"]
-        owner = np.array([player_of.get(int(o), -1) for o in tree.owner])
-        covers = maths.cover_products(tree.left, tree.right, owner, entry["counts"], len(players))
-        tree_masks = [party.own_masks(i, codes), *(per_tree[i][k] for k in roster.features)]
-        for coalition, value in maths.tree_coalition_values(tree.value[tree.leaves], tree_masks, covers).items():
-            values[coalition] += value
-    return {"players": players, "shapley": maths.party_shapley(values, len(players)), "base": values[()]}
+    owners, masks = inference.ask_masks(ep, party, len(codes), roster)
+    return party_values(party, codes, owners, masks, roster.features)
 
 
-def check_explainable(party: TreeLabelParty) -> None:
-    """Refuse, before anything is sent, a model its label party cannot explain: one tree per iteration (a
-    regression or two classes), each with its training cover."""
+def check_explainable(party: TreeLabelParty, features) -> list:
+    """The players of an explanation of ``party``'s trees (the label party, then ``features``); refused (naming
+    what to do) for more than :data:`~vfl.parties.explain.MAX_PLAYERS` parties, a tree per class, or trees without
+    their training cover."""
+    players = maths.check_players([party.role, *features])
     if party.n_trees != 1:
         raise ConfigurationError(f"party {party.role}: explanations take one tree per iteration (regression or two "
                                  f"classes); this model has {party.n_trees} per iteration (one per class)")
@@ -278,6 +267,28 @@ def check_explainable(party: TreeLabelParty) -> None:
     if missing:
         raise DataError(f"party {party.role}: tree {missing[0]} holds no training cover (a model saved before "
                         "explanations); train it again to explain it")
+    return players
+
+
+def party_values(party: TreeLabelParty, codes: np.ndarray, owners: dict, masks: dict, features) -> dict:
+    """The parties' exact Shapley values from what private prediction gives the label party: its own splits'
+    ``codes`` and each feature party's leaf masks ``masks[k]`` (side by side over the trees ``owners[k]``, as
+    :func:`vfl.protocols.trees.inference.raw_scores` takes them), with each tree's training cover.  Returns
+    ``{"players", "shapley" (rows, players), "base" (rows,)}``, the label party first."""
+    players = check_explainable(party, features)
+    n_rows = len(codes)
+    per_tree = inference.tree_masks(party, owners, masks, n_rows)
+    player_of = {j: j + 1 for j in range(len(features))}             # a feature party's owner index -> player
+    player_of[len(features)] = 0                                      # the label party's (the last data party)
+    values = {c: np.full(n_rows, float(party.baseline[0])) for c in maths.coalitions(len(players))}
+    for i, entry in enumerate(party.trees):
+        tree = entry["tree"]
+        owner = np.array([player_of.get(int(o), -1) for o in tree.owner])
+        covers = maths.cover_products(tree.left, tree.right, owner, entry["counts"], len(players))
+        tree_masks = [party.own_masks(i, codes), *(per_tree[i][k] for k in features)]
+        for coalition, value in maths.tree_coalition_values(tree.value[tree.leaves], tree_masks, covers).items():
+            values[coalition] += value
+    return {"players": players, "shapley": maths.party_shapley(values, len(players)), "base": values[()]}
 
 
 def explanation_programs(data: Mapping[str, object], parties: Mapping[str, object], roster: Roster,

@@ -89,6 +89,11 @@ class ScoreResult(BaseModel):
     prediction: Any = None
     scores: dict[str, float] | None = None
     probabilities: dict[str, float] | None = None
+    log_odds: float | None = Field(None, description="The credit pipeline: the scorecard's log-odds of the event.")
+    reasons: list[Any] | None = Field(
+        None, description="With [serving] reasons = k: the codes of the id's k largest contributions toward the "
+                          "adverse side, worst first (a column of the label party, a feature party's consented code, "
+                          "or \"information from <party>\"). The credit pipeline: what cost the most points.")
     error: dict[str, Any] | None = Field(None, description="code, party and message, when the id was not scored")
 
 

@@ -13,7 +13,9 @@ a time, what the label party asks (:mod:`vfl.serving.messages`):
   versions the label party says to keep; answer the training's fingerprint;
 * ``score`` (linear): look the ids up in its store, and answer one status per id
   and its partial scores encrypted under the coordinator's key (0 for ids it
-  cannot score);
+  cannot score); where the ``load`` asked for reasons and it consents
+  (``reason_columns`` in its ``[parties.NAME]`` table, checked as a release at ``load``), per id the
+  index of the column it names (:mod:`vfl.serving.reasons`);
 * ``leaves`` (trees): look the ids up, and answer one status per id and, per id
   and tree, the leaves its own splits allow;
 * private queries (:mod:`vfl.serving.private`): a ``load`` that asks for tables
@@ -35,6 +37,7 @@ of its data (the full story stays in its own log); it never learns a score.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -48,10 +51,10 @@ from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.release import ReleasePolicy
 from vfl.runs.credit import PART, check_part
-from vfl.runs.linear import raw_release
+from vfl.runs.linear import REASONS, raw_release, reason_codes
 from vfl.runs.mlp import release_spec as mlp_release_spec
 from vfl.runs.trees import released_bits
-from vfl.serving import messages, private
+from vfl.serving import messages, private, reasons
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
 from vfl.serving.models import load_share, shard_path
@@ -260,12 +263,20 @@ class FeatureService:
                                              "the masks, yet")
         elif self.coordinator is not None and self._key(None, LOAD_KEY_WAIT) is None:
             raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} yet (not linked to it)")
+        sign = message.fields.get("reasons", 0.0)
+        if sign not in (-1.0, 0.0, 1.0) or isinstance(sign, bool):
+            raise ProtocolError(f"{self.label} asked for reasons on the side {sign!r} (+1, -1, or 0: none)")
+        tables = message.fields.get("tables", 0)
         share = load_share(self.settings.models, version, self.role, "feature", self.config.family.name)
         self.store.check_columns(share.columns)
+        consent = reasons.consent(share, self.config.party(self.role).reason_columns or {}, self.role)
         if share.kind == "linear" and share.pipeline:
             self._check_pipeline_release(share, version)
         elif share.kind == "linear":
             self._check_release(share, version)
+            if sign and consent and tables not in (1, 2) and self.settings.queries != "private" and \
+                    self.release.epsilon is None:
+                self._check_reason_release(share, version, consent, sign)
         elif share.kind == "mlp":
             self._check_part_release(share, version)
         elif share.kind == "trees":
@@ -279,11 +290,15 @@ class FeatureService:
                 del self.tables[old]
                 self._drop_named(old)
         log.info("party %s: model version %s loaded", self.role, version)
-        tables = message.fields.get("tables", 0)
         if tables in (1, 2):
             self._build(version, refresh=tables == 2)
         width = len(share.trees) if share.kind == "trees" else share.width
         best = {"best_points": share.best_points} if share.pipeline else {}     # for the reasons' party totals
+        if sign and share.kind == "linear" and not share.pipeline:      # its total's constant, the codes it may name
+            names = list(share.reason_model.codes.values()) if share.reason_model is not None else []
+            best = {"constant": reasons.constant(share), "reason_names": json.dumps(names)}
+        if sign and share.kind == "mlp":                                # what stands for it outside a coalition
+            best = {"part_at_mean": reasons.part_at_mean(share, self.role)}
         return "loaded", "public", {"trained_with": share.trained_with, "width": width, **best}
 
     # -- private queries ----------------------------------------------------------------------
@@ -296,6 +311,19 @@ class FeatureService:
         self.release.release(self.label, share.columns, rows, raw_release(share.coef, share.scaler),
                              f"its partial scores in served version {version}",
                              ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+
+    def _check_reason_release(self, share, version: str, consent: dict, sign: float) -> None:
+        """Before version ``version`` names any of its columns as a reason: this party's release check of its reason
+        codes (the indicator of the consented column it would name, :func:`vfl.runs.linear.reason_codes`) over every
+        row of its store, with every earlier release to the label party; then its rounds by id send them."""
+        ids, values = self.store.rows(share.columns)
+        rows = values[np.all(np.isfinite(values), axis=1)]
+        model = reasons.explaining(share, consent)
+        x = rows if share.scaler is None else share.scaler.apply(rows)
+        _, _, onehot, spec = reason_codes(x, model, sign)
+        self.release.release(self.label, share.columns, rows, spec, f"{REASONS} in served version {version}",
+                             values=onehot, version=version)
+        share.reason_model, share.reason_sign = model, sign
 
     def _check_pipeline_release(self, share, version: str) -> None:
         """Before version ``version`` of the credit pipeline scores any row: this party's release check of its part of
@@ -471,7 +499,9 @@ class FeatureService:
         values, status, ids = self._rows(message, share, complete=share.complete, with_ids=True)
         u, status = partial_scores(share, values, status, layout.bound)
         u = self._noised(share.version, u, ids, status)
-        return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status)
+        named = {} if share.reason_model is None else {
+            "codes": reasons.feature_codes(share, values, status == OK, share.reason_model, share.reason_sign)}
+        return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status, **named)
 
     def _part(self, message):
         share = self._share(message)

@@ -25,6 +25,11 @@ every feature party's table of it; a refresh (:meth:`LabelService.reload` of any
 version, the current one included) has every feature party build its table
 again from its store while the tables it holds keep serving.
 
+**Reasons** (``[serving] reasons``, :mod:`vfl.serving.reasons`): a linear round
+then decrypts each feature party's total on its own, and trees compute the
+parties' Shapley values from the masks the round gives anyway; each answer
+carries the codes of its largest contributions toward the adverse side.
+
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
 not linked, a ``failed`` answer, the deadline) is a :class:`RoundError` naming
@@ -51,7 +56,7 @@ import numpy as np
 
 from vfl.crypto import Context, FixedPoint, PublicKey
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
-from vfl.serving import messages, private
+from vfl.serving import messages, private, reasons
 from vfl.serving.answers import RoundError, error
 from vfl.serving.links import PeerUnavailable, Runtime, serving_coordinator
 from vfl.serving.scorers import round_of
@@ -159,6 +164,7 @@ class LabelService:
         if self.store is not None:
             self.store.check_columns(share.columns)
         self.private(share)
+        share.reason_sign = reasons.check(share, self.settings, self.features, self.role)
         return share
 
     # -- links -------------------------------------------------------------------------------------
@@ -206,8 +212,9 @@ class LabelService:
 
     def _load_now(self, channel, version: str):
         """Have a peer whose link just came up load ``version``: its answer (before any round runs on the link)."""
+        share = self.shares[version]
         channel.send("load", "public", round=next(self._rounds), version=version, keep=",".join(self._keep(version)),
-                     tables=int(self.private(self.shares[version])))
+                     tables=int(self.private(share)), reasons=share.reason_sign)
         deadline = time.monotonic() + LOAD_TIMEOUT
         while time.monotonic() < deadline:
             answer = channel.recv(1.0)
@@ -234,6 +241,10 @@ class LabelService:
             if not isinstance(best, float) or not np.isfinite(best):
                 raise ProtocolError(f"{peer} answered 'load' of a pipeline without the best points of its columns")
             share.feature_best[peer] = best
+        if share.reason_sign and share.kind == "linear":       # its total's constant, the codes it may name
+            share.feature_reasons[peer] = reasons.loaded_fields(answer, peer)
+        if share.reason_sign and share.kind == "mlp":          # its part at its training mean
+            share.feature_reasons[peer] = reasons.loaded_part(answer, peer, share.units)
         if share.kind == "mlp" and width != share.units:
             raise DataError(f"party {peer}'s shard of model version {share.version} has an interactive layer of "
                             f"{width} units, party {self.role}'s {share.units}; use the shards of one training run")
@@ -370,7 +381,7 @@ class LabelService:
                     raise RoundError(f"cannot switch to model version {version}: party {peer} is unavailable",
                                      peer)
                 asked[peer] = channel.request(next(self._rounds), "load", "public", version=version,
-                                              keep=",".join(keep), tables=tables)
+                                              keep=",".join(keep), tables=tables, reasons=share.reason_sign)
             for peer, future in asked.items():
                 try:
                     self._check_loaded(peer, share, future.result(LOAD_TIMEOUT))

@@ -11,12 +11,22 @@ name               from -> to           kind        fields
 ``serve_hello``    every linked pair    public      ``fingerprint``, ``shared`` (the model settings and
                                                     :data:`PROTOCOL`); the coordinator adds ``key``
                                                     (its public key)
-``load``           label -> feature     public      ``round``, ``version``, ``keep`` (versions to keep)
-``loaded``         feature -> label     public      ``round``, ``trained_with``, ``width`` (values per row)
+``load``           label -> feature     public      ``round``, ``version``, ``keep`` (versions to keep),
+                                                    ``tables`` (private queries), ``reasons`` (the adverse
+                                                    side, +1 or -1; 0: no reasons asked)
+``loaded``         feature -> label     public      ``round``, ``trained_with``, ``width`` (values per row);
+                                                    the pipeline's ``best_points``; a linear model's, reasons
+                                                    asked: ``constant`` (its partial score at its training
+                                                    mean, one number) and ``reason_names`` (JSON: the codes
+                                                    it may name, none under private queries or noise);
+                                                    a split network's, reasons asked: ``part_at_mean`` (its
+                                                    part at its training mean, one vector)
 ``score``          label -> feature     public      ``round``, ``version``, ``key`` (the key's fingerprint),
                                                     ``ids``
 ``scores``         feature -> label     ciphertext  ``round``, ``status`` (one code per id),
-                                                    ``ciphertexts``, ``exponent``
+                                                    ``ciphertexts``, ``exponent``; where it names reasons,
+                                                    ``codes`` (per id an index into ``reason_names``, -1:
+                                                    none; a release checked at ``load``)
 ``leaves``         label -> feature     public      ``round``, ``version``, ``ids``, ``trees`` (those
                                                     holding its splits; tree models)
 ``leaf_masks``     feature -> label     plaintext   ``round``, ``status``, ``bits``, ``count`` (trees)
@@ -54,12 +64,13 @@ from vfl.deploy.serving_settings import VERSION
 from vfl.transport.message import Message
 
 #: The serving wire protocol, in every ``serve_hello``: a peer speaking another is refused by name.
-#: ``vfl-serve/4``: private queries (``load``'s ``tables``; ``table``, ``table_pending``, ``table_part``, ``evaluate``,
-#: ``evaluated``: :mod:`vfl.serving.private`).  ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``,
-#: ``dealt``).  ``vfl-serve/2``: packed
+#: ``vfl-serve/5``: reasons (``load``'s ``reasons``; ``loaded``'s ``constant``, ``reason_names``, ``part_at_mean``;
+#: ``scores``'s ``codes``: :mod:`vfl.serving.reasons`).  ``vfl-serve/4``: private queries (``load``'s ``tables``;
+#: ``table``, ``table_pending``, ``table_part``, ``evaluate``, ``evaluated``: :mod:`vfl.serving.private`).
+#: ``vfl-serve/3``: split networks (``part``, ``deal``, ``part_mask``, ``dealt``).  ``vfl-serve/2``: packed
 #: scores as batch prediction packs them (signed slots, one mask uniform over Z_n per ciphertext);
 #: ``vfl-serve/1`` (hellos without the field) gave each slot its own 80-bit mask.
-PROTOCOL = "vfl-serve/4"
+PROTOCOL = "vfl-serve/5"
 #: What a hello without a ``protocol`` speaks.
 FIRST_PROTOCOL = "vfl-serve/1"
 #: Longest id, in UTF-8 bytes.

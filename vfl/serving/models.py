@@ -101,11 +101,21 @@ class LinearShare:
         self.coef = params[:, :m]
         self.intercept = params[:, m] if params.shape[1] > m else np.zeros(len(params))
         self.scaler = shard_scaler(shard)
+        #: the party's training mean per column (raw units; reasons measure contributions from it), or None for a
+        #: shard written before ``vfl party`` kept it
+        self.training_mean = np.asarray(shard["training_mean"], dtype=np.float64) if "training_mean" in shard \
+            else None
         self.classes = shard.get("classes") or None
         #: values each row adds to a round: one per model
         self.width = len(params)
         #: the columns its partial scores are linear in
         self.released_columns = self.columns
+        #: reasons (:mod:`vfl.serving.reasons`): the adverse side (0: none asked); the label party's: each feature
+        #: party's ``(constant, codes it may name)`` from its ``loaded`` answer; a feature party's: its consenting
+        #: model (:class:`vfl.runs.linear.Explaining`) where it sends codes
+        self.reason_sign = 0.0
+        self.feature_reasons: dict[str, tuple[float, list]] = {}
+        self.reason_model = None
 
     def scores(self, x: np.ndarray) -> np.ndarray:
         x = x if self.scaler is None else self.scaler.apply(x)
@@ -128,6 +138,9 @@ class PipelineShare:
     pipeline = True
     objective = "logistic"
     width = 1
+    #: its reasons are its own (:meth:`reasons`), whatever ``[serving] reasons`` says
+    reason_sign = 0.0
+    reason_model = None
     #: reasons given per answer at most (adverse-action notices name up to four)
     REASONS = 4
 
@@ -214,6 +227,8 @@ class TreeShare:
     kind = "trees"
     complete = False
     pipeline = False
+    #: the label party's reasons' adverse side (0: none asked; :mod:`vfl.serving.reasons`)
+    reason_sign = 0.0
 
     def __init__(self, shard: dict, version: str, features=()):
 
@@ -273,6 +288,10 @@ class MLPShare:
         self.party = mlp_shards.shard_party(shard, shard["party"])
         #: values each row adds to a round: the interactive layer's width
         self.width = self.units = int(shard["units"])
+        #: reasons (one feature party only: :mod:`vfl.serving.reasons`): the adverse side (0: none asked); the label
+        #: party's: the feature party's ``(part at its training mean, [])`` from its ``loaded`` answer
+        self.reason_sign = 0.0
+        self.feature_reasons: dict[str, tuple] = {}
         if self.role == "feature":
             return
         self.task = shard["task"]

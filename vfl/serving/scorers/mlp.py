@@ -1,6 +1,7 @@
 """A split network's round: each feature party's part of the interactive layer, masked (the coordinator deals
 masks that cancel in the sum, with two feature parties or more) or from its private table (one feature party);
-the label party sums them, decodes, and runs its own bottom and the top."""
+the label party sums them, decodes, and runs its own bottom and the top; with reasons (one feature party only), the
+parties' Shapley values from the same part (:func:`vfl.serving.reasons.network`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from vfl.crypto import ring
 from vfl.errors import ProtocolError
-from vfl.serving import messages, private
+from vfl.serving import messages, private, reasons
 from vfl.serving.answers import error, outcome, theirs
 from vfl.serving.messages import OK, TOKEN_BYTES, pack_ids
 
@@ -46,12 +47,17 @@ def score(service, share, ids, values, status, deadline, answers) -> None:
 def _answers(service, share, ids, values, go, their, parts, answers) -> None:
     scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0))
     raw = share.raw(values[go][scored], parts[scored])
+    given = {}
+    if share.reason_sign and len(scored):       # one feature party: its part, as received (reasons.check)
+        given = dict(zip(scored.tolist(), reasons.network(share, values[go][scored], parts[scored],
+                                                          service.settings.reasons)))
     at = {int(j): r for r, j in enumerate(scored)}
     for j, i in enumerate(go):
         failed = theirs(ids[i], their, j)
         if failed is None and not np.isfinite(raw[at[j]]).all():
             failed = error(ids[i], "own", service.role, messages.OUT_OF_RANGE)
-        answers[i] = failed or {"id": ids[i], **outcome(share, raw[at[j]])}
+        answers[i] = failed or {"id": ids[i], **outcome(share, raw[at[j]]),
+                                **({"reasons": given[j]} if share.reason_sign else {})}
 
 
 def summed_parts(replies: dict, features: list, shape: tuple, frac_bits: int) -> np.ndarray:

@@ -1,12 +1,13 @@
 """Trees' round: each feature party that owns splits sends, per id, the leaves its splits allow (or its private
-table's sealed masks); the label party intersects them with its own splits and sums the leaves."""
+table's sealed masks); the label party intersects them with its own splits and sums the leaves; with reasons, the
+parties' Shapley values from the same masks (:func:`vfl.serving.reasons.trees`)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from vfl.protocols.trees.training import unbits
-from vfl.serving import messages, private
+from vfl.serving import messages, private, reasons
 from vfl.serving.answers import outcome, theirs
 from vfl.serving.messages import OK, pack_ids
 
@@ -32,7 +33,13 @@ def score(service, share, ids, values, status, deadline, answers) -> None:
         for k in asked:
             masks[k] = unbits(replies[k], len(go) * share.widths[k]).reshape(len(go), share.widths[k])
     scored = np.flatnonzero(np.all([s == OK for s in their.values()], axis=0)) if their else np.arange(len(go))
-    raw = share.raw(values[go][scored], {k: m[scored] for k, m in masks.items()}) if len(scored) else None
+    masks = {k: m[scored] for k, m in masks.items()}
+    raw = share.raw(values[go][scored], masks) if len(scored) else None
+    given = {}
+    if share.reason_sign and len(scored):         # the same masks: the parties' Shapley values, no message more
+        given = dict(zip(scored.tolist(), reasons.trees(share, share.codes(values[go][scored]), masks,
+                                                        service.settings.reasons)))
     at = {int(j): r for r, j in enumerate(scored)}
     for j, i in enumerate(go):
-        answers[i] = theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, raw[at[j]])}
+        answers[i] = theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, raw[at[j]]),
+                                                   **({"reasons": given[j]} if share.reason_sign else {})}
