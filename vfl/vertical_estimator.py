@@ -10,23 +10,31 @@ family (:mod:`vfl.runs`) in threads over the in-process transport.  Around that 
   differential-privacy options (:mod:`vfl.release_options`), kept per fitted model so that a prediction
   replays what its training released (:meth:`VerticalEstimator._releases`);
 * record the fitted roster, the parties' column names and, for prediction, each party's state
-  (:meth:`VerticalEstimator._fitted`), and refuse to predict before a fit (:meth:`VerticalEstimator._check_fitted`).
+  (:meth:`VerticalEstimator._fitted`), and refuse to predict before a fit (:meth:`VerticalEstimator._check_fitted`);
+* export the model once the parties consent (:meth:`VerticalEstimator.consent`, :meth:`VerticalEstimator.export`,
+  through :mod:`vfl.export.assemble`, the checks ``vfl export`` makes too): a family gives its parties' shards by
+  :meth:`VerticalEstimator._shards`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import secrets
+from pathlib import Path
 
 from sklearn.base import BaseEstimator
 
 from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset
-from vfl.errors import DataError, NotFittedError
+from vfl.errors import ConfigurationError, DataError, NotFittedError
+from vfl.export import EXPORTERS, assemble, exporter
 from vfl.parties.explain import party_code
 from vfl.protocols import Roster
 from vfl.runs import explained
 from vfl.runs.data import RoleData
+from vfl.transport.tls import TLSFiles, load_certificate, load_private_key
 
 
 class VerticalEstimator(BaseEstimator):
@@ -45,6 +53,86 @@ class VerticalEstimator(BaseEstimator):
         self._check_fitted()
         return fitted_runs.save_run(self, path, data, party, self._family, loss_known_by=self._loss_known_by,
                                     files=self._run_files())
+
+    # -- export (docs/export.md) ---------------------------------------------------------------------------
+    def consent(self, party: str, *, key, certificate, format: str = "xgboost-json", to: str | None = None) -> dict:
+        """Party ``party``'s signed consent to export this model as ``format`` to ``to`` (default: the label party).
+
+        For teaching and tests, where one process holds every party: in a federation each party signs its own
+        with ``vfl export consent``.  A consent to a whole-model format carries the party's shard (its part of the
+        model); one to ``"split"`` does not.
+
+        Parameters
+        ----------
+        party : str
+            A data party of the fit, not the recipient.
+        key, certificate : path or object
+            The party's federation key and certificate (PEM files, as ``vfl certs`` writes, or ``cryptography``
+            objects).
+        format : str
+            One of :func:`vfl.export.formats` of the family.
+        to : str, optional
+
+        Returns
+        -------
+        dict
+            The consent (:mod:`vfl.export.consent`), for :meth:`export`'s ``consents``.
+        """
+        shards = self._export_shards()
+        if party not in shards:
+            raise ConfigurationError(f"no data party {party!r} in this fit (its parties: {sorted(shards)})")
+        return assemble.make_consent(shards[party], family=self._family, export_format=format,
+                                     recipient=to or self.label_party_, roles=self._export_roles(),
+                                     key=_private_key(key), certificate=_certificate(certificate))
+
+    def export(self, path, format: str = "xgboost-json", consents=(), ca=None, to: str | None = None):
+        """Write this model as ``format`` to ``path``, once every other party consented (:meth:`consent`).
+
+        Parameters
+        ----------
+        path : path
+            The file (the split export: a new folder, with one part per party and the label party's
+            ``combiner.json``).
+        format : str
+            One of :func:`vfl.export.formats` of the family (trees: ``"xgboost-json"``, ``"onnx"``, ``"split"``).
+        consents : list of dict
+            Every data party's consent but the recipient's, to exactly this export.
+        ca : path or TLSFiles
+            The CA certificate trusted for every party's certificate, or a party's ``TLSFiles`` (its pins).
+        to : str, optional
+            The recipient (default: the label party; the split export: the label party).
+
+        Returns
+        -------
+        Path
+            ``path``.  Nothing is written when a check fails (:mod:`vfl.export.assemble`).
+        """
+        shards = self._export_shards()
+        if ca is None:
+            raise ConfigurationError("export needs ca=: the CA certificate that signed the parties' certificates")
+        trust = ca if isinstance(ca, TLSFiles) else TLSFiles(Path(ca), None, None)
+        return assemble.export(path, family=self._family, fmt=format, recipient=to or self.label_party_,
+                               roles=self._export_roles(), shards=shards, consents=list(consents), trust=trust)
+
+    def _export_shards(self) -> dict:
+        """Each data party's shard (refused before a fit, and for a family with no export)."""
+        exporter(self._family)
+        self._check_fitted()
+        return self._shards()
+
+    def _export_roles(self) -> dict:
+        return {name: "label" if name == self.label_party_ else "feature" for name in self._roster.data_parties}
+
+    def _shards(self) -> dict:
+        """Each data party's shard, by name, as ``vfl.deploy.shards.<family>.read_shard`` returns it: the family's
+        hook for :meth:`export` (its shards carry :meth:`_trained_with`)."""
+        raise ConfigurationError(f"{type(self).__name__} has no export yet; the families that export are "
+                                 f"{sorted(EXPORTERS)}")
+
+    def _trained_with(self) -> str:
+        """This fit's fingerprint, as a federation's shards carry one: its parameters' SHA-256, ``/``, its run id."""
+        params = json.dumps(self.get_params(deep=False), sort_keys=True, default=repr)
+        return f"{hashlib.sha256(params.encode()).hexdigest()}/{self.__dict__.get('_run_id', 'unknown')}"
 
     def _run_files(self) -> dict | None:
         """``{name: writer(target, party)}`` of the files a run record keeps beside it (a family's shard)."""
@@ -93,6 +181,7 @@ class VerticalEstimator(BaseEstimator):
         data party's state (``parties``, by name) for prediction."""
         if parties is not None:
             self._parties = parties
+        self._run_id = secrets.token_hex(16)
         self._roster = roster
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}
@@ -110,6 +199,14 @@ class VerticalEstimator(BaseEstimator):
         if complete:
             data.require_complete()
         return data.prediction_features(self.feature_names_)
+
+
+def _private_key(key):
+    return load_private_key(key) if isinstance(key, (str, Path)) else key
+
+
+def _certificate(certificate):
+    return load_certificate(certificate) if isinstance(certificate, (str, Path)) else certificate
 
 
 class PartyExplanations:
