@@ -34,6 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vfl.deploy.commands import check_installed
 from vfl.errors import DataError, ProtocolError
 from vfl.export.consent import shard_digest
 from vfl.export.files import written
@@ -153,13 +154,13 @@ def _cover(left: np.ndarray, right: np.ndarray, counts) -> np.ndarray:
     return cover
 
 
-def raw_scores(model: dict, x) -> np.ndarray:
-    """The raw scores (rows, trees per iteration) of the whole model on raw columns ``x`` (float64, NaN missing),
-    by vfl's rule: what vfl's own prediction gives."""
+def leaves(model: dict, x) -> np.ndarray:
+    """The node id of each row's leaf in every tree (rows, trees), by vfl's rule on raw columns ``x`` (float64, NaN
+    missing): XGBoost's ``pred_leaf`` numbers the leaves alike."""
     x = np.asarray(x, dtype=np.float64)
-    raw = np.tile(np.asarray(model["baseline"]), (len(x), 1))
-    for tree in model["trees"]:
-        node = np.zeros(len(x), np.int64)
+    out = np.zeros((len(x), len(model["trees"])), np.int64)
+    for i, tree in enumerate(model["trees"]):
+        node = out[:, i]
         while True:
             inner = tree["left"][node] >= 0
             if not inner.any():
@@ -168,7 +169,16 @@ def raw_scores(model: dict, x) -> np.ndarray:
             value = x[rows, tree["feature"][at]]
             left = np.where(np.isnan(value), tree["missing_left"][at], value <= tree["threshold"][at])
             node[rows] = np.where(left, tree["left"][at], tree["right"][at])
-        raw[:, tree["target"]] += tree["value"][node]
+    return out
+
+
+def raw_scores(model: dict, x) -> np.ndarray:
+    """The raw scores (rows, trees per iteration) of the whole model on raw columns ``x``, by vfl's rule: what
+    vfl's own prediction gives."""
+    at = leaves(model, x)
+    raw = np.tile(np.asarray(model["baseline"]), (len(at), 1))
+    for i, tree in enumerate(model["trees"]):
+        raw[:, tree["target"]] += tree["value"][at[:, i]]
     return raw
 
 
@@ -271,6 +281,7 @@ ONNX_OPSET, ONNX_ML_OPSET, ONNX_IR_VERSION = 17, 3, 8
 def onnx_model(model: dict):
     """The whole model as an ONNX ``ModelProto``: input ``X`` (float64, rows by :func:`feature_names`), output
     ``margin`` (float32, rows by trees per iteration) and, for a classifier, ``probabilities`` (rows by classes)."""
+    check_installed("the ONNX export", ["onnx"], "export")
     from onnx import TensorProto, helper, numpy_helper
 
     nodes = {k: [] for k in ("treeids", "nodeids", "featureids", "modes", "values", "truenodeids", "falsenodeids",
