@@ -29,7 +29,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
 from vfl.errors import ConfigurationError, DataError
-from vfl.transport.tls import TLSFiles, certificate_problem, certificate_role, pin_problem
+from vfl.transport.tls import TLSFiles, certificate_role, pin_problem, validity
 
 #: The format tag of a consent.
 FORMAT = "vfl-export-consent/1"
@@ -107,9 +107,9 @@ def verify(consent, *, party: str, family: str, fingerprint: str, export_format:
            trust: TLSFiles, shard: dict | None = None) -> dict | None:
     """Check party ``party``'s consent to this export; return the shard it carries (None for the split export).
 
-    In order: its form, the party it names, its certificate (issued for ``party``, valid when signed, by the CA
-    ``trust`` holds for ``party``: its pinned CA or the federation's, its pinned fingerprint, not revoked), the
-    signature, then the run, the model's fingerprint, the family, the format and the recipient, and the shard:
+    In order: its form, the party it names, its certificate (issued for ``party`` by the CA ``trust`` holds for
+    ``party``: its pinned CA or the federation's; its pinned fingerprint; not revoked), the signature, the
+    certificate valid when the consent was signed (it may have expired since), then the run, the model's fingerprint, the family, the format and the recipient, and the shard:
     the one it carries (whole-model formats) and ``shard`` (the party's shard, when the verifier holds it) must
     hash to the signed digest.
 
@@ -124,9 +124,6 @@ def verify(consent, *, party: str, family: str, fingerprint: str, export_format:
     if found != party:
         raise DataError(f"party {party}'s consent is signed by a certificate not issued for {party} (it names "
                         f"{found!r})")
-    problem = certificate_problem(cert, None, party, now=_signed_at(body, party))
-    if problem:
-        raise DataError(f"party {party}'s consent: the certificate {problem}")
     problem = pin_problem(cert, party, trust)
     if problem:
         raise DataError(f"party {party}'s consent is signed by a certificate not issued for {party}: {problem}")
@@ -142,6 +139,11 @@ def verify(consent, *, party: str, family: str, fingerprint: str, export_format:
     except (InvalidSignature, ValueError, TypeError):
         raise DataError(f"party {party}'s consent does not hold: its signature is not {party}'s signature of what "
                         "it says (altered after signing, or signed with another key)") from None
+    start, end = validity(cert)
+    signed_at = _signed_at(body, party)
+    if not start <= signed_at <= end:
+        raise DataError(f"party {party}'s consent was signed at {body['signed_at']}, when its certificate was not "
+                        f"valid (from {start:%Y-%m-%d %H:%M} to {end:%Y-%m-%d %H:%M} UTC)")
     if body["run"] != run_of(fingerprint):
         raise DataError(f"party {party}'s consent is a consent for another run ({body['run']}), not for this "
                         f"model's run ({run_of(fingerprint)})")
