@@ -191,3 +191,19 @@ def test_a_split_on_missing_values_alone_sends_every_present_value_left():
     assert exported.leaves(whole, x)[:, 0].tolist() == [1, 1, 2]
     document = exported._xgboost_tree(0, tree, 1)
     assert document["split_conditions"][0] == exported.FLOAT32_MAX and document["default_left"][0] == 0
+
+
+def test_xgboost_explains_the_exported_model_by_column(certs, tmp_path):
+    """The recipient's XGBoost computes per-column TreeSHAP values from the cover the export keeps (sum_hessian):
+    they sum to the margin, and a column no split uses gets nothing."""
+    model, data = _fit("binary")
+    booster = xgb.Booster()
+    booster.load_model(str(_export(model, certs, tmp_path / "model.json", "xgboost-json")))
+    x = _table(model, data)
+    matrix = xgb.DMatrix(x, feature_names=booster.feature_names)
+    contributions = booster.predict(matrix, pred_contribs=True)
+    assert np.abs(contributions.sum(axis=1) - booster.predict(matrix, output_margin=True)).max() < 1e-4
+    used = {int(f) for tree in exported.whole_model(model._shards())["trees"]
+            for f, left in zip(tree["feature"], tree["left"]) if left >= 0}
+    unused = sorted(set(range(x.shape[1])) - used)
+    assert np.abs(contributions[:, unused]).max(initial=0) == 0 and np.abs(contributions[:, sorted(used)]).max() > 0
