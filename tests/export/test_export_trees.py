@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from tree_data import make_tree_data, opted_in
-from vfl import VerticalDataset
+from vfl import DataError, VerticalDataset
 from vfl.ensemble import VerticalGradientBoostingClassifier, VerticalGradientBoostingRegressor
 from vfl.export import trees as exported
 from vfl.transport.tls import write_federation_certs
@@ -207,3 +207,16 @@ def test_xgboost_explains_the_exported_model_by_column(certs, tmp_path):
             for f, left in zip(tree["feature"], tree["left"]) if left >= 0}
     unused = sorted(set(range(x.shape[1])) - used)
     assert np.abs(contributions[:, unused]).max(initial=0) == 0 and np.abs(contributions[:, sorted(used)]).max() > 0
+
+
+def test_a_threshold_beyond_float32_is_refused_for_xgboost_and_kept_by_onnx():
+    tree = {"left": np.array([1, -1, -1]), "right": np.array([2, -1, -1]), "feature": np.array([0, 0, 0]),
+            "threshold": np.array([1e39, 0, 0]), "missing_left": np.array([True, False, False]),
+            "value": np.array([0.0, 1.0, 2.0]), "gain": np.zeros(3), "cover": np.zeros(3), "target": 0}
+    whole = {"trees": [tree], "baseline": [0.5], "features": ["far"], "parties": ["B"], "columns": {"B": ["far"]},
+             "loss": {"name": "squared_error", "n_trees": 1, "value_scale": 1.0}, "classes": [], "trained_with": "x"}
+    with pytest.raises(DataError, match="threshold 1e\\+39 of column 'far' is beyond float32's range"):
+        exported.xgboost_document(whole)
+    session = ort.InferenceSession(exported.onnx_model(whole).SerializeToString())
+    x = np.array([[1e39], [2e39], [np.nan]])
+    assert session.run(["margin"], {"X": x})[0][:, 0].tolist() == [1.5, 2.5, 1.5]

@@ -222,6 +222,7 @@ def xgboost_document(model: dict) -> dict:
         objective = {"name": OBJECTIVES[loss], "reg_loss_param": {"scale_pos_weight": "1"}}
     else:
         raise DataError(f"the trees' loss {loss!r} has no XGBoost objective; exportable: {sorted(OBJECTIVES)}")
+    _check_float32(model)
     n_features = len(model["features"])
     trees = [_xgboost_tree(i, tree, n_features) for i, tree in enumerate(model["trees"])]
     n_iter = -(-len(trees) // n_targets)
@@ -242,6 +243,24 @@ def xgboost_document(model: dict) -> dict:
                                     "num_class": str(n_targets if loss == "multinomial_log_loss" else 0),
                                     "num_feature": str(n_features), "num_target": "1"},
             "objective": objective}}
+
+
+def _check_float32(model: dict) -> None:
+    """Refuse a model XGBoost's float32 cannot hold: a threshold, leaf value or baseline beyond float32's range."""
+    for i, tree in enumerate(model["trees"]):
+        inner = tree["left"] >= 0
+        beyond = inner & np.isfinite(tree["threshold"]) & (np.abs(tree["threshold"]) > FLOAT32_MAX)
+        if beyond.any():
+            node = int(np.flatnonzero(beyond)[0])
+            raise DataError(f"tree {i}: the threshold {tree['threshold'][node]:.6g} of column "
+                            f"{model['features'][tree['feature'][node]]!r} is beyond float32's range (3.4e38), "
+                            "which XGBoost computes in; export to onnx (float64) instead")
+        if (np.abs(tree["value"][~inner]) > FLOAT32_MAX).any():
+            raise DataError(f"tree {i}: a leaf value is beyond float32's range (3.4e38), which XGBoost computes in; "
+                            "export to onnx (float64) instead")
+    if any(abs(b) > FLOAT32_MAX for b in model["baseline"]):
+        raise DataError("the baseline is beyond float32's range (3.4e38), which XGBoost computes in; export to "
+                        "onnx (float64) instead")
 
 
 def _xgboost_tree(index: int, tree: dict, n_features: int) -> dict:
