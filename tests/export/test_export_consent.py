@@ -192,3 +192,13 @@ def test_export_before_a_fit_is_refused(certs, tmp_path):
     with pytest.raises(NotFittedError):
         VerticalGradientBoostingClassifier().export(tmp_path / "m.json", ca=certs["C"].ca)
     assert not (tmp_path / "m.json").exists()
+
+
+def test_a_feature_party_may_receive_the_whole_model_with_the_label_partys_consent(fitted, certs, tmp_path):
+    """To party A: B and the label party C consent; C's consent carries its leaf values and baseline."""
+    model, _ = fitted
+    consents = [_consent(model, certs, p, to="A") for p in ("B", "C")]
+    assert consents[1]["shard"]["role"] == "label" and consents[1]["shard"]["baseline"]
+    _refused(model, certs, tmp_path, consents[:1], DataError, "party C has not signed", to="A")
+    out = model.export(tmp_path / "to-a.json", consents=consents, ca=certs["A"].ca, to="A")
+    assert json.loads(out.read_text())["learner"]["gradient_booster"]["model"]["trees"]

@@ -220,3 +220,10 @@ def test_a_threshold_beyond_float32_is_refused_for_xgboost_and_kept_by_onnx():
     session = ort.InferenceSession(exported.onnx_model(whole).SerializeToString())
     x = np.array([[1e39], [2e39], [np.nan]])
     assert session.run(["margin"], {"X": x})[0][:, 0].tolist() == [1.5, 2.5, 1.5]
+
+
+def test_a_part_sends_present_values_left_at_a_split_on_missing_values_alone():
+    part = {"party": "A", "columns": ["a"], "trees": [{"index": 0, "left": [1, -1, -1], "right": [2, -1, -1],
+                                                       "splits": [[0, 0, None, False]]}]}
+    masks = exported.part_leaves(part, np.array([[1e300], [-5.0], [np.nan]]))
+    assert masks[0].tolist() == [[True, False], [True, False], [False, True]]
