@@ -83,8 +83,12 @@ def test_xgboost_loads_the_model_and_reaches_the_same_leaves(fitted, certs, tmp_
 
 
 def test_onnxruntime_runs_the_model_with_vfls_predictions(fitted, certs, tmp_path):
+    import onnx
+
     model, data = fitted
-    session = ort.InferenceSession(str(_export(model, certs, tmp_path / "model.onnx", "onnx")))
+    path = _export(model, certs, tmp_path / "model.onnx", "onnx")
+    onnx.checker.check_model(onnx.load(str(path)), full_check=True)
+    session = ort.InferenceSession(str(path))
     outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"X": _table(model, data)})))
     assert _agrees(model, outputs["margin"], _vfl_raw(model, data))
     if hasattr(model, "predict_proba"):

@@ -37,6 +37,9 @@ FORMAT = "vfl-export-consent/1"
 FIELDS = ("format", "party", "run", "family", "fingerprint", "shard_sha256", "export_format", "recipient",
           "signed_at")
 
+#: RSA keys sign with PSS: MGF1 and SHA-256, a salt as long as the digest.
+_PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
+
 
 def canonical(obj) -> bytes:
     """``obj`` as canonical JSON bytes: keys sorted, no spaces, no NaN."""
@@ -98,9 +101,6 @@ def _sign(key, data: bytes, party: str) -> bytes:
         return key.sign(data, _PSS, hashes.SHA256())
     raise ConfigurationError(f"party {party}: a consent is signed with an EC or RSA key, not a "
                              f"{type(key).__name__}")
-
-
-_PSS = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=padding.PSS.DIGEST_LENGTH)
 
 
 def verify(consent, *, party: str, family: str, fingerprint: str, export_format: str, recipient: str,
