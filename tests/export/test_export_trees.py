@@ -31,11 +31,13 @@ def certs(tmp_path_factory):
 def _fit(task, **params):
     data, _ = make_tree_data(400, parties=PARTIES, task=task, seed=5)
     estimator = VerticalGradientBoostingRegressor if task == "regression" else VerticalGradientBoostingClassifier
-    return estimator(max_iter=6, max_depth=3, **FAST, **opted_in(data), **params).fit(data), data
+    return estimator(**{"max_iter": 6, "max_depth": 3, **FAST, **opted_in(data), **params}).fit(data), data
 
 
-@pytest.fixture(scope="module", params=["binary", "multiclass", "regression"])
+@pytest.fixture(scope="module", params=["binary", "multiclass", "regression", "best-first"])
 def fitted(request):
+    if request.param == "best-first":            # trees grown highest gain first, hidden membership
+        return _fit("binary", max_leaf_nodes=7, max_depth=None, hide_membership=True)
     return _fit(request.param)
 
 
