@@ -36,6 +36,14 @@ Neither writes anything else, and neither checks consents: :mod:`vfl.export.asse
 them, and writes through a temporary name so that nothing is left at ``path`` or ``folder`` on any error.
 A format a family's module does not list is not offered: :func:`formats` is what the estimators' and the
 command's errors name.
+
+The estimators
+--------------
+``VerticalEstimator.consent`` and ``VerticalEstimator.export`` are written once; a family's estimator gives
+``_shards()``: every data party's shard by name, as the family's ``read_shard`` returns it (write each with the
+family's ``write_shard`` and :meth:`~vfl.vertical_estimator.VerticalEstimator._trained_with`, read it back), and,
+if its data parties are not the label party and feature parties, ``_export_roles()``.  ``vfl export`` reads
+the party's own shard with ``read_shard`` and the roles from ``federation.toml``.
 """
 
 from __future__ import annotations
