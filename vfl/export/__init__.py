@@ -30,7 +30,9 @@ party: checked shards, never raw files from a peer.
   ``shards``, holding that party's own parameters only, and, when the label party's shard is among them,
   ``"combiner.json"``: what the label party needs to turn the parts' answers into the model's prediction,
   holding no other party's parameters.  It may be given some parties' shards only (a party exporting its own
-  part gives its own shard).  It returns ``{party name: path, ..., "combiner.json": path}`` for what it wrote.
+  part gives its own shard).  It returns ``{name: path}`` of what it wrote (a party's name for its part); the
+  assembler finds the combiner by its file name, :data:`COMBINER`, and records in it (a JSON object) which
+  shard each party consented to, under ``"consented"``.
 
 Neither writes anything else, and neither checks consents: :mod:`vfl.export.assemble` does, before calling
 them, and writes through a temporary name so that nothing is left at ``path`` or ``folder`` on any error.

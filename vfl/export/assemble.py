@@ -113,9 +113,9 @@ def export(out, *, family: str, fmt: str, recipient: str, roles: dict[str, str],
         return module.FORMATS[fmt](held, Path(out))
     own = held if roles[recipient] == "label" and len(held) == len(roles) else {recipient: held[recipient]}
     with written_folder(out) as folder:
-        paths = module.split(own, folder)
-        if COMBINER in paths:
-            _add_consents(paths[COMBINER], consented)
+        combiners = [Path(path) for path in module.split(own, folder).values() if Path(path).name == COMBINER]
+        for combiner in combiners:
+            _add_consents(combiner, consented)
     return Path(out)
 
 
