@@ -22,19 +22,17 @@ import dataclasses
 import hashlib
 import json
 import secrets
-from pathlib import Path
 
 from sklearn.base import BaseEstimator
 
 from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset
-from vfl.errors import ConfigurationError, DataError, NotFittedError
-from vfl.export import EXPORTERS, assemble, exporter
+from vfl.errors import DataError, NotFittedError
+from vfl.export import assemble, exporter
 from vfl.parties.explain import party_code
 from vfl.protocols import Roster
 from vfl.runs import explained
 from vfl.runs.data import RoleData
-from vfl.transport.tls import TLSFiles, load_certificate, load_private_key
 
 
 class VerticalEstimator(BaseEstimator):
@@ -79,11 +77,9 @@ class VerticalEstimator(BaseEstimator):
             The consent (:mod:`vfl.export.consent`), for :meth:`export`'s ``consents``.
         """
         shards = self._export_shards()
-        if party not in shards:
-            raise ConfigurationError(f"no data party {party!r} in this fit (its parties: {sorted(shards)})")
-        return assemble.make_consent(shards[party], family=self._family, export_format=format,
-                                     recipient=to or self.label_party_, roles=self._export_roles(),
-                                     key=_private_key(key), certificate=_certificate(certificate))
+        return assemble.make_consent(assemble.own_shard(shards, party), family=self._family, export_format=format,
+                                     recipient=to or self.label_party_, roles=self._export_roles(), key=key,
+                                     certificate=certificate)
 
     def export(self, path, format: str = "xgboost-json", consents=(), ca=None, to: str | None = None):
         """Write this model as ``format`` to ``path``, once every other party consented (:meth:`consent`).
@@ -108,11 +104,9 @@ class VerticalEstimator(BaseEstimator):
             ``path``.  Nothing is written when a check fails (:mod:`vfl.export.assemble`).
         """
         shards = self._export_shards()
-        if ca is None:
-            raise ConfigurationError("export needs ca=: the CA certificate that signed the parties' certificates")
-        trust = ca if isinstance(ca, TLSFiles) else TLSFiles(Path(ca), None, None)
         return assemble.export(path, family=self._family, fmt=format, recipient=to or self.label_party_,
-                               roles=self._export_roles(), shards=shards, consents=list(consents), trust=trust)
+                               roles=self._export_roles(), shards=shards, consents=list(consents),
+                               trust=assemble.trust_of(ca))
 
     def _export_shards(self) -> dict:
         """Each data party's shard (refused before a fit, and for a family with no export)."""
@@ -126,8 +120,8 @@ class VerticalEstimator(BaseEstimator):
     def _shards(self) -> dict:
         """Each data party's shard, by name, as ``vfl.deploy.shards.<family>.read_shard`` returns it: the family's
         hook for :meth:`export` (its shards carry :meth:`_trained_with`)."""
-        raise ConfigurationError(f"{type(self).__name__} has no export yet; the families that export are "
-                                 f"{sorted(EXPORTERS)}")
+        raise NotImplementedError(f"{type(self).__name__} gives no shards to export: its family's export needs "
+                                  "its _shards()")
 
     def _trained_with(self) -> str:
         """This fit's fingerprint, as a federation's shards carry one: its parameters' SHA-256, ``/``, its run id."""
@@ -199,14 +193,6 @@ class VerticalEstimator(BaseEstimator):
         if complete:
             data.require_complete()
         return data.prediction_features(self.feature_names_)
-
-
-def _private_key(key):
-    return load_private_key(key) if isinstance(key, (str, Path)) else key
-
-
-def _certificate(certificate):
-    return load_certificate(certificate) if isinstance(certificate, (str, Path)) else certificate
 
 
 class PartyExplanations:

@@ -20,15 +20,16 @@ from vfl.export import COMBINER, check_format, exporter, is_whole
 from vfl.export import consent as consents_
 from vfl.export.files import written, written_folder
 from vfl.families import FAMILIES
-from vfl.transport.tls import TLSFiles
+from vfl.transport.tls import TLSFiles, load_certificate, load_private_key
 
 
 def make_consent(shard: dict, *, family: str, export_format: str, recipient: str, roles: dict[str, str], key,
                  certificate) -> dict:
     """Party ``shard["party"]``'s signed consent to export this model as ``export_format`` to ``recipient``.
 
-    ``roles`` maps every data party of the model to its role (the recipient must be one of them).  A consent to a
-    whole-model format carries the shard; one to the split export does not.
+    ``roles`` maps every data party of the model to its role (the recipient must be one of them); ``key`` and
+    ``certificate`` are the party's federation key and certificate, PEM files or ``cryptography`` objects.  A
+    consent to a whole-model format carries the shard; one to the split export does not.
     """
     check_format(family, export_format)
     party = shard["party"]
@@ -40,8 +41,28 @@ def make_consent(shard: dict, *, family: str, export_format: str, recipient: str
     if not is_whole(export_format) and roles[recipient] != "label":
         raise ConfigurationError(f"party {party}: the split export's combiner goes to the label party, not to "
                                  f"{recipient}")
+    if isinstance(key, (str, Path)):
+        key = load_private_key(key)
+    if isinstance(certificate, (str, Path)):
+        certificate = load_certificate(certificate)
     return consents_.sign(shard, family=family, export_format=export_format, recipient=recipient, key=key,
                           certificate=certificate, carry_shard=is_whole(export_format))
+
+
+def own_shard(shards: dict[str, dict], party: str) -> dict:
+    """Party ``party``'s shard among ``shards``; a :class:`ConfigurationError` naming the parties if none."""
+    if party not in shards:
+        raise ConfigurationError(f"no data party {party!r} in this model (its parties: {sorted(shards)})")
+    return shards[party]
+
+
+def trust_of(ca) -> TLSFiles:
+    """What a recipient trusts for the parties' certificates: a party's ``TLSFiles`` (its pins), or one CA
+    certificate's path for every party."""
+    if ca is None:
+        raise ConfigurationError("an export needs ca=: the CA certificate that signed the parties' certificates "
+                                 "(or the recipient's TLSFiles)")
+    return ca if isinstance(ca, TLSFiles) else TLSFiles(Path(ca), None, None)
 
 
 def needed(fmt: str, recipient: str, roles: dict[str, str]) -> list[str]:

@@ -56,7 +56,6 @@ def register(subparsers) -> None:
 def _run(args) -> None:
     from vfl.deploy.config import load_config
     from vfl.export import assemble, is_whole
-    from vfl.transport.tls import load_certificate, load_private_key
 
     config = load_config(args.config)
     entry = config.party(args.role)
@@ -70,8 +69,7 @@ def _run(args) -> None:
         if args.to is None or args.consents:
             raise ConfigurationError("vfl export consent takes --to (the recipient), and no --consents")
         consent = assemble.make_consent(shard, family=family, export_format=args.format, recipient=args.to,
-                                        roles=roles, key=load_private_key(entry.key),
-                                        certificate=load_certificate(entry.certificate))
+                                        roles=roles, key=entry.key, certificate=entry.certificate)
         assemble.write_consent(args.out, consent)
         carried = (f"it carries {args.role}'s shard (its part of the model): hand it to {args.to} only"
                    if is_whole(args.format) else "it carries no shard")
