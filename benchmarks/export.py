@@ -5,7 +5,8 @@ first column 30% missing, a coded column of few values, an interaction across pa
 party's consent, and scores new generated rows with vfl's private prediction, XGBoost and onnxruntime.  Prints,
 per task: rows, trees, the share of (row, tree) pairs where XGBoost reaches vfl's leaf, the largest margin error
 of XGBoost and of onnxruntime against vfl's, and the rows in the float32 band (docs/export.md).  Needs the
-export extra (``pip install -e ".[export]"``); training uses 1024-bit test keys.
+export extra (``pip install -e ".[export]"``: onnx, onnxruntime) and XGBoost 3.1 or later (the test extra's
+``xgboost-cpu``); training uses 1024-bit test keys.
 """
 
 from __future__ import annotations
