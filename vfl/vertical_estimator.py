@@ -53,7 +53,7 @@ class VerticalEstimator(BaseEstimator):
                                     files=self._run_files())
 
     # -- export (docs/export.md) ---------------------------------------------------------------------------
-    def consent(self, party: str, *, key, certificate, format: str = "xgboost-json", to: str | None = None) -> dict:
+    def consent(self, party: str, *, key, certificate, format: str, to: str | None = None) -> dict:
         """Party ``party``'s signed consent to export this model as ``format`` to ``to`` (default: the label party).
 
         For teaching and tests, where one process holds every party: in a federation each party signs its own
@@ -81,7 +81,7 @@ class VerticalEstimator(BaseEstimator):
                                      recipient=to or self.label_party_, roles=self._export_roles(), key=key,
                                      certificate=certificate)
 
-    def export(self, path, format: str = "xgboost-json", consents=(), ca=None, to: str | None = None):
+    def export(self, path, format: str, consents=(), ca=None, to: str | None = None):
         """Write this model as ``format`` to ``path``, once every other party consented (:meth:`consent`).
 
         Parameters

@@ -47,7 +47,7 @@ def _refused(model, certs, tmp_path, consents, error, match, fmt="xgboost-json",
 
 def test_every_party_consents_and_the_model_is_written(fitted, certs, tmp_path):
     model, _ = fitted
-    out = model.export(tmp_path / "model.json", consents=[_consent(model, certs, p) for p in ("A", "B")],
+    out = model.export(tmp_path / "model.json", "xgboost-json", [_consent(model, certs, p) for p in ("A", "B")],
                        ca=certs["C"].ca)
     assert json.loads(out.read_text())["learner"]["objective"]["name"] == "binary:logistic"
     assert formats("trees") == ["xgboost-json", "onnx", "split"]
@@ -79,7 +79,7 @@ def test_a_consent_signed_by_another_partys_certificate_is_refused(fitted, certs
 def test_a_key_that_is_not_the_certificates_cannot_sign(fitted, certs):
     model, _ = fitted
     with pytest.raises(ConfigurationError, match="party A: the private key is not the one of its certificate"):
-        model.consent("A", key=certs["B"].key, certificate=certs["A"].certificate)
+        model.consent("A", key=certs["B"].key, certificate=certs["A"].certificate, format="onnx")
 
 
 def test_a_certificate_of_another_ca_is_refused(fitted, certs, tmp_path):
@@ -159,9 +159,10 @@ def test_an_rsa_key_signs_with_pss(fitted, certs, tmp_path):
     ca_key, ca_cert = load_ca(certs["C"].ca.parent)
     cert = sign_request(ca_key, ca_cert, request, "A")
     consent = model.consent("A", key=write_private_key(tmp_path / "a.key", key),
-                            certificate=write_certificate(tmp_path / "a.pem", cert))
+                            certificate=write_certificate(tmp_path / "a.pem", cert), format="xgboost-json")
     assert load_certificate(tmp_path / "a.pem").public_key().key_size == 2048
-    out = model.export(tmp_path / "model.json", consents=[consent, _consent(model, certs, "B")], ca=certs["C"].ca)
+    out = model.export(tmp_path / "model.json", "xgboost-json", [consent, _consent(model, certs, "B")],
+                       ca=certs["C"].ca)
     assert out.exists()
 
 
@@ -190,7 +191,7 @@ def test_export_before_a_fit_is_refused(certs, tmp_path):
     from vfl import NotFittedError
 
     with pytest.raises(NotFittedError):
-        VerticalGradientBoostingClassifier().export(tmp_path / "m.json", ca=certs["C"].ca)
+        VerticalGradientBoostingClassifier().export(tmp_path / "m.json", "onnx", ca=certs["C"].ca)
     assert not (tmp_path / "m.json").exists()
 
 
@@ -200,5 +201,5 @@ def test_a_feature_party_may_receive_the_whole_model_with_the_label_partys_conse
     consents = [_consent(model, certs, p, to="A") for p in ("B", "C")]
     assert consents[1]["shard"]["role"] == "label" and consents[1]["shard"]["baseline"]
     _refused(model, certs, tmp_path, consents[:1], DataError, "party C has not signed", to="A")
-    out = model.export(tmp_path / "to-a.json", consents=consents, ca=certs["A"].ca, to="A")
+    out = model.export(tmp_path / "to-a.json", "xgboost-json", consents, ca=certs["A"].ca, to="A")
     assert json.loads(out.read_text())["learner"]["gradient_booster"]["model"]["trees"]
