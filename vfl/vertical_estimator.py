@@ -11,9 +11,9 @@ family (:mod:`vfl.runs`) in threads over the in-process transport.  Around that 
   replays what its training released (:meth:`VerticalEstimator._releases`);
 * record the fitted roster, the parties' column names and, for prediction, each party's state
   (:meth:`VerticalEstimator._fitted`), and refuse to predict before a fit (:meth:`VerticalEstimator._check_fitted`);
-* export the model once the parties consent (:meth:`VerticalEstimator.consent`, :meth:`VerticalEstimator.export`,
-  through :mod:`vfl.export.assemble`, the checks ``vfl export`` makes too): a family gives its parties' shards by
-  :meth:`VerticalEstimator._shards`.
+* export the model once the parties consent (:class:`ModelExport`'s ``consent`` and ``export``, through
+  :mod:`vfl.export.assemble`, the checks ``vfl export`` makes too): a family gives its parties' shards by
+  ``_shards()``, their fingerprint by :meth:`VerticalEstimator._trained_with`.
 """
 
 from __future__ import annotations
@@ -35,24 +35,16 @@ from vfl.runs import explained
 from vfl.runs.data import RoleData
 
 
-class VerticalEstimator(BaseEstimator):
-    """The fit and prediction scaffold every vfl estimator shares (scikit-learn's ``BaseEstimator`` beneath it)."""
+class ModelExport:
+    """``consent`` and ``export`` of a fitted model whose family exports (docs/export.md), written once.
 
-    #: The attribute a fit sets, by which :meth:`_check_fitted` knows the model is fitted.
-    _fitted_attribute = "n_iter_"
-    #: The family's word (:data:`vfl.families.FAMILIES`) in its run records, and the role that learns the loss.
-    _family, _loss_known_by = "", "label"
+    A class using it names its ``_family`` and gives ``_shards()``: every data party's shard by name, as the
+    family's ``read_shard`` returns it.  The parties' roles and the label party (the default recipient) are read
+    from the shards; the checks are :mod:`vfl.export.assemble`'s, the ones ``vfl export`` makes.
+    """
 
-    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
-        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
-        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
-        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
-        """
-        self._check_fitted()
-        return fitted_runs.save_run(self, path, data, party, self._family, loss_known_by=self._loss_known_by,
-                                    files=self._run_files())
+    _family = ""
 
-    # -- export (docs/export.md) ---------------------------------------------------------------------------
     def consent(self, party: str, *, key, certificate, format: str, to: str | None = None) -> dict:
         """Party ``party``'s signed consent to export this model as ``format`` to ``to`` (default: the label party).
 
@@ -77,8 +69,9 @@ class VerticalEstimator(BaseEstimator):
             The consent (:mod:`vfl.export.consent`), for :meth:`export`'s ``consents``.
         """
         shards = self._export_shards()
+        roles = assemble.roles_of(shards)
         return assemble.make_consent(assemble.own_shard(shards, party), family=self._family, export_format=format,
-                                     recipient=to or self.label_party_, roles=self._export_roles(), key=key,
+                                     recipient=to or assemble.label_of(roles), roles=roles, key=key,
                                      certificate=certificate)
 
     def export(self, path, format: str, consents=(), ca=None, to: str | None = None):
@@ -104,24 +97,41 @@ class VerticalEstimator(BaseEstimator):
             ``path``.  Nothing is written when a check fails (:mod:`vfl.export.assemble`).
         """
         shards = self._export_shards()
-        return assemble.export(path, family=self._family, fmt=format, recipient=to or self.label_party_,
-                               roles=self._export_roles(), shards=shards, consents=list(consents),
-                               trust=assemble.trust_of(ca))
+        roles = assemble.roles_of(shards)
+        return assemble.export(path, family=self._family, fmt=format, recipient=to or assemble.label_of(roles),
+                               roles=roles, shards=shards, consents=list(consents), trust=assemble.trust_of(ca))
 
     def _export_shards(self) -> dict:
-        """Each data party's shard (refused before a fit, and for a family with no export)."""
+        """Each data party's shard (refused for a family with no export, and before a fit)."""
         exporter(self._family)
-        self._check_fitted()
+        fitted = getattr(self, "_check_fitted", None)
+        if fitted is not None:
+            fitted()
         return self._shards()
-
-    def _export_roles(self) -> dict:
-        return {name: "label" if name == self.label_party_ else "feature" for name in self._roster.data_parties}
 
     def _shards(self) -> dict:
         """Each data party's shard, by name, as ``vfl.deploy.shards.<family>.read_shard`` returns it: the family's
-        hook for :meth:`export` (its shards carry :meth:`_trained_with`)."""
+        hook for :meth:`export`."""
         raise NotImplementedError(f"{type(self).__name__} gives no shards to export: its family's export needs "
                                   "its _shards()")
+
+
+class VerticalEstimator(ModelExport, BaseEstimator):
+    """The fit and prediction scaffold every vfl estimator shares (scikit-learn's ``BaseEstimator`` beneath it)."""
+
+    #: The attribute a fit sets, by which :meth:`_check_fitted` knows the model is fitted.
+    _fitted_attribute = "n_iter_"
+    #: The family's word (:data:`vfl.families.FAMILIES`) in its run records, and the role that learns the loss.
+    _family, _loss_known_by = "", "label"
+
+    def save_run(self, path, data: VerticalDataset | None = None, party: str | None = None):
+        """Write this fit's run record as party ``party`` saw it (default: the label party) under ``path``, for
+        ``vfl board --run path``; with labelled ``data``, the label party's metrics and curves on it. See
+        :func:`vfl.fitted_runs.save_run`. Returns the run's folder.
+        """
+        self._check_fitted()
+        return fitted_runs.save_run(self, path, data, party, self._family, loss_known_by=self._loss_known_by,
+                                    files=self._run_files())
 
     def _trained_with(self) -> str:
         """This fit's fingerprint, as a federation's shards carry one: its parameters' SHA-256, ``/``, its run id."""

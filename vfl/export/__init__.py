@@ -41,11 +41,13 @@ command's errors name.
 
 The estimators
 --------------
-``VerticalEstimator.consent`` and ``VerticalEstimator.export`` are written once; a family's estimator gives
-``_shards()``: every data party's shard by name, as the family's ``read_shard`` returns it (write each with the
-family's ``write_shard`` and :meth:`~vfl.vertical_estimator.VerticalEstimator._trained_with`, read it back), and,
-if its data parties are not the label party and feature parties, ``_export_roles()``.  ``vfl export`` reads
-the party's own shard with ``read_shard`` and the roles from ``federation.toml``.
+``consent`` and ``export`` are written once, in :class:`vfl.vertical_estimator.ModelExport` (every
+``VerticalEstimator`` has them; another fitted model takes the class and names its ``_family``).  A family's
+model gives ``_shards()``: every data party's shard by name, as the family's ``read_shard`` returns it (write
+each with the family's ``write_shard``, with a fingerprint of the fit such as
+:meth:`~vfl.vertical_estimator.VerticalEstimator._trained_with`, and read it back); the parties' roles and the
+label party are read from the shards.  ``vfl export`` reads the party's own shard with ``read_shard`` and the
+roles from ``federation.toml``.
 """
 
 from __future__ import annotations

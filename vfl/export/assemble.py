@@ -56,6 +56,19 @@ def own_shard(shards: dict[str, dict], party: str) -> dict:
     return shards[party]
 
 
+def roles_of(shards: dict[str, dict]) -> dict[str, str]:
+    """Every data party's role, as its shard says (``"feature"``, ``"label"``)."""
+    return {name: shard["role"] for name, shard in shards.items()}
+
+
+def label_of(roles: dict[str, str]) -> str:
+    """The label party among ``roles``: the default recipient."""
+    labels = [name for name, role in roles.items() if role == "label"]
+    if len(labels) != 1:
+        raise DataError(f"a model has one label party; its shards name {len(labels)} ({labels})")
+    return labels[0]
+
+
 def trust_of(ca) -> TLSFiles:
     """What a recipient trusts for the parties' certificates: a party's ``TLSFiles`` (its pins), or one CA
     certificate's path for every party."""
