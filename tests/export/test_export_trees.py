@@ -223,6 +223,8 @@ def test_a_threshold_beyond_float32_is_refused_for_xgboost_and_kept_by_onnx():
              "loss": {"name": "squared_error", "n_trees": 1, "value_scale": 1.0}, "classes": [], "trained_with": "x"}
     with pytest.raises(DataError, match="threshold 1e\\+39 of column 'far' is beyond float32's range"):
         exported.xgboost_document(whole)
+    with pytest.raises(DataError, match="rename the column 'a<b'"):
+        exported.xgboost_document(dict(whole, features=["a<b"], trees=[dict(tree, threshold=np.array([1.0, 0, 0]))]))
     session = ort.InferenceSession(exported.onnx_model(whole).SerializeToString())
     x = np.array([[1e39], [2e39], [np.nan]])
     assert session.run(["margin"], {"X": x})[0][:, 0].tolist() == [1.5, 2.5, 1.5]

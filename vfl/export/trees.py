@@ -223,6 +223,10 @@ def xgboost_document(model: dict) -> dict:
     else:
         raise DataError(f"the trees' loss {loss!r} has no XGBoost objective; exportable: {sorted(OBJECTIVES)}")
     _check_float32(model)
+    odd = [name for name in model["features"] if any(c in name for c in "[]<")]
+    if odd:
+        raise DataError(f"XGBoost's feature names may not hold '[', ']' or '<': rename the column {odd[0]!r} "
+                        "(or export to onnx)")
     n_features = len(model["features"])
     trees = [_xgboost_tree(i, tree, n_features) for i, tree in enumerate(model["trees"])]
     n_iter = -(-len(trees) // n_targets)
