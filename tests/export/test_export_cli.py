@@ -145,3 +145,38 @@ def test_a_run_records_folder_holds_the_shard(federation, tmp_path):
     assert _vfl(config, "shop", "--model", run, "--format", "onnx", "--to", "bank", "--out", out,
                 action=["consent"]) == 0
     assert json.loads(out.read_text())["shard"] == json.loads((root / "shop" / "model_shop.json").read_text())
+
+
+def test_a_party_pinned_to_its_own_ca_signs_with_a_certificate_of_that_ca(federation, tmp_path, capsys):
+    """shop's organisation has its own CA, pinned in [parties.shop]: its consent holds; one signed with a
+    certificate of the federation's CA naming shop does not."""
+    from vfl.deploy.jsonfile import read_json
+    from vfl.deploy.shards.trees import read_shard
+    from vfl.export import assemble
+
+    root = federation[2]
+    own = write_federation_certs(tmp_path / "shop-ca", ["shop"])["shop"]
+    federation_ca = write_federation_certs(tmp_path / "again", PARTIES)
+    config_text = (root / "federation.toml").read_text()
+    pinned = tmp_path / "federation.toml"
+    pinned.write_text(config_text.replace(f'certificate = "{root / "certs" / "shop.pem"}"',
+                                          f'certificate = "{own.certificate}"\nca = "{own.ca}"')
+                      .replace(f'key = "{root / "certs" / "shop.key"}"', f'key = "{own.key}"'))
+    assert f'ca = "{own.ca}"' in pinned.read_text()
+    telco = _consent(root, pinned, "telco")
+    shop = _consent(root, pinned, "shop")
+    out = tmp_path / "model.json"
+    assert _vfl(pinned, "bank", "--model", root / "bank", "--format", "xgboost-json", "--consents", shop, telco,
+                "--out", out) == 0
+    roles = {"shop": "feature", "telco": "feature", "bank": "label"}
+    forged = assemble.make_consent(read_shard(root / "shop" / "model_shop.json", "shop", "feature"),
+                                   family="trees", export_format="xgboost-json", recipient="bank", roles=roles,
+                                   key=federation_ca["shop"].key, certificate=federation_ca["shop"].certificate)
+    assemble.write_consent(tmp_path / "forged.json", forged)
+    assert read_json(tmp_path / "forged.json", "consent")["consent"]["party"] == "shop"
+    out.unlink()
+    code = _vfl(pinned, "bank", "--model", root / "bank", "--format", "xgboost-json", "--consents",
+                tmp_path / "forged.json", telco, "--out", out)
+    err = capsys.readouterr().err
+    assert code == 2 and "party shop's consent is signed by a certificate not issued for shop" in err
+    assert "the CA pinned for shop" in err and not out.exists()
