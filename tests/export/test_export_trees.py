@@ -235,3 +235,20 @@ def test_a_part_sends_present_values_left_at_a_split_on_missing_values_alone():
                                                        "splits": [[0, 0, None, False]]}]}
     masks = exported.part_leaves(part, np.array([[1e300], [-5.0], [np.nan]]))
     assert masks[0].tolist() == [[True, False], [True, False], [False, True]]
+
+
+def test_shards_that_do_not_make_one_model_are_refused_naming_the_party():
+    import copy
+
+    model, _ = _fit("binary")
+    shards = model._shards()
+    with pytest.raises(DataError, match=r"the whole model needs every data party's shard; missing \['A'\]"):
+        exported.whole_model({p: s for p, s in shards.items() if p != "A"})
+    other = copy.deepcopy(shards)
+    other["B"]["trained_with"] = "another/run"
+    with pytest.raises(DataError, match="party B's shard is of another training than party C's"):
+        exported.whole_model(other)
+    other = copy.deepcopy(shards)
+    other["A"]["trees"][0]["index"] = 99
+    with pytest.raises(DataError, match=r"party A's shard holds a tree \(index 99\) that is not the label party's"):
+        exported.whole_model(other)

@@ -109,9 +109,9 @@ def verify(consent, *, party: str, family: str, fingerprint: str, export_format:
 
     In order: its form, the party it names, its certificate (issued for ``party`` by the CA ``trust`` holds for
     ``party``: its pinned CA or the federation's; its pinned fingerprint; not revoked), the signature, the
-    certificate valid when the consent was signed (it may have expired since), then the run, the model's fingerprint, the family, the format and the recipient, and the shard:
-    the one it carries (whole-model formats) and ``shard`` (the party's shard, when the verifier holds it) must
-    hash to the signed digest.
+    certificate valid when the consent was signed (it may have expired since), then the run, the model's
+    fingerprint, the family, the format and the recipient, and the shard: the one it carries (whole-model
+    formats) and ``shard`` (the party's shard, when the verifier holds it) must hash to the signed digest.
 
     Raises
     ------

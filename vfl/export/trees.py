@@ -134,8 +134,8 @@ def _own_splits(shard: dict, label: dict) -> dict[int, dict[int, tuple]]:
     out = {}
     for tree in shard["trees"]:
         i = tree.get("index")
-        if not isinstance(i, int) or not 0 <= i < len(label["trees"]) or \
-                tree["left"] != label["trees"][i]["tree"]["left"] or tree["right"] != label["trees"][i]["tree"]["right"]:
+        shape = label["trees"][i]["tree"] if isinstance(i, int) and 0 <= i < len(label["trees"]) else None
+        if shape is None or tree["left"] != shape["left"] or tree["right"] != shape["right"]:
             raise DataError(f"party {shard['party']}'s shard holds a tree (index {i!r}) that is not the label party's; "
                             "the shards do not come from the same training")
         out[i] = {int(s[0]): (int(s[1]), int(s[2]), bool(s[3])) for s in tree["splits"]}
