@@ -55,9 +55,11 @@ def test_each_party_consents_and_the_recipient_exports(federation, tmp_path, cap
     model, data, root, config = federation
     consents = [_consent(root, config, p) for p in ("shop", "telco")]
     assert "it carries shop's shard" in capsys.readouterr().out
+    assert all(path.stat().st_mode & 0o777 == 0o600 for path in consents)       # it holds the party's shard
     out = tmp_path / "model.json"
     assert _vfl(config, "bank", "--model", root / "bank", "--format", "xgboost-json", "--consents", *consents,
                 "--out", out) == 0
+    assert out.stat().st_mode & 0o777 == 0o600
     booster = xgb.Booster()
     booster.load_model(str(out))
     x = np.column_stack([data.features(p) for p in PARTIES])
