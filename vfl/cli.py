@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES = (
     "vfl.federation.cli",
     "vfl.serving.cli",
     "vfl.board.cli",
+    "vfl.export.cli",
 )
 
 

@@ -11,6 +11,8 @@ for split.
 
 from __future__ import annotations
 
+import tempfile
+from pathlib import Path
 
 import numpy as np
 from sklearn.base import ClassifierMixin, RegressorMixin
@@ -18,7 +20,7 @@ from sklearn.metrics import accuracy_score, r2_score
 
 from vfl import release_options
 from vfl.crypto import compute
-from vfl.deploy.shards.trees import write_shard
+from vfl.deploy.shards.trees import read_shard, write_shard
 from vfl.dataset import VerticalDataset, check_fit_arguments, score_labels
 from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
@@ -152,12 +154,20 @@ class _VerticalGradientBoosting(PartyExplanations, VerticalEstimator):
 
     def _run_files(self) -> dict:
         """A party's run record keeps its shard: a feature party's trees with its own thresholds."""
-        def shard(target, name):
-            role = "label" if name == self.label_party_ else "feature"
-            write_shard(target, self._parties[name], role, "", feature_parties=self.feature_parties_,
-                        n_iter=self.n_iter_, validation_scores=self.validation_score_)
+        return {"model.json": self._write_shard}
 
-        return {"model.json": shard}
+    def _write_shard(self, target, name: str) -> Path:
+        role = "label" if name == self.label_party_ else "feature"
+        return write_shard(target, self._parties[name], role, self._trained_with(),
+                           feature_parties=self.feature_parties_, n_iter=self.n_iter_,
+                           validation_scores=self.validation_score_)
+
+    def _shards(self) -> dict:
+        """Every data party's shard as ``vfl.deploy.shards.trees.read_shard`` reads it back (for export)."""
+        with tempfile.TemporaryDirectory() as folder:
+            return {name: read_shard(self._write_shard(Path(folder) / f"{name}.json", name), name,
+                                     "label" if name == self.label_party_ else "feature")
+                    for name in self._roster.data_parties}
 
     # -- prediction ---------------------------------------------------------------------------
     def _party_shapley(self, data: VerticalDataset) -> dict:

@@ -48,6 +48,7 @@ from vfl.runs import credit as run
 from vfl.runs.threads import run_in_threads
 from vfl.parties.scaling import Standardizer
 from vfl.transport import Transcript
+from vfl.vertical_estimator import ModelExport
 
 
 def _flag(value, name: str) -> bool:
@@ -528,7 +529,7 @@ class VerticalScorecard(BaseEstimator):
             raise NotFittedError("this VerticalScorecard is not fitted yet; call fit first")
 
 
-class VerticalPipeline:
+class VerticalPipeline(ModelExport):
     """A chain of vfl steps fitted in turn, each on what the step before passes on; its state splits by party.
 
     Parameters
@@ -542,6 +543,9 @@ class VerticalPipeline:
     ----------
     named_steps : dict
     """
+
+    #: its export (``consent``, ``export``: docs/export.md) is the credit family's, from its parties' shards
+    _family = "credit"
 
     def __init__(self, steps):
         names = [name for name, _ in steps]

@@ -10,12 +10,17 @@ family (:mod:`vfl.runs`) in threads over the in-process transport.  Around that 
   differential-privacy options (:mod:`vfl.release_options`), kept per fitted model so that a prediction
   replays what its training released (:meth:`VerticalEstimator._releases`);
 * record the fitted roster, the parties' column names and, for prediction, each party's state
-  (:meth:`VerticalEstimator._fitted`), and refuse to predict before a fit (:meth:`VerticalEstimator._check_fitted`).
+  (:meth:`VerticalEstimator._fitted`), and refuse to predict before a fit (:meth:`VerticalEstimator._check_fitted`);
+* export the model once the parties consent (:class:`ModelExport`'s ``consent`` and ``export``, through
+  :mod:`vfl.export.assemble`, the checks ``vfl export`` makes too): a family gives its parties' shards by
+  ``_shards()``, their fingerprint by :meth:`VerticalEstimator._trained_with`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import secrets
 
 from sklearn.base import BaseEstimator
@@ -23,12 +28,94 @@ from sklearn.base import BaseEstimator
 from vfl import fitted_runs, release_options
 from vfl.dataset import VerticalDataset
 from vfl.errors import DataError, NotFittedError
+from vfl.export import assemble, exporter
 from vfl.protocols import Roster
 from vfl.runs import explained
 from vfl.runs.data import RoleData
 
 
-class VerticalEstimator(BaseEstimator):
+class ModelExport:
+    """``consent`` and ``export`` of a fitted model whose family exports (docs/export.md), written once.
+
+    A class using it names its ``_family`` and gives ``_shards()``: every data party's shard by name, as the
+    family's ``read_shard`` returns it.  The parties' roles and the label party (the default recipient) are read
+    from the shards; the checks are :mod:`vfl.export.assemble`'s, the ones ``vfl export`` makes.
+    """
+
+    _family = ""
+
+    def consent(self, party: str, *, key, certificate, format: str, to: str | None = None) -> dict:
+        """Party ``party``'s signed consent to export this model as ``format`` to ``to`` (default: the label party).
+
+        For teaching and tests, where one process holds every party: in a federation each party signs its own
+        with ``vfl export consent``.  A consent to a whole-model format carries the party's shard (its part of the
+        model); one to ``"split"`` does not.
+
+        Parameters
+        ----------
+        party : str
+            A data party of the fit, not the recipient.
+        key, certificate : path or object
+            The party's federation key and certificate (PEM files, as ``vfl certs`` writes, or ``cryptography``
+            objects).
+        format : str
+            One of :func:`vfl.export.formats` of the family.
+        to : str, optional
+
+        Returns
+        -------
+        dict
+            The consent (:mod:`vfl.export.consent`), for :meth:`export`'s ``consents``.
+        """
+        shards = self._export_shards()
+        roles = assemble.roles_of(shards)
+        return assemble.make_consent(assemble.own_shard(shards, party), family=self._family, export_format=format,
+                                     recipient=to or assemble.label_of(roles), roles=roles, key=key,
+                                     certificate=certificate)
+
+    def export(self, path, format: str, consents=(), ca=None, to: str | None = None):
+        """Write this model as ``format`` to ``path``, once every other party consented (:meth:`consent`).
+
+        Parameters
+        ----------
+        path : path
+            The file (the split export: a new folder, with one part per party and the label party's
+            ``combiner.json``).
+        format : str
+            One of :func:`vfl.export.formats` of the family (trees: ``"xgboost-json"``, ``"onnx"``, ``"split"``).
+        consents : list of dict
+            Every data party's consent but the recipient's, to exactly this export.
+        ca : path or TLSFiles
+            The CA certificate trusted for every party's certificate, or a party's ``TLSFiles`` (its pins).
+        to : str, optional
+            The recipient (default: the label party; the split export: the label party).
+
+        Returns
+        -------
+        Path
+            ``path``.  Nothing is written when a check fails (:mod:`vfl.export.assemble`).
+        """
+        shards = self._export_shards()
+        roles = assemble.roles_of(shards)
+        return assemble.export(path, family=self._family, fmt=format, recipient=to or assemble.label_of(roles),
+                               roles=roles, shards=shards, consents=list(consents), trust=assemble.trust_of(ca))
+
+    def _export_shards(self) -> dict:
+        """Each data party's shard (refused for a family with no export, and before a fit)."""
+        exporter(self._family)
+        fitted = getattr(self, "_check_fitted", None)
+        if fitted is not None:
+            fitted()
+        return self._shards()
+
+    def _shards(self) -> dict:
+        """Each data party's shard, by name, as ``vfl.deploy.shards.<family>.read_shard`` returns it: the family's
+        hook for :meth:`export`."""
+        raise NotImplementedError(f"{type(self).__name__} gives no shards to export: its family's export needs "
+                                  "its _shards()")
+
+
+class VerticalEstimator(ModelExport, BaseEstimator):
     """The fit and prediction scaffold every vfl estimator shares (scikit-learn's ``BaseEstimator`` beneath it)."""
 
     #: The attribute a fit sets, by which :meth:`_check_fitted` knows the model is fitted.
@@ -44,6 +131,11 @@ class VerticalEstimator(BaseEstimator):
         self._check_fitted()
         return fitted_runs.save_run(self, path, data, party, self._family, loss_known_by=self._loss_known_by,
                                     files=self._run_files())
+
+    def _trained_with(self) -> str:
+        """This fit's fingerprint, as a federation's shards carry one: its parameters' SHA-256, ``/``, its run id."""
+        params = json.dumps(self.get_params(deep=False), sort_keys=True, default=repr)
+        return f"{hashlib.sha256(params.encode()).hexdigest()}/{self.__dict__.get('_run_id', 'unknown')}"
 
     def _run_files(self) -> dict | None:
         """``{name: writer(target, party)}`` of the files a run record keeps beside it (a family's shard)."""
@@ -92,6 +184,7 @@ class VerticalEstimator(BaseEstimator):
         data party's state (``parties``, by name) for prediction."""
         if parties is not None:
             self._parties = parties
+        self._run_id = secrets.token_hex(16)
         self._roster = roster
         self.label_party_, self.feature_parties_ = roster.label, roster.features
         self.feature_names_ = {name: data.columns(name) for name in roster.data_parties}

@@ -1,0 +1,96 @@
+"""The ``vfl export`` command: a party's consent to an export, and the export at the recipient (docs/export.md).
+
+::
+
+    vfl export consent --config federation.toml --role telco --model WORKDIR --format xgboost-json --to bank \\
+        --out telco.consent.json
+    vfl export --config federation.toml --role bank --model WORKDIR --format xgboost-json \\
+        --consents telco.consent.json shop.consent.json --out model.json
+
+Both read the party's own shard (``--model``: the shard, or a folder holding it: a run record's folder, or the
+work folder ``vfl party`` wrote it in) and its ``[parties.NAME]`` table of ``federation.toml``; the checks are
+:mod:`vfl.export.assemble`'s, the estimators' too.  Exit codes: 0 written, 2 refused (nothing written).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vfl.deploy.commands import run_command, wrap
+from vfl.errors import ConfigurationError
+
+
+def register(subparsers) -> None:
+    """Add ``vfl export`` to the ``vfl`` parser."""
+    p = subparsers.add_parser(
+        "export", help="export a trained model (XGBoost JSON, ONNX, split by party) once the parties consent",
+        description=wrap(
+            "Export this party's trained model. 'vfl export consent' signs, with this party's federation key, its "
+            "consent to one export of this model (a format, a recipient); a consent to a whole-model format "
+            "carries this party's shard: whoever receives it learns this party's part of the model. 'vfl export' "
+            "(no action) writes the export at the recipient once every other data party's consent checks out; "
+            "with --format split each party writes its own part, and the label party the combiner. "
+            "See docs/export.md."),
+        epilog="examples:\n"
+               "  vfl export consent --config federation.toml --role telco --model work --format xgboost-json "
+               "--to bank --out telco.consent.json\n"
+               "  vfl export --config federation.toml --role bank --model work --format xgboost-json "
+               "--consents telco.consent.json --out model.json",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", nargs="?", choices=["consent"], default=None,
+                   help="'consent': sign this party's consent (without it: write the export)")
+    p.add_argument("--config", type=Path, required=True, help="federation.toml")
+    p.add_argument("--role", required=True, help="this party's name in federation.toml")
+    p.add_argument("--model", type=Path, required=True,
+                   help="this party's model shard, or a folder holding it (model.json or model_ROLE.json)")
+    p.add_argument("--format", required=True, help="the export's format: xgboost-json, onnx or split (trees)")
+    p.add_argument("--to", default=None, metavar="PARTY", help="consent: the party that receives the export")
+    p.add_argument("--consents", nargs="+", type=Path, default=[], metavar="FILE",
+                   help="export: the other data parties' consents")
+    p.add_argument("--out", type=Path, required=True,
+                   help="the file to write (the split export: a new folder)")
+    p.set_defaults(func=lambda args: run_command(args, lambda: _run(args)))
+
+
+def _run(args) -> None:
+    from vfl.deploy.config import load_config
+    from vfl.export import assemble, is_whole
+
+    config = load_config(args.config)
+    entry = config.party(args.role)
+    roster = config.roster
+    roles = {name: config.role_of(name) for name in roster.data_parties}
+    if args.role not in roles:
+        raise ConfigurationError(f"party {args.role} is the {entry.role}: only a data party's shard is exported")
+    family = config.family.name
+    shard = config.family.module("shard").read_shard(_shard_path(args.model, args.role), args.role, roles[args.role])
+    if args.action == "consent":
+        if args.to is None or args.consents:
+            raise ConfigurationError("vfl export consent takes --to (the recipient), and no --consents")
+        consent = assemble.make_consent(shard, family=family, export_format=args.format, recipient=args.to,
+                                        roles=roles, key=entry.key, certificate=entry.certificate)
+        assemble.write_consent(args.out, consent)
+        carried = (f"it carries {args.role}'s shard (its part of the model): hand it to {args.to} only"
+                   if is_whole(args.format) else "it carries no shard")
+        print(f"party {args.role}: consent to export the model as {args.format} to {args.to} written to "
+              f"{args.out}; {carried}")
+        return
+    if args.to is not None:
+        raise ConfigurationError("vfl export writes the export at the recipient, --role; --to is for vfl export "
+                                 "consent")
+    consents = [assemble.read_consent(path) for path in args.consents]
+    out = assemble.export(args.out, family=family, fmt=args.format, recipient=args.role, roles=roles,
+                          shards={args.role: shard}, consents=consents, trust=config.tls(args.role))
+    print(f"party {args.role}: model exported as {args.format} to {out}")
+
+
+def _shard_path(model: Path, role: str) -> Path:
+    """The shard ``--model`` names: the file itself, or ``model.json`` / ``model_ROLE.json`` in a folder."""
+    if not model.is_dir():
+        return model
+    for name in ("model.json", f"model_{role}.json"):
+        if (model / name).is_file():
+            return model / name
+    raise ConfigurationError(f"{model} holds no model shard (model.json, a run record's, or model_{role}.json, "
+                             "the one vfl party writes)")
