@@ -81,6 +81,9 @@ ORDER = 2 ** 252 + 27742317777372353535851937790883648493
 A = 486662
 #: Most points in one worker task (a task of this size takes about a quarter of a second).
 TASK_POINTS = 1 << 13
+#: Fewest points worth starting the worker processes for: fewer run in the calling thread unless the workers are
+#: running already (an interpreter with numpy costs about 0.3 s of CPU to start, the time of ~40,000 ladders).
+MIN_POOL_ITEMS = 1 << 14
 #: Bytes of a seed (the first hash of a message).
 SEED_BYTES = 32
 _MAP_TAG = b"vfl-x25519/map"
@@ -141,7 +144,7 @@ def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     n = len(data) // width
     if n == 0:
         return b""
-    ranges = _tasks(n, width)
+    ranges = [(0, n * width)] if n < MIN_POOL_ITEMS and not workers.started() else _tasks(n, width)
     results = workers.run(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
     out = []
     for (lo, _), (words, bad, used) in zip(ranges, results):

@@ -245,6 +245,19 @@ def get_pool(size: int | None = None) -> WorkerPool | None:
         return pool
 
 
+def started() -> bool:
+    """Whether this thread's plan runs tasks elsewhere with no processes left to start: its local worker pool is
+    running (every worker alive), or it is a joblib backend's.  Work too small to pay for starting interpreters
+    (about 0.3 s of CPU each) runs in the calling thread when this is False."""
+    plan = compute.current()
+    if plan.kind != "local":
+        return plan.kind == "joblib"
+    with _LOCK:
+        pool = _POOLS.get(plan.workers)
+    return pool is not None and not pool.closed and len(pool.workers) >= pool.size and \
+        all(w.alive for w in pool.workers)
+
+
 def shutdown() -> None:
     """Stop the worker processes (also run at interpreter exit); a later call starts new ones."""
     with _LOCK:
