@@ -244,7 +244,15 @@ def hash_to_group(messages, domain: bytes) -> bytes:
 
 def hash_and_blind(messages, domain: bytes, scalar: bytes) -> bytes:
     """``blind(hash_to_group(messages, domain), scalar)`` in one pass over the workers."""
-    return _parallel(_task_hash, _seeds(messages, domain), SEED_BYTES, _check_scalar(scalar).hex())
+    return map_and_blind(_seeds(messages, domain), scalar)
+
+
+def map_and_blind(seeds_: bytes, scalar: bytes) -> bytes:
+    """:func:`hash_and_blind` from the messages' seeds (:func:`seeds`, 32 bytes each, back to back): a caller that
+    reorders its messages can hash them once and reorder the seeds as an array."""
+    if len(seeds_) % SEED_BYTES:
+        raise ValueError("seeds are 32 bytes each")
+    return _parallel(_task_hash, bytes(seeds_), SEED_BYTES, _check_scalar(scalar).hex())
 
 
 def seeds(messages, domain: bytes) -> bytes:
