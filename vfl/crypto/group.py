@@ -145,7 +145,7 @@ def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     if n == 0:
         return b""
     ranges = [(0, n * width)] if n < MIN_POOL_ITEMS and not workers.started() else _tasks(n, width)
-    results = workers.run(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
+    results = workers.run_sharing(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
     out = []
     for (lo, _), (words, bad, used) in zip(ranges, results):
         if used:
