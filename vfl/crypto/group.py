@@ -204,7 +204,7 @@ def _seeds(messages, domain: bytes) -> bytes:
     domain = bytes(domain)
     if len(domain) > 255:
         raise ValueError("a hashing domain is at most 255 bytes")
-    prefix = hashlib.sha512(bytes([len(domain)]) + domain)
+    prefix = _sha512(bytes([len(domain)]) + domain)        # CPython's: copies cost less than OpenSSL's
     out = bytearray()
     for message in messages:
         h = prefix.copy()
