@@ -262,7 +262,8 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
             body.append([f"{result['n']:,}", how, f"{role} ({'hub' if role == HUB else 'spoke'})",
                          _fmt_s(r["seconds"]), _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]),
                          f"{r['cpu_seconds'] / result['n'] * 1e6:.1f}", f"{result['n'] / r['seconds']:,.0f}",
-                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt" or r.get("workers") == 0 else 2)),
+                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt" or r.get("workers") == 0
+                                                    else 2)),
                          f"{r['rss_mb']:.0f} + {r.get('workers', 2)} x {r['worker_rss_mb']:.0f} MB",
                          f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['bytes_sent'] / result['n']:.0f}",
                          f"{r['intersection']:,}"])

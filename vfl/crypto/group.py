@@ -61,6 +61,7 @@ import numpy as np
 from nacl import bindings as sodium
 
 from vfl.crypto import mb, workers
+from vfl.errors import ProtocolError
 
 try:                   # CPython's own SHA-512: the same function, built without OpenSSL's per-object setup cost
     from _sha512 import sha512 as _sha512
@@ -70,7 +71,6 @@ except ImportError:    # pragma: no cover - other interpreters, or Python 3.12+ 
     except ImportError:
         _sha512 = hashlib.sha512
 _DIGEST = operator.methodcaller("digest")
-from vfl.errors import ProtocolError
 
 #: Bytes of an encoded point (its u-coordinate).
 POINT_BYTES = 32
