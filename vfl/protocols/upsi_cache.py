@@ -287,6 +287,7 @@ def load_own(directory, party: str, ids: Sequence[bytes], note: Note | None = No
         if note:
             note(f"party {party}: {why if why.startswith('its ids') else f'{path}: ' + why}; drawing a fresh key "
                  f"and evaluating the OPRF over its {len(ids):,} ids again (partners fetch the new outputs once)")
+        del cache                   # unmaps the old file before it is replaced (a mapped file cannot be, on Windows)
         return build_own(directory, party, ids, digest)
     return cache
 
