@@ -10,7 +10,9 @@ half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones,
 * ``seconds``: wall time from connected to aligned;
 * ``own_seconds``: of which hashing and blinding its own ids;
 * ``cpu_seconds``: CPU time of the party process and its workers (``main_cpu_seconds``: the party process's);
-* ``rss_mb`` / ``worker_rss_mb``: peak RSS of the party process / of its largest worker.
+* ``rss_mb`` / ``worker_rss_mb``: peak RSS of the party process / of its largest worker; ``workers``: how many
+  worker processes it ran (the DH PSI's curve work: one per core but one, the party's own thread working
+  as the last lane).
 
 * ``curve_engine``: the X25519 engine its ladders ran on (:func:`vfl.crypto.group.engine`), and if not
   Intel's multi-buffer one, why.
@@ -108,6 +110,7 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
         bar.close()
     transport.close()
     worker_rss = _worker_peak_rss_mb()
+    worker_count = len([w for pool in list(workers._POOLS.values()) for w in pool.workers])
     workers.shutdown()
     engine = group.engine()
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -116,6 +119,7 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
             "cpu_seconds": (me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime) + kids.ru_utime + kids.ru_stime,
             "main_cpu_seconds": me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
             "rss_mb": me.ru_maxrss / 1024, "worker_rss_mb": worker_rss,
+            "workers": worker_count,
             "bytes_sent": sum(r[5] for r in endpoint.transcript.records),
             "curve_engine": {k: engine.get(k) for k in ("engine", "reason", "ran", "curve_check", "version")}}
 
@@ -249,7 +253,7 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
     print()
     header = ["ids per party", "protocol", "party", "wall s (cores shared)", "of which own ids", "CPU s",
               "CPU µs per id", "ids/s (wall)",
-              "est. s on 2 own cores", "peak RSS party + 2 workers", "sent", "sent B/id", "intersection"]
+              "est. s on 2 own cores", "peak RSS party + workers", "sent", "sent B/id", "intersection"]
     body = []
     for result in results:
         for role in (HUB, SPOKE):
@@ -258,13 +262,15 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
             body.append([f"{result['n']:,}", how, f"{role} ({'hub' if role == HUB else 'spoke'})",
                          _fmt_s(r["seconds"]), _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]),
                          f"{r['cpu_seconds'] / result['n'] * 1e6:.1f}", f"{result['n'] / r['seconds']:,.0f}",
-                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt" else 2)),
-                         f"{r['rss_mb']:.0f} + 2 x {r['worker_rss_mb']:.0f} MB",
+                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt" or r.get("workers") == 0
+                                                    else 2)),
+                         f"{r['rss_mb']:.0f} + {r.get('workers', 2)} x {r['worker_rss_mb']:.0f} MB",
                          f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['bytes_sent'] / result['n']:.0f}",
                          f"{r['intersection']:,}"])
     print(table(body, header))
-    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2 (kkrt: its CPU seconds, "
-          "one process on one core); CPU µs per id = CPU s / ids per party")
+    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2 (kkrt, and a small set "
+          "whose curve work stayed in the party's process: its CPU seconds, one core); CPU µs per id = CPU s / ids "
+          "per party")
     for result in results:
         both = sum(r["bytes_sent"] for r in result["reports"].values())
         print(f"{result['n']:,} ids, {result.get('protocol', 'dh')}: {both / result['n']:.0f} bytes per id on the "

@@ -123,11 +123,11 @@ def rows(results: list, vfl_results: list) -> list:
     from benchmarks.machine import _fmt_s
 
     body = []
-    for vfl_result in vfl_results:
-        n = vfl_result["n"]
-        systems = [("vfl (X25519 DH-PSI)", vfl_result["reports"])]
+    for n in dict.fromkeys(v["n"] for v in vfl_results):        # each size once: every vfl run, then SecretFlow's
+        ours = [v for v in vfl_results if v["n"] == n]
+        systems = [(_vfl_name(v), v["reports"]) for v in ours]
         systems += [(f"SecretFlow {r['protocol']}", r["reports"]) for r in results if r["n"] == n]
-        expected = vfl_result["reports"][HUB]["intersection"]
+        expected = ours[0]["reports"][HUB]["intersection"]
         for name, reports in systems:
             for role in (HUB, SPOKE):
                 r = reports[role]
@@ -136,6 +136,14 @@ def rows(results: list, vfl_results: list) -> list:
                 body.append([f"{n:,}", name, f"{role} ({'hub' if role == HUB else 'spoke'})", _fmt_s(r["seconds"]),
                              _fmt_s(r["cpu_seconds"]), f"{r['bytes_sent'] / 2 ** 20:.2f} MB", f"{r['intersection']:,}"])
     return body
+
+
+def _vfl_name(result: dict) -> str:
+    """A vfl run as the table names it: its protocol, and the X25519 engine of a DH run."""
+    if result.get("protocol") == "kkrt":
+        return "vfl KKRT (OT extension)"
+    engine = (result["reports"][HUB].get("curve_engine") or {}).get("engine") or result.get("curve_engine", "")
+    return f"vfl DH, X25519 ({engine})" if engine else "vfl DH, X25519"
 
 
 def compare(sizes, overlap: float, secretflow_python: str, protocols=PROTOCOLS, vfl_results=None) -> list:

@@ -146,6 +146,7 @@ def test_a_ragged_point_string_is_refused():
 
 
 def test_worker_processes_and_this_process_agree(monkeypatch):
+    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)                 # to the workers, however few the points
     a = group.random_scalar()
     with_workers = group.hash_and_blind(MESSAGES, b"d", a)
     monkeypatch.setenv("VFL_WORKERS", "0")
@@ -154,3 +155,15 @@ def test_worker_processes_and_this_process_agree(monkeypatch):
     with pytest.raises(group.InvalidPointError) as info:
         group.blind(points, a)
     assert info.value.index == 10
+
+
+def test_a_few_points_do_not_start_the_worker_processes(monkeypatch):
+    from vfl.crypto import workers
+
+    workers.shutdown()
+    started = []
+    monkeypatch.setattr(workers.WorkerPool, "_ensure", lambda self: started.append(1))
+    a = group.random_scalar()
+    points = group.hash_and_blind(MESSAGES, b"d", a)
+    group.blind_digests(points, a, b"k", 16)
+    assert not started and len(MESSAGES) < group.MIN_POOL_ITEMS

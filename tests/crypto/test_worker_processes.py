@@ -195,3 +195,24 @@ def test_shutdown_leaves_no_unclosed_file(tmp_path):
                           text=True, timeout=120, env=dict(os.environ, VFL_WORKERS="2"))
     assert done.returncode == 0, done.stderr
     assert "ResourceWarning" not in done.stderr, done.stderr
+
+
+def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_workers, monkeypatch):
+    from vfl.crypto import group
+
+    workers.shutdown()
+    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)
+    scalar = group.random_scalar()
+    messages = [b"id-%d" % i for i in range(3000)]
+    shared = group.hash_and_blind(messages, b"d", scalar)
+    assert workers.get_pool(1, smallest=1) is not None and len(workers._POOLS[1].workers) == 1   # one process
+    assert 2 not in workers._POOLS or not workers._POOLS[2].workers                             # not two
+    digests = group.blind_digests(shared, scalar, b"k", 16)
+    monkeypatch.setenv("VFL_WORKERS", "0")
+    assert group.hash_and_blind(messages, b"d", scalar) == shared
+    assert group.blind_digests(shared, scalar, b"k", 16) == digests
+    monkeypatch.setenv("VFL_WORKERS", "2")
+    bad = shared[:32 * 2000] + (2).to_bytes(32, "little") + shared[32 * 2001:]       # u = 2: on the twist
+    with pytest.raises(group.InvalidPointError) as info:
+        group.blind(bad, scalar)
+    assert info.value.index == 2000

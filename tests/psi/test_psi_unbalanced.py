@@ -137,6 +137,49 @@ def test_a_new_key_alone_makes_the_partner_fetch_again(tmp_path):
     assert aligned["B"].attrs["psi"]["cache"]["built"] and aligned["A"].attrs["psi"]["cache"]["fetched"] == ["B"]
 
 
+def test_the_set_digest_frames_every_list_apart_and_is_cheap_to_recompute():
+    digest = upsi_cache.set_digest
+    assert digest([b"a", b"bc"]) != digest([b"ab", b"c"]) != digest([b"a", b"b", b"c"])
+    assert digest([b"a", b""]) != digest([b"a"]) and digest([b""]) != digest([b"", b""])
+    assert digest([b"a\0", b"b"]) != digest([b"a", b"\0b"])          # NUL in an id: framed by lengths
+    assert digest([b"a\0b"]) != digest([b"a", b"b"])
+    many = [b"%d" % i for i in range(10_000)]                          # several chunks, and a short last one
+    assert digest(many) == digest(list(many)) != digest(many[:-1] + [b"x"])
+    assert all(d.startswith(upsi_cache.DIGEST_SCHEME + ":") for d in (digest(many), digest([b"a\0"])))
+    with pytest.raises(TypeError):
+        digest([b"a", 3])
+
+
+def test_a_key_file_with_an_older_kind_of_digest_is_rebuilt_saying_why(tmp_path):
+    frames = two_party()
+    run(frames, tmp_path)
+    old = upsi_cache.read_own(tmp_path / "B", "B")
+    upsi_cache._write(old.path, {"format": upsi_cache.FORMAT, "kind": upsi_cache.OWN_KIND, "party": "B",
+                                 "rows": len(old.rows), "digest": old.digest.split(":", 1)[1],
+                                 "width": upsi.FULL_BYTES},
+                      [old.key, old.key_id, old.outputs.tobytes(), old.rows.tobytes()])
+    aligned = run(frames, tmp_path)
+    b = aligned["B"].attrs["psi"]["cache"]
+    assert b["built"] and "older kind" in b["notes"][0] and str(old.path) in b["notes"][0]
+    assert upsi_cache.read_own(tmp_path / "B", "B").key != old.key
+    same_rows_as_dh(frames, aligned)
+
+
+def test_the_large_party_finds_matched_prefixes_among_its_full_outputs():
+    rng = np.random.default_rng(5)
+    full = np.unique(rng.integers(0, 3, size=(400, upsi.FULL_BYTES), dtype=np.uint8), axis=0)   # zero bytes, ties
+    outputs = np.ascontiguousarray(full).view(f"S{upsi.FULL_BYTES}").reshape(-1)
+    cache = upsi_cache.OwnCache(None, b"", b"", "", outputs, np.arange(len(full), dtype="<u4"))
+    rows = [bytes(r) for r in full]
+    for width in (8, 10, 16):
+        wanted = [r[:width] for r in rows[::7]] + [bytes(rng.integers(0, 3, width, dtype=np.uint8))
+                                                   for _ in range(50)]
+        at, found, ambiguous = cache.find(np.array(wanted, dtype=f"V{width}").view(f"S{width}"))
+        for k, prefix in enumerate(wanted):
+            hits = [i for i, r in enumerate(rows) if r[:width] == prefix]
+            assert found[k] == bool(hits) and (not hits or (at[k] == hits[0] and ambiguous[k] == (len(hits) > 1)))
+
+
 def damage(path, where=-40):
     data = bytearray(path.read_bytes())
     data[where] ^= 1

@@ -33,7 +33,9 @@ which x-only Diffie–Hellman never needs to tell apart.
   of the unbalanced PSI's OPRF (:mod:`vfl.crypto.upsi`).
 
 Work on many points is split into tasks and spread over the worker processes
-of :mod:`vfl.crypto.workers` (both cores); a task's points and results cross
+of :mod:`vfl.crypto.workers` and the calling thread (:func:`vfl.crypto.workers.run_sharing`:
+with two cores, one worker process and this thread); fewer than :data:`MIN_POOL_ITEMS`
+points run in the calling thread unless the workers are running.  A task's points and results cross
 the pipe as arrays of 64-bit words (the scalar as hex text), never pickled.
 The secret scalar thus reaches the party's own worker processes (its children,
 on its machine), or under a joblib backend the party's own cluster
@@ -42,14 +44,16 @@ on its machine), or under a joblib backend the party's own cluster
 AVX-512 IFMA; about 7.5 µs a point) where it runs, libsodium's
 ``crypto_scalarmult`` (about 31 µs) otherwise, with the same bytes and the same
 refusals; :func:`engine` says which ran and why.  Hashing and checks run in
-batches (each try of the map for all pending seeds, the curve tests eight at a
-time on the fast engine's field arithmetic): about 6 µs per own id and 1 µs per
-peer point.
+batches (each try of the map for all pending seeds: SHA-512 over rows of one
+byte array, the reduction mod ``p`` vectorized in numpy; the curve tests eight
+at a time on the fast engine's field arithmetic): about 4.5 µs per own id
+(three SHA-512 and two curve tests) and 1 µs per peer point.
 """
 
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 
 import gmpy2
@@ -58,6 +62,15 @@ from nacl import bindings as sodium
 
 from vfl.crypto import mb, workers
 from vfl.errors import ProtocolError
+
+try:                   # CPython's own SHA-512: the same function, built without OpenSSL's per-object setup cost
+    from _sha512 import sha512 as _sha512
+except ImportError:    # pragma: no cover - other interpreters, or Python 3.12+ (_sha2)
+    try:
+        from _sha2 import sha512 as _sha512
+    except ImportError:
+        _sha512 = hashlib.sha512
+_DIGEST = operator.methodcaller("digest")
 
 #: Bytes of an encoded point (its u-coordinate).
 POINT_BYTES = 32
@@ -71,6 +84,9 @@ ORDER = 2 ** 252 + 27742317777372353535851937790883648493
 A = 486662
 #: Most points in one worker task (a task of this size takes about a quarter of a second).
 TASK_POINTS = 1 << 13
+#: Fewest points worth starting the worker processes for: fewer run in the calling thread unless the workers are
+#: running already (an interpreter with numpy costs about 0.3 s of CPU to start, the time of ~40,000 ladders).
+MIN_POOL_ITEMS = 1 << 14
 #: Bytes of a seed (the first hash of a message).
 SEED_BYTES = 32
 _MAP_TAG = b"vfl-x25519/map"
@@ -131,8 +147,8 @@ def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     n = len(data) // width
     if n == 0:
         return b""
-    ranges = _tasks(n, width)
-    results = workers.run(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
+    ranges = [(0, n * width)] if n < MIN_POOL_ITEMS and not workers.started() else _tasks(n, width)
+    results = workers.run_sharing(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
     out = []
     for (lo, _), (words, bad, used) in zip(ranges, results):
         if used:
@@ -188,7 +204,7 @@ def _seeds(messages, domain: bytes) -> bytes:
     domain = bytes(domain)
     if len(domain) > 255:
         raise ValueError("a hashing domain is at most 255 bytes")
-    prefix = hashlib.sha512(bytes([len(domain)]) + domain)
+    prefix = _sha512(bytes([len(domain)]) + domain)        # CPython's: copies cost less than OpenSSL's
     out = bytearray()
     for message in messages:
         h = prefix.copy()
@@ -231,7 +247,15 @@ def hash_to_group(messages, domain: bytes) -> bytes:
 
 def hash_and_blind(messages, domain: bytes, scalar: bytes) -> bytes:
     """``blind(hash_to_group(messages, domain), scalar)`` in one pass over the workers."""
-    return _parallel(_task_hash, _seeds(messages, domain), SEED_BYTES, _check_scalar(scalar).hex())
+    return map_and_blind(_seeds(messages, domain), scalar)
+
+
+def map_and_blind(seeds_: bytes, scalar: bytes) -> bytes:
+    """:func:`hash_and_blind` from the messages' seeds (:func:`seeds`, 32 bytes each, back to back): a caller that
+    reorders its messages can hash them once and reorder the seeds as an array."""
+    if len(seeds_) % SEED_BYTES:
+        raise ValueError("seeds are 32 bytes each")
+    return _parallel(_task_hash, bytes(seeds_), SEED_BYTES, _check_scalar(scalar).hex())
 
 
 def seeds(messages, domain: bytes) -> bytes:
@@ -317,22 +341,66 @@ def _map_many(seeds: bytes) -> bytes:
 
     The same points as one seed at a time (tested): try ``t`` of a seed is ``SHA-512(tag ‖ seed ‖ t) mod p``
     and its curve test (:func:`vfl.crypto.mb.on_curve_many`) runs on all the seeds at try ``t`` together.
+    The hash inputs are rows of one byte array (handed to SHA-512 as bytes without a Python loop), and the
+    reduction mod ``p`` runs on all the digests of a try at once (:func:`_reduce_512`).
     """
     n = len(seeds) // SEED_BYTES
     result = np.zeros((n, 4), dtype=np.uint64)
+    width = len(_MAP_TAG) + SEED_BYTES + 1
+    rows = np.empty((n, width), dtype=np.uint8)
+    rows[:, :len(_MAP_TAG)] = np.frombuffer(_MAP_TAG, dtype=np.uint8)
+    rows[:, len(_MAP_TAG):-1] = np.frombuffer(seeds, dtype=np.uint8).reshape(n, SEED_BYTES)
+    void, sha, digest = np.dtype(f"V{width}"), _sha512, _DIGEST
     pending = np.arange(n)
-    sha, tag, prime = hashlib.sha512, _MAP_TAG, PRIME
     t = 0
     while pending.size:
-        suffix = bytes([t])
-        us = b"".join([(int.from_bytes(sha(tag + seeds[SEED_BYTES * k:SEED_BYTES * k + SEED_BYTES] + suffix).digest(),
-                                       "little") % prime).to_bytes(POINT_BYTES, "little") for k in pending.tolist()])
-        candidates = np.frombuffer(us, dtype="<u8").reshape(-1, 4)
+        rows[pending, -1] = t
+        items = (rows if pending.size == n else rows[pending]).view(void).reshape(-1).tolist()
+        candidates = _reduce_512(b"".join(map(digest, map(sha, items))))
         ok = mb.on_curve_many(candidates)
         result[pending[ok]] = candidates[ok]
         pending = pending[~ok]
         t += 1      # each try succeeds with probability 1/2: 256 failures in a row is a 2^-256 event
     return result.astype("<u8").tobytes()
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _carry(limbs: np.ndarray) -> np.ndarray:
+    """Propagate carries through rows of 32-bit limbs held in 64-bit lanes (shape ``(8, n)``); the carry out."""
+    carry = np.zeros(limbs.shape[1], dtype=np.uint64)
+    for i in range(limbs.shape[0]):
+        limbs[i] += carry
+        carry = limbs[i] >> np.uint64(32)
+        limbs[i] &= _M32
+    return carry
+
+
+def _reduce_512(digests: bytes) -> np.ndarray:
+    """Each 64-byte little-endian number of ``digests`` mod ``p = 2^255 - 19``, as rows of four 64-bit words.
+
+    Vectorized over all the numbers: ``x = L + 2^256 H ≡ L + 38 H``, folded until it fits 256 bits, then
+    ``2^255 ≡ 19`` and one conditional subtraction of ``p``.  Equal to Python's ``x % p`` (tested).
+    """
+    limbs = np.frombuffer(digests, dtype="<u4").reshape(-1, 16).T.astype(np.uint64)       # (16, n)
+    y = limbs[:8] + np.uint64(38) * limbs[8:]                                              # < 2^38 a limb
+    carry = _carry(y)
+    while carry.any():                              # 2^256 ≡ 38: at most a few rounds
+        y[0] += np.uint64(38) * carry
+        carry = _carry(y)
+    top = y[7] >> np.uint64(31)                     # 2^255 ≡ 19
+    y[7] &= np.uint64(0x7FFFFFFF)
+    y[0] += np.uint64(19) * top
+    _carry(y)                                       # now y < 2^255 + 19 < 2p
+    z = y.copy()
+    z[0] += np.uint64(19)
+    _carry(z)
+    over = (z[7] >> np.uint64(31)).astype(bool)     # y + 19 >= 2^255, i.e. y >= p: take y - p
+    z[7] &= np.uint64(0x7FFFFFFF)
+    y[:, over] = z[:, over]
+    words = y[0::2] | (y[1::2] << np.uint64(32))                                           # (4, n)
+    return np.ascontiguousarray(words.T)
 
 
 _P_WORDS = np.frombuffer(PRIME.to_bytes(POINT_BYTES, "little"), dtype="<u8")

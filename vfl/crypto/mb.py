@@ -226,27 +226,32 @@ def on_curve_many(words: np.ndarray) -> np.ndarray:
 
 
 def _legendre_fast(field, words: np.ndarray) -> np.ndarray:
-    """``f(u)^((p-1)/2) == 1`` with ``f(u) = u(u(u + A) + 1)``, as ``(f^(2^252-3))^4 · f^2``, 8 lanes a call."""
+    """``f(u)^((p-1)/2) == 1`` with ``f(u) = u(u(u + A) + 1)``, 8 lanes a call.
+
+    With ``g = f^(2^252-3)``, ``(g²·f)² = f^(2^254-10) = f^((p-1)/2)``, so ``f`` is a non-zero square exactly
+    when ``g²·f`` is ``1`` or ``-1``: one squaring and one product after the power instead of four.
+    """
     add, mul, sqr, pow_252, reduce = field
     n = len(words)
     if n == 0:
         return np.zeros(0, dtype=bool)
     batches = -(-n // LANES)
-    padded = np.zeros((batches * LANES, 4), dtype=np.uint64)
-    padded[:n] = words
-    w0, w1, w2, w3 = padded.T
+    lanes = np.zeros((5, batches * LANES), dtype=np.uint64)           # (digit, lane): radix 2^52
+    w0, w1, w2, w3 = np.ascontiguousarray(words, dtype=np.uint64).T
     s12, s24, s36, s16 = np.uint64(12), np.uint64(24), np.uint64(36), np.uint64(16)
-    digits = np.stack([w0 & _M52, ((w0 >> np.uint64(52)) | (w1 << s12)) & _M52,
-                       ((w1 >> np.uint64(40)) | (w2 << s24)) & _M52, ((w2 >> np.uint64(28)) | (w3 << s36)) & _M52,
-                       w3 >> s16])                                            # (5, lanes): radix 2^52
-    x = np.ascontiguousarray(digits.reshape(5, batches, LANES).transpose(1, 0, 2))    # (batch, digit, lane)
+    lanes[0, :n] = w0 & _M52
+    lanes[1, :n] = ((w0 >> np.uint64(52)) | (w1 << s12)) & _M52
+    lanes[2, :n] = ((w1 >> np.uint64(40)) | (w2 << s24)) & _M52
+    lanes[3, :n] = ((w2 >> np.uint64(28)) | (w3 << s36)) & _M52
+    lanes[4, :n] = w3 >> s16
+    x = np.ascontiguousarray(lanes.reshape(5, batches, LANES).transpose(1, 0, 2))     # (batch, digit, lane)
     out = np.zeros_like(x)
     consts = np.zeros((2, 5, LANES), dtype=np.uint64)
     consts[0, 0], consts[1, 0] = 486662, 1
-    scratch = np.zeros((3, 5, LANES), dtype=np.uint64)
+    scratch = np.zeros((2, 5, LANES), dtype=np.uint64)
     vp = ctypes.c_void_p        # pointers made once: the loop's cost is the calls, not converting arguments
     ca, c1 = vp(consts.ctypes.data), vp(consts.ctypes.data + 320)
-    t1, t2, t3 = (vp(scratch.ctypes.data + 320 * k) for k in range(3))
+    t1, t2 = (vp(scratch.ctypes.data + 320 * k) for k in range(2))
     x0, o0 = x.ctypes.data, out.ctypes.data
     for b in range(batches):
         u = vp(x0 + 320 * b)
@@ -254,14 +259,18 @@ def _legendre_fast(field, words: np.ndarray) -> np.ndarray:
         mul(t1, t1, u)
         add(t1, t1, c1)
         mul(t1, t1, u)                      # f = u(u(u + A) + 1)
-        pow_252(t2, t1)
+        pow_252(t2, t1)                     # g = f^(2^252 - 3)
         sqr(t2, t2)
-        sqr(t2, t2)                         # f^(2^254 - 12)
-        sqr(t3, t1)
-        mul(t2, t2, t3)                     # f^(2^254 - 10) = f^((p-1)/2)
+        mul(t2, t2, t1)                     # g²·f, whose square is f^((p-1)/2)
         reduce(vp(o0 + 320 * b), t2)
     r = out.transpose(1, 0, 2).reshape(5, -1)[:, :n]
-    return (r[0] == 1) & (r[1] == 0) & (r[2] == 0) & (r[3] == 0) & (r[4] == 0)
+    rest_zero = (r[1] == 0) & (r[2] == 0) & (r[3] == 0) & (r[4] == 0)
+    minus_one = ((r[0] == _PM1[0]) & (r[1] == _PM1[1]) & (r[2] == _PM1[2]) & (r[3] == _PM1[3])
+                 & (r[4] == _PM1[4]))
+    return ((r[0] == 1) & rest_zero) | minus_one
+
+
+_PM1 = [np.uint64(((_PRIME - 1) >> (52 * k)) & ((1 << 52) - 1)) for k in range(5)]     # p - 1 in radix 2^52
 
 
 #: Points whose u (bit 255 ignored) is at least this go to libsodium (see :func:`_near_p`).

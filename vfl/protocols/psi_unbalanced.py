@@ -122,11 +122,17 @@ def _checked_ids(ids: Sequence[bytes], party: str, cache_dir) -> tuple[list[byte
     The repeat check (a second or two at 10^7 ids) is skipped when the ids are exactly those the party's
     own OPRF cache was built over (the same digest: they were checked then).
     """
-    ids = list(map(bytes, ids))
+    ids = ids if type(ids) is list else list(ids)
     if not ids:
         raise DataError(f"party {party}: no ids to intersect")
-    digest = upsi_cache.set_digest(ids)
+    try:
+        digest = upsi_cache.set_digest(ids)
+    except TypeError:               # not all bytes-like: convert (or refuse) each, as before
+        ids = list(map(bytes, ids))
+        digest = upsi_cache.set_digest(ids)
     if upsi_cache.recorded_digest(cache_dir) != digest:
+        if not all(type(i) is bytes for i in ids):
+            ids = list(map(bytes, ids))
         check_unique(ids, party)
     return ids, digest
 
@@ -178,9 +184,8 @@ def _as_large(st: _State, peer: str, n_small: int) -> _Pair:
     if type(want["fetch"]) is not bool or type(used) is not int or not width <= used <= upsi.FULL_BYTES:
         raise ProtocolError(f"{ep.role}: {peer} sent a malformed 'upsi_want' (width {used!r}, needed {width}..."
                             f"{upsi.FULL_BYTES})")
-    prefixes = own.prefixes(used)
     if want["fetch"]:
-        _send_chunks(ep, peer, "upsi_outputs", prefixes.tobytes(), used, OUTPUT_CHUNK)
+        _send_chunks(ep, peer, "upsi_outputs", own.prefixes(used).tobytes(), used, OUTPUT_CHUNK)
     for start, points in recv_chunks(ep, peer, "upsi_query", n_small, group.POINT_BYTES):
         evaluated = _checked(ep, peer, "upsi_query", start, upsi.evaluate, points, own.key)
         ep.send(peer, "upsi_evaluated", "masked", start=start, data=evaluated)
@@ -194,14 +199,11 @@ def _as_large(st: _State, peer: str, n_small: int) -> _Pair:
     outputs = np.frombuffer(bytes(matched), dtype=f"S{used}")
     if not _sorted(outputs, strict=True):
         raise ProtocolError(f"{ep.role}: {peer} sent matched outputs that are not sorted and distinct")
-    at = np.searchsorted(prefixes, outputs)
-    found = at < len(prefixes)
-    found[found] = prefixes[at[found]] == outputs[found]
+    at, found, ambiguous = own.find(outputs)
     if not found.all():
         raise ProtocolError(f"{ep.role}: {peer} sent {int((~found).sum())} matched outputs that are none of "
                             f"{ep.role}'s; stopping")
-    after = at + 1 < len(prefixes)
-    if np.any(prefixes[np.minimum(at + 1, len(prefixes) - 1)][after] == outputs[after]):
+    if ambiguous.any():
         raise DataError(f"{ep.role}: two of its ids share a matched {used}-byte output (a 2^-40 event); run again "
                         f"after removing {own.path} (a fresh key)")
     return _Pair(own.rows[at].astype(np.int64), outputs)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import re
 import stat
@@ -50,13 +51,42 @@ class CacheError(DataError):
     """A cache file that cannot be used: not one, damaged, of another format, kind or party (the message names it)."""
 
 
+#: How :func:`set_digest` frames the ids (the prefix of the digests it returns; a file recording a digest
+#: without it was built by an older vfl, and is rebuilt).
+DIGEST_SCHEME = "set2"
+_CHUNK = 1 << 12        # ids joined at a time: a few tens of kB, hashed while in the processor's cache
+
+
 def set_digest(ids: Sequence[bytes]) -> str:
-    """SHA-256 of the ids in row order, each length-framed (hex): what says the large party's set has changed."""
+    """SHA-256 of the ids in row order, framed so that no other list gives the same input: what says the large
+    party's set has changed.  ``"set2:" + hex``.
+
+    Ids are joined with a NUL byte between them, chunk by chunk, which frames them unambiguously when no id
+    holds a NUL byte (checked on each chunk: the NULs counted are the separators); otherwise every id is
+    preceded by its length (another tag, so the two framings never meet).  One pass of C-level joins and
+    SHA-256 over the bytes (about 0.04 µs an id), no Python work per id.  Raises ``TypeError`` if an id is
+    not bytes-like.
+    """
+    n = len(ids)
+    h = hashlib.sha256(b"vfl-upsi-2/set/nul" + n.to_bytes(8, "little"))
+    sep = b"\0"
+    for lo in range(0, n, _CHUNK):
+        part = ids[lo:lo + _CHUNK]
+        chunk = sep.join(part)
+        if chunk.count(sep) != len(part) - 1:       # an id holds a NUL byte: frame by lengths instead
+            return _framed_digest(ids)
+        h.update(chunk)
+        h.update(sep)
+    return f"{DIGEST_SCHEME}:{h.hexdigest()}"
+
+
+def _framed_digest(ids: Sequence[bytes]) -> str:
     lengths = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-    h = hashlib.sha256(b"vfl-upsi-1/set" + len(ids).to_bytes(8, "little"))
+    h = hashlib.sha256(b"vfl-upsi-2/set/lengths" + len(ids).to_bytes(8, "little"))
     h.update(lengths.astype("<u8").tobytes())
-    h.update(b"".join(ids))
-    return h.hexdigest()
+    for lo in range(0, len(ids), _CHUNK):
+        h.update(b"".join(ids[lo:lo + _CHUNK]))
+    return f"{DIGEST_SCHEME}:{h.hexdigest()}"
 
 
 def own_path(directory) -> Path:
@@ -93,17 +123,24 @@ def _write(path: Path, header: dict, body: Sequence) -> Path:
 
 
 def _read(path: Path, kind: str, owner: str) -> tuple[dict, memoryview]:
-    """The header and body of a cache file of ``kind`` belonging to ``owner``; a :class:`CacheError` otherwise."""
+    """The header and body of a cache file of ``kind`` belonging to ``owner``; a :class:`CacheError` otherwise.
+
+    The file is mapped into memory, not copied: its checksum is computed over the mapping (SHA-256, a
+    fraction of a second for 200 MB) and the body returned is a view of it.
+    """
     remedy = "remove it and run again to rebuild it"
-    data = path.read_bytes()
-    if len(data) < len(MAGIC) + _HEAD + _SUM or not data.startswith(MAGIC):
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+    view = memoryview(data)
+    if len(view) < len(MAGIC) + _HEAD + _SUM or bytes(view[:len(MAGIC)]) != MAGIC:
         raise CacheError(f"{path} is not an unbalanced-PSI cache file of vfl (no VFL-UPSI header): {remedy}")
-    if hashlib.sha256(memoryview(data)[:-_SUM]).digest() != data[-_SUM:]:
+    if hashlib.sha256(view[:-_SUM]).digest() != bytes(view[-_SUM:]):
         raise CacheError(f"{path} is damaged (its checksum does not match its contents): {remedy}")
-    size = int.from_bytes(data[len(MAGIC):len(MAGIC) + _HEAD], "big")
+    size = int.from_bytes(view[len(MAGIC):len(MAGIC) + _HEAD], "big")
     start = len(MAGIC) + _HEAD
     try:
-        header = json.loads(data[start:start + size].decode("utf-8"))
+        header = json.loads(bytes(view[start:start + size]).decode("utf-8"))
         if not isinstance(header, dict):
             raise ValueError
     except (ValueError, UnicodeDecodeError, RecursionError):
@@ -115,7 +152,7 @@ def _read(path: Path, kind: str, owner: str) -> tuple[dict, memoryview]:
         raise CacheError(f"{path} holds {header.get('kind')!r}, not {kind!r}: a foreign file; {remedy}")
     if header.get("party") != owner:
         raise CacheError(f"{path} belongs to party {header.get('party')!r}, not {owner!r}: a foreign file; {remedy}")
-    return header, memoryview(data)[start + size:-_SUM]
+    return header, view[start + size:-_SUM]
 
 
 def _number(header: dict, key: str, path: Path) -> int:
@@ -170,9 +207,30 @@ class OwnCache:
     built: bool = False
 
     def prefixes(self, width: int) -> np.ndarray:
-        """The sorted outputs cut to ``width`` bytes (dtype ``S{width}``; still sorted)."""
+        """The sorted outputs cut to ``width`` bytes (dtype ``S{width}``; still sorted): a copy, for sending."""
         full = self.outputs.view(np.uint8).reshape(-1, upsi.FULL_BYTES)
         return np.ascontiguousarray(full[:, :width]).view(f"S{width}").reshape(-1)
+
+    def find(self, prefixes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where each ``width``-byte prefix (dtype ``S{width}``) lies among the sorted outputs, without cutting
+        them all: ``(at, found, ambiguous)``, ``at`` the first output starting with it (where ``found``), and
+        ``ambiguous`` where the next output starts with it too.
+
+        The prefix padded with zero bytes sorts at or before every output that starts with it and after every
+        smaller one, so one binary search over the full outputs finds the first that starts with it.
+        """
+        width, n = prefixes.dtype.itemsize, len(self.outputs)
+        full = self.outputs.view(np.uint8).reshape(-1, upsi.FULL_BYTES)
+        padded = np.zeros((len(prefixes), upsi.FULL_BYTES), dtype=np.uint8)
+        padded[:, :width] = prefixes.view(np.uint8).reshape(-1, width)
+        at = np.searchsorted(self.outputs, padded.view(f"S{upsi.FULL_BYTES}").reshape(-1))
+        wanted = padded[:, :width]
+        found = at < n
+        found[found] = (full[at[found], :width] == wanted[found]).all(axis=1)
+        after = found & (at + 1 < n)
+        ambiguous = np.zeros(len(prefixes), dtype=bool)
+        ambiguous[after] = (full[at[after] + 1, :width] == wanted[after]).all(axis=1)
+        return at, found, ambiguous
 
 
 def build_own(directory, party: str, ids: Sequence[bytes], digest: str | None = None) -> OwnCache:
@@ -223,10 +281,13 @@ def load_own(directory, party: str, ids: Sequence[bytes], note: Note | None = No
         return build_own(directory, party, ids, digest)
     cache = read_own(directory, party)
     if cache.digest != digest or len(cache.rows) != len(ids):
+        why = ("its set digest is of an older kind (built by an older vfl)"
+               if not cache.digest.startswith(DIGEST_SCHEME + ":") and len(cache.rows) == len(ids)
+               else f"its ids have changed since {path} was built (another set digest)")
         if note:
-            note(f"party {party}: its ids have changed since {path} was built (another set digest); drawing a "
-                 f"fresh key and evaluating the OPRF over its {len(ids):,} ids again (partners fetch the new "
-                 "outputs once)")
+            note(f"party {party}: {why if why.startswith('its ids') else f'{path}: ' + why}; drawing a fresh key "
+                 f"and evaluating the OPRF over its {len(ids):,} ids again (partners fetch the new outputs once)")
+        del cache                   # unmaps the old file before it is replaced (a mapped file cannot be, on Windows)
         return build_own(directory, party, ids, digest)
     return cache
 
