@@ -291,21 +291,7 @@ def run(fn, tasks: list) -> list:
         futures = [pool.submit(fn, *args) for args in tasks]
     except (RuntimeError, OSError):            # shut down meanwhile, or no interpreter to start
         return [fn(*args) for args in tasks]
-    results = []
-    for future, args in zip(futures, tasks):
-        while True:
-            try:
-                results.append(future.result(timeout=1.0))
-                break
-            except cf.TimeoutError:
-                if pool.any_alive() or not future.cancel():
-                    continue
-                results.append(fn(*args))        # every worker is gone: do it here
-                break
-            except (WorkerDied, cf.CancelledError):
-                results.append(fn(*args))
-                break
-    return results
+    return _collected(pool, futures, fn, tasks)
 
 
 def run_sharing(fn, tasks: list) -> list:
@@ -344,6 +330,12 @@ def run_sharing(fn, tasks: list) -> list:
                 future.set_result(task(*args))
             except Exception as exc:                  # raised below, as a worker's error would be
                 future.set_exception(exc)
+    return _collected(pool, futures, fn, tasks)
+
+
+def _collected(pool, futures: list, fn, tasks: list) -> list:
+    """The results of ``futures`` (``tasks`` submitted to ``pool``), in order; a task whose worker died, or every
+    worker being gone, is run here."""
     results = []
     for future, args in zip(futures, tasks):
         while True:
@@ -353,7 +345,7 @@ def run_sharing(fn, tasks: list) -> list:
             except cf.TimeoutError:
                 if pool.any_alive() or not future.cancel():
                     continue
-                results.append(fn(*args))
+                results.append(fn(*args))        # every worker is gone: do it here
                 break
             except (WorkerDied, cf.CancelledError):
                 results.append(fn(*args))

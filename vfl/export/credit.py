@@ -35,7 +35,6 @@ anchors and the link (:func:`combine`).
 from __future__ import annotations
 
 import json
-import math
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +43,7 @@ import numpy as np
 
 from vfl.errors import DataError
 from vfl.export import blocks
+from vfl.parties.credit.scorecard import ScorecardScale
 
 #: Every output name a scorecard's files may have (no column may take one of them).
 OUTPUTS = ("score", "decision", "probability", "label", "partial")
@@ -80,18 +80,16 @@ class _Scorecard:
     intercept: float
     classes: list
     base_points: float
-    base_score: float
-    base_odds: float
-    pdo: float
+    scale: ScorecardScale   # the points' anchors, as training set them (its factor and offset)
     fingerprint: str
 
     @property
     def factor(self) -> float:
-        return self.pdo / math.log(2.0)
+        return self.scale.factor
 
     @property
     def offset(self) -> float:
-        return self.base_score - self.factor * math.log(self.base_odds)
+        return self.scale.offset
 
     @property
     def columns(self) -> list:
@@ -138,7 +136,8 @@ def scorecard(shards: dict) -> _Scorecard:
         raise DataError("no party of this scorecard has a selected column: there is nothing to score")
     card, model = head["scorecard"], head["model"]
     return _Scorecard(parties, float(model["intercept"]), list(model["classes"]), float(card["base_points"]),
-                      float(card["base_score"]), float(card["base_odds"]), float(card["pdo"]), head["trained_with"])
+                      ScorecardScale(float(card["base_score"]), float(card["base_odds"]), float(card["pdo"])),
+                      head["trained_with"])
 
 
 # --------------------------------------------------------------------------- ONNX
@@ -286,7 +285,7 @@ def combiner(shards: dict, files: dict | None = None) -> dict:
             "combine": "decision = sum of the parts' partial + intercept; score = offset - factor * decision; "
                        "probability = 1 / (1 + exp(-decision))",
             "intercept": card.intercept, "offset": card.offset, "factor": card.factor,
-            "base_score": card.base_score, "base_odds": card.base_odds, "pdo": card.pdo,
+            **card.scale.to_dict(),
             "link": "logistic", "classes": card.classes, "outputs": ["score", "decision", "probability", "label"]}
 
 

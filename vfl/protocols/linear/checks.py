@@ -1,7 +1,8 @@
 """Checks of a training run that the settings alone do not make: what a party could infer, and who runs.
 
-Shared by the estimators (in-process, :mod:`vfl.inprocess`) and the ``vfl party``
-command (:mod:`vfl.federation.linear`), so that both refuse, or warn, alike:
+Shared by the estimators (in threads, :mod:`vfl.runs.threads`), the teaching runner
+(:mod:`vfl.inprocess`) and the ``vfl party`` command (:mod:`vfl.federation.linear`), so that
+all refuse, or warn, alike:
 
 * :func:`check_settings_safety`: ``init="zeros"`` needs ``insecure=True`` (the
   first gradient then hands every feature party ``X^T y``); an ``alpha`` under
