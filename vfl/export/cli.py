@@ -44,7 +44,8 @@ def register(subparsers) -> None:
     p.add_argument("--role", required=True, help="this party's name in federation.toml")
     p.add_argument("--model", type=Path, required=True,
                    help="this party's model shard, or a folder holding it (model.json or model_ROLE.json)")
-    p.add_argument("--format", required=True, help="the export's format: xgboost-json, onnx or split (trees)")
+    p.add_argument("--format", required=True, help="the export's format: trees xgboost-json, onnx or split; linear models and the "
+                                                    "credit pipeline onnx, pmml or split; networks onnx or split")
     p.add_argument("--to", default=None, metavar="PARTY", help="consent: the party that receives the export")
     p.add_argument("--consents", nargs="+", type=Path, default=[], metavar="FILE",
                    help="export: the other data parties' consents")
