@@ -49,6 +49,42 @@ class Unavailable(Exception):
     """The library cannot run here; the message says why (for the engines' reports)."""
 
 
+def load_engine(env: str, fast: str, fallback: str, bind, self_test, against: str, unavailable,
+                locate=None, cpu_has_ifma=None, tested: str = "libcrypto_mb.so") -> dict:
+    """One engine of the library found, loaded and checked (once per process, by the engine's module), or the
+    fallback engine's state with the reason: what the engines report.
+
+    ``bind(lib)`` gives the engine's functions as state entries (an ``AttributeError`` for one the library
+    lacks); ``self_test(state)`` its known-answer test against ``against``, a failure's description or "".  With
+    ``env=ipp`` an engine that cannot run raises ``unavailable`` instead of falling back; ``tested`` names what
+    failed the test in the reason.  ``locate`` and
+    ``cpu_has_ifma`` as for :func:`open_library` (the engines' modules pass theirs, which tests stand in for).
+    """
+    choice, state = engine_choice(env, fallback)
+    if state is not None:
+        return state
+
+    def off(reason: str) -> dict:
+        if choice == "ipp":
+            raise unavailable(f"{env}=ipp: {reason}")
+        return {"engine": fallback, "fast": False, "reason": reason}
+
+    try:
+        lib, path = open_library(**{k: v for k, v in (("locate", locate), ("cpu_has_ifma", cpu_has_ifma))
+                                    if v is not None})
+        functions = bind(lib)
+    except Unavailable as exc:
+        return off(str(exc))
+    except AttributeError as exc:
+        return off(f"libcrypto_mb.so lacks a function vfl needs: {exc}")
+    state = {"engine": fast, "fast": True, "reason": "", "library": str(path), "version": version(lib),
+             **functions}
+    failure = self_test(state)
+    if failure:
+        return off(f"{tested} failed vfl's known-answer test against {against} ({failure})")
+    return state
+
+
 def _wheel_files(distribution: str, names) -> dict[str, Path]:
     """The files of an installed wheel whose base name is in ``names`` (by name)."""
     from importlib import metadata

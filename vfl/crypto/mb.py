@@ -67,24 +67,16 @@ _locate, _cpu_has_ifma = ipp.locate, ipp.cpu_has_ifma          # by these names,
 
 def _load() -> dict:
     """Find, load and check the fast engine once per process; what :func:`engine` reports."""
-    choice, fallback = ipp.engine_choice(_ENV, SODIUM)
-    if fallback is not None:
-        return fallback
-    try:
-        lib, path = ipp.open_library(locate=_locate, cpu_has_ifma=_cpu_has_ifma)
-        fn = lib.mbx_x25519_mb8
-        fn.restype, fn.argtypes = ctypes.c_uint32, [ctypes.c_void_p] * 3
-    except ipp.Unavailable as exc:
-        return _off(choice, str(exc))
-    except AttributeError as exc:
-        return _off(choice, f"libcrypto_mb.so lacks a function vfl needs: {exc}")
-    state = {"engine": FAST, "fast": True, "reason": "", "library": str(path), "version": ipp.version(lib),
-             "_fn": fn}
-    failure = _self_test(state)
-    if failure:
-        return _off(choice, f"libcrypto_mb.so failed vfl's known-answer test against libsodium ({failure})")
-    state["curve_check"], state["_field"] = _field_functions(lib)
-    return state
+    return ipp.load_engine(_ENV, FAST, SODIUM, _bind, _self_test, "libsodium", FastEngineUnavailable,
+                           locate=_locate, cpu_has_ifma=_cpu_has_ifma)
+
+
+def _bind(lib) -> dict:
+    """The 8-way ladder, and the field functions of the curve test (checked on their own, :func:`_field_functions`)."""
+    fn = lib.mbx_x25519_mb8
+    fn.restype, fn.argtypes = ctypes.c_uint32, [ctypes.c_void_p] * 3
+    curve_check, field = _field_functions(lib)
+    return {"_fn": fn, "curve_check": curve_check, "_field": field}
 
 
 def _field_functions(lib) -> tuple[str, tuple | None]:
@@ -114,12 +106,6 @@ def _field_functions(lib) -> tuple[str, tuple | None]:
     if not np.array_equal(_legendre_fast(field, words), want):
         return "gmpy2 (libcrypto_mb.so's field arithmetic failed vfl's known-answer test)", None
     return f"{FAST} (8-way Euler criterion)", field
-
-
-def _off(choice: str, reason: str) -> dict:
-    if choice == "ipp":
-        raise FastEngineUnavailable(f"{_ENV}=ipp: {reason}")
-    return {"engine": SODIUM, "fast": False, "reason": reason}
 
 
 def _self_test(state: dict) -> str:

@@ -71,33 +71,19 @@ _locate, _cpu_has_ifma = ipp.locate, ipp.cpu_has_ifma          # by these names,
 
 def _load() -> dict:
     """Find, load and check the fast engine once per process; what :func:`engine` reports."""
-    choice, fallback = ipp.engine_choice(_ENV, GMP)
-    if fallback is not None:
-        return fallback
-    try:
-        lib, path = ipp.open_library(locate=_locate, cpu_has_ifma=_cpu_has_ifma)
-        fn = lib.mbx_exp_mb8
-        fn.restype = ctypes.c_uint32
-        fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
-                                               ctypes.c_int]
-        size = lib.mbx_exp_BufferSize
-        size.restype, size.argtypes = ctypes.c_int, [ctypes.c_int]
-    except ipp.Unavailable as exc:
-        return _off(choice, str(exc))
-    except AttributeError as exc:
-        return _off(choice, f"libcrypto_mb.so lacks a function vfl needs: {exc}")
-    state = {"engine": FAST, "fast": True, "reason": "", "library": str(path), "version": ipp.version(lib),
-             "_fn": fn, "_size": size}
-    failure = _self_test(state)
-    if failure:
-        return _off(choice, f"mbx_exp_mb8 failed vfl's known-answer test against gmpy2 ({failure})")
-    return state
+    return ipp.load_engine(_ENV, FAST, GMP, _bind, _self_test, "gmpy2", FastEngineUnavailable,
+                           locate=_locate, cpu_has_ifma=_cpu_has_ifma, tested="mbx_exp_mb8")
 
 
-def _off(choice: str, reason: str) -> dict:
-    if choice == "ipp":
-        raise FastEngineUnavailable(f"{_ENV}=ipp: {reason}")
-    return {"engine": GMP, "fast": False, "reason": reason}
+def _bind(lib) -> dict:
+    """``mbx_exp_mb8`` and its buffer size."""
+    fn = lib.mbx_exp_mb8
+    fn.restype = ctypes.c_uint32
+    fn.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p,
+                                           ctypes.c_int]
+    size = lib.mbx_exp_BufferSize
+    size.restype, size.argtypes = ctypes.c_int, [ctypes.c_int]
+    return {"_fn": fn, "_size": size}
 
 
 def _self_test(state: dict) -> str:
