@@ -152,28 +152,29 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         if kind == "feature":
             release = ReleasePolicy.for_party(config.party(role), workdir)
             run.predict_feature(this.endpoint, this.data, party, roster, release)
-            if config.explanations is not None:     # the label party explains inside a second prediction
-                run.predict_feature(this.endpoint, this.data, party, roster, release)
+            if config.explanations is not None:     # the label party explains from the masks it just received
                 summary["explained"] = {"rows": this.data.n_rows, "named": {}}
         else:
-            raw = run.predict_label(this.endpoint, this.data, party, roster)
+            if config.explanations is None:
+                raw = run.predict_label(this.endpoint, this.data, party, roster)
+            else:
+                raw, values = run.predict_and_explain_label(this.endpoint, this.data, party, roster)
             summary["scores"] = str(_write_scores(output or workdir / "scores.csv", this.data.ids, raw, party,
                                                  config.id_column))
             summary["classes"] = shard["classes"] or None
             if this.data.labels is not None:
                 summary["metrics"] = _label_metrics(party, raw, this.data.labels, role)
             if config.explanations is not None:
-                summary.update(_explain_label(this.endpoint, config, this.data, party, summary["scores"]))
+                summary.update(_explained(config, this.data, party, values, summary["scores"]))
     return this.summary(**summary)
 
 
-def _explain_label(ep, config: FederationConfig, data, party: TreeLabelParty, scores_path) -> dict:
-    """The label party's explanation of the rows it just scored (the parties' exact Shapley values, inside a
-    second private prediction: the feature parties send what they sent to predict), written beside the scores."""
+def _explained(config: FederationConfig, data, party: TreeLabelParty, values: dict, scores_path) -> dict:
+    """The label party's explanation of the rows it just scored (the parties' exact Shapley values, from the leaf
+    masks of that prediction: the feature parties send nothing more), written beside the scores."""
     settings = config.explanations
     side = explanations.sign(settings, party.classes)
-    result = run.explain_label(ep, data, party, config.roster)
-    path = explanations.write(explanations.path_beside(scores_path), data.ids, explained.party_level(result),
+    path = explanations.write(explanations.path_beside(scores_path), data.ids, explained.party_level(values),
                               settings, side, config.id_column)
     return {"explanations": str(path), "reasons": settings.reasons}
 

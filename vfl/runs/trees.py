@@ -248,11 +248,18 @@ def explain_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> 
     marginalised at each of its splits by the training share of rows going each way.  Returns ``{"players",
     "shapley" (rows, players), "base" (rows,)}``: the values sum, with the base, to the raw score.
     """
+    return predict_and_explain_label(ep, data, party, roster)[1]
+
+
+def predict_and_explain_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> tuple:
+    """One private prediction of the label party's rows, and their explanation from the same leaf masks: the raw
+    scores (as :func:`predict_label` gives them) and the parties' Shapley values (:func:`explain_label`)."""
     roster = roster.without_coordinator()
     check_explainable(party, roster.features)
     codes = party.bin_new(data.features)
     owners, masks = inference.ask_masks(ep, party, len(codes), roster)
-    return party_values(party, codes, owners, masks, roster.features)
+    return (inference.raw_scores(party, codes, owners, masks),
+            party_values(party, codes, owners, masks, roster.features))
 
 
 def check_explainable(party: TreeLabelParty, features) -> list:
