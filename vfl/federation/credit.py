@@ -379,12 +379,9 @@ def _explain(ep, config: FederationConfig, role: str, kind: str, data: PartyData
         release = credit_run.ScorecardRelease(release_policy(config, role, workdir), binner, coder, data.features)
         return {"explained": run_linear.explain_feature(ep, coded, model["columns"], explaining, roster,
                                                         release=release, ids=data.ids)}
-    settings = config.explanations
-    side = explanations.sign(settings, model["classes"])
+    side = explanations.sign(config.explanations, model["classes"])
     result = run_linear.explain_label(ep, coded, explaining, float(model["intercept"]), roster, sign=side)
-    path = explanations.write(explanations.path_beside(scores_path), data.ids, result, settings, side,
-                              config.id_column)
-    return {"explanations": str(path), "reasons": settings.reasons}
+    return explanations.write(config, scores_path, data.ids, result, side)
 
 
 def write_scores(path, ids, z, shard: dict, id_column: str = "id") -> Path:

@@ -43,17 +43,20 @@ def path_beside(scores: str | Path) -> Path:
     return scores.with_name(f"{scores.stem}_explanations.csv")
 
 
-def write(path, ids, result: dict, settings: Explanations, side: float, id_column: str = "id") -> Path:
-    """The label party's explanations CSV (owner-only): ``id``, the contributions, ``base_value``, the reasons."""
+def write(config: FederationConfig, scores, ids, result: dict, side: float) -> dict:
+    """The label party's explanations CSV beside its ``scores`` (owner-only): ``id``, the contributions,
+    ``base_value``, the reasons.  Returns what its summary says of them (``explanations``, ``reasons``)."""
     import pandas as pd
 
+    settings, id_column = config.explanations, config.id_column
     table = explained.frame(result)
     if settings.reasons:
         table = pd.concat([table, explained.reasons(result, settings.reasons, side)], axis=1)
     if id_column in table.columns:
         table = table.rename(columns={id_column: f"{id_column}_contribution"})
     table.insert(0, id_column, np.asarray(ids))
-    return write_private_csv(table, path, index=False)
+    path = write_private_csv(table, path_beside(scores), index=False)
+    return {"explanations": str(path), "reasons": settings.reasons}
 
 
 def said(role: str, summary: dict) -> list[str]:

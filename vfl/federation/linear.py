@@ -398,14 +398,11 @@ def _explaining(config: FederationConfig, role: str, kind: str, shard: dict, pat
 def _explain_label(ep: Endpoint, config: FederationConfig, data: PartyData, shard: dict, params, model,
                    scores_path) -> dict:
     """The label party's explanation of the rows it just scored, written beside the scores."""
-    settings, classes = config.explanations, shard["classes"] if shard["objective"] == "logistic" else None
-    side = explanations.sign(settings, classes)
+    side = explanations.sign(config.explanations, shard["classes"] if shard["objective"] == "logistic" else None)
     intercept = float(params[len(shard["columns"])]) if shard["fit_intercept"] else 0.0
     result = run_linear.explain_label(ep, data.features, model, intercept, config.roster.without_coordinator(),
                                       sign=side)
-    path = explanations.write(explanations.path_beside(scores_path), data.ids, result, settings, side,
-                              config.id_column)
-    return {"explanations": str(path), "reasons": settings.reasons}
+    return explanations.write(config, scores_path, data.ids, result, side)
 
 
 def score_rows(ep: Endpoint, config: FederationConfig, role: str, kind: str, features, columns, params,

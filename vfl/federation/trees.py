@@ -172,11 +172,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
 def _explained(config: FederationConfig, data, party: TreeLabelParty, values: dict, scores_path) -> dict:
     """The label party's explanation of the rows it just scored (the parties' exact Shapley values, from the leaf
     masks of that prediction: the feature parties send nothing more), written beside the scores."""
-    settings = config.explanations
-    side = explanations.sign(settings, party.classes)
-    path = explanations.write(explanations.path_beside(scores_path), data.ids, explained.party_level(values),
-                              settings, side, config.id_column)
-    return {"explanations": str(path), "reasons": settings.reasons}
+    side = explanations.sign(config.explanations, party.classes)
+    return explanations.write(config, scores_path, data.ids, explained.party_level(values), side)
 
 
 def _label_metrics(party: TreeLabelParty, raw: np.ndarray, labels, role: str) -> dict:
