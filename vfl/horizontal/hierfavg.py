@@ -130,21 +130,9 @@ class HierFAVG(FederatedClassifierMixin):
     def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Run ``num_rounds`` cloud rounds of HierFAVG.
 
-        Parameters are as in :meth:`FedAvg.fit <vfl.horizontal.FedAvg.fit>`.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        FederatedInputError
-            Bad clients, test sets, edges or hyperparameters.
-
-        Warns
-        -----
-        RuntimeWarning
-            If the parameters become non-finite; training then stops.
+        Parameters, the return value (``self``), the errors and the warning on
+        divergence are as in :meth:`FedAvg.fit <vfl.horizontal.FedAvg.fit>`;
+        bad ``edges`` (see :func:`assign_edges`) are one more error.
         """
         check_positive_int("num_rounds", self.num_rounds)
         kappa1 = check_positive_int("kappa1 (local steps per edge round)", self.kappa1)

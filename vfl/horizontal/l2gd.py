@@ -166,13 +166,17 @@ class L2GD(FederatedClassifierMixin):
 
         Raises
         ------
+        InvalidParameterError
+            ``learning_rate * lam * (1 - p) / p > 1`` (an aggregation step would
+            move the models past their mean), or another bad hyperparameter.
         FederatedInputError
-            Bad clients, test sets or hyperparameters (a subclass says which).
+            Bad clients or test sets (a subclass says which).
 
         Warns
         -----
         RuntimeWarning
-            If the parameters become non-finite; training then stops.
+            If the parameters become non-finite; training then stops with the
+            previous round's models.
         """
         c = self._check_params()
         run = start(self, clients, X_test, y_test, client_tests, classes)

@@ -188,23 +188,10 @@ class PerFedAvg(FederatedClassifierMixin):
     def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Run ``num_rounds`` rounds of Per-FedAvg.
 
-        Parameters are as in :meth:`L2GD.fit <vfl.horizontal.L2GD.fit>`:
+        Parameters, the return value (``self``), the errors and the warning on
+        divergence are as in :meth:`L2GD.fit <vfl.horizontal.L2GD.fit>`:
         ``X_test, y_test`` score the meta-model, ``client_tests`` (one per
         client) score each client's adapted model.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        FederatedInputError
-            Bad clients, test sets or hyperparameters (a subclass says which).
-
-        Warns
-        -----
-        RuntimeWarning
-            If the parameters become non-finite; training then stops.
         """
         self._check_params()
         run = start(self, clients, X_test, y_test, client_tests, classes)
