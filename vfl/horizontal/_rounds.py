@@ -6,7 +6,7 @@ is here, once:
 
 - :func:`start` checks one ``fit``'s inputs in the order every estimator
   checks them (``random_state``, the clients and the model, the pooled test
-  set, the per-client test sets) and returns them as a :class:`Federation`;
+  set, the per-client test sets) and returns them as a :class:`Setup`;
 - :class:`Rounds` is the loop over ``1 .. num_rounds`` with its progress bar,
   and the ``history_`` it records, with the running ``bytes_total`` of what
   was sent;
@@ -28,7 +28,7 @@ from ._common import BYTES_PER_FLOAT, RoundMetrics, encode_client_tests, encode_
 
 
 @dataclass
-class Federation:
+class Setup:
     """The checked inputs of one ``fit``, from which its rounds start.
 
     Attributes
@@ -70,7 +70,7 @@ class Federation:
 
 
 def start(estimator, clients, X_test, y_test, client_tests, classes, *, check=None,
-          score_test: bool = True) -> Federation:
+          score_test: bool = True) -> Setup:
     """Check the inputs of ``estimator.fit`` and build the model, its starting vector and the metrics.
 
     Parameters
@@ -91,7 +91,7 @@ def start(estimator, clients, X_test, y_test, client_tests, classes, *, check=No
 
     Returns
     -------
-    Federation
+    Setup
 
     Raises
     ------
@@ -108,7 +108,7 @@ def start(estimator, clients, X_test, y_test, client_tests, classes, *, check=No
     if not score_test:
         X_test = y_test = None
     tests = encode_client_tests(client_tests, classes, model.n_features, len(data))
-    return Federation(rng, classes, data, model, w, RoundMetrics(model, data, X_test, y_test, tests))
+    return Setup(rng, classes, data, model, w, RoundMetrics(model, data, X_test, y_test, tests))
 
 
 class Rounds:
