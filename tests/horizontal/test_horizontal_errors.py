@@ -181,3 +181,17 @@ def test_prediction_and_score_check_their_input_as_fit_does():
         FedAvg(num_rounds=1).fit([client(), client()], X_test=np.full((2, 4), np.inf), y_test=np.array([0, 1]))
     again = clone(FedAvg(num_rounds=3, learning_rate=0.5))
     assert again.get_params()["num_rounds"] == 3 and again.set_params(num_rounds=4).num_rounds == 4
+
+
+def test_checks_of_clients_and_test_sets_together_come_before_the_test_sets():
+    """HierFAVG's edges and FedAvg's target are checked once the clients are, before the test sets."""
+    from vfl.horizontal import HierFAVG
+
+    clients = [client(), client(), client()]
+    X_bad, y_test = rng.normal(size=(5, 3)), np.zeros(5)
+    with pytest.raises(InvalidParameterError, match="edges \\(L\\) must be between 1 and the number of clients 3"):
+        HierFAVG(edges=5).fit(clients, X_bad, y_test)
+    with pytest.raises(InvalidParameterError, match="target_accuracy needs X_test and y_test"):
+        FedAvg(target_accuracy=0.5).fit(clients, client_tests=[client()])
+    with pytest.raises(EmptyClientError, match="no clients"):
+        FedAvg(target_accuracy=0.5).fit([])

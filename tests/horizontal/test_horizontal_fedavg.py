@@ -233,6 +233,8 @@ def test_divergence_stops_with_a_warning(digits, estimator):
     X, Xt, y, yt = digits
     clients = split_clients(X, y, partition(y, 4, "iid", seed=0))
     cls = FedAvg if estimator == "fedavg" else AgnosticFL
-    with pytest.warns(RuntimeWarning, match="diverged"):
+    with pytest.warns(RuntimeWarning, match="diverged") as caught:
         est = cls("mlp", num_rounds=50, fraction_fit=1.0, learning_rate=1e4, random_state=0).fit(clients, Xt, yt)
     assert len(est.history_) < 50
+    # the warning points at the line that called fit, not at the package's insides
+    assert [w.filename for w in caught if "diverged" in str(w.message)] == [__file__]

@@ -5,6 +5,12 @@ scalar arguments through these helpers, so a wrong *type* (``"x"``, ``2.5``
 where an integer is needed, ``True`` where a number is needed) gets the same
 clear :class:`~vfl.horizontal.errors.InvalidParameterError` as a wrong *value*,
 instead of a bare :class:`TypeError` from a comparison deep inside.
+
+Each ``check_*`` takes the argument's ``name``, as its error message names
+it, and the ``value`` to check; it returns the value as the type it names
+(``int``, ``float``, a tuple or a generator), and raises
+:class:`~vfl.horizontal.errors.InvalidParameterError` saying what was expected
+and what was given otherwise.
 """
 
 from __future__ import annotations
@@ -16,9 +22,19 @@ import numpy as np
 from .errors import InvalidParameterError
 
 
+def _is_bool(value) -> bool:
+    """A Python or numpy bool, which the number checks refuse (``True < 1`` would otherwise pass)."""
+    return isinstance(value, (bool, np.bool_))
+
+
 def _is_real(value) -> bool:
-    """A real number that is not a bool (``True < 1`` would otherwise pass)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+    """A real number that is not a bool."""
+    return isinstance(value, numbers.Real) and not _is_bool(value)
+
+
+def _is_int(value, minimum: int) -> bool:
+    """An integer that is not a bool, ``>= minimum``."""
+    return isinstance(value, numbers.Integral) and not _is_bool(value) and value >= minimum
 
 
 def _check_real(name: str, value, accepts, requirement: str) -> float:
@@ -29,93 +45,28 @@ def _check_real(name: str, value, accepts, requirement: str) -> float:
 
 
 def check_positive_int(name: str, value, minimum: int = 1) -> int:
-    """An integer (not bool) ``>= minimum``.
-
-    Parameters
-    ----------
-    name : str
-        How the error message names the argument.
-    value : object
-        The value to check.
-    minimum : int, default=1
-        Smallest accepted value.
-
-    Returns
-    -------
-    int
-
-    Raises
-    ------
-    InvalidParameterError
-        ``value`` is not an integer or is below ``minimum``.
-    """
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral) or value < minimum:
+    """An integer (not a bool) ``>= minimum`` (default 1), as an ``int``."""
+    if not _is_int(value, minimum):
         raise InvalidParameterError(f"{name} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
 def check_positive_float(name: str, value) -> float:
-    """A finite real number ``> 0``.
-
-    Parameters
-    ----------
-    name : str
-    value : object
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    InvalidParameterError
-        ``value`` is not a real number, or is NaN, infinite or ``<= 0``.
-    """
+    """A real number ``> 0`` and finite (not NaN, not infinite), as a ``float``."""
     return _check_real(name, value, lambda v: 0 < v < np.inf, "a finite number > 0")
 
 
 def check_nonnegative_float(name: str, value) -> float:
-    """A finite real number ``>= 0``.
-
-    Parameters
-    ----------
-    name : str
-    value : object
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    InvalidParameterError
-        ``value`` is not a real number, or is NaN, infinite or negative.
-    """
+    """A real number ``>= 0`` and finite (not NaN, not infinite), as a ``float``."""
     return _check_real(name, value, lambda v: 0 <= v < np.inf, "a finite number >= 0")
 
 
 def check_interval(name: str, value, low: float, high: float, *, closed: str = "right") -> float:
-    """A real number in the interval from ``low`` to ``high``.
+    """A real number in the interval from ``low`` to ``high`` (NaN never is), as a ``float``.
 
-    Parameters
-    ----------
-    name : str
-    value : object
-    low, high : float
-        Interval end points.
-    closed : {"right", "left", "both", "neither"}, default="right"
-        Which end points belong to the interval: ``"right"`` is
-        ``(low, high]``, ``"left"`` is ``[low, high)``.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    InvalidParameterError
-        ``value`` is not a real number or lies outside the interval (NaN
-        always does).
+    ``closed`` says which end points belong to it: ``"right"`` (the default)
+    is ``(low, high]``, ``"left"`` is ``[low, high)``, and ``"both"`` and
+    ``"neither"`` are what they say.
     """
     left, right = {"right": ("(", "]"), "left": ("[", ")"), "both": ("[", "]"), "neither": ("(", ")")}[closed]
     if _is_real(value):
@@ -139,52 +90,25 @@ def check_batch_size(batch_size):
 
 
 def check_hidden_layer_sizes(value) -> tuple[int, ...]:
-    """A non-empty sequence of positive integers, e.g. ``(64, 64)``.
-
-    Parameters
-    ----------
-    value : sequence of int
-
-    Returns
-    -------
-    tuple of int
-
-    Raises
-    ------
-    InvalidParameterError
-        ``value`` is not a sequence, is empty, or holds something other than
-        integers ``>= 1`` (``2.5`` is rejected rather than truncated).
-    """
+    """A non-empty sequence of integers ``>= 1``, e.g. ``(64, 64)``, as a tuple (``2.5`` is refused, not truncated)."""
     if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
         raise InvalidParameterError(f"hidden_layer_sizes must be a sequence of integers >= 1, got {value!r}")
     sizes = list(value)
-    if not sizes or any(isinstance(h, (bool, np.bool_)) or not isinstance(h, numbers.Integral) or h < 1
-                        for h in sizes):
+    if not sizes or not all(_is_int(h, 1) for h in sizes):
         raise InvalidParameterError(f"hidden_layer_sizes must be a non-empty sequence of integers >= 1, "
                                     f"got {value!r}")
     return tuple(int(h) for h in sizes)
 
 
 def check_random_state(value, name: str = "random_state") -> np.random.Generator:
-    """A :class:`numpy.random.Generator` from ``None``, a seed, or a generator.
+    """A :class:`numpy.random.Generator` from anything :func:`numpy.random.default_rng` takes but a bool.
 
-    Parameters
-    ----------
-    value : None, int, array-like of int, SeedSequence, BitGenerator or Generator
-        Anything :func:`numpy.random.default_rng` accepts.  A ``Generator`` is
-        returned as is (not copied), so its stream continues.
-    name : str, default="random_state"
-
-    Returns
-    -------
-    numpy.random.Generator
-
-    Raises
-    ------
-    InvalidParameterError
-        ``value`` cannot seed a generator (a string, a float, a negative int).
+    None, a non-negative integer (or an array of them), a ``SeedSequence`` or
+    a ``BitGenerator`` seed a new generator; a ``Generator`` is returned as is
+    (not copied), so its stream continues.  A string, a float or a negative
+    integer is refused.
     """
-    if isinstance(value, (bool, np.bool_)):
+    if _is_bool(value):
         raise InvalidParameterError(f"{name} must be None, a non-negative integer or a numpy Generator, "
                                     f"got {value!r}")
     try:

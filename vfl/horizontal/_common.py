@@ -2,8 +2,10 @@
 
 Input preparation (:func:`prepare`, :func:`encode_test`,
 :func:`encode_client_tests`), the metrics every ``history_`` row records
-(:class:`RoundMetrics`), and the prediction methods of every fitted estimator
-(:class:`FederatedClassifierMixin`).  Personalized estimators (one model per
+(:class:`RoundMetrics`), the constructor's one line (:func:`keep_params`) and
+the prediction methods of every fitted estimator
+(:class:`FederatedClassifierMixin`); the frame of ``fit`` around each
+algorithm's round is :mod:`._rounds`.  Personalized estimators (one model per
 client) set ``personalized_parameters_``; the mixin then answers
 ``client=k`` questions with client ``k``'s own model.
 """
@@ -73,6 +75,18 @@ def prepare(clients, classes, model_name, hidden_layer_sizes, l2, initial_parame
         if not np.all(np.isfinite(w)):
             raise InvalidParameterError("initial_parameters contains NaN or infinite values")
     return classes, encoded, model, w
+
+
+def keep_params(estimator, params: dict) -> None:
+    """Store every constructor argument as the attribute of its name, unchanged.
+
+    What scikit-learn asks of an estimator's ``__init__`` (``get_params`` and
+    ``clone`` read the attributes back); ``fit`` checks them.  ``params`` is
+    the constructor's ``locals()``, ``self`` included.
+    """
+    for name, value in params.items():
+        if name != "self":
+            setattr(estimator, name, value)
 
 
 def check_features(X, n_features: int, what: str = "X") -> np.ndarray:

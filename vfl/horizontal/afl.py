@@ -26,29 +26,12 @@ several belong to the same domain.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import (
-    check_batch_size,
-    check_fraction,
-    check_positive_float,
-    check_positive_int,
-    check_random_state,
-)
-from ._common import (
-    BYTES_PER_FLOAT,
-    FederatedClassifierMixin,
-    RoundMetrics,
-    cross_entropy,
-    encode_client_tests,
-    encode_test,
-    prepare,
-)
+from ._checks import check_batch_size, check_fraction, check_positive_float, check_positive_int
+from ._common import BYTES_PER_FLOAT, FederatedClassifierMixin, cross_entropy, keep_params
+from ._rounds import Rounds, start, warn_diverged
 from .errors import InvalidParameterError, ShapeMismatchError
 
 __all__ = ["AgnosticFL", "project_onto_simplex"]
@@ -124,19 +107,7 @@ class AgnosticFL(FederatedClassifierMixin):
                  batch_size=None, learning_rate=0.1, lambda_learning_rate=0.1, average_iterates=False,
                  hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None, random_state=None,
                  progress=False):
-        self.model = model
-        self.num_rounds = num_rounds
-        self.fraction_fit = fraction_fit
-        self.min_fit_clients = min_fit_clients
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.lambda_learning_rate = lambda_learning_rate
-        self.average_iterates = average_iterates
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.l2 = l2
-        self.initial_parameters = initial_parameters
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Play ``num_rounds`` rounds of the Stochastic-AFL game.
@@ -149,23 +120,18 @@ class AgnosticFL(FederatedClassifierMixin):
         batch_size = check_batch_size(self.batch_size)
         check_positive_float("learning_rate", self.learning_rate)
         check_positive_float("lambda_learning_rate", self.lambda_learning_rate)
-        rng = check_random_state(self.random_state)
-        classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
-                                          self.l2, self.initial_parameters, rng)
-        X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
-        metrics = RoundMetrics(model, data, X_test, y_test,
-                               encode_client_tests(client_tests, classes, model.n_features, len(data)))
+        run = start(self, clients, X_test, y_test, client_tests, classes)
+        data, model, rng, w, metrics = run.data, run.model, run.rng, run.w, run.metrics
         p = len(data)
-        n_k = np.array([X.shape[0] for X, _ in data])
+        n_k = metrics.n_k
         m = _clients.num_fit_clients(p, self.fraction_fit, self.min_fit_clients)
 
-        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, p
+        run.fitted(self)
         lam = np.full(p, 1.0 / p)
         w_avg, lam_avg, current = np.zeros_like(w), np.zeros(p), w
         losses = np.array([cross_entropy(model, w, X, y) for X, y in data])
-        rows, total = [], 0
-        bar = tqdm(range(1, self.num_rounds + 1), desc="AFL", unit="round", disable=not self.progress)
-        for t in bar:
+        rounds = Rounds(self, "AFL")
+        for t in rounds:
             sampled = _clients.sample_clients(rng, p, m)
             grad_w, grad_lam = np.zeros_like(w), np.zeros(p)
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
@@ -180,9 +146,7 @@ class AgnosticFL(FederatedClassifierMixin):
                 w = w - self.learning_rate * grad_w
                 ascent = lam + self.lambda_learning_rate * grad_lam
             if not (np.all(np.isfinite(w)) and np.all(np.isfinite(ascent))):
-                warnings.warn(f"AFL diverged: parameters became non-finite in round {t}; stopping with "
-                              f"round {t - 1}'s model. Lower learning_rate (now {self.learning_rate}).",
-                              RuntimeWarning, stacklevel=2)
+                warn_diverged("AFL", t, "model", f"learning_rate (now {self.learning_rate})")
                 break
             lam = project_onto_simplex(ascent)
             w_avg += (w - w_avg) / t
@@ -191,17 +155,16 @@ class AgnosticFL(FederatedClassifierMixin):
             with np.errstate(over="ignore", invalid="ignore"):
                 losses = np.array([cross_entropy(model, current, X, y) for X, y in data])
                 row = metrics(current)
-            down, up = m * model.n_params * BYTES_PER_FLOAT, m * (model.n_params + 1) * BYTES_PER_FLOAT
-            total += down + up
-            rows.append({"round": t, "clients": m, "train_loss": float(np.average(losses, weights=n_k)),
-                         "worst_domain_loss": float(losses.max()), "worst_domain": int(losses.argmax()),
-                         "test_loss": row["test_loss"], "test_accuracy": row["test_accuracy"],
-                         "client_accuracy_mean": row["client_accuracy_mean"],
-                         "client_accuracy_worst10": row["client_accuracy_worst10"],
-                         "bytes_down": down, "bytes_up": up, "bytes_total": total})
-            bar.set_postfix(worst=f"{losses.max():.4f}", acc=f"{row['test_accuracy']:.3f}")
+            rounds.record({"round": t, "clients": m, "train_loss": float(np.average(losses, weights=n_k)),
+                           "worst_domain_loss": float(losses.max()), "worst_domain": int(losses.argmax()),
+                           "test_loss": row["test_loss"], "test_accuracy": row["test_accuracy"],
+                           "client_accuracy_mean": row["client_accuracy_mean"],
+                           "client_accuracy_worst10": row["client_accuracy_worst10"]},
+                          {"worst": f"{losses.max():.4f}", "acc": f"{row['test_accuracy']:.3f}"},
+                          bytes_down=m * model.n_params * BYTES_PER_FLOAT,
+                          bytes_up=m * (model.n_params + 1) * BYTES_PER_FLOAT)
         self.parameters_ = current
-        self.lambda_ = lam_avg if rows else lam
+        self.lambda_ = lam_avg if rounds.rows else lam
         self.domain_losses_ = losses
-        self.history_ = pd.DataFrame(rows)
+        self.history_ = rounds.history()
         return self

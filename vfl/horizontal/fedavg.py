@@ -30,27 +30,12 @@ import math
 import warnings
 
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import (
-    check_batch_size,
-    check_fraction,
-    check_interval,
-    check_nonnegative_float,
-    check_positive_float,
-    check_positive_int,
-    check_random_state,
-)
-from ._common import (
-    BYTES_PER_FLOAT,
-    FederatedClassifierMixin,
-    RoundMetrics,
-    encode_client_tests,
-    encode_test,
-    prepare,
-)
+from ._checks import (check_batch_size, check_fraction, check_interval, check_nonnegative_float,
+                      check_positive_float, check_positive_int)
+from ._common import FederatedClassifierMixin, keep_params
+from ._rounds import Rounds, start, warn_diverged
 from .aggregation import AGGREGATORS, aggregate, max_tolerated_faults
 from .errors import InvalidParameterError
 
@@ -133,25 +118,10 @@ class FedAvg(FederatedClassifierMixin):
                  local_epochs=1, batch_size=None, learning_rate=0.1, aggregator="mean",
                  trim_beta=0.2, hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None,
                  target_accuracy=None, target_train_objective=None, random_state=None, progress=False):
-        self.model = model
-        self.num_rounds = num_rounds
-        self.fraction_fit = fraction_fit
-        self.min_fit_clients = min_fit_clients
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.aggregator = aggregator
-        self.trim_beta = trim_beta
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.l2 = l2
-        self.initial_parameters = initial_parameters
-        self.target_accuracy = target_accuracy
-        self.target_train_objective = target_train_objective
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     def _check_params(self):
-        """Validate the scalar hyperparameters (the rest are checked in ``prepare``).
+        """Validate the scalar hyperparameters (the rest are checked in ``start``).
 
         Raises
         ------
@@ -232,24 +202,18 @@ class FedAvg(FederatedClassifierMixin):
             the parameters become non-finite, in which case training stops.
         """
         self._check_params()
-        rng = check_random_state(self.random_state)
-        classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
-                                          self.l2, self.initial_parameters, rng)
-        X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
-        if self.target_accuracy is not None and X_test is None:
-            raise InvalidParameterError("target_accuracy needs X_test and y_test")
-        tests = encode_client_tests(client_tests, classes, model.n_features, len(data))
-        metrics = RoundMetrics(model, data, X_test, y_test, tests)
+        run = start(self, clients, X_test, y_test, client_tests, classes,
+                    check=lambda _: self._check_test_given(X_test, y_test))
+        data, model, rng, w, metrics = run.data, run.model, run.rng, run.w, run.metrics
         n_k = metrics.n_k
         m = _clients.num_fit_clients(len(data), self.fraction_fit, self.min_fit_clients)
         self._warn_if_not_robust(m)
-        vector_bytes = model.n_params * BYTES_PER_FLOAT
+        vector_bytes = run.vector_bytes
 
-        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, len(data)
+        run.fitted(self)
         self.rounds_to_target_ = None
-        rows, total = [], 0
-        bar = tqdm(range(1, self.num_rounds + 1), desc="FedAvg", unit="round", disable=not self.progress)
-        for t in bar:
+        rounds = Rounds(self, "FedAvg")
+        for t in rounds:
             sampled = _clients.sample_clients(rng, len(data), m)
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 updates = [
@@ -261,25 +225,27 @@ class FedAvg(FederatedClassifierMixin):
                 w = aggregate(updates, n_k[sampled], self.aggregator, self.trim_beta)
                 row = metrics(w)  # train_loss = sum_k n_k/n L_k on all clients' rows
                 train_objective = row["train_loss"] + model.penalty(w)
-            total += 2 * m * vector_bytes
-            rows.append({"round": t, "clients": m, "train_loss": row["train_loss"],
-                         "train_objective": train_objective, "test_loss": row["test_loss"],
-                         "test_accuracy": row["test_accuracy"],
-                         "client_accuracy_mean": row["client_accuracy_mean"],
-                         "client_accuracy_worst10": row["client_accuracy_worst10"],
-                         "bytes_down": m * vector_bytes, "bytes_up": m * vector_bytes, "bytes_total": total})
             test_acc = row["test_accuracy"]
-            bar.set_postfix(loss=f"{row['train_loss']:.4f}", acc=f"{test_acc:.3f}")
+            rounds.record({"round": t, "clients": m, "train_loss": row["train_loss"],
+                           "train_objective": train_objective, "test_loss": row["test_loss"],
+                           "test_accuracy": test_acc, "client_accuracy_mean": row["client_accuracy_mean"],
+                           "client_accuracy_worst10": row["client_accuracy_worst10"]},
+                          {"loss": f"{row['train_loss']:.4f}", "acc": f"{test_acc:.3f}"},
+                          bytes_down=m * vector_bytes, bytes_up=m * vector_bytes)
             if not np.all(np.isfinite(w)):
-                warnings.warn(f"FedAvg diverged: parameters became non-finite in round {t}; stopping. "
-                              f"Lower learning_rate (now {self.learning_rate}).", RuntimeWarning, stacklevel=2)
+                warn_diverged("FedAvg", t, None, f"learning_rate (now {self.learning_rate})")
                 break
             if self._targets_met(test_acc, train_objective):
                 self.rounds_to_target_ = t
                 break
         self.parameters_ = w
-        self.history_ = pd.DataFrame(rows)
+        self.history_ = rounds.history()
         return self
+
+    def _check_test_given(self, X_test, y_test) -> None:
+        """Raise if ``target_accuracy`` is set but no test set was given to measure it on."""
+        if self.target_accuracy is not None and X_test is None and y_test is None:
+            raise InvalidParameterError("target_accuracy needs X_test and y_test")
 
     def _targets_met(self, test_accuracy: float, train_objective: float) -> bool:
         """True if at least one target is set and every target that is set is reached."""

@@ -27,22 +27,12 @@ between edges and the cloud.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import check_batch_size, check_positive_float, check_positive_int, check_random_state
-from ._common import (
-    BYTES_PER_FLOAT,
-    FederatedClassifierMixin,
-    RoundMetrics,
-    encode_client_tests,
-    encode_test,
-    prepare,
-)
+from ._checks import check_batch_size, check_positive_float, check_positive_int
+from ._common import FederatedClassifierMixin, keep_params
+from ._rounds import Rounds, start, warn_diverged
 from .aggregation import edge_average, weighted_average
 from .errors import InvalidParameterError, ShapeMismatchError
 
@@ -135,59 +125,31 @@ class HierFAVG(FederatedClassifierMixin):
     def __init__(self, model="logreg", *, num_rounds=20, kappa1=5, kappa2=2, edges=2, learning_rate=0.1,
                  batch_size=None, hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None, random_state=None,
                  progress=False):
-        self.model = model
-        self.num_rounds = num_rounds
-        self.kappa1 = kappa1
-        self.kappa2 = kappa2
-        self.edges = edges
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.l2 = l2
-        self.initial_parameters = initial_parameters
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Run ``num_rounds`` cloud rounds of HierFAVG.
 
-        Parameters are as in :meth:`FedAvg.fit <vfl.horizontal.FedAvg.fit>`.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        FederatedInputError
-            Bad clients, test sets, edges or hyperparameters.
-
-        Warns
-        -----
-        RuntimeWarning
-            If the parameters become non-finite; training then stops.
+        Parameters, the return value (``self``), the errors and the warning on
+        divergence are as in :meth:`FedAvg.fit <vfl.horizontal.FedAvg.fit>`;
+        bad ``edges`` (see :func:`assign_edges`) are one more error.
         """
         check_positive_int("num_rounds", self.num_rounds)
         kappa1 = check_positive_int("kappa1 (local steps per edge round)", self.kappa1)
         kappa2 = check_positive_int("kappa2 (edge rounds per cloud round)", self.kappa2)
         check_positive_float("learning_rate", self.learning_rate)
         check_batch_size(self.batch_size)
-        rng = check_random_state(self.random_state)
-        classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
-                                          self.l2, self.initial_parameters, rng)
-        K = len(data)
+        run = start(self, clients, X_test, y_test, client_tests, classes,
+                    check=lambda n_clients: assign_edges(n_clients, self.edges))  # before the test sets
+        data, model, rng, w, metrics, K = run.data, run.model, run.rng, run.w, run.metrics, run.n_clients
         edge_of = assign_edges(K, self.edges)
         L = int(edge_of.max()) + 1
-        X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
-        metrics = RoundMetrics(model, data, X_test, y_test,
-                               encode_client_tests(client_tests, classes, model.n_features, K))
         n_k = metrics.n_k
-        vector_bytes = model.n_params * BYTES_PER_FLOAT
-        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, K
+        vector_bytes = run.vector_bytes
+        run.fitted(self)
         self.edges_ = edge_of
-        rows, total = [], 0
-        bar = tqdm(range(1, self.num_rounds + 1), desc="HierFAVG", unit="cloud round", disable=not self.progress)
-        for t in bar:
+        rounds = Rounds(self, "HierFAVG", unit="cloud round")
+        for t in rounds:
             edge_models = np.tile(w, (L, 1))  # the cloud model goes down to every edge
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 for _ in range(kappa2):
@@ -199,18 +161,14 @@ class HierFAVG(FederatedClassifierMixin):
                     edge_models, edge_n = edge_average(updates, n_k, edge_of)
                 candidate = weighted_average(edge_models, edge_n)
             if not np.all(np.isfinite(candidate)):
-                warnings.warn(f"HierFAVG diverged: parameters became non-finite in cloud round {t}; stopping "
-                              f"with round {t - 1}'s model. Lower learning_rate (now {self.learning_rate}).",
-                              RuntimeWarning, stacklevel=2)
+                warn_diverged("HierFAVG", t, "model", f"learning_rate (now {self.learning_rate})", unit="cloud round")
                 break
             w = candidate
             row = metrics(w)
-            client_edge, edge_cloud = 2 * kappa2 * K * vector_bytes, 2 * L * vector_bytes
-            total += client_edge + edge_cloud
-            rows.append({"round": t, "clients": K, "edges": L, "edge_rounds": kappa2, **row,
-                         "train_objective": row["train_loss"] + model.penalty(w),
-                         "bytes_client_edge": client_edge, "bytes_edge_cloud": edge_cloud, "bytes_total": total})
-            bar.set_postfix(loss=f"{row['train_loss']:.4f}", acc=f"{row['test_accuracy']:.3f}")
+            rounds.record({"round": t, "clients": K, "edges": L, "edge_rounds": kappa2, **row,
+                           "train_objective": row["train_loss"] + model.penalty(w)},
+                          {"loss": f"{row['train_loss']:.4f}", "acc": f"{row['test_accuracy']:.3f}"},
+                          bytes_client_edge=2 * kappa2 * K * vector_bytes, bytes_edge_cloud=2 * L * vector_bytes)
         self.parameters_ = w
-        self.history_ = pd.DataFrame(rows)
+        self.history_ = rounds.history()
         return self

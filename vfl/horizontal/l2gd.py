@@ -50,29 +50,12 @@ of F computed directly).
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import (
-    check_batch_size,
-    check_interval,
-    check_nonnegative_float,
-    check_positive_float,
-    check_positive_int,
-    check_random_state,
-)
-from ._common import (
-    BYTES_PER_FLOAT,
-    FederatedClassifierMixin,
-    RoundMetrics,
-    encode_client_tests,
-    encode_test,
-    prepare,
-)
+from ._checks import check_batch_size, check_interval, check_nonnegative_float, check_positive_float, check_positive_int
+from ._common import FederatedClassifierMixin, keep_params
+from ._rounds import Rounds, start, warn_diverged
 from .aggregation import mix_toward_mean
 from .errors import InvalidParameterError
 
@@ -146,18 +129,7 @@ class L2GD(FederatedClassifierMixin):
     def __init__(self, model="logreg", *, num_rounds=50, lam=0.5, p=0.2, learning_rate=0.1, batch_size=None,
                  average_iterates=False, hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None,
                  random_state=None, progress=False):
-        self.model = model
-        self.num_rounds = num_rounds
-        self.lam = lam
-        self.p = p
-        self.learning_rate = learning_rate
-        self.batch_size = batch_size
-        self.average_iterates = average_iterates
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.l2 = l2
-        self.initial_parameters = initial_parameters
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     def _check_params(self) -> float:
         """Validate the hyperparameters; return ``c = learning_rate * lam * (1 - p) / p``, checked to be at most 1."""
@@ -194,29 +166,28 @@ class L2GD(FederatedClassifierMixin):
 
         Raises
         ------
+        InvalidParameterError
+            ``learning_rate * lam * (1 - p) / p > 1`` (an aggregation step would
+            move the models past their mean), or another bad hyperparameter.
         FederatedInputError
-            Bad clients, test sets or hyperparameters (a subclass says which).
+            Bad clients or test sets (a subclass says which).
 
         Warns
         -----
         RuntimeWarning
-            If the parameters become non-finite; training then stops.
+            If the parameters become non-finite; training then stops with the
+            previous round's models.
         """
         c = self._check_params()
-        rng = check_random_state(self.random_state)
-        classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
-                                          self.l2, self.initial_parameters, rng)
-        X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
-        metrics = RoundMetrics(model, data, X_test, y_test,
-                               encode_client_tests(client_tests, classes, model.n_features, len(data)))
+        run = start(self, clients, X_test, y_test, client_tests, classes)
+        data, model, rng, metrics = run.data, run.model, run.rng, run.metrics
         K, p, lam = len(data), float(self.p), float(self.lam)
-        vector_bytes = model.n_params * BYTES_PER_FLOAT
-        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, K
-        personal = np.tile(w, (K, 1))
-        output, average, start = personal, np.zeros_like(personal), self.num_rounds // 2
-        rows, total = [], 0
-        bar = tqdm(range(1, self.num_rounds + 1), desc="L2GD", unit="round", disable=not self.progress)
-        for t in bar:
+        vector_bytes = run.vector_bytes
+        run.fitted(self)
+        personal = np.tile(run.w, (K, 1))
+        output, average, start_round = personal, np.zeros_like(personal), self.num_rounds // 2
+        rounds = Rounds(self, "L2GD")
+        for t in rounds:
             local, mixing = int(rng.geometric(p)), int(rng.geometric(1.0 - p))
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 updated = np.vstack([
@@ -225,24 +196,21 @@ class L2GD(FederatedClassifierMixin):
                     for theta, (X, y) in zip(personal, data)
                 ])
             if not np.all(np.isfinite(updated)):
-                warnings.warn(f"L2GD diverged: parameters became non-finite in round {t}; stopping with round "
-                              f"{t - 1}'s models. Lower learning_rate (now {self.learning_rate}).",
-                              RuntimeWarning, stacklevel=2)
+                warn_diverged("L2GD", t, "models", f"learning_rate (now {self.learning_rate})")
                 break
             personal = mix_toward_mean(updated, 1.0 - (1.0 - c) ** mixing)
-            if self.average_iterates and t > start:  # the running mean of rounds start+1 .. t
-                average += (personal - average) / (t - start)
+            if self.average_iterates and t > start_round:  # the running mean of rounds start_round+1 .. t
+                average += (personal - average) / (t - start_round)
                 output = average
             else:
                 output = personal
             row = metrics(output.mean(axis=0), output)
             objective = mixture_objective(model, output, data, lam)
-            total += 2 * K * vector_bytes
-            rows.append({"round": t, "clients": K, "local_steps": local, "aggregation_steps": mixing, **row,
-                         "train_objective": objective, "bytes_down": K * vector_bytes,
-                         "bytes_up": K * vector_bytes, "bytes_total": total})
-            bar.set_postfix(objective=f"{objective:.4f}", client_acc=f"{row['client_accuracy_mean']:.3f}")
+            rounds.record({"round": t, "clients": K, "local_steps": local, "aggregation_steps": mixing, **row,
+                           "train_objective": objective},
+                          {"objective": f"{objective:.4f}", "client_acc": f"{row['client_accuracy_mean']:.3f}"},
+                          bytes_down=K * vector_bytes, bytes_up=K * vector_bytes)
         self.personalized_parameters_ = output
         self.parameters_ = output.mean(axis=0)
-        self.history_ = pd.DataFrame(rows)
+        self.history_ = rounds.history()
         return self

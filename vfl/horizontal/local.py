@@ -11,15 +11,12 @@ predict with ``client=k``.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import check_batch_size, check_positive_float, check_positive_int, check_random_state
-from ._common import FederatedClassifierMixin, RoundMetrics, encode_client_tests, encode_test, prepare
+from ._checks import check_batch_size, check_positive_float, check_positive_int
+from ._common import FederatedClassifierMixin, keep_params
+from ._rounds import Rounds, start, warn_diverged
 
 __all__ = ["LocalOnly"]
 
@@ -57,16 +54,7 @@ class LocalOnly(FederatedClassifierMixin):
 
     def __init__(self, model="logreg", *, num_rounds=50, local_epochs=1, batch_size=None, learning_rate=0.1,
                  hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None, random_state=None, progress=False):
-        self.model = model
-        self.num_rounds = num_rounds
-        self.local_epochs = local_epochs
-        self.batch_size = batch_size
-        self.learning_rate = learning_rate
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.l2 = l2
-        self.initial_parameters = initial_parameters
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Train every client alone for ``num_rounds * local_epochs`` epochs.
@@ -88,18 +76,12 @@ class LocalOnly(FederatedClassifierMixin):
         check_positive_int("local_epochs (E)", self.local_epochs)
         check_batch_size(self.batch_size)
         check_positive_float("learning_rate", self.learning_rate)
-        rng = check_random_state(self.random_state)
-        classes, data, model, w = prepare(clients, classes, self.model, self.hidden_layer_sizes,
-                                          self.l2, self.initial_parameters, rng)
-        K = len(data)
-        encode_test(X_test, y_test, classes, model.n_features)
-        metrics = RoundMetrics(model, data, None, None,
-                               encode_client_tests(client_tests, classes, model.n_features, K))
-        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, K
-        personal = np.tile(w, (K, 1))
-        rows = []
-        bar = tqdm(range(1, self.num_rounds + 1), desc="local only", unit="round", disable=not self.progress)
-        for t in bar:
+        run = start(self, clients, X_test, y_test, client_tests, classes, score_test=False)
+        data, model, rng, metrics, K = run.data, run.model, run.rng, run.metrics, run.n_clients
+        run.fitted(self)
+        personal = np.tile(run.w, (K, 1))
+        rounds = Rounds(self, "local only")
+        for t in rounds:
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
                 updated = np.vstack([
                     _clients.local_update(model, theta, X, y, local_epochs=self.local_epochs,
@@ -107,16 +89,14 @@ class LocalOnly(FederatedClassifierMixin):
                     for theta, (X, y), child in zip(personal, data, _clients.child_generators(rng, K))
                 ])
             if not np.all(np.isfinite(updated)):
-                warnings.warn(f"local training diverged: parameters became non-finite in round {t}; stopping "
-                              f"with round {t - 1}'s models. Lower learning_rate (now {self.learning_rate}).",
-                              RuntimeWarning, stacklevel=2)
+                warn_diverged("local training", t, "models", f"learning_rate (now {self.learning_rate})")
                 break
             personal = updated
             row = metrics(None, personal)
             objective = float(np.mean([model.loss(v, X, y) for v, (X, y) in zip(personal, data)]))
-            rows.append({"round": t, "clients": K, **row, "train_objective": objective, "bytes_total": 0})
-            bar.set_postfix(client_acc=f"{row['client_accuracy_mean']:.3f}")
+            rounds.record({"round": t, "clients": K, **row, "train_objective": objective},
+                          {"client_acc": f"{row['client_accuracy_mean']:.3f}"})
         self.parameters_ = None
         self.personalized_parameters_ = personal
-        self.history_ = pd.DataFrame(rows)
+        self.history_ = rounds.history()
         return self

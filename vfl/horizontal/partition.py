@@ -54,14 +54,27 @@ __all__ = [
 PARTITIONS = ("iid", "pathological", "unbalanced", "dirichlet")
 
 
-def _check_counts(n_samples: int, n_clients: int, per_client: int = 1) -> None:
-    """Raise unless ``n_samples`` rows can give ``n_clients`` clients ``per_client`` rows each."""
+def _rng(n_samples: int, n_clients: int, seed, per_client: int = 1) -> np.random.Generator:
+    """The generator from ``seed``, once ``n_samples`` rows are known to give ``n_clients`` clients ``per_client`` each.
+
+    The checks every partition makes after its own parameters' (so in this
+    order: ``n_samples``, ``n_clients``, enough rows, ``seed``).
+
+    Raises
+    ------
+    InvalidParameterError
+        ``n_samples`` or ``n_clients`` not an integer (``>= 0``, ``>= 1``),
+        or a ``seed`` that cannot seed a generator.
+    PartitionError
+        Fewer than ``n_clients * per_client`` rows.
+    """
     check_positive_int("n_samples", n_samples, minimum=0)
     check_positive_int("n_clients", n_clients)
     if n_samples < n_clients * per_client:
         raise PartitionError(
             f"cannot give {n_clients} clients {per_client} row(s) each from only {n_samples} rows"
         )
+    return check_random_state(seed, "seed")
 
 
 def _labels(y) -> np.ndarray:
@@ -72,48 +85,25 @@ def _labels(y) -> np.ndarray:
 
 
 def iid_partition(n_samples: int, n_clients: int, seed=None) -> list[np.ndarray]:
-    """Shuffle the rows and cut them into ``n_clients`` near-equal parts.
+    """Shuffle the ``n_samples`` rows and cut them into ``n_clients`` parts whose sizes differ by at most one.
 
-    Parameters
-    ----------
-    n_samples : int
-        Number of rows to split.
-    n_clients : int
-        K, number of clients; at most ``n_samples``.
-    seed : int, numpy.random.Generator or None, default=None
-
-    Returns
-    -------
-    list of ndarray of int
-        One index array per client, sizes differing by at most one.
+    ``n_clients`` (at most ``n_samples``), ``seed`` and the list returned are
+    as in :func:`partition`.
     """
-    _check_counts(n_samples, n_clients)
-    rng = check_random_state(seed, "seed")
+    rng = _rng(n_samples, n_clients, seed)
     return np.array_split(rng.permutation(n_samples), n_clients)
 
 
 def pathological_partition(y, n_clients: int, shards_per_client: int = 2, seed=None) -> list[np.ndarray]:
     """McMahan's non-IID split: sort by label, deal ``shards_per_client`` shards each.
 
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Labels.
-    n_clients : int
-        K, number of clients.
-    shards_per_client : int, default=2
-        Label-sorted shards given to each client (2 in McMahan et al. 2017).
-    seed : int, numpy.random.Generator or None, default=None
-
-    Returns
-    -------
-    list of ndarray of int
-        One index array per client.
+    ``y`` (the labels), ``n_clients``, ``seed`` and the list returned are as
+    in :func:`partition`; ``shards_per_client`` label-sorted shards go to each
+    client (2 in McMahan et al. 2017).
     """
     y = _labels(y)
     shards_per_client = check_positive_int("shards_per_client", shards_per_client)
-    _check_counts(y.size, n_clients, shards_per_client)
-    rng = check_random_state(seed, "seed")
+    rng = _rng(y.size, n_clients, seed, shards_per_client)
     shuffled = rng.permutation(y.size)  # random order within each label
     by_label = shuffled[np.argsort(y[shuffled], kind="stable")]
     shards = np.array_split(by_label, n_clients * shards_per_client)
@@ -124,38 +114,18 @@ def pathological_partition(y, n_clients: int, shards_per_client: int = 2, seed=N
     ]
 
 
-def unbalanced_partition(n_samples: int, n_clients: int, sigma: float = 1.0, min_size: int = 1, seed=None) -> list[np.ndarray]:
+def unbalanced_partition(n_samples: int, n_clients: int, sigma: float = 1.0, min_size: int = 1,
+                         seed=None) -> list[np.ndarray]:
     """IID rows, client sizes proportional to log-normal draws (at least ``min_size``).
 
-    Parameters
-    ----------
-    n_samples : int
-        Number of rows to split.
-    n_clients : int
-        K, number of clients.
-    sigma : float, default=1.0
-        Shape of the log-normal; finite and ``>= 0`` (0 gives equal sizes).
-    min_size : int, default=1
-        Smallest client size.
-    seed : int, numpy.random.Generator or None, default=None
-
-    Returns
-    -------
-    list of ndarray of int
-        One index array per client.
-
-    Raises
-    ------
-    InvalidParameterError
-        ``sigma`` is negative, NaN or infinite (an infinite shape would give
-        NaN shares and a corrupt split), or ``min_size < 1``.
-    PartitionError
-        Fewer than ``n_clients * min_size`` rows.
+    ``n_samples`` rows; ``n_clients``, ``sigma`` (the log-normal's shape,
+    finite and ``>= 0``: 0 gives equal sizes), ``min_size``, ``seed`` and the
+    list returned are as in :func:`partition`.  An infinite ``sigma`` is
+    refused: it would give NaN shares and a corrupt split.
     """
     sigma = check_nonnegative_float("sigma", sigma)
     min_size = check_positive_int("min_size", min_size)
-    _check_counts(n_samples, n_clients, min_size)
-    rng = check_random_state(seed, "seed")
+    rng = _rng(n_samples, n_clients, seed, min_size)
     # lognormal(0, sigma) shares, normalised in log space: exp(N(0, sigma)) overflows
     # for large sigma, and inf / inf would turn the sizes into NaN
     log_share = rng.normal(0.0, sigma, size=n_clients)
@@ -168,39 +138,20 @@ def unbalanced_partition(n_samples: int, n_clients: int, sigma: float = 1.0, min
     return np.split(rng.permutation(n_samples), np.cumsum(sizes)[:-1])
 
 
-def dirichlet_partition(y, n_clients: int, alpha: float = 0.5, min_size: int = 1, seed=None, max_tries: int = 1000) -> list[np.ndarray]:
+def dirichlet_partition(y, n_clients: int, alpha: float = 0.5, min_size: int = 1, seed=None,
+                        max_tries: int = 1000) -> list[np.ndarray]:
     """Label skew: per class, client shares ~ ``Dirichlet(alpha)``.
 
-    Parameters
-    ----------
-    y : array-like of shape (n_samples,)
-        Labels.
-    n_clients : int
-        K, number of clients.
-    alpha : float, default=0.5
-        Finite concentration ``> 0``; small is skewed, large is close to IID.
-    min_size : int, default=1
-        Draws are repeated until every client holds at least this many rows.
-    seed : int, numpy.random.Generator or None, default=None
-    max_tries : int, default=1000
-        Draws to attempt before giving up.
-
-    Returns
-    -------
-    list of ndarray of int
-        One index array per client.
-
-    Raises
-    ------
-    PartitionError
-        No draw in ``max_tries`` satisfied ``min_size``.
+    ``y`` (the labels), ``n_clients``, ``alpha`` (finite, ``> 0``),
+    ``min_size``, ``seed`` and the list returned are as in :func:`partition`;
+    draws are repeated until every client holds ``min_size`` rows, at most
+    ``max_tries`` times (then a ``PartitionError``).
     """
     y = _labels(y)
     alpha = check_positive_float("alpha", alpha)
     min_size = check_positive_int("min_size", min_size)
     max_tries = check_positive_int("max_tries", max_tries)
-    _check_counts(y.size, n_clients, min_size)
-    rng = check_random_state(seed, "seed")
+    rng = _rng(y.size, n_clients, seed, min_size)
     by_class = [np.flatnonzero(y == c) for c in np.unique(y)]
     for _ in range(max_tries):
         parts: list[list[np.ndarray]] = [[] for _ in range(n_clients)]
@@ -227,17 +178,21 @@ def partition(y, n_clients: int, method: str = "iid", *, alpha: float = 0.5, sha
     y : array-like of shape (n_samples,)
         Labels (only their number is used by ``"iid"`` and ``"unbalanced"``).
     n_clients : int
-        K, number of clients.
+        K, the number of clients: at least 1, and at most the number of rows
+        (times ``shards_per_client`` or ``min_size``).
     method : {"iid", "pathological", "unbalanced", "dirichlet"}, default="iid"
     alpha : float, default=0.5
-        Passed to :func:`dirichlet_partition`.
+        ``"dirichlet"``: the finite concentration ``> 0``; small is skewed,
+        large is close to IID.
     shards_per_client : int, default=2
-        Passed to :func:`pathological_partition`.
+        ``"pathological"``: label-sorted shards given to each client.
     sigma : float, default=1.0
-        Passed to :func:`unbalanced_partition`.
+        ``"unbalanced"``: shape of the log-normal of the client sizes; finite
+        and ``>= 0`` (0 gives equal sizes).
     min_size : int, default=1
-        Passed to :func:`unbalanced_partition` and :func:`dirichlet_partition`.
+        ``"unbalanced"`` and ``"dirichlet"``: the smallest client size.
     seed : int, numpy.random.Generator or None, default=None
+        All the randomness; equal seeds give equal partitions.
 
     Returns
     -------
@@ -249,7 +204,10 @@ def partition(y, n_clients: int, method: str = "iid", *, alpha: float = 0.5, sha
     InvalidParameterError
         Unknown ``method`` or a bad value for one of its parameters.
     PartitionError
-        Too few rows for the requested split.
+        Too few rows for the requested split (or, ``"dirichlet"``, no draw
+        giving every client ``min_size`` rows).
+    ShapeMismatchError
+        ``y`` is not one-dimensional.
     """
     y = _labels(y)
     if method == "iid":

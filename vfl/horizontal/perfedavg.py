@@ -41,30 +41,12 @@ The default is ``"hf"``, the variant whose fixed point is the optimum of F.
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-import pandas as pd
-from tqdm.auto import tqdm
 
 from . import clients as _clients
-from ._checks import (
-    check_batch_size,
-    check_fraction,
-    check_nonnegative_float,
-    check_positive_float,
-    check_positive_int,
-    check_random_state,
-)
-from ._common import (
-    BYTES_PER_FLOAT,
-    FederatedClassifierMixin,
-    RoundMetrics,
-    check_features,
-    encode_client_tests,
-    encode_test,
-    prepare,
-)
+from ._checks import check_batch_size, check_fraction, check_nonnegative_float, check_positive_float, check_positive_int
+from ._common import FederatedClassifierMixin, check_features, keep_params
+from ._rounds import Rounds, start, warn_diverged
 from .aggregation import weighted_average
 from .clients import check_clients, encode_labels
 from .errors import InvalidParameterError
@@ -176,22 +158,7 @@ class PerFedAvg(FederatedClassifierMixin):
     def __init__(self, model="logreg", *, num_rounds=50, fraction_fit=0.1, min_fit_clients=1, tau=5, alpha=0.01,
                  beta=0.1, batch_size=None, variant="hf", delta=1e-3, adaptation_steps=1,
                  hidden_layer_sizes=(64, 64), l2=0.0, initial_parameters=None, random_state=None, progress=False):
-        self.model = model
-        self.num_rounds = num_rounds
-        self.fraction_fit = fraction_fit
-        self.min_fit_clients = min_fit_clients
-        self.tau = tau
-        self.alpha = alpha
-        self.beta = beta
-        self.batch_size = batch_size
-        self.variant = variant
-        self.delta = delta
-        self.adaptation_steps = adaptation_steps
-        self.hidden_layer_sizes = hidden_layer_sizes
-        self.l2 = l2
-        self.initial_parameters = initial_parameters
-        self.random_state = random_state
-        self.progress = progress
+        keep_params(self, locals())
 
     def _check_params(self):
         check_positive_int("num_rounds", self.num_rounds)
@@ -221,40 +188,22 @@ class PerFedAvg(FederatedClassifierMixin):
     def fit(self, clients, X_test=None, y_test=None, *, client_tests=None, classes=None):
         """Run ``num_rounds`` rounds of Per-FedAvg.
 
-        Parameters are as in :meth:`L2GD.fit <vfl.horizontal.L2GD.fit>`:
+        Parameters, the return value (``self``), the errors and the warning on
+        divergence are as in :meth:`L2GD.fit <vfl.horizontal.L2GD.fit>`:
         ``X_test, y_test`` score the meta-model, ``client_tests`` (one per
         client) score each client's adapted model.
-
-        Returns
-        -------
-        self
-
-        Raises
-        ------
-        FederatedInputError
-            Bad clients, test sets or hyperparameters (a subclass says which).
-
-        Warns
-        -----
-        RuntimeWarning
-            If the parameters become non-finite; training then stops.
         """
         self._check_params()
-        rng = check_random_state(self.random_state)
-        classes, data, model, theta = prepare(clients, classes, self.model, self.hidden_layer_sizes,
-                                              self.l2, self.initial_parameters, rng)
-        X_test, y_test = encode_test(X_test, y_test, classes, model.n_features)
-        metrics = RoundMetrics(model, data, X_test, y_test,
-                               encode_client_tests(client_tests, classes, model.n_features, len(data)))
+        run = start(self, clients, X_test, y_test, client_tests, classes)
+        data, model, rng, theta, metrics = run.data, run.model, run.rng, run.w, run.metrics
         K = len(data)
         m = _clients.num_fit_clients(K, self.fraction_fit, self.min_fit_clients)
         alpha, beta, delta = float(self.alpha), float(self.beta), float(self.delta)
-        vector_bytes = model.n_params * BYTES_PER_FLOAT
-        self.classes_, self.model_, self.n_features_in_, self.n_clients_ = classes, model, model.n_features, K
+        vector_bytes = run.vector_bytes
+        run.fitted(self)
         personal = np.tile(theta, (K, 1))
-        rows, total = [], 0
-        bar = tqdm(range(1, self.num_rounds + 1), desc="Per-FedAvg", unit="round", disable=not self.progress)
-        for t in bar:
+        rounds = Rounds(self, "Per-FedAvg")
+        for t in rounds:
             sampled = _clients.sample_clients(rng, K, m)
             updates = []
             with np.errstate(over="ignore", invalid="ignore"):  # divergence is reported below
@@ -269,9 +218,7 @@ class PerFedAvg(FederatedClassifierMixin):
                 candidate = weighted_average(updates, np.ones(m))  # the plain mean: clients count equally
                 one_step = [adapt_parameters(model, candidate, X, y, alpha=alpha) for X, y in data]
             if not (np.all(np.isfinite(candidate)) and np.all(np.isfinite(one_step))):
-                warnings.warn(f"Per-FedAvg diverged: parameters became non-finite in round {t}; stopping with "
-                              f"round {t - 1}'s model. Lower beta (now {self.beta}) or alpha (now {self.alpha}).",
-                              RuntimeWarning, stacklevel=2)
+                warn_diverged("Per-FedAvg", t, "model", f"beta (now {self.beta}) or alpha (now {self.alpha})")
                 break
             theta = candidate
             personal = np.vstack([v if self.adaptation_steps == 1 else
@@ -279,11 +226,10 @@ class PerFedAvg(FederatedClassifierMixin):
                                   for v, (X, y) in zip(one_step, data)])
             objective = float(np.mean([model.loss(v, X, y) for v, (X, y) in zip(one_step, data)]))
             row = metrics(theta, personal)
-            total += 2 * m * vector_bytes
-            rows.append({"round": t, "clients": m, **row, "train_objective": objective,
-                         "bytes_down": m * vector_bytes, "bytes_up": m * vector_bytes, "bytes_total": total})
-            bar.set_postfix(objective=f"{objective:.4f}", client_acc=f"{row['client_accuracy_mean']:.3f}")
+            rounds.record({"round": t, "clients": m, **row, "train_objective": objective},
+                          {"objective": f"{objective:.4f}", "client_acc": f"{row['client_accuracy_mean']:.3f}"},
+                          bytes_down=m * vector_bytes, bytes_up=m * vector_bytes)
         self.parameters_ = theta
         self.personalized_parameters_ = personal
-        self.history_ = pd.DataFrame(rows)
+        self.history_ = rounds.history()
         return self
