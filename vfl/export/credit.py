@@ -175,8 +175,8 @@ def onnx_bytes(shards: dict) -> bytes:
     partials = [_partial(graph, p) for p in card.parties]
     decision = graph.op("Add", [graph.total(partials, "decision"), graph.const([card.intercept], "intercept")],
                         "decision")
-    score = graph.op("Sub", [graph.const([card.scale.offset], "offset"),
-                             graph.op("Mul", [graph.const([card.scale.factor], "factor"), decision], "scaled")], "score")
+    scaled = graph.op("Mul", [graph.const([card.scale.factor], "factor"), decision], "scaled")
+    score = graph.op("Sub", [graph.const([card.scale.offset], "offset"), scaled], "score")
     graph.output(score, "score", 1)
     graph.output(decision, "decision", 1)
     probability = graph.op("Sigmoid", [decision], "probability")
