@@ -34,16 +34,17 @@ PIPELINE = {"max_bins": 4, "iv_threshold": 0.0, "max_correlation": 0.95, "base_s
             "pdo": 20}
 
 
-def _credit_data(folder):
-    """A holds the telco's columns, B the bank's and the label, the same customers in each party's own order."""
-    rng = np.random.default_rng(3)
+def _credit_data(folder, n=340, n_train=300):
+    """A holds the telco's columns, B the bank's and the label; the first ``n_train`` customers train, the rest
+    are scored; each party's CSV in its own row order."""
+    telco, bank = credit_frames(n=n, seed=21)
+    tables = {"A": telco, "B": bank.rename(columns={"default": "label"})}
     paths = {}
-    for split, n in (("train", 300), ("test", 40)):
-        telco, bank = credit_frames(n=n, seed=21 if split == "train" else 22)
-        ids = [f"c{split}{i:04d}" for i in range(n)]
-        for name, frame in (("A", telco), ("B", bank.rename(columns={"default": "label"}))):
+    for name, table in tables.items():
+        table = table.assign(id=[f"c{i:04d}" for i in range(n)]).sample(frac=1.0, random_state=ord(name))
+        for split, rows in (("train", table[table.index < n_train]), ("test", table[table.index >= n_train])):
             paths[(name, split)] = folder / f"{name}_{split}.csv"
-            frame.assign(id=ids).iloc[rng.permutation(n)].to_csv(paths[(name, split)], index=False)
+            rows.to_csv(paths[(name, split)], index=False)
     return paths
 
 

@@ -74,6 +74,16 @@ def check_shards(shards, family: str, outputs=()) -> tuple[str, list[str]]:
     return labels[0], features
 
 
+def check_whole(shards, family: str, outputs, listed) -> tuple[str, list[str]]:
+    """:func:`check_shards`, then the shards against the label party's own record of the model's parties,
+    ``listed(label party's shard)`` (``None``: an older shard that keeps none)."""
+    label, features = check_shards(shards, family, outputs)
+    parties = listed(shards[label])
+    if parties is not None:
+        check_roster(shards, parties, family)
+    return label, features
+
+
 def _check_each(shards: dict, outputs) -> None:
     """Each shard given under its own party's name, with a role, and no column twice or named as an output."""
     owner = {}

@@ -113,15 +113,9 @@ def _party(name: str, shard: dict) -> _Party | None:
 
 
 def scorecard(shards: dict) -> _Scorecard:
-    """Check every party's shard and return the scorecard they make up (what every writer here starts from).
-
-    Raises
-    ------
-    DataError
-        A shard missing, of another model, or not fitting the others (named by party).
-    """
-    label, features = blocks.check_shards(shards, "scorecard", OUTPUTS)
-    blocks.check_roster(shards, shards[label].get("iv") or {}, "scorecard")
+    """The scorecard every party's shard makes up, its parties with a selected column (what every writer here
+    starts from); a :class:`DataError` naming the party whose shard is missing, of another run or not fitting."""
+    label, features = blocks.check_whole(shards, "scorecard", OUTPUTS, lambda head: head.get("iv") or {})
     parties = [p for p in (_party(name, shards[name]) for name in blocks.party_order(label, features)) if p]
     if not parties:
         raise DataError("no party of this scorecard has a selected column: there is nothing to score")

@@ -123,11 +123,9 @@ def model(shards: dict) -> _Model:
     ConfigurationError
         A model whose weights stay shared (``reveal = "never"``).
     """
-    label, features = blocks.check_shards(shards, "linear", OUTPUTS)
+    label, features = blocks.check_whole(shards, "linear", OUTPUTS, lambda head: head.get("data_parties"))
     owned = {name: _party(name, shard) for name, shard in shards.items()}
     head = shards[label]
-    if "data_parties" in head:          # the label party's record of the model's parties (older shards: none)
-        blocks.check_roster(shards, head["data_parties"], "linear")
     objective = head.get("objective")
     parties, k = [], None
     for name in blocks.party_order(label, features):

@@ -90,9 +90,8 @@ def network(shards: dict) -> _Network:
     DataError
         A shard missing, of another model, or not fitting the others (named by party).
     """
-    label, features = blocks.check_shards(shards, "split-network", OUTPUTS)
+    label, features = blocks.check_whole(shards, "split-network", OUTPUTS, lambda head: head["data_parties"])
     head = shards[label]
-    blocks.check_roster(shards, head["data_parties"], "split-network")
     parties = [_party(name, shards[name], head) for name in blocks.party_order(label, features)]
     return _Network([p for p in parties if p is not None], head["activation"],
                     np.asarray(head["intercept"], dtype=np.float64),
