@@ -28,8 +28,8 @@ the base points as ``initialScore``) with the output fields ``score``, ``decisio
 
 **Split** (:func:`split`): each party with a selected column gets ``<party>.onnx``, its own columns in and its
 ``partial`` out (its part of the decision: its coded, standardized columns times its weights; minus ``factor``
-times it, its part of the score), and the label party ``combiner.json``: the intercept, the scorecard's
-anchors and the link (:func:`combine`).
+times it, its part of the score), built from its own shard alone, and the label party ``combiner.json``, from
+its own shard and the roster: the intercept, the scorecard's anchors and the link (:func:`combine`).
 """
 
 from __future__ import annotations

@@ -29,8 +29,9 @@ largest decision; two classes: ``classes[1]`` where the decision is at least 0).
 integer classes, double for other numbers, text otherwise.
 
 **Split** (:func:`split`): each party with columns gets ``<party>.onnx``, its own columns in and its ``partial`` out
-(``[rows, k]``: its standardized columns times its weights, no other party's weight), and the label party
-``combiner.json``: the intercept, the link and the classes, to add the parties' partials (:func:`combine`).
+(``[rows, k]``: its standardized columns times its weights, no other party's weight), built from its own shard
+alone, and the label party ``combiner.json``, from its own shard and the roster: the intercept, the link and the
+classes, to add the parties' partials (:func:`combine`).
 
 A model trained with ``reveal = "never"`` keeps its weights shared: no party holds them, and it is refused.
 """

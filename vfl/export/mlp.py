@@ -18,8 +18,9 @@ integer classes, double for other numbers, text otherwise), a regressor's ``pred
 (``predict``).  Everything is computed in double precision, as vfl computes it.
 
 **Split** (:func:`split`): each party with columns gets ``<party>.onnx``, its own columns in and its ``part``
-out (``[rows, units]``: its bottom's output times its block, what it sends in a private prediction), and the
-label party ``combiner.json``: the intercept, the activations and the top layers (:func:`combine`).
+out (``[rows, units]``: its bottom's output times its block, what it sends in a private prediction), built from
+its own shard alone, and the label party ``combiner.json``, from its own shard and the roster: the intercept,
+the activations and the top layers (:func:`combine`).
 
 PMML is not offered for split networks.
 """
