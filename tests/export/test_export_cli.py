@@ -124,6 +124,10 @@ def test_bad_command_lines_are_refused(federation, tmp_path, capsys):
     assert _vfl(config, "shop", "--model", root / "shop", "--format", "pmml", "--to", "bank", "--out", out,
                 action=["consent"]) == 2
     assert "does not export to 'pmml'" in capsys.readouterr().err
+    assert _vfl(config, "shop", "--model", root / "telco" / "model_telco.json", "--format", "split", "--out",
+                out) == 2                    # another party's shard
+    err = capsys.readouterr().err
+    assert "is not party shop's" in err and "--model must hold shop's own trees shard" in err
     assert not out.exists()
 
 

@@ -20,7 +20,7 @@ import argparse
 from pathlib import Path
 
 from vfl.deploy.commands import failure_line, run_command, wrap
-from vfl.errors import ConfigurationError
+from vfl.errors import ConfigurationError, DataError
 
 
 def register(subparsers) -> None:
@@ -69,7 +69,11 @@ def _run(args) -> None:
         raise ConfigurationError(f"party {args.role} is the {entry.role}: only a data party's shard is exported")
     family = config.family.name
     shard_path = _shard_path(args.model, args.role)
-    shard = config.family.module("shard").read_shard(shard_path, args.role, roles[args.role])
+    try:
+        shard = config.family.module("shard").read_shard(shard_path, args.role, roles[args.role])
+    except DataError as exc:
+        raise DataError(f"party {args.role}: {exc}; --model must hold {args.role}'s own {family} shard (the work "
+                        f"folder its vfl party wrote model_{args.role}.json in)") from None
     if args.action == "consent":
         if args.to is None or args.consents:
             raise ConfigurationError("vfl export consent takes --to (the recipient), and no --consents")
