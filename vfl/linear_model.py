@@ -454,7 +454,8 @@ class _VerticalLinearModel(VerticalEstimator):
                 write_shard(path, name, role, self._objective, self.feature_names_[name], params[0] if one else params,
                             self.fit_intercept, fingerprint, classes if role == "label" else None,
                             initial=initial[0] if one else initial, scaler=scalers.get(name),
-                            shares=[s["parties"][name] for s in shares] if shares else None)
+                            shares=[s["parties"][name] for s in shares] if shares else None,
+                            data_parties=roster.data_parties)
             return write, lambda path: read_shard(path, name, role)
 
         return read_back({name: party(name) for name in roster.data_parties})

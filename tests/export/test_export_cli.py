@@ -124,6 +124,10 @@ def test_bad_command_lines_are_refused(federation, tmp_path, capsys):
     assert _vfl(config, "shop", "--model", root / "shop", "--format", "pmml", "--to", "bank", "--out", out,
                 action=["consent"]) == 2
     assert "does not export to 'pmml'" in capsys.readouterr().err
+    assert _vfl(config, "shop", "--model", root / "telco" / "model_telco.json", "--format", "split", "--out",
+                out) == 2                    # another party's shard
+    err = capsys.readouterr().err
+    assert "is not party shop's" in err and "--model must hold shop's own trees shard" in err
     assert not out.exists()
 
 
@@ -182,3 +186,42 @@ def test_a_party_pinned_to_its_own_ca_signs_with_a_certificate_of_that_ca(federa
     err = capsys.readouterr().err
     assert code == 2 and "party shop's consent is signed by a certificate not issued for shop" in err
     assert "the CA pinned for shop" in err and not out.exists()
+
+
+def _new_record(workdir, before):
+    runs = workdir / "runs"
+    made = sorted(set(os.listdir(runs)) - before)
+    assert len(made) == 1, made
+    return runs / made[0]
+
+
+def _records(workdir):
+    return set(os.listdir(workdir / "runs")) if (workdir / "runs").is_dir() else set()
+
+
+def test_an_export_is_recorded_in_the_shards_work_folder_and_the_board_shows_it(federation, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from vfl.board.app import create_app
+    from vfl.board.runs import Workdir
+
+    _, _, root, config = federation
+    consents = [_consent(root, config, p, "split") for p in ("shop", "telco")]
+    before = _records(root / "bank")
+    assert _vfl(config, "bank", "--model", root / "bank", "--format", "split", "--consents", *consents,
+                "--out", tmp_path / "bank") == 0
+    record = _new_record(root / "bank", before)
+    info = json.loads((record / "run.json").read_text())
+    assert (info["task"], info["family"], info["party"], info["status"]) == ("export", "trees", "bank", "finished")
+    export = json.loads((record / "result.json").read_text())["export"]
+    assert export["format"] == "split" and export["files"] == ["bank.json", "combiner.json"]
+    assert set(export["signed"]) == {"shop", "telco"} and export["out"] == str(tmp_path / "bank")
+    before = _records(root / "shop")            # a refusal is recorded too (failed), and writes no export
+    assert _vfl(config, "shop", "--model", root / "shop", "--format", "pmml", "--out", tmp_path / "no") == 2
+    failed = json.loads((_new_record(root / "shop", before) / "run.json").read_text())
+    assert failed["status"] == "failed" and "does not export to 'pmml'" in failed["error"]
+    assert not (tmp_path / "no").exists()
+    client = TestClient(create_app(Workdir(root / "bank")))
+    assert record.name in client.get("/").text
+    page = client.get(f"/runs/{record.name}").text
+    assert 'id="export"' in page and "combiner.json" in page and "shop (signed" in page

@@ -2,6 +2,7 @@
 network, each party signing with its federation key; the whole model at the label party gives the model's own
 predictions in onnxruntime, and a missing consent is refused with nothing written."""
 
+import json
 import warnings
 
 import numpy as np
@@ -79,3 +80,45 @@ def test_a_family_s_split_export_gives_each_party_its_part_and_the_label_party_t
     folder = model.export(tmp_path / "split", "split", _consents(model, certs, others, "split"), ca=certs[label].ca)
     names = sorted(p.name for p in folder.iterdir())
     assert "combiner.json" in names and all(any(n.startswith(p) for n in names) for p in others), names
+
+
+@pytest.mark.parametrize("make", [_linear, _pipeline, _network], ids=["linear", "credit", "mlp"])
+def test_each_party_exports_its_split_part_from_its_own_shard_and_the_parts_combine_to_the_model(make, tmp_path):
+    """As ``vfl export --format split`` does in a federation: each party holds its own shard only and the
+    roster; the label party's folder has its part and the combiner; the parts combined give the model's
+    prediction."""
+    from vfl.export import assemble, exporter
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, data, table, expected, others = make()
+    label = data.label_party
+    certs = write_federation_certs(tmp_path / "certs", (*others, label))
+    shards = model._shards()
+    roles = assemble.roles_of(shards)
+    family = model._family
+    trust = assemble.trust_of(certs[label].ca)
+    folders = {}
+    for party in shards:
+        consents = _consents(model, certs, others, "split") if party == label else []
+        folders[party] = assemble.export(tmp_path / party, family=family, fmt="split", recipient=party,
+                                         roles=roles, shards={party: shards[party]}, consents=consents, trust=trust)
+    module = exporter(family)
+    combiner = json.loads((folders[label] / "combiner.json").read_text())
+    assert set(combiner["consented"]) == set(others) and list(combiner["parts"]) == [*others, label]
+    outputs = {}
+    for party, entry in combiner["parts"].items():
+        assert sorted(p.name for p in folders[party].iterdir()) == sorted(
+            [entry["file"]] + (["combiner.json"] if party == label else []))
+        outputs[party] = onnx_run(folders[party] / entry["file"], table)[entry["output"]]
+    combined = module.combine(combiner, outputs)
+    np.testing.assert_allclose(_positive(combined["probability"]), expected, atol=1e-6)
+    whole = model.export(tmp_path / "whole", "split", _consents(model, certs, others, "split"), ca=certs[label].ca)
+    same = {k: v for k, v in json.loads((whole / "combiner.json").read_text()).items() if k != "consented"}
+    assert same == {k: v for k, v in combiner.items() if k != "consented"}     # the estimator's combiner, the same
+    # a feature party's shard given as the label party's is refused, naming it, and nothing is written
+    with pytest.raises(DataError, match=rf"party {others[0]}: the shard given is a feature party's, but "
+                                        rf"{others[0]} is the label party"):
+        module.split({others[0]: shards[others[0]]}, tmp_path / "wrong",
+                     {others[0]: "label", label: "feature"})
+    assert not (tmp_path / "wrong").exists()

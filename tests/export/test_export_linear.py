@@ -213,3 +213,27 @@ def test_shards_that_do_not_make_one_model_are_refused_naming_the_party_and_noth
         with pytest.raises(error, match=message):
             linear.split(given, tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.onnx"]       # no temporary file left either
+
+
+def test_a_shard_lists_the_model_s_parties_so_a_missing_one_is_named_and_an_older_shard_still_reads(binary,
+                                                                                                   tmp_path):
+    model, every, table = binary
+    shards = model._shards()
+    assert all(shard["data_parties"] == ["A", "B"] for shard in shards.values())
+    listed = {**shards, "B": dict(shards["B"], data_parties=["A", "C", "B"])}      # a party C whose shard is not here
+    for write in linear.FORMATS.values():
+        with pytest.raises(DataError, match="the shard of party C is missing"):
+            write(listed, tmp_path / "model.out")
+    with pytest.raises(DataError, match=r"the label party B's shard lists .* party C is in one only"):
+        linear.split({"B": listed["B"]}, tmp_path / "parts", {"A": "feature", "B": "label"})
+    assert list(tmp_path.iterdir()) == []
+    older = {}
+    for name, shard in shards.items():              # a shard written before the field: read, and exported alike
+        write_json(tmp_path / f"{name}.json", {k: v for k, v in shard.items() if k != "data_parties"})
+        older[name] = read_shard(tmp_path / f"{name}.json", name, shard["role"])
+        assert "data_parties" not in older[name]
+    out = onnx_run(linear.write_onnx(older, tmp_path / "model.onnx"), table)
+    assert np.abs(out["decision"][:, 0] - model.decision_function(every)).max() < TOL
+    write_json(tmp_path / "bad.json", dict(shards["A"], data_parties=["B"]))
+    with pytest.raises(DataError, match="'data_parties' must list the model's data parties once each, A among"):
+        read_shard(tmp_path / "bad.json", "A", "feature")

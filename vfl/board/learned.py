@@ -102,8 +102,9 @@ KINDS = {
 
 
 def statement(family: str, role: str, task: str = "train") -> tuple[str, str, str] | None:
-    """What ``role`` learns in a run of ``family`` (prediction runs: the family's prediction, as in training)."""
-    return STATEMENTS.get((family, role))
+    """What ``role`` learns in a run of ``family`` (prediction runs: the family's prediction, as in training; an
+    export exchanges no message: none)."""
+    return None if task == "export" else STATEMENTS.get((family, role))
 
 
 def received(groups: dict, family: str, parties: dict, task: str = "train") -> list[dict]:

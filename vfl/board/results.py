@@ -50,6 +50,7 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
                                             for rows in [_csv(folder / "statistics.csv")] if rows]),
               ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows]),
               ("Explanations", lambda: _explanations(_csv(folder / "explanations.csv"), result.get("explained")))]
+    parts.append(("Export", lambda: [_export(result["export"])] if task == "export" and "export" in result else []))
     out: list[dict] = []
     if model is _DAMAGED:
         out.append(_section("Model", '<p class="error">its model.json is damaged</p>', "model"))
@@ -383,3 +384,13 @@ def _explanations(rows: list[dict], sent: dict | None) -> list[dict]:
             lines += _table([{"column it named": k, "rows": n} for k, n in named.items()])
         return [_section("Explanations (what it sent)", lines, "explanations")]
     return []
+
+
+def _export(export: dict) -> dict:
+    """What ``vfl export`` wrote: the format, where, the files, and whose consent it was written under."""
+    signed = export.get("signed") or {}
+    rows = [{"": "format", "value": export.get("format", "")}, {"": "written to", "value": export.get("out", "")},
+            {"": "files", "value": ", ".join(str(f) for f in export.get("files") or [])},
+            {"": "consents", "value": ", ".join(f"{p} (signed {v.get('signed_at', '?')})" for p, v in signed.items())
+             or "none needed (this party's own part)"}]
+    return _section("Export", _table(rows), "export")

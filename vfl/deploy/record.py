@@ -1,6 +1,6 @@
 """A party's record of each run, on its own disk: what ``vfl board`` reads.
 
-Every ``vfl party``, ``vfl predict``, ``vfl align`` and ``vfl serve`` writes one folder
+Every ``vfl party``, ``vfl predict``, ``vfl align``, ``vfl serve`` and ``vfl export`` writes one folder
 under ``WORKDIR/runs/`` (a fitted estimator writes one with ``save_run``)::
 
     runs/20261127T085141.123456Z-train-4711/
@@ -17,7 +17,7 @@ most one ``flush`` behind the party's own narration.
 
 ``run.json``::
 
-    {"format": "vfl-run/1", "id", "task": "train" | "predict" | "align" | "serve",
+    {"format": "vfl-run/1", "id", "task": "train" | "predict" | "align" | "serve" | "export",
      "family": "linear" | "trees" | "mlp" | "credit" | "alignment" | "serving",
      "party", "role", "parties": {name: role}, "settings", "started", "ended",
      "status": "running" | "finished" | "failed", "error", "pid", "record_error" (if any)}
@@ -84,7 +84,7 @@ class RunRecord:
     ----------
     workdir : path
         The party's work directory.
-    task : {"train", "predict", "align", "serve"}
+    task : {"train", "predict", "align", "serve", "export"}
     family : str
         One of :data:`FAMILIES`.
     party : str

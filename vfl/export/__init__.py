@@ -17,7 +17,7 @@ The contract of a family's export module
 Every module named in :data:`EXPORTERS` defines exactly these two names::
 
     FORMATS: dict[str, Callable[[dict[str, dict], Path], Path]]
-    def split(shards: dict[str, dict], folder: Path) -> dict[str, Path]
+    def split(shards: dict[str, dict], folder: Path, roles: dict[str, str] | None = None) -> dict[str, Path]
 
 ``shards`` always maps a party's name to what ``vfl.deploy.shards.<family>.read_shard`` returned for that
 party: checked shards, never raw files from a peer.
@@ -26,13 +26,17 @@ party: checked shards, never raw files from a peer.
   file ``path`` and returns ``path``.  The format's word is its key (``"xgboost-json"``, ``"onnx"``, ...);
   ``"split"`` is never a key.  A writer that cannot build the model from the shards raises a
   :class:`~vfl.errors.DataError` naming the party and what is wrong.
-* ``split(shards, folder)`` writes into ``folder`` (which exists and is empty) one part per party in
-  ``shards``, holding that party's own parameters only, and, when the label party's shard is among them,
-  ``"combiner.json"``: what the label party needs to turn the parts' answers into the model's prediction,
-  holding no other party's parameters.  It may be given some parties' shards only (a party exporting its own
-  part gives its own shard).  It returns ``{name: path}`` of what it wrote (a party's name for its part); the
-  assembler finds the combiner by its file name, :data:`COMBINER`, and records in it (a JSON object) which
-  shard each party consented to, under ``"consented"``.
+* ``split(shards, folder, roles)`` writes into ``folder`` (which exists and is empty) one part per party in
+  ``shards`` that has one, and, when the label party's shard is among them, ``"combiner.json"``: what the label
+  party needs to turn the parts' answers into the model's prediction.  ``roles`` maps every data party of the
+  model to its role (``"feature"``, ``"label"``) in the model's order, the feature parties first (the
+  federation's roster: public to every party that consents); ``None`` means the shards' own, every party's shard
+  being given.  A party's part is built from **its own shard alone**, and the combiner from the label party's
+  shard and ``roles`` (its sum of parts, intercept, link, top model, in the order of ``roles``): neither holds
+  another party's parameters, so each party exports its part on its own machine (``vfl export --format split``).
+  Given every party's shard, ``split`` also makes the whole model's checks.  It returns ``{name: path}`` of what
+  it wrote (a party's name for its part); the assembler finds the combiner by its file name, :data:`COMBINER`,
+  and records in it (a JSON object) which shard each party consented to, under ``"consented"``.
 
 Neither writes anything else, and neither checks consents: :mod:`vfl.export.assemble` does, before calling
 them, and writes through a temporary name so that nothing is left at ``path`` or ``folder`` on any error.

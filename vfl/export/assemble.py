@@ -147,7 +147,7 @@ def export(out, *, family: str, fmt: str, recipient: str, roles: dict[str, str],
         return module.FORMATS[fmt](held, Path(out))
     own = held if roles[recipient] == "label" and len(held) == len(roles) else {recipient: held[recipient]}
     with written_folder(out) as folder:
-        combiners = [Path(path) for path in module.split(own, folder).values() if Path(path).name == COMBINER]
+        combiners = [Path(path) for path in module.split(own, folder, roles).values() if Path(path).name == COMBINER]
         for combiner in combiners:
             _add_consents(combiner, consented)
     return Path(out)

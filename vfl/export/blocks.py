@@ -11,9 +11,11 @@ ONNX file is built, so that the family modules (and the registry that lists thei
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -59,7 +61,32 @@ def check_shards(shards, family: str, outputs=()) -> tuple[str, list[str]]:
     if not isinstance(shards, dict) or not shards:
         raise DataError(f"a {family} export needs every party's shard, as {{party name: shard}}; got "
                         f"{type(shards).__name__ if not isinstance(shards, dict) else 'no shard'}")
-    labels, features, owner = [], [], {}
+    _check_each(shards, outputs)
+    labels = [name for name, shard in shards.items() if shard["role"] == "label"]
+    features = [name for name, shard in shards.items() if shard["role"] == "feature"]
+    if len(labels) != 1:
+        raise DataError(f"a {family} model has one label party; the shards given hold "
+                        f"{len(labels)} ({', '.join(labels) or 'none'}): give every party's shard, once")
+    if not features:
+        raise DataError(f"a {family} model has at least one feature party; only the label party {labels[0]}'s "
+                        "shard was given")
+    _check_one_run(shards, labels[0])
+    return labels[0], features
+
+
+def check_whole(shards, family: str, outputs, listed) -> tuple[str, list[str]]:
+    """:func:`check_shards`, then the shards against the label party's own record of the model's parties,
+    ``listed(label party's shard)`` (``None``: an older shard that keeps none)."""
+    label, features = check_shards(shards, family, outputs)
+    parties = listed(shards[label])
+    if parties is not None:
+        check_roster(shards, parties, family)
+    return label, features
+
+
+def _check_each(shards: dict, outputs) -> None:
+    """Each shard given under its own party's name, with a role, and no column twice or named as an output."""
+    owner = {}
     for name, shard in shards.items():
         if not isinstance(shard, dict):
             raise DataError(f"party {name}: its shard must be a dict (as read_shard returns it), got "
@@ -69,7 +96,6 @@ def check_shards(shards, family: str, outputs=()) -> tuple[str, list[str]]:
         role = shard.get("role")
         if role not in ("feature", "label"):
             raise DataError(f"party {name}: its shard's role must be 'feature' or 'label', got {role!r}")
-        (labels if role == "label" else features).append(name)
         for column in shard.get("columns", []):
             if column in owner:
                 raise DataError(f"party {name}: column {column!r} is also party {owner[column]}'s; an exported "
@@ -78,23 +104,59 @@ def check_shards(shards, family: str, outputs=()) -> tuple[str, list[str]]:
                 raise DataError(f"party {name}: column {column!r} has the name of one of the model's outputs "
                                 f"{list(outputs)}: rename the column")
             owner[column] = name
-    if len(labels) != 1:
-        raise DataError(f"a {family} model has one label party; the shards given hold "
-                        f"{len(labels)} ({', '.join(labels) or 'none'}): give every party's shard, once")
-    if not features:
-        raise DataError(f"a {family} model has at least one feature party; only the label party {labels[0]}'s "
-                        "shard was given")
-    fingerprints = {name: shard.get("trained_with") for name, shard in shards.items()}
-    first = fingerprints[labels[0]]
-    for name, value in fingerprints.items():
-        if value != first:
-            raise DataError(f"party {name}: its shard was trained in another run (trained_with {value!r}) than "
-                            f"the label party {labels[0]}'s ({first!r}): give the shards of one model")
+
+
+def _check_one_run(shards: dict, first: str) -> None:
+    """Every shard trained in the run of party ``first``'s (one ``trained_with``)."""
+    expected = shards[first].get("trained_with")
+    for name, shard in shards.items():
+        if shard.get("trained_with") != expected:
+            raise DataError(f"party {name}: its shard was trained in another run (trained_with "
+                            f"{shard.get('trained_with')!r}) than party {first}'s ({expected!r}): give the shards "
+                            "of one model")
+
+
+def split_roster(shards, roles, family: str, outputs=()) -> tuple[str, list[str]]:
+    """The checks of a split export, which may be given some parties' shards only; returns the label party's
+    name and the feature parties' (in ``roles``' order).
+
+    ``roles`` maps every data party of the model to its role, in the model's order (public to the parties that
+    consent: the federation's roster); ``None`` takes the shards' own roles, every party's shard being given.
+    Each shard must be its party's, of the role the roster gives it, and all of one run; with every party's
+    shard, the whole model's checks (:func:`check_shards`) are made too.
+
+    Raises
+    ------
+    DataError
+        Naming the party and what is wrong.
+    """
+    if roles is None:
+        return check_shards(shards, family, outputs)
+    roles = dict(roles)
+    labels = [name for name, role in roles.items() if role == "label"]
+    features = [name for name, role in roles.items() if role == "feature"]
+    if len(labels) != 1 or not features or len(labels) + len(features) != len(roles):
+        raise DataError(f"a {family} model has one label party and at least one feature party; the roster given "
+                        f"is {roles}")
+    if not isinstance(shards, dict) or not shards:
+        raise DataError(f"a {family} split export needs the exporting party's own shard, as {{party name: shard}}")
+    for name in shards:
+        if name not in roles:
+            raise DataError(f"party {name} is not a data party of this {family} model (its parties: {list(roles)})")
+    _check_each(shards, outputs)
+    for name, shard in shards.items():
+        if shard["role"] != roles[name]:
+            raise DataError(f"party {name}: the shard given is a {shard['role']} party's, but {name} is the "
+                            f"{roles[name]} party of this model: give {name}'s own shard")
+    _check_one_run(shards, next(iter(shards)))
+    if len(shards) == len(roles):
+        check_shards(shards, family, outputs)
     return labels[0], features
 
 
 def check_roster(shards: dict, listed, family: str) -> None:
-    """Refuse shards that are not exactly the parties ``listed`` (the model's own record of its parties)."""
+    """Refuse shards (or a roster, ``{party: role}``) that are not exactly the parties ``listed`` (the model's own
+    record of its parties)."""
     listed = list(listed)
     missing = [p for p in listed if p not in shards]
     if missing:
@@ -105,22 +167,55 @@ def check_roster(shards: dict, listed, family: str) -> None:
         raise DataError(f"party {extra[0]} is not a party of this {family} model (its parties: {listed})")
 
 
+def check_listed(roles: dict, label: str, listed, family: str) -> None:
+    """Refuse a roster (``{party: role}``) that is not the parties the label party's shard lists (``listed``:
+    ``None`` when an older shard lists none)."""
+    if listed is None:
+        return
+    listed = list(listed)
+    odd = [p for p in listed if p not in roles] + [p for p in roles if p not in listed]
+    if odd:
+        raise DataError(f"the label party {label}'s shard lists the {family} model's parties {listed}, the roster "
+                        f"{list(roles)}: party {odd[0]} is in one only; export with the federation.toml the model "
+                        "was trained with")
+
+
 def party_order(label: str, features: list[str]) -> list[str]:
     """The order a model takes its parties in: the feature parties as given, the label party last."""
     return [*features, label]
 
 
-def part_files(parties, folder: Path, suffix: str) -> dict[str, Path]:
-    """Where :func:`split` writes each party's part (``<party><suffix>``) and ``combiner.json``."""
-    if "combiner" in parties:
+def part_file(party: str, suffix: str) -> str:
+    """The file name of party ``party``'s part in a split export (``<party><suffix>``)."""
+    if not party or "/" in party or "\\" in party or party.startswith("."):
+        raise ConfigurationError(f"party {party!r}: its name cannot be a file name")
+    if party == "combiner":
         raise ConfigurationError("a party is named 'combiner', the name split() gives the combining file: "
                                  "rename the party")
-    for name in parties:
-        if not name or "/" in name or "\\" in name or name.startswith("."):
-            raise ConfigurationError(f"party {name!r}: its name cannot be a file name in {folder}")
+    return f"{party}{suffix}"
+
+
+def combiner_parts(parties, output: str, width: int, suffix: str) -> dict:
+    """The combiner's ``parts``: for each party with a part, in the order they are summed, its file (the name
+    its own split export gives it), its output and that output's width."""
+    return {p: {"file": part_file(p, suffix), "output": output, "width": int(width)} for p in parties}
+
+
+def write_split(folder, parts: dict[str, bytes], combiner: dict | None, suffix: str) -> dict[str, Path]:
+    """Write the parts (``{party: file contents}``, each as ``<party><suffix>``) and the label party's
+    ``combiner`` (as ``combiner.json``, when given) into ``folder`` (made if missing), every file whole or none.
+    Returns ``{party: path}`` and, with a combiner, ``{"combiner": path}``."""
+    if not parts and combiner is None:
+        raise DataError(f"the shards of {sorted(parts) or 'the parties given'} make no part of this model: they hold "
+                        "no column it reads")
     folder = Path(folder)
-    files = {name: folder / f"{name}{suffix}" for name in parties}
-    files["combiner"] = folder / "combiner.json"
+    files = {name: folder / part_file(name, suffix) for name in parts}
+    contents = {files[name]: data for name, data in parts.items()}
+    if combiner is not None:
+        files["combiner"] = folder / "combiner.json"
+        contents[files["combiner"]] = (json.dumps({"format": COMBINER_FORMAT, **combiner}, indent=2) + "\n").encode()
+    folder.mkdir(parents=True, exist_ok=True)
+    write_files(contents)
     return files
 
 
@@ -151,6 +246,18 @@ def write_file(path, data: bytes) -> Path:
     """Write one file whole (see :func:`write_files`); returns its path."""
     write_files({Path(path): data})
     return Path(path)
+
+
+# --------------------------------------------------------------------------- a party's standardized columns
+
+@dataclass
+class ScaledParty:
+    """A party's columns and their standardization (``(x - mean) / scale``), where its part of a model starts."""
+
+    name: str
+    columns: list
+    mean: np.ndarray
+    scale: np.ndarray
 
 
 # --------------------------------------------------------------------------- ONNX
@@ -278,6 +385,14 @@ def pmml_document(description: str) -> tuple[ET.Element, ET.Element]:
     header = ET.SubElement(root, "Header", {"description": description})
     ET.SubElement(header, "Application", {"name": "vfl"})
     return root, ET.SubElement(root, "DataDictionary")
+
+
+def pmml_inputs(description: str, columns) -> tuple[ET.Element, ET.Element]:
+    """:func:`pmml_document` with a continuous double ``DataField`` for each raw column."""
+    root, dictionary = pmml_document(description)
+    for column in columns:
+        data_field(dictionary, column)
+    return root, dictionary
 
 
 def add(parent: ET.Element, tag: str, **attributes) -> ET.Element:

@@ -9,7 +9,9 @@
 
 Both read the party's own shard (``--model``: the shard, or a folder holding it: a run record's folder, or the
 work folder ``vfl party`` wrote it in) and its ``[parties.NAME]`` table of ``federation.toml``; the checks are
-:mod:`vfl.export.assemble`'s, the estimators' too.  Exit codes: 0 written, 2 refused (nothing written).
+:mod:`vfl.export.assemble`'s, the estimators' too.  Exit codes: 0 written, 2 refused (nothing written).  The
+export (not the consent) is recorded in the shard's work folder, ``WORKDIR/runs/`` (:mod:`vfl.deploy.record`,
+task ``export``: the format, the files written, who signed), as ``vfl party`` records its runs.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vfl.deploy.commands import run_command, wrap
-from vfl.errors import ConfigurationError
+from vfl.deploy.commands import failure_line, run_command, wrap
+from vfl.errors import ConfigurationError, DataError
 
 
 def register(subparsers) -> None:
@@ -56,6 +58,7 @@ def register(subparsers) -> None:
 
 def _run(args) -> None:
     from vfl.deploy.config import load_config
+    from vfl.deploy.record import RunRecord
     from vfl.export import assemble, is_whole
 
     config = load_config(args.config)
@@ -65,7 +68,12 @@ def _run(args) -> None:
     if args.role not in roles:
         raise ConfigurationError(f"party {args.role} is the {entry.role}: only a data party's shard is exported")
     family = config.family.name
-    shard = config.family.module("shard").read_shard(_shard_path(args.model, args.role), args.role, roles[args.role])
+    shard_path = _shard_path(args.model, args.role)
+    try:
+        shard = config.family.module("shard").read_shard(shard_path, args.role, roles[args.role])
+    except DataError as exc:
+        raise DataError(f"party {args.role}: {exc}; --model must hold {args.role}'s own {family} shard (the work "
+                        f"folder its vfl party wrote model_{args.role}.json in)") from None
     if args.action == "consent":
         if args.to is None or args.consents:
             raise ConfigurationError("vfl export consent takes --to (the recipient), and no --consents")
@@ -80,10 +88,30 @@ def _run(args) -> None:
     if args.to is not None:
         raise ConfigurationError("vfl export writes the export at the recipient, --role; --to is for vfl export "
                                  "consent")
-    consents = [assemble.read_consent(path) for path in args.consents]
-    out = assemble.export(args.out, family=family, fmt=args.format, recipient=args.role, roles=roles,
-                          shards={args.role: shard}, consents=consents, trust=config.tls(args.role))
+    with RunRecord.for_config(_workdir(shard_path), "export", config, args.role, failure_line) as record:
+        record.update(export_format=args.format, out=str(args.out))
+        consents = [assemble.read_consent(path) for path in args.consents]
+        out = assemble.export(args.out, family=family, fmt=args.format, recipient=args.role, roles=roles,
+                              shards={args.role: shard}, consents=consents, trust=config.tls(args.role))
+        record.finish(_summary(out, args.format, consents))
     print(f"party {args.role}: model exported as {args.format} to {out}")
+
+
+def _summary(out: Path, fmt: str, consents: list[dict]) -> dict:
+    """What the run record keeps of an export: its format, where it went, the files written, who signed what."""
+    files = sorted(p.name for p in out.iterdir()) if out.is_dir() else [out.name]
+    signed = {c["consent"]["party"]: {"shard_sha256": c["consent"]["shard_sha256"],
+                                      "signed_at": c["consent"]["signed_at"]} for c in consents}
+    return {"export": {"format": fmt, "out": str(out), "files": files, "signed": signed}}
+
+
+def _workdir(shard: Path) -> Path:
+    """The work folder of the party's shard, where the export's run record goes (``WORKDIR/runs/``): the folder
+    ``vfl party`` wrote it in, or the work folder of the run record holding it."""
+    from vfl.deploy.record import RECORD_ID
+
+    folder = shard.resolve().parent
+    return folder.parent.parent if folder.parent.name == "runs" and RECORD_ID.match(folder.name) else folder
 
 
 def _shard_path(model: Path, role: str) -> Path:

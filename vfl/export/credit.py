@@ -28,8 +28,8 @@ the base points as ``initialScore``) with the output fields ``score``, ``decisio
 
 **Split** (:func:`split`): each party with a selected column gets ``<party>.onnx``, its own columns in and its
 ``partial`` out (its part of the decision: its coded, standardized columns times its weights; minus ``factor``
-times it, its part of the score), and the label party ``combiner.json``: the intercept, the scorecard's
-anchors and the link (:func:`combine`).
+times it, its part of the score), built from its own shard alone, and the label party ``combiner.json``, from
+its own shard and the roster: the intercept, the scorecard's anchors and the link (:func:`combine`).
 """
 
 from __future__ import annotations
@@ -84,14 +84,6 @@ class _Scorecard:
     fingerprint: str
 
     @property
-    def factor(self) -> float:
-        return self.scale.factor
-
-    @property
-    def offset(self) -> float:
-        return self.scale.offset
-
-    @property
     def columns(self) -> list:
         return [c.name for p in self.parties for c in p.columns]
 
@@ -121,23 +113,22 @@ def _party(name: str, shard: dict) -> _Party | None:
 
 
 def scorecard(shards: dict) -> _Scorecard:
-    """Check every party's shard and return the scorecard they make up (what every writer here starts from).
-
-    Raises
-    ------
-    DataError
-        A shard missing, of another model, or not fitting the others (named by party).
-    """
-    label, features = blocks.check_shards(shards, "scorecard", OUTPUTS)
-    head = shards[label]
-    blocks.check_roster(shards, head.get("iv") or {}, "scorecard")
+    """The scorecard every party's shard makes up, its parties with a selected column (what every writer here
+    starts from); a :class:`DataError` naming the party whose shard is missing, of another run or not fitting."""
+    label, features = blocks.check_whole(shards, "scorecard", OUTPUTS, lambda head: head.get("iv") or {})
     parties = [p for p in (_party(name, shards[name]) for name in blocks.party_order(label, features)) if p]
     if not parties:
         raise DataError("no party of this scorecard has a selected column: there is nothing to score")
+    return _Scorecard(parties, *_anchors(shards[label]))
+
+
+def _anchors(head: dict) -> tuple:
+    """What the label party's shard alone says of the whole scorecard: the intercept, the classes, the base points,
+    the points' scale and the run."""
     card, model = head["scorecard"], head["model"]
-    return _Scorecard(parties, float(model["intercept"]), list(model["classes"]), float(card["base_points"]),
-                      ScorecardScale(float(card["base_score"]), float(card["base_odds"]), float(card["pdo"])),
-                      head["trained_with"])
+    return (float(model["intercept"]), list(model["classes"]), float(card["base_points"]),
+            ScorecardScale(float(card["base_score"]), float(card["base_odds"]), float(card["pdo"])),
+            head["trained_with"])
 
 
 # --------------------------------------------------------------------------- ONNX
@@ -178,8 +169,8 @@ def onnx_bytes(shards: dict) -> bytes:
     partials = [_partial(graph, p) for p in card.parties]
     decision = graph.op("Add", [graph.total(partials, "decision"), graph.const([card.intercept], "intercept")],
                         "decision")
-    score = graph.op("Sub", [graph.const([card.offset], "offset"),
-                             graph.op("Mul", [graph.const([card.factor], "factor"), decision], "scaled")], "score")
+    scaled = graph.op("Mul", [graph.const([card.scale.factor], "factor"), decision], "scaled")
+    score = graph.op("Sub", [graph.const([card.scale.offset], "offset"), scaled], "score")
     graph.output(score, "score", 1)
     graph.output(decision, "decision", 1)
     probability = graph.op("Sigmoid", [decision], "probability")
@@ -217,10 +208,8 @@ def _predicate(parent: ET.Element, column: str, thresholds: np.ndarray, k: int) 
 def pmml_bytes(shards: dict) -> bytes:
     """The scorecard as a PMML 4.4 ``Scorecard``, with the output fields score, decision, probability and label."""
     card = scorecard(shards)
-    root, dictionary = blocks.pmml_document(f"vfl credit scorecard of the parties {[p.name for p in card.parties]}"
-                                            f" (trained_with {card.fingerprint})")
-    for column in card.columns:
-        blocks.data_field(dictionary, column)
+    root, _ = blocks.pmml_inputs(f"vfl credit scorecard of the parties {[p.name for p in card.parties]} "
+                                 f"(trained_with {card.fingerprint})", card.columns)
     model = blocks.add(root, "Scorecard", modelName="vfl-scorecard", functionName="regression",
                        useReasonCodes="false", initialScore=blocks.number(card.base_points))
     schema = blocks.add(model, "MiningSchema")
@@ -230,7 +219,7 @@ def pmml_bytes(shards: dict) -> bytes:
     blocks.add(output, "OutputField", name="score", optype="continuous", dataType="double", feature="predictedValue")
     decision = blocks.add(output, "OutputField", name="decision", optype="continuous", dataType="double",
                           feature="transformedValue")
-    decision.append(blocks.apply("/", blocks.apply("-", card.offset, "score"), card.factor))
+    decision.append(blocks.apply("/", blocks.apply("-", card.scale.offset, "score"), card.scale.factor))
     probability = blocks.add(output, "OutputField", name="probability", optype="continuous", dataType="double",
                              feature="transformedValue")
     probability.append(blocks.apply("/", 1.0, blocks.apply("+", 1.0, blocks.apply("exp", blocks.apply(
@@ -264,29 +253,24 @@ FORMATS = {"onnx": write_onnx, "pmml": write_pmml}
 
 # --------------------------------------------------------------------------- split
 
-def part_bytes(shards: dict, party: str) -> bytes:
-    """Party ``party``'s own part as ONNX: its selected columns in, its ``partial`` ``[rows, 1]`` out."""
-    card = scorecard(shards)
-    own = next((p for p in card.parties if p.name == party), None)
-    if own is None:
-        raise DataError(f"party {party} has no selected column in this scorecard: it has no part")
-    graph = blocks.OnnxGraph(f"vfl_scorecard_part_{party}", [*[c.name for c in own.columns], *OUTPUTS])
-    graph.output(_partial(graph, own), "partial", 1)
-    return graph.to_bytes(f"party {party}'s part of a vfl scorecard: its part of the log-odds",
-                          {"vfl.family": "credit", "vfl.party": party, "vfl.trained_with": card.fingerprint})
+def part_bytes(party: _Party, fingerprint: str) -> bytes:
+    """A party's own part as ONNX: its selected columns in, its ``partial`` ``[rows, 1]`` out."""
+    graph = blocks.OnnxGraph(f"vfl_scorecard_part_{party.name}", [*[c.name for c in party.columns], *OUTPUTS])
+    graph.output(_partial(graph, party), "partial", 1)
+    return graph.to_bytes(f"party {party.name}'s part of a vfl scorecard: its part of the log-odds",
+                          {"vfl.family": "credit", "vfl.party": party.name, "vfl.trained_with": fingerprint})
 
 
-def combiner(shards: dict, files: dict | None = None) -> dict:
-    """What the label party keeps to combine the parts: their files, the intercept, the anchors, the link."""
-    card = scorecard(shards)
-    return {"format": blocks.COMBINER_FORMAT, "family": "credit", "trained_with": card.fingerprint,
-            "parts": {p.name: {"file": Path(files[p.name]).name if files else None, "output": "partial", "width": 1}
-                      for p in card.parties},
+def combiner(head: dict, parts) -> dict:
+    """What the label party keeps to combine the parts, from its own shard ``head`` alone: the parts (``parts``,
+    the parties with a selected column), the intercept, the anchors, the link."""
+    intercept, classes, _, scale, fingerprint = _anchors(head)
+    return {"family": "credit", "trained_with": fingerprint,
+            "parts": blocks.combiner_parts(parts, "partial", 1, ".onnx"),
             "combine": "decision = sum of the parts' partial + intercept; score = offset - factor * decision; "
                        "probability = 1 / (1 + exp(-decision))",
-            "intercept": card.intercept, "offset": card.offset, "factor": card.factor,
-            **card.scale.to_dict(),
-            "link": "logistic", "classes": card.classes, "outputs": ["score", "decision", "probability", "label"]}
+            "intercept": intercept, "offset": scale.offset, "factor": scale.factor, **scale.to_dict(),
+            "link": "logistic", "classes": classes, "outputs": ["score", "decision", "probability", "label"]}
 
 
 def combine(combining: dict, partials: dict) -> dict:
@@ -301,17 +285,30 @@ def combine(combining: dict, partials: dict) -> dict:
             "label": np.asarray(combining["classes"])[(probability[:, 0] >= 0.5).astype(int)][:, None]}
 
 
-def split(shards: dict, folder) -> dict[str, Path]:
-    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder`` (made if
-    missing).
+def split(shards: dict, folder, roles: dict | None = None) -> dict[str, Path]:
+    """Write each given party's part (``<party>.onnx``) and, given the label party's shard, its ``combiner.json``
+    into ``folder`` (made if missing).
 
-    Only a party with a selected column has a part.  Every file is written whole, or none.  Returns
-    ``{party: path, "combiner": path}``.
+    ``roles``: every data party of the model and its role, in the model's order (None: the shards', every
+    party's shard given).  A party's part is made from its own shard alone, the combiner from the label party's
+    and ``roles``.  Only a party with a selected column has a part (``vfl party`` keeps one at every feature
+    party: a feature party whose shard is not given is counted as having one).  Every file is written whole,
+    or none.  Returns ``{party: path}``, and ``"combiner"``'s.
     """
-    card = scorecard(shards)
-    files = blocks.part_files([p.name for p in card.parties], Path(folder), ".onnx")
-    contents = {files[p.name]: part_bytes(shards, p.name) for p in card.parties}
-    contents[files["combiner"]] = (json.dumps(combiner(shards, files), indent=2) + "\n").encode()
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    blocks.write_files(contents)
-    return files
+    label, features = blocks.split_roster(shards, roles, "scorecard", OUTPUTS)
+    order = blocks.party_order(label, features)
+    if len(shards) == len(order):
+        card = scorecard(shards)                                    # every party's: the whole model's checks
+        held = {name: next((p for p in card.parties if p.name == name), None) for name in order}
+    else:
+        held = {name: _party(name, shard) for name, shard in shards.items()}
+        if label in shards:
+            blocks.check_listed(roles, label, shards[label].get("iv"), "scorecard")
+    own = [name for name in order if name in shards]
+    if len(own) == 1 and held[own[0]] is None and label not in shards:
+        raise DataError(f"party {own[0]} has no selected column in this scorecard: it has no part")
+    fingerprint = next(iter(shards.values()))["trained_with"]
+    parts = {name: part_bytes(held[name], fingerprint) for name in order if held.get(name) is not None}
+    with_part = [name for name in order if name not in held or held[name] is not None]
+    return blocks.write_split(folder, parts, combiner(shards[label], with_part) if label in shards else None,
+                              ".onnx")

@@ -29,8 +29,9 @@ largest decision; two classes: ``classes[1]`` where the decision is at least 0).
 integer classes, double for other numbers, text otherwise.
 
 **Split** (:func:`split`): each party with columns gets ``<party>.onnx``, its own columns in and its ``partial`` out
-(``[rows, k]``: its standardized columns times its weights, no other party's weight), and the label party
-``combiner.json``: the intercept, the link and the classes, to add the parties' partials (:func:`combine`).
+(``[rows, k]``: its standardized columns times its weights, no other party's weight), built from its own shard
+alone, and the label party ``combiner.json``, from its own shard and the roster: the intercept, the link and the
+classes, to add the parties' partials (:func:`combine`).
 
 A model trained with ``reveal = "never"`` keeps its weights shared: no party holds them, and it is refused.
 """
@@ -53,14 +54,17 @@ OUTPUTS = ("prediction", "decision", "probability", "label", "partial")
 
 
 @dataclass
-class _Party:
+class _Party(blocks.ScaledParty):
     """One party's share of the model, ready to compute: its columns, standardization and weights ``(n, k)``."""
 
-    name: str
-    columns: list
-    mean: np.ndarray
-    scale: np.ndarray
     weights: np.ndarray
+
+
+def _link(objective: str, k: int) -> str:
+    """How the decision becomes the output: identity, a sigmoid, or one-vs-rest sigmoids normalised."""
+    if objective == "linear":
+        return "identity"
+    return "logistic" if k == 1 else "logistic-normalized"
 
 
 @dataclass
@@ -82,18 +86,32 @@ class _Model:
 
     @property
     def link(self) -> str:
-        """How the decision becomes the output: identity, a sigmoid, or one-vs-rest sigmoids normalised."""
-        if self.objective == "linear":
-            return "identity"
-        return "logistic" if self.k == 1 else "logistic-normalized"
+        return _link(self.objective, self.k)
 
 
-def _weights(shard: dict, name: str) -> np.ndarray:
-    """The party's weights as ``(columns, models)``."""
+def _party(name: str, shard: dict) -> _Party:
+    """Party ``name``'s share of the model from its own shard alone; a model kept shared is refused."""
+    if "share" in shard or "coef" not in shard:
+        raise ConfigurationError(f"party {name}: this model was trained with reveal='never', its weights stay "
+                                 "shared and no party holds them: a model in the clear cannot be exported; "
+                                 "train with reveal='respectively' to export it")
     coef = shard["coef"]
     nested = bool(coef) and isinstance(coef[0], list)
-    rows = np.asarray(coef if nested else [coef], dtype=np.float64).reshape(-1, len(shard["columns"]))
-    return rows.T
+    weights = np.asarray(coef if nested else [coef], dtype=np.float64).reshape(-1, len(shard["columns"])).T
+    mean, scale, kept = blocks.scaler_parts(shard_scaler(shard), len(shard["columns"]))
+    return _Party(name, list(shard["columns"]), mean, scale, weights * kept[:, None])
+
+
+def _intercept(head: dict, k: int) -> np.ndarray:
+    """The label party's intercept(s), checked against ``k`` models of weights and its classes."""
+    intercept = np.atleast_1d(np.asarray(head["intercept"], dtype=np.float64))
+    if len(intercept) != k:
+        raise DataError(f"party {head['party']}: {len(intercept)} intercept(s) for {k} model(s) of weights")
+    classes = list(head.get("classes") or [])
+    if head.get("objective") == "logistic" and len(classes) != max(2, k):
+        raise DataError(f"party {head['party']}: a logistic model of {k} model(s) needs {max(2, k)} classes, its "
+                        f"shard names {classes}")
+    return intercept
 
 
 def model(shards: dict) -> _Model:
@@ -106,33 +124,22 @@ def model(shards: dict) -> _Model:
     ConfigurationError
         A model whose weights stay shared (``reveal = "never"``).
     """
-    label, features = blocks.check_shards(shards, "linear", OUTPUTS)
-    for name, shard in shards.items():
-        if "share" in shard or "coef" not in shard:
-            raise ConfigurationError(f"party {name}: this model was trained with reveal='never', its weights stay "
-                                     "shared and no party holds them: a model in the clear cannot be exported; "
-                                     "train with reveal='respectively' to export it")
-    objective = shards[label].get("objective")
+    label, features = blocks.check_whole(shards, "linear", OUTPUTS, lambda head: head.get("data_parties"))
+    owned = {name: _party(name, shard) for name, shard in shards.items()}
+    head = shards[label]
+    objective = head.get("objective")
     parties, k = [], None
     for name in blocks.party_order(label, features):
-        shard = shards[name]
-        if shard.get("objective") != objective:
-            raise DataError(f"party {name}: its shard is of a {shard.get('objective')} model, the label party "
-                            f"{label}'s of a {objective} one")
-        weights = _weights(shard, name)
-        if k is not None and weights.shape[1] != k:
-            raise DataError(f"party {name}: {weights.shape[1]} model(s) of weights, the other parties {k}")
-        k = weights.shape[1]
-        mean, scale, kept = blocks.scaler_parts(shard_scaler(shard), len(shard["columns"]))
-        parties.append(_Party(name, list(shard["columns"]), mean, scale, weights * kept[:, None]))
-    intercept = np.atleast_1d(np.asarray(shards[label]["intercept"], dtype=np.float64))
-    if len(intercept) != k:
-        raise DataError(f"party {label}: {len(intercept)} intercept(s) for {k} model(s) of weights")
-    classes = list(shards[label].get("classes") or [])
-    if objective == "logistic" and len(classes) != max(2, k):
-        raise DataError(f"party {label}: a logistic model of {k} model(s) needs {max(2, k)} classes, its shard "
-                        f"names {classes}")
-    return _Model(objective, parties, intercept, classes, shards[label].get("label"), shards[label]["trained_with"])
+        if shards[name].get("objective") != objective:
+            raise DataError(f"party {name}: its shard is of a {shards[name].get('objective')} model, the label "
+                            f"party {label}'s of a {objective} one")
+        party = owned[name]
+        if k is not None and party.weights.shape[1] != k:
+            raise DataError(f"party {name}: {party.weights.shape[1]} model(s) of weights, the other parties {k}")
+        k = party.weights.shape[1]
+        parties.append(party)
+    return _Model(objective, parties, _intercept(head, k), list(head.get("classes") or []), head.get("label"),
+                  head["trained_with"])
 
 
 # --------------------------------------------------------------------------- ONNX
@@ -214,10 +221,8 @@ def _unique(name: str, taken: set) -> str:
 def pmml_bytes(shards: dict) -> bytes:
     """The whole model as a PMML 4.4 document (a ``RegressionModel``; one-vs-rest: a ``MiningModel`` chain)."""
     m = model(shards)
-    root, dictionary = blocks.pmml_document(f"vfl {m.objective} regression of the parties "
-                                            f"{[p.name for p in m.parties]} (trained_with {m.fingerprint})")
-    for column in m.columns:
-        blocks.data_field(dictionary, column)
+    root, dictionary = blocks.pmml_inputs(f"vfl {m.objective} regression of the parties "
+                                          f"{[p.name for p in m.parties]} (trained_with {m.fingerprint})", m.columns)
     taken = set(m.columns) | set(OUTPUTS)
     target = _unique(m.label or "target", taken)
     classes = [str(c) for c in m.classes]
@@ -233,27 +238,31 @@ def pmml_bytes(shards: dict) -> bytes:
             derived = blocks.add(transformations, "DerivedField", name=name, optype="continuous", dataType="double")
             derived.append(blocks.apply("/", blocks.apply("-", column, float(mean)), float(scale)))
     if m.link == "identity":
-        regression = blocks.add(root, "RegressionModel", modelName="vfl-linear", functionName="regression",
-                                normalizationMethod="none")
-        _mining_schema(regression, m, target)
-        output = blocks.add(regression, "Output")
-        blocks.add(output, "OutputField", name="prediction", optype="continuous", dataType="double",
-                   feature="predictedValue")
+        regression = _regression(root, m, target, "vfl-linear", "regression", "none",
+                                 [("prediction", "continuous", "double", "predictedValue", None)])
         _pmml_table(regression, m, 0, names)
     elif m.link == "logistic":
-        regression = blocks.add(root, "RegressionModel", modelName="vfl-logistic", functionName="classification",
-                                normalizationMethod="logit")
-        _mining_schema(regression, m, target)
-        output = blocks.add(regression, "Output")
-        blocks.add(output, "OutputField", name="probability", optype="continuous", dataType="double",
-                   feature="probability", value=classes[1])
-        blocks.add(output, "OutputField", name="label", optype="categorical", dataType="string",
-                   feature="predictedValue")
+        regression = _regression(root, m, target, "vfl-logistic", "classification", "logit",
+                                 [("probability", "continuous", "double", "probability", classes[1]),
+                                  ("label", "categorical", "string", "predictedValue", None)])
         _pmml_table(regression, m, 0, names, targetCategory=classes[1])
         blocks.add(regression, "RegressionTable", intercept="0.0", targetCategory=classes[0])
     else:
         _one_vs_rest(root, m, names, target, classes, taken)
     return blocks.pmml_bytes(root)
+
+
+def _regression(root: ET.Element, m: _Model, target: str, name: str, function: str, normalization: str,
+                outputs) -> ET.Element:
+    """A ``RegressionModel`` with its mining schema and output fields (``(name, optype, dataType, feature,
+    value)`` each); its tables are added by the caller."""
+    regression = blocks.add(root, "RegressionModel", modelName=name, functionName=function,
+                            normalizationMethod=normalization)
+    _mining_schema(regression, m, target)
+    output = blocks.add(regression, "Output")
+    for field, optype, data_type, feature, value in outputs:
+        blocks.add(output, "OutputField", name=field, optype=optype, dataType=data_type, feature=feature, value=value)
+    return regression
 
 
 def _one_vs_rest(root: ET.Element, m: _Model, names: dict, target: str, classes: list, taken: set) -> None:
@@ -301,27 +310,26 @@ FORMATS = {"onnx": write_onnx, "pmml": write_pmml}
 
 # --------------------------------------------------------------------------- split
 
-def part_bytes(shards: dict, party: str) -> bytes:
-    """Party ``party``'s own part as ONNX: its columns in, its ``partial`` ``[rows, k]`` out, only its weights."""
-    m = model(shards)
-    own = next(p for p in m.parties if p.name == party)
-    graph = blocks.OnnxGraph(f"vfl_linear_part_{party}", [*own.columns, *OUTPUTS])
-    graph.output(_partial(graph, own), "partial", m.k)
-    return graph.to_bytes(f"party {party}'s part of a vfl {m.objective} regression: its standardized columns "
-                          "times its weights", {"vfl.family": "linear", "vfl.party": party,
-                                                "vfl.trained_with": m.fingerprint})
+def part_bytes(party: _Party, fingerprint: str, objective: str) -> bytes:
+    """A party's own part as ONNX: its columns in, its ``partial`` ``[rows, k]`` out, only its weights."""
+    graph = blocks.OnnxGraph(f"vfl_linear_part_{party.name}", [*party.columns, *OUTPUTS])
+    graph.output(_partial(graph, party), "partial", party.weights.shape[1])
+    return graph.to_bytes(f"party {party.name}'s part of a vfl {objective} regression: its standardized columns "
+                          "times its weights", {"vfl.family": "linear", "vfl.party": party.name,
+                                                "vfl.trained_with": fingerprint})
 
 
-def combiner(shards: dict, files: dict | None = None) -> dict:
-    """What the label party keeps to combine the parts: their files, the intercept, the link, the classes."""
-    m = model(shards)
-    return {"format": blocks.COMBINER_FORMAT, "family": "linear", "objective": m.objective,
-            "trained_with": m.fingerprint,
-            "parts": {p.name: {"file": Path(files[p.name]).name if files else None, "output": "partial",
-                               "width": m.k} for p in m.parties if p.columns},
+def combiner(head: dict, parts) -> dict:
+    """What the label party keeps to combine the parts, from its own shard ``head`` alone: the parts (``parts``,
+    the parties with columns in the order they are summed), the intercept, the link, the classes."""
+    own = _party(head["party"], head)
+    intercept = _intercept(head, own.weights.shape[1])
+    link = _link(head["objective"], len(intercept))
+    return {"family": "linear", "objective": head["objective"], "trained_with": head["trained_with"],
+            "parts": blocks.combiner_parts(parts, "partial", len(intercept), ".onnx"),
             "combine": "sum of the parts' partial, plus the intercept, then the link",
-            "intercept": m.intercept.tolist(), "link": m.link, "classes": m.classes,
-            "outputs": ["prediction"] if m.link == "identity" else ["decision", "probability", "label"]}
+            "intercept": intercept.tolist(), "link": link, "classes": list(head.get("classes") or []),
+            "outputs": ["prediction"] if link == "identity" else ["decision", "probability", "label"]}
 
 
 def combine(combining: dict, partials: dict) -> dict:
@@ -343,16 +351,30 @@ def combine(combining: dict, partials: dict) -> dict:
     return {"decision": decision, "probability": probability, "label": label[:, None]}
 
 
-def split(shards: dict, folder) -> dict[str, Path]:
-    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder`` (made if
-    missing).
+def split(shards: dict, folder, roles: dict | None = None) -> dict[str, Path]:
+    """Write each given party's part (``<party>.onnx``) and, given the label party's shard, its ``combiner.json``
+    into ``folder`` (made if missing).
 
-    Every file is written whole, or none.  Returns ``{party: path, "combiner": path}``.
+    ``roles``: every data party of the model and its role, in the model's order (None: the shards', every
+    party's shard given).  A party's part is made from its own shard alone, the combiner from the label party's
+    and ``roles`` (every feature party has a part).  Every file is written whole, or none.  Returns
+    ``{party: path}``, and ``"combiner"``'s.
     """
-    m = model(shards)
-    files = blocks.part_files([p.name for p in m.parties if p.columns], Path(folder), ".onnx")
-    contents = {files[p.name]: part_bytes(shards, p.name) for p in m.parties if p.columns}
-    contents[files["combiner"]] = (json.dumps(combiner(shards, files), indent=2) + "\n").encode()
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    blocks.write_files(contents)
-    return files
+    label, features = blocks.split_roster(shards, roles, "linear", OUTPUTS)
+    if len(shards) == len(features) + 1:
+        held = {p.name: p for p in model(shards).parties}          # every party's: the whole model's checks
+    else:
+        held = {name: _party(name, shard) for name, shard in shards.items()}
+        if label in shards:
+            blocks.check_listed(roles, label, shards[label].get("data_parties"), "linear")
+    fingerprint, objective = next(iter(shards.values()))["trained_with"], next(iter(shards.values()))["objective"]
+    other = [name for name, shard in shards.items() if shard["objective"] != objective]
+    if other:
+        raise DataError(f"party {other[0]}: its shard is of a {shards[other[0]]['objective']} model, party "
+                        f"{next(iter(shards))}'s of a {objective} one")
+    order = blocks.party_order(label, features)
+    parts = {name: part_bytes(held[name], fingerprint, objective) for name in order
+             if name in held and held[name].columns}
+    with_part = [name for name in order if name not in held or held[name].columns]
+    return blocks.write_split(folder, parts, combiner(shards[label], with_part) if label in shards else None,
+                              ".onnx")

@@ -18,8 +18,9 @@ integer classes, double for other numbers, text otherwise), a regressor's ``pred
 (``predict``).  Everything is computed in double precision, as vfl computes it.
 
 **Split** (:func:`split`): each party with columns gets ``<party>.onnx``, its own columns in and its ``part``
-out (``[rows, units]``: its bottom's output times its block, what it sends in a private prediction), and the
-label party ``combiner.json``: the intercept, the activations and the top layers (:func:`combine`).
+out (``[rows, units]``: its bottom's output times its block, what it sends in a private prediction), built from
+its own shard alone, and the label party ``combiner.json``, from its own shard and the roster: the intercept,
+the activations and the top layers (:func:`combine`).
 
 PMML is not offered for split networks.
 """
@@ -44,13 +45,9 @@ _OPERATORS = {"identity": "Identity", "logistic": "Sigmoid", "tanh": "Tanh", "re
 
 
 @dataclass
-class _Party:
+class _Party(blocks.ScaledParty):
     """One party's share of the network: its columns, standardization, bottom layers and block."""
 
-    name: str
-    columns: list
-    mean: np.ndarray
-    scale: np.ndarray
     bottom: list            # of (W, b)
     block: np.ndarray       # (bottom's output width, units)
 
@@ -94,31 +91,34 @@ def network(shards: dict) -> _Network:
     DataError
         A shard missing, of another model, or not fitting the others (named by party).
     """
-    label, features = blocks.check_shards(shards, "split-network", OUTPUTS)
+    label, features = blocks.check_whole(shards, "split-network", OUTPUTS, lambda head: head["data_parties"])
     head = shards[label]
-    blocks.check_roster(shards, head["data_parties"], "split-network")
-    parties = []
-    for name in blocks.party_order(label, features):
-        shard = shards[name]
-        if shard["activation"] != head["activation"]:
-            raise DataError(f"party {name}: its bottom uses the activation {shard['activation']!r}, the label "
-                            f"party {label}'s network {head['activation']!r}")
-        if not shard["columns"]:
-            continue                    # the label party may hold no column: no bottom, no block
-        block = np.asarray(shard["block"], dtype=np.float64)
-        if block.shape[1] != head["units"]:
-            raise DataError(f"party {name}: its block has {block.shape[1]} units, the label party {label}'s "
-                            f"interactive layer {head['units']}")
-        mean, scale, kept = blocks.scaler_parts(shard.get("scaler"), len(shard["columns"]))
-        bottom = [(np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)) for w, b in shard["bottom"]]
-        if bottom:                      # a constant column left out at training: its first weights act on 0
-            bottom[0] = (bottom[0][0] * kept[:, None], bottom[0][1])
-        else:
-            block = block * kept[:, None]
-        parties.append(_Party(name, list(shard["columns"]), mean, scale, bottom, block))
-    return _Network(parties, head["activation"], np.asarray(head["intercept"], dtype=np.float64),
+    parties = [_party(name, shards[name], head) for name in blocks.party_order(label, features)]
+    return _Network([p for p in parties if p is not None], head["activation"],
+                    np.asarray(head["intercept"], dtype=np.float64),
                     [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)) for w, b in head["top"]],
                     head["task"], list(head["classes"]), head["trained_with"])
+
+
+def _party(name: str, shard: dict, head: dict | None) -> _Party | None:
+    """Party ``name``'s share of the network from its own shard (None: it holds no column), checked against the
+    label party's shard ``head`` when that is given."""
+    if head is not None and shard["activation"] != head["activation"]:
+        raise DataError(f"party {name}: its bottom uses the activation {shard['activation']!r}, the label "
+                        f"party {head['party']}'s network {head['activation']!r}")
+    if not shard["columns"]:
+        return None                     # the label party may hold no column: no bottom, no block
+    block = np.asarray(shard["block"], dtype=np.float64)
+    if head is not None and block.shape[1] != head["units"]:
+        raise DataError(f"party {name}: its block has {block.shape[1]} units, the label party {head['party']}'s "
+                        f"interactive layer {head['units']}")
+    mean, scale, kept = blocks.scaler_parts(shard.get("scaler"), len(shard["columns"]))
+    bottom = [(np.array(w, dtype=np.float64), np.array(b, dtype=np.float64)) for w, b in shard["bottom"]]
+    if bottom:                          # a constant column left out at training: its first weights act on 0
+        bottom[0] = (bottom[0][0] * kept[:, None], bottom[0][1])
+    else:
+        block = block * kept[:, None]
+    return _Party(name, list(shard["columns"]), mean, scale, bottom, block)
 
 
 # --------------------------------------------------------------------------- ONNX
@@ -171,30 +171,29 @@ FORMATS = {"onnx": write_onnx}
 
 # --------------------------------------------------------------------------- split
 
-def part_bytes(shards: dict, party: str) -> bytes:
-    """Party ``party``'s own part as ONNX: its columns in, its ``part`` ``[rows, units]`` out, only its weights."""
-    net = network(shards)
-    own = next((p for p in net.parties if p.name == party), None)
-    if own is None:
-        raise DataError(f"party {party} holds no column of this network: it has no part")
-    graph = blocks.OnnxGraph(f"vfl_split_network_part_{party}", [*own.columns, *OUTPUTS])
-    graph.output(_part(graph, own, net.activation), "part", net.units)
-    return graph.to_bytes(f"party {party}'s part of a vfl split network: its bottom's output times its block",
-                          {"vfl.family": "mlp", "vfl.party": party, "vfl.trained_with": net.fingerprint})
+def part_bytes(party: _Party, activation: str, fingerprint: str) -> bytes:
+    """A party's own part as ONNX: its columns in, its ``part`` ``[rows, units]`` out, only its weights."""
+    graph = blocks.OnnxGraph(f"vfl_split_network_part_{party.name}", [*party.columns, *OUTPUTS])
+    graph.output(_part(graph, party, activation), "part", party.block.shape[1])
+    return graph.to_bytes(f"party {party.name}'s part of a vfl split network: its bottom's output times its block",
+                          {"vfl.family": "mlp", "vfl.party": party.name, "vfl.trained_with": fingerprint})
 
 
-def combiner(shards: dict, files: dict | None = None) -> dict:
-    """What the label party keeps to combine the parts: their files, the intercept, the activations, the top."""
-    net = network(shards)
-    return {"format": blocks.COMBINER_FORMAT, "family": "mlp", "task": net.task, "trained_with": net.fingerprint,
-            "parts": {p.name: {"file": Path(files[p.name]).name if files else None, "output": "part",
-                               "width": net.units} for p in net.parties},
+def combiner(head: dict, parts) -> dict:
+    """What the label party keeps to combine the parts, from its own shard ``head`` alone: the parts (``parts``,
+    the parties with columns), the intercept, the activations, the top layers."""
+    task = head["task"]
+    top = [[np.asarray(w, dtype=np.float64).tolist(), np.asarray(b, dtype=np.float64).tolist()]
+           for w, b in head["top"]]
+    intercept = np.asarray(head["intercept"], dtype=np.float64)
+    return {"family": "mlp", "task": task, "trained_with": head["trained_with"],
+            "parts": blocks.combiner_parts(parts, "part", len(intercept), ".onnx"),
             "combine": "z = sum of the parts' part + intercept; a = activation(z); then each top layer a W + b, "
                        "the hidden activation between them and the output activation after the last",
-            "intercept": net.intercept.tolist(), "activation": net.activation,
-            "output_activation": OUTPUT_ACTIVATION[net.task],
-            "top": [[w.tolist(), b.tolist()] for w, b in net.top], "classes": net.classes,
-            "outputs": [net.output_name] + ([] if net.task == "regression" else ["label"])}
+            "intercept": intercept.tolist(), "activation": head["activation"],
+            "output_activation": OUTPUT_ACTIVATION[task], "top": top, "classes": list(head["classes"]),
+            "outputs": ["prediction" if task == "regression" else "probability"]
+            + ([] if task == "regression" else ["label"])}
 
 
 def combine(combining: dict, parts: dict) -> dict:
@@ -216,17 +215,28 @@ def combine(combining: dict, parts: dict) -> dict:
     return {"probability": a, "label": np.asarray(combining["classes"])[np.argmax(a, axis=1)][:, None]}
 
 
-def split(shards: dict, folder) -> dict[str, Path]:
-    """Write each party's part (``<party>.onnx``) and the label party's ``combiner.json`` into ``folder`` (made if
-    missing).
+def split(shards: dict, folder, roles: dict | None = None) -> dict[str, Path]:
+    """Write each given party's part (``<party>.onnx``) and, given the label party's shard, its ``combiner.json``
+    into ``folder`` (made if missing).
 
-    A label party with no column has no part (the combiner is its whole share).  Every file is written whole,
-    or none.  Returns ``{party: path, "combiner": path}``.
+    ``roles``: every data party of the model and its role, in the model's order (None: the shards', every
+    party's shard given).  A party's part is made from its own shard alone (its bottom and block), the combiner
+    from the label party's (the top model) and ``roles``.  A label party with no column has no part (the combiner
+    is its whole share); every feature party has one.  Every file is written whole, or none.  Returns
+    ``{party: path}``, and ``"combiner"``'s.
     """
-    net = network(shards)
-    files = blocks.part_files([p.name for p in net.parties], Path(folder), ".onnx")
-    contents = {files[p.name]: part_bytes(shards, p.name) for p in net.parties}
-    contents[files["combiner"]] = (json.dumps(combiner(shards, files), indent=2) + "\n").encode()
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    blocks.write_files(contents)
-    return files
+    label, features = blocks.split_roster(shards, roles, "split-network", OUTPUTS)
+    order = blocks.party_order(label, features)
+    head = shards.get(label)
+    if len(shards) == len(order):
+        net = network(shards)                                       # every party's: the whole model's checks
+        held = {name: next((p for p in net.parties if p.name == name), None) for name in order}
+    else:
+        held = {name: _party(name, shard, head) for name, shard in shards.items()}
+        if head is not None:
+            blocks.check_listed(roles, label, head["data_parties"], "split-network")
+    first = next(iter(shards.values()))
+    parts = {name: part_bytes(held[name], first["activation"], first["trained_with"]) for name in order
+             if held.get(name) is not None}
+    with_part = [name for name in order if name not in held or held[name] is not None]
+    return blocks.write_split(folder, parts, combiner(head, with_part) if head is not None else None, ".onnx")

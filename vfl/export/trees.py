@@ -36,6 +36,7 @@ import numpy as np
 
 from vfl.deploy.commands import check_installed
 from vfl.errors import DataError, ProtocolError
+from vfl.export import blocks
 from vfl.export.consent import shard_digest
 from vfl.export.files import written
 from vfl.parties.trees.tree import allowed_leaves, leaf_of
@@ -376,14 +377,25 @@ FORMATS = {"xgboost-json": write_xgboost, "onnx": write_onnx}
 
 # -- the split export ----------------------------------------------------------------------------------------
 
-def split(shards: dict[str, dict], folder: Path) -> dict[str, Path]:
+def split(shards: dict[str, dict], folder: Path, roles: dict[str, str] | None = None) -> dict[str, Path]:
     """Write each given party's part (``<party>.json``) and, with the label party's shard, ``combiner.json``.
 
     A part holds the party's columns and, per tree it splits in, the tree's shape and its own splits
     (``[node, column, threshold, missing_left]``; threshold ``None``: every present value goes left).  The
     combiner holds per tree the shape, the leaf values and the raw-score column, the baseline, the loss, the
-    classes and the SHA-256 of each given party's shard (a part must come from it).
+    classes and the SHA-256 of each given party's shard (a part must come from it).  ``roles``: every data party
+    of the model and its role (None: the shards'); each shard must be of its party's role, and the label party's
+    list of the model's parties the roster's.
     """
+    if roles is not None:
+        for party, shard in shards.items():
+            if roles.get(party) != shard["role"]:
+                raise DataError(f"party {party}: the shard given is a {shard['role']} party's, but {party} is "
+                                f"{'the ' + roles[party] if party in roles else 'not a data'} party of this model: "
+                                f"give {party}'s own shard")
+        for shard in shards.values():
+            if shard["role"] == "label":
+                blocks.check_listed(roles, shard["party"], shard["data_parties"], "trees")
     folder = Path(folder)
     written_paths = {}
     for party, shard in shards.items():

@@ -4,7 +4,8 @@ A model shard is a party's share of the trained model: its name and role
 (``"feature"`` or ``"label"``), its columns and weights (the label party: also
 the intercept and the label classes), and where its training started
 (``initial_coef``, the label party: ``initial_intercept``) so the run can be
-reproduced centrally by whoever holds every shard.  A one-vs-rest model
+reproduced centrally by whoever holds every shard, and the model's data parties
+(``data_parties``, in the roster's order; absent from older shards).  A one-vs-rest model
 (logistic regression with three classes or more) keeps one row of weights per
 class in ``coef`` and, at the label party, one ``intercept`` per class.  Shards of the two-party
 format (``vfl-model-shard/1``, whose ``role`` is ``"A"`` or ``"B"``) are still
@@ -30,7 +31,7 @@ _SHARD_ROLES = ("feature", "label")
 
 def write_shard(path, party: str, role: str, objective: str, columns, params, fit_intercept: bool,
                 fingerprint: str, classes=None, label: str | None = None, initial=None,
-                scaler: Standardizer | None = None, shares=None, mean=None) -> Path:
+                scaler: Standardizer | None = None, shares=None, mean=None, data_parties=None) -> Path:
     """Write party ``party``'s model shard: its columns and weights (the label party: intercept and classes too).
 
     ``role`` is ``"feature"`` or ``"label"``.  ``params`` is the parameter vector
@@ -47,6 +48,8 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
     ``shares`` (one :meth:`~vfl.parties.linear.shares.WeightShare.state` per model) replaces
     ``coef``, ``intercept`` and ``unscaled_coef``, and ``params`` is ignored.  ``mean``: the party's training mean
     per column (raw units), kept as ``training_mean``: the reference its explanations are taken against.
+    ``data_parties``: the model's data parties, in the roster's order (the feature parties, then the label party),
+    kept as ``data_parties`` (an older shard has none: it still reads).
     """
     if role not in _SHARD_ROLES:
         raise ValueError(f"a model shard's role is 'feature' or 'label', got {role!r}")
@@ -71,6 +74,8 @@ def write_shard(path, party: str, role: str, objective: str, columns, params, fi
         unscaled, offset = scaler.unscale(np.array([row[:n] for row in rows]))
         shard.update(standardize=scaler.to_dict(), unscaled_coef=layout(unscaled.tolist()),
                      unscaled_offset=layout(offset.tolist()))
+    if data_parties is not None:
+        shard["data_parties"] = [str(p) for p in data_parties]
     if mean is not None:
         shard["training_mean"] = [float(v) for v in np.ravel(mean)]
     if role == "label":
@@ -135,6 +140,12 @@ def read_shard(path, party: str, role: str) -> dict:
                             f"got {_short(shard['positive_class'])}")
     if "standardize" in shard:
         Standardizer.from_dict(shard["standardize"], len(columns), str(path))
+    if "data_parties" in shard:
+        listed = shard["data_parties"]
+        if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed) or party not in listed \
+                or len(set(listed)) != len(listed):
+            raise DataError(f"{path}: 'data_parties' must list the model's data parties once each, {party} among "
+                            f"them; got {_short(listed)}")
     if "training_mean" in shard:
         mean = shard["training_mean"]
         if not isinstance(mean, list) or len(mean) != len(columns):
