@@ -16,6 +16,7 @@ from html import escape
 from pathlib import Path
 
 from vfl.board import charts
+from vfl.deploy.record import VIEW
 from vfl.families import FAMILIES
 
 
@@ -44,8 +45,7 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
               ("Loss", lambda: [_losses(result["loss_curve"])] if result.get("loss_curve") else []),
               ("Early stopping", lambda: [_early_stopping(model["validation_scores"], family)]
                if model and model.get("validation_scores") else []),
-              ("Model", lambda: [_view(v) for v in _views(family, model, result, tree)] if task == "train" and model
-               else []),
+              ("Model", lambda: _views(_json(folder / VIEW), tree)),
               ("Table statistics", lambda: [_section("Table statistics (its own columns)", _table(rows), "statistics")
                                             for rows in [_csv(folder / "statistics.csv")] if rows]),
               ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows]),
@@ -217,16 +217,18 @@ def unit_of(family) -> str:
 
 # -- the family's views of its model ------------------------------------------------------------------------
 
-def _views(family, model: dict, result: dict, tree: int) -> list[dict]:
-    """The views of a recorded shard its family's shard module gives (:mod:`vfl.deploy.shards`), or none."""
-    if family not in FAMILIES:
+def _views(kept, tree: int) -> list[dict]:
+    """The sections of the views of its model the record keeps (``view.json``, made by its family's shard module:
+    :mod:`vfl.deploy.shards`); ``tree``: the tree the reader picked."""
+    if kept is None:
         return []
-    view = getattr(FAMILIES[family].module("shard"), "board_view", None)
-    return view(model, result, tree) if view is not None else []
+    if kept is _DAMAGED or "damaged" in kept:
+        raise ValueError("a damaged view")      # shown as "this part of the record could not be read"
+    return [_view(view, tree) for view in kept["views"]]
 
 
-def _view(view: dict) -> dict:
-    """One view (plain data: a table, tables, bars or a tree) drawn as a section."""
+def _view(view: dict, tree: int) -> dict:
+    """One view (plain data: a table, tables, bars or trees) drawn as a section."""
     kind, caption = view["kind"], view.get("caption")
     if kind == "table":
         html = _table(view["rows"])
@@ -235,16 +237,16 @@ def _view(view: dict) -> dict:
             f"<h4>{escape(str(t['heading']))}</h4>" + _table(t["rows"]) for t in view["tables"])
     elif kind == "bars":
         html = charts.bar_chart(view["labels"], view["values"], view["chart"], view["axis"], chart_id=view["id"])
-    elif kind == "tree":
-        chosen = view["chosen"]
+    elif kind == "trees":
+        trees, chosen = view["trees"], min(max(0, tree), len(view["trees"]) - 1)
         links = " ".join(f'<a href="?tree={k}#{view["id"]}" class="{"chosen" if k == chosen else ""}">{k + 1}</a>'
-                         for k in range(view["count"]))
-        html = f'<p class="treepick">tree: {links}</p>' + charts.tree_chart(view["nodes"], view["name"],
-                                                                            chart_id="tree")
+                         for k in range(len(trees)))
+        html = f'<p class="treepick">tree: {links}</p>' + charts.tree_chart(trees[chosen]["nodes"],
+                                                                            trees[chosen]["name"], chart_id="tree")
     else:
         raise ValueError(f"a view of kind {kind!r}")     # shown as "this part of the record could not be read"
-    return _section(view["title"], html + (f'<p class="caption">{escape(caption, quote=False)}</p>' if caption else ""),
-                    view["id"])
+    return _section(view["title"], html + (f'<p class="caption">{escape(caption, quote=False)}</p>' if caption
+                                           else ""), view["id"])
 
 
 def _stability(rows: list[dict]) -> dict:

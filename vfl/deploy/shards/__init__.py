@@ -11,14 +11,14 @@ Written by ``vfl party`` and the estimators' ``shards()``, read by ``vfl predict
 party's shard holds another party's thresholds, weights or points; every reader checks each field a
 prediction uses and names the file and the field it refuses.
 
-A family's shard module may also say what the board shows of a recorded shard: ``board_view(model, result,
-chosen)`` (``model``: the shard as the run record keeps it, ``result``: the record's ``result.json``,
-``chosen``: the tree the reader picked) returns a list of views, plain data the board draws, each
-``{"kind", "title", "id"}`` and by its kind:
+A family's shard module may also say what the board shows of a trained shard: ``board_view(model, result)``
+(``model``: the shard as the run record keeps it, ``result``: the run's summary) returns a list of views, plain
+data that the run record keeps beside the shard (``view.json``, :mod:`vfl.deploy.record`) and the board draws,
+each ``{"kind", "title", "id"}`` and by its kind:
 
 * ``"table"`` — ``rows``: a list of ``{column: value}``;
 * ``"tables"`` — ``tables``: a list of ``{"heading", "rows"}``, and ``note`` (a line above them, or None);
 * ``"bars"`` — ``labels``, ``values``, ``chart`` (the chart's title), ``axis`` (the values' name), ``caption``;
-* ``"tree"`` — ``nodes`` (index 0 the root; each ``{"text", "left", "right", "leaf"/"own"}``), ``name``, ``count``
-  (the trees a reader may pick from), ``chosen`` (the one shown) and ``caption``.
+* ``"trees"`` — ``trees``: a list of ``{"name", "nodes"}`` (index 0 the root; each node ``{"text", "left",
+  "right", "leaf"/"own"}``, its children by index), of which the reader picks one; ``caption``.
 """

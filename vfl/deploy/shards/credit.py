@@ -103,13 +103,12 @@ def _parameters(values) -> bool:
     return bool(np.all(np.abs(values) <= MAX_PARAMETER))
 
 
-def board_view(model: dict, result: dict, chosen: int = 0) -> list[dict]:
+def board_view(model: dict, result: dict) -> list[dict]:
     """What the board shows of a recorded shard (``model.json`` of a training run) and its ``result.json``: plain
     data, drawn by the board (the views' kinds are those of :mod:`vfl.deploy.shards`).
 
     The information value and selection of the party's own columns; at the label party, every party's IVs
-    ranked; the scorecard of its selected columns: each bin's range, training rows, WOE and points.  ``chosen``
-    is not needed.
+    ranked; the scorecard of its selected columns: each bin's range, training rows, WOE and points.
     """
     columns = model.get("columns", [])
     order = list(model.get("selected", []))        # the order of the WOE values and points

@@ -112,13 +112,13 @@ def _plain(value):
     return value.item() if hasattr(value, "item") else value
 
 
-def board_view(model: dict, result: dict, chosen: int = 0) -> list[dict]:
+def board_view(model: dict, result: dict) -> list[dict]:
     """What the board shows of a recorded shard (``model.json`` of a training run): plain data, drawn by the board.
 
-    One tree (``chosen``, of a picker over every tree) with this party's own splits in its words and the
-    others' as "party k, split j"; at the label party, the gain of the splits on each column (a feature party's
-    columns summed into one bar: it knows their gains, not their names).  ``result`` is not needed.  The views'
-    kinds are those of :mod:`vfl.deploy.shards`.
+    Every tree (the reader picks one) with this party's own splits in its words and the others' as "party k,
+    split j"; at the label party, the gain of the splits on each column (a feature party's columns summed into
+    one bar: it knows their gains, not their names).  ``result`` is not needed.  The views' kinds are those of
+    :mod:`vfl.deploy.shards`.
     """
     trees = model.get("trees") or []
     if not trees:
@@ -127,10 +127,10 @@ def board_view(model: dict, result: dict, chosen: int = 0) -> list[dict]:
     thresholds = (model.get("binning") or {}).get("thresholds", [])
     label = model.get("role") == "label"
     parties = model.get("data_parties", [])
-    chosen = min(max(0, chosen), len(trees) - 1)
-    views = [{"kind": "tree", "title": "Trees", "id": "trees", "count": len(trees), "chosen": chosen,
-              "name": f"tree {chosen + 1} of {len(trees)}",
-              "nodes": _tree_nodes(trees[chosen], label, parties, columns, thresholds),
+    views = [{"kind": "trees", "title": "Trees", "id": "trees",
+              "trees": [{"name": f"tree {k + 1} of {len(trees)}",
+                         "nodes": _tree_nodes(tree, label, parties, columns, thresholds)}
+                        for k, tree in enumerate(trees)],
               "caption": "blue: this party's splits, with its thresholds; grey: another party's split, known here "
                          "only as that party's split number"}]
     if label:
