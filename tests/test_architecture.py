@@ -198,8 +198,8 @@ CALLED = {"run": ("train_feature", "train_label"), "shard": ("read_shard",),
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_each_registry_entry_names_modules_that_import_and_hold_what_the_faces_call(name):
-    """``vfl/families.py``'s entry of each family names its run, shard, ``vfl party`` and serving modules and its
-    settings class by dotted name: each imports, has the functions the faces call, and reads ``[training]``."""
+    """``vfl/families.py``'s entry of each family names its run, shard, ``vfl party``, message-table and serving
+    modules and its settings class by dotted name: each imports, has what the faces use, and reads ``[training]``."""
     from vfl.families import FAMILIES as REGISTERED
 
     family = REGISTERED[name]
@@ -209,6 +209,8 @@ def test_each_registry_entry_names_modules_that_import_and_hold_what_the_faces_c
         assert family_of(module.__name__) == name, f"{name}'s {part} module is {module.__name__}, not in its folders"
         for function in functions:
             assert callable(getattr(module, function, None)), f"{module.__name__} has no {function}()"
+    messages = family.module("messages")
+    assert family_of(messages.__name__) == name and isinstance(messages.MESSAGES, dict)
     board_view = getattr(family.module("shard"), "board_view", None)
     assert board_view is None or callable(board_view)
     settings = family.settings_class()

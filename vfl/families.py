@@ -52,6 +52,9 @@ class Family:
         The modules of its per-role runs (the estimators' and ``vfl party``'s), of its model shards (``read_shard``
         and ``board_view``: what the board shows of a recorded model), and of what ``vfl party`` / ``vfl predict``
         run for it (``train``, ``predict``, ``say_trained``, ``say_predicted``).
+    messages : str
+        The module of its protocol's table of what each message carries (``MESSAGES``,
+        :mod:`vfl.protocols.messages`), which the narration and the board read.
     settings : str
         Its settings dataclass, ``"module.Class"``: the one place its parameters are declared; its ``from_table``
         reads ``[training]`` (:meth:`read_training`).
@@ -77,6 +80,7 @@ class Family:
     run: str
     shard: str
     party: str
+    messages: str
     settings: str
     scorer: str
     explains: bool = False
@@ -84,7 +88,7 @@ class Family:
     table: str | None = None
 
     def module(self, part: str) -> ModuleType:
-        """The module of ``part`` (``"run"``, ``"shard"``, ``"party"`` or ``"scorer"``), imported."""
+        """The module of ``part`` (``"run"``, ``"shard"``, ``"party"``, ``"messages"`` or ``"scorer"``), imported."""
         return importlib.import_module(getattr(self, part))
 
     def settings_class(self) -> type:
@@ -104,20 +108,21 @@ class Family:
 #: Every family, by its word.
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("linear", "linear or logistic regression", None, coordinator=True, warm_start=True, row_weights=True,
-           table3=True, dealer=False, run="vfl.runs.linear", shard="vfl.deploy.shards.linear",
-           party="vfl.federation.linear", settings="vfl.protocols.linear.settings.TrainingSettings",
-           scorer="vfl.serving.scorers.linear", explains=True),
+           table3=True, dealer=False, explains=True, run="vfl.runs.linear", shard="vfl.deploy.shards.linear",
+           party="vfl.federation.linear", messages="vfl.protocols.linear.messages",
+           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.linear"),
     Family("trees", "gradient boosting", "gradient_boosting", coordinator=False, warm_start=False,
-           row_weights=False, table3=False, dealer=False, run="vfl.runs.trees", shard="vfl.deploy.shards.trees",
-           party="vfl.federation.trees", settings="vfl.protocols.trees.settings.TreeSettings",
-           scorer="vfl.serving.scorers.trees", explains=True, unit="iteration"),
+           row_weights=False, table3=False, dealer=False, explains=True, unit="iteration", run="vfl.runs.trees",
+           shard="vfl.deploy.shards.trees", party="vfl.federation.trees", messages="vfl.protocols.trees.messages",
+           settings="vfl.protocols.trees.settings.TreeSettings", scorer="vfl.serving.scorers.trees"),
     Family("mlp", "a split network", "mlp", coordinator=True, warm_start=False, row_weights=False, table3=False,
            dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp",
-           settings="vfl.protocols.mlp.settings.MLPSettings", scorer="vfl.serving.scorers.mlp"),
+           messages="vfl.protocols.mlp.messages", settings="vfl.protocols.mlp.settings.MLPSettings",
+           scorer="vfl.serving.scorers.mlp"),
     Family("credit", "the credit-scoring pipeline", None, coordinator=True, warm_start=False, row_weights=False,
-           table3=True, dealer=False, run="vfl.runs.credit", shard="vfl.deploy.shards.credit",
-           party="vfl.federation.credit", settings="vfl.protocols.linear.settings.TrainingSettings",
-           scorer="vfl.serving.scorers.credit", explains=True, table="pipeline"),
+           table3=True, dealer=False, explains=True, table="pipeline", run="vfl.runs.credit",
+           shard="vfl.deploy.shards.credit", party="vfl.federation.credit", messages="vfl.protocols.credit.messages",
+           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.credit"),
 )}
 
 #: ``[training] model`` words that choose the linear family (its objective).
