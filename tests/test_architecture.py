@@ -114,13 +114,14 @@ def test_the_deployment_faces_never_import_each_other(face):
 
 
 def test_the_board_reads_only_records():
-    """The board imports the run records, the reports' words and the HTTP faces' guard (deploy), never a party,
-    protocol or crypto."""
+    """The board imports the run records, the reports' words, the HTTP faces' guard (deploy) and the registry (a
+    family's unit word), never a party, protocol or crypto: a model's views are in its record (``view.json``)."""
     for path in (ROOT / "board").rglob("*.py"):
         for name in imported_names(path):
             if name.startswith("vfl."):
                 assert name.startswith(("vfl.board", "vfl.deploy.record", "vfl.deploy.narration",
-                                        "vfl.deploy.commands", "vfl.deploy.webguard", "vfl.errors")), f"{path.relative_to(ROOT)} imports {name}"
+                                        "vfl.deploy.commands", "vfl.deploy.webguard", "vfl.errors",
+                                        "vfl.families")), f"{path.relative_to(ROOT)} imports {name}"
 
 
 FAMILIES = ("linear", "trees", "credit", "mlp")
@@ -149,3 +150,71 @@ def test_the_families_stand_side_by_side():
                 continue
             where = f"the shared floor's {module}" if mine is None else f"{module} ({mine})"
             assert False, f"{where} imports {name} ({theirs}): move what both need to the shared floor"
+
+
+def _names_family(node) -> bool:
+    """Whether an expression names a run's or a model's family (``family``, ``family.name``, ``info["family"]``,
+    ``info.get("family")``, ``config.family.name``...)."""
+    return any((isinstance(n, ast.Name) and "family" in n.id) or (isinstance(n, ast.Attribute) and "family" in n.attr)
+               or (isinstance(n, ast.Constant) and n.value == "family") for n in ast.walk(node))
+
+
+def test_only_a_family_s_own_folders_and_the_registry_test_which_family_it_is():
+    """Outside a family's own modules (a part of its dotted name is the family's word) and the registry
+    (``vfl/families.py``), nothing compares a family with a family's word: it asks the registry's entry instead
+    (an attribute, or one of the family's modules), so that a fifth family is its folders and one registry line."""
+    from vfl.families import FAMILIES as REGISTERED
+
+    words = set(REGISTERED)
+    found = []
+    for path in ROOT.rglob("*.py"):
+        module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
+        if family_of(module) is not None or module == "vfl.families":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Compare):
+                continue
+            sides = [node.left, *node.comparators]
+            named = [s for s in sides if isinstance(s, ast.Constant) and s.value in words] + [
+                e for s in sides if isinstance(s, (ast.Tuple, ast.List, ast.Set)) for e in s.elts
+                if isinstance(e, ast.Constant) and e.value in words]
+            if named and any(_names_family(s) for s in sides):
+                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}")
+    assert not found, "tests a family's name outside its folders (ask vfl.families):\n" + "\n".join(found)
+
+
+def test_the_family_test_finds_what_it_is_meant_to():
+    """The check above would see the tests it forbids, written any of these ways (and not a model's objective)."""
+    for source, seen in (('family == "trees"', True), ('info.get("family") != "credit"', True),
+                         ('config.family.name in ("mlp", "linear")', True), ('objective == "linear"', False)):
+        sides = (lambda c: [c.left, *c.comparators])(ast.parse(source, mode="eval").body)
+        assert any(_names_family(s) for s in sides) == seen, source
+
+
+#: What the faces call of each module a registry entry names.
+CALLED = {"run": ("train_feature", "train_label"), "shard": ("read_shard",),
+          "party": ("train", "predict", "say_trained", "say_predicted"), "scorer": ("load_share", "score")}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_each_registry_entry_names_modules_that_import_and_hold_what_the_faces_call(name):
+    """``vfl/families.py``'s entry of each family names its run, shard, ``vfl party``, message-table and serving
+    modules and its settings class by dotted name: each imports, has what the faces use, and reads ``[training]``."""
+    from vfl.families import FAMILIES as REGISTERED
+
+    family = REGISTERED[name]
+    assert family.name == name and family.unit in ("epoch", "iteration")
+    for part, functions in CALLED.items():
+        module = family.module(part)
+        assert family_of(module.__name__) == name, f"{name}'s {part} module is {module.__name__}, not in its folders"
+        for function in functions:
+            assert callable(getattr(module, function, None)), f"{module.__name__} has no {function}()"
+    messages = family.module("messages")
+    assert family_of(messages.__name__) == name and isinstance(messages.MESSAGES, dict)
+    board_view = getattr(family.module("shard"), "board_view", None)
+    assert board_view is None or callable(board_view)
+    settings = family.settings_class()
+    assert callable(getattr(settings, "from_table", None)) and callable(getattr(settings, "to_dict", None))
+    table = {"task": "binary"} if name == "mlp" else {}        # a split network's task has no default
+    read = family.read_training("federation.toml [training]", table, {"A": "feature", "B": "label"})
+    assert isinstance(read, settings) and read == settings(**table)

@@ -49,8 +49,24 @@ class Family:
     explains : bool
         Whether ``vfl predict`` explains its scores (``[prediction] explain``; every estimator explains).
     run, shard, party : str
-        The modules of its per-role runs (the estimators' and ``vfl party``'s), of its model shards, and of
-        what ``vfl party`` / ``vfl predict`` run for it (``train``, ``predict``, ``say_trained``, ``say_predicted``).
+        The modules of its per-role runs (the estimators' and ``vfl party``'s), of its model shards (``read_shard``
+        and ``board_view``: what the board shows of a recorded model), and of what ``vfl party`` / ``vfl predict``
+        run for it (``train``, ``predict``, ``say_trained``, ``say_predicted``).
+    messages : str
+        The module of its protocol's table of what each message carries (``MESSAGES``,
+        :mod:`vfl.protocols.messages`), which the narration and the board read.
+    settings : str
+        Its settings dataclass, ``"module.Class"``: the one place its parameters are declared; its ``from_table``
+        reads ``[training]`` (:meth:`read_training`).
+    scorer : str
+        The module of its serving round (``vfl serve``): ``load_share`` (a model version's share, checked) and
+        ``score`` (the label party's round).
+    unit : str
+        What one step of its training is called ("epoch", "iteration"), as the board and the narration count them.
+    table : str or None
+        A table of ``federation.toml`` beside ``[training]`` that chooses it and holds its own steps' settings (the
+        credit pipeline's ``[pipeline]``): its reader refuses, in its own words, what the family does not take
+        (warm start, row weights).  None: the generic refusals say so.
     """
 
     name: str
@@ -64,25 +80,49 @@ class Family:
     run: str
     shard: str
     party: str
+    messages: str
+    settings: str
+    scorer: str
     explains: bool = False
+    unit: str = "epoch"
+    table: str | None = None
 
     def module(self, part: str) -> ModuleType:
-        """The module of ``part`` (``"run"``, ``"shard"`` or ``"party"``), imported."""
+        """The module of ``part`` (``"run"``, ``"shard"``, ``"party"``, ``"messages"`` or ``"scorer"``), imported."""
         return importlib.import_module(getattr(self, part))
+
+    def settings_class(self) -> type:
+        """Its settings dataclass (:attr:`settings`), imported."""
+        module, _, name = self.settings.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    def read_training(self, where: str, table: dict, roles: dict, also=()):
+        """``[training]`` of ``federation.toml``, read and checked by its settings class.
+
+        ``where`` starts every error; ``roles``: each party's role, by name; ``also``: the keys of the table the
+        caller reads itself (taken out of ``table``, listed among the expected ones).
+        """
+        return self.settings_class().from_table(where, table, roles, also)
 
 
 #: Every family, by its word.
 FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("linear", "linear or logistic regression", None, coordinator=True, warm_start=True, row_weights=True,
-           table3=True, dealer=False, run="vfl.runs.linear", shard="vfl.deploy.shards.linear", party="vfl.federation.linear",
-           explains=True),
+           table3=True, dealer=False, explains=True, run="vfl.runs.linear", shard="vfl.deploy.shards.linear",
+           party="vfl.federation.linear", messages="vfl.protocols.linear.messages",
+           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.linear"),
     Family("trees", "gradient boosting", "gradient_boosting", coordinator=False, warm_start=False,
-           row_weights=False, table3=False, dealer=False, run="vfl.runs.trees", shard="vfl.deploy.shards.trees",
-           party="vfl.federation.trees", explains=True),
+           row_weights=False, table3=False, dealer=False, explains=True, unit="iteration", run="vfl.runs.trees",
+           shard="vfl.deploy.shards.trees", party="vfl.federation.trees", messages="vfl.protocols.trees.messages",
+           settings="vfl.protocols.trees.settings.TreeSettings", scorer="vfl.serving.scorers.trees"),
     Family("mlp", "a split network", "mlp", coordinator=True, warm_start=False, row_weights=False, table3=False,
-           dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp"),
+           dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp",
+           messages="vfl.protocols.mlp.messages", settings="vfl.protocols.mlp.settings.MLPSettings",
+           scorer="vfl.serving.scorers.mlp"),
     Family("credit", "the credit-scoring pipeline", None, coordinator=True, warm_start=False, row_weights=False,
-           table3=True, dealer=False, run="vfl.runs.credit", shard="vfl.deploy.shards.credit", party="vfl.federation.credit", explains=True),
+           table3=True, dealer=False, explains=True, table="pipeline", run="vfl.runs.credit",
+           shard="vfl.deploy.shards.credit", party="vfl.federation.credit", messages="vfl.protocols.credit.messages",
+           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.credit"),
 )}
 
 #: ``[training] model`` words that choose the linear family (its objective).

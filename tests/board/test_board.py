@@ -161,10 +161,12 @@ def test_odd_records_give_pages_never_errors(tmp_path):
         f.write('{"t": 1, "event": "epoch", "epoch": Infinity}\n' + "[" * 100_000 + "\n"
                 '{"t": 1, "event": "model", "index": "x"}\n')
     record.message("<-", "A", _message("candidates"), 10)
-    record.finish({"metrics": [1, 2], "loss_curve": {"a": 1}, "alignment": "none"})
+    shard = tmp_path / "model_B.json"          # kept by the record, with its views (view.json), at the run's end
     json.dump({"format": "vfl-boosting-shard/1", "role": "label", "party": "B", "data_parties": ["A", "B"],
                "trees": [{"tree": {"left": [0, -1], "right": [1, -1], "owner": [0, -1], "value": [0, 1],
-                                   "gain": [1, 0]}}]}, open(record.folder / "model.json", "w"))
+                                   "gain": [1, 0]}}]}, open(shard, "w"))
+    record.finish({"metrics": [1, 2], "loss_curve": {"a": 1}, "alignment": "none", "model": str(shard)})
+    assert json.loads((record.folder / "view.json").read_text())["views"][0]["kind"] == "trees"
     odd = _record(tmp_path, task="predict")
     info = json.loads((odd.folder / "run.json").read_text())
     (odd.folder / "run.json").write_text(json.dumps(dict(info, status=7, parties=["A"], error=None)))
@@ -178,6 +180,22 @@ def test_odd_records_give_pages_never_errors(tmp_path):
     assert listing.status_code == 200 and "unreadable" in listing.text
     assert client.get(f"/runs/{odd.id}").status_code == 200
     assert client.get(f"/api/runs/{odd.id}").json()["info"]["status"] == "unreadable"
+
+
+def test_a_shard_its_family_cannot_view_is_a_damaged_part_of_the_page_and_the_run_ends_well(tmp_path):
+    """The record keeps the views of its model that the family's shard module gives (view.json); a shard the views
+    cannot be made of is kept as damaged: the board says so where the views would be, the rest is shown."""
+    record = _record(tmp_path, family="trees")
+    shard = tmp_path / "model_B.json"
+    shard.write_text(json.dumps({"role": "label", "trees": [{"tree": {"left": "not a list"}}]}))
+    record.finish({"model": str(shard)})
+    assert Workdir(tmp_path).info(record.id)["status"] == "finished"
+    assert "damaged" in json.loads((record.folder / "view.json").read_text())
+    page = _client(tmp_path).get(f"/runs/{record.id}")
+    assert page.status_code == 200 and "this part of the record could not be read" in page.text
+    linear = _record(tmp_path)                  # a family whose shard module gives no views: no view.json
+    linear.finish({"model": str(shard)})
+    assert not (linear.folder / "view.json").exists()
 
 
 def test_a_record_is_owner_only_and_never_stops_its_run(tmp_path, monkeypatch):

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.families import FAMILIES
 from vfl.serving.batching import MicroBatcher
 from vfl.serving.label import RoundError
 from vfl.serving.messages import pack_ids, unpack_ids
@@ -214,6 +215,7 @@ def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
                             feature_parties=["telco"], widths={"telco": 2})
     service.shares, service.current, service.store, service.metrics = {"1": share}, "1", None, None
     service.role, service.features = "bank", ["telco"]
+    service.config = SimpleNamespace(family=FAMILIES["trees"])      # the round is its family's scorer's
     service.settings = ServingSettings(queries="by_id")
     service._rounds = iter(range(1, 100))
     answers = {"telco": Message("leaf_masks", "plaintext", 1, {"status": np.array([0, 9]), "bits": b"\x00"})}

@@ -188,7 +188,7 @@ def _live_html(info: dict, live, final_loss: bool = False) -> str:
         parts.append(f'<p id="step">now: <b>{_text(live.step)}</b></p>')
     elif status == "failed":
         parts.append(f'<p class="error" id="run-error">{_text(info.get("error", ""))}</p>')
-    unit = "iteration" if info.get("family") == "trees" else "epoch"
+    unit = results.unit_of(info.get("family"))
     for index, model in sorted(live.models.items()):
         name = f"model {index + 1}/{model['models']}{model['what']}" if model.get("models", 1) > 1 else "training"
         planned = model["epochs"] or "?"

@@ -16,6 +16,8 @@ from html import escape
 from pathlib import Path
 
 from vfl.board import charts
+from vfl.deploy.record import VIEW
+from vfl.families import FAMILIES
 
 
 def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int = 0) -> list[dict]:
@@ -43,9 +45,7 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
               ("Loss", lambda: [_losses(result["loss_curve"])] if result.get("loss_curve") else []),
               ("Early stopping", lambda: [_early_stopping(model["validation_scores"], family)]
                if model and model.get("validation_scores") else []),
-              ("Trees", lambda: _trees(model, tree) if family == "trees" and task == "train" and model else []),
-              ("Scorecard", lambda: _credit(model, result) if family == "credit" and task == "train" and model
-               else []),
+              ("Model", lambda: _views(_json(folder / VIEW), tree)),
               ("Table statistics", lambda: [_section("Table statistics (its own columns)", _table(rows), "statistics")
                                             for rows in [_csv(folder / "statistics.csv")] if rows]),
               ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows]),
@@ -201,7 +201,7 @@ def _losses(curve) -> dict:
 
 def _early_stopping(scores, family: str) -> dict:
     """The validation score after each iteration or epoch (the label party's: it decides when to stop)."""
-    unit = "iteration" if family == "trees" else "epoch"
+    unit = unit_of(family)
     values = [float(v) for v in scores]
     best = max(range(len(values)), key=values.__getitem__)
     return _section("Early stopping", charts.line_chart([("validation score", list(range(1, len(values) + 1)),
@@ -211,136 +211,43 @@ def _early_stopping(scores, family: str) -> dict:
                     + f'<p class="caption">best after {unit} {best + 1}: {values[best]:.4f}</p>', "early-stopping")
 
 
-# -- trees ------------------------------------------------------------------------------------------------
+def unit_of(family) -> str:
+    """What one training step of the record's ``family`` is called ("epoch" for a family vfl does not know)."""
+    return FAMILIES[family].unit if family in FAMILIES else "epoch"
 
-def _trees(model: dict, chosen: int) -> list[dict]:
-    trees = model.get("trees") or []
-    if not trees:
+
+# -- the family's views of its model ------------------------------------------------------------------------
+
+def _views(kept, tree: int) -> list[dict]:
+    """The sections of the views of its model the record keeps (``view.json``, made by its family's shard module:
+    :mod:`vfl.deploy.shards`); ``tree``: the tree the reader picked."""
+    if kept is None:
         return []
-    columns = model.get("columns", [])
-    thresholds = (model.get("binning") or {}).get("thresholds", [])
-    label = model.get("role") == "label"
-    parties = model.get("data_parties", [])
-    me = parties.index(model.get("party")) if model.get("party") in parties else -1
-    chosen = min(max(0, chosen), len(trees) - 1)
-    links = " ".join(f'<a href="?tree={k}#trees" class="{"chosen" if k == chosen else ""}">{k + 1}</a>'
-                     for k in range(len(trees)))
-    nodes = _tree_nodes(trees[chosen], label, me, parties, columns, thresholds)
-    html = (f'<p class="treepick">tree: {links}</p>'
-            + charts.tree_chart(nodes, f"tree {chosen + 1} of {len(trees)}", chart_id="tree")
-            + '<p class="caption">blue: this party\'s splits, with its thresholds; grey: another party\'s split, '
-              "known here only as that party's split number</p>")
-    out = [_section("Trees", html, "trees")]
-    if label:
-        out.append(_importances(trees, me, parties, columns))
-    return out
+    if kept is _DAMAGED or "damaged" in kept:
+        raise ValueError("a damaged view")      # shown as "this part of the record could not be read"
+    return [_view(view, tree) for view in kept["views"]]
 
 
-def _split_text(columns, thresholds, column: int, bin_: int, missing_left: bool) -> str:
-    name = columns[column] if 0 <= column < len(columns) else f"column {column}"
-    cut = thresholds[column][bin_] if column < len(thresholds) and 0 <= bin_ < len(thresholds[column]) else None
-    text = f"{name} ≤ {cut:.4g}" if cut is not None else f"{name}: bin {bin_}"
-    return text + ("\nmissing go left" if missing_left else "")
-
-
-def _tree_nodes(tree: dict, label: bool, me: int, parties, columns, thresholds) -> list[dict]:
-    if label:
-        shape = tree["tree"]
-        left, right, owner, value = shape["left"], shape["right"], shape["owner"], shape["value"]
+def _view(view: dict, tree: int) -> dict:
+    """One view (plain data: a table, tables, bars or trees) drawn as a section."""
+    kind, caption = view["kind"], view.get("caption")
+    if kind == "table":
+        html = _table(view["rows"])
+    elif kind == "tables":
+        html = (f"<p>{escape(view['note'])}</p>" if view.get("note") else "") + "".join(
+            f"<h4>{escape(str(t['heading']))}</h4>" + _table(t["rows"]) for t in view["tables"])
+    elif kind == "bars":
+        html = charts.bar_chart(view["labels"], view["values"], view["chart"], view["axis"], chart_id=view["id"])
+    elif kind == "trees":
+        trees, chosen = view["trees"], min(max(0, tree), len(view["trees"]) - 1)
+        links = " ".join(f'<a href="?tree={k}#{view["id"]}" class="{"chosen" if k == chosen else ""}">{k + 1}</a>'
+                         for k in range(len(trees)))
+        html = f'<p class="treepick">tree: {links}</p>' + charts.tree_chart(trees[chosen]["nodes"],
+                                                                            trees[chosen]["name"], chart_id="tree")
     else:
-        left, right = tree["left"], tree["right"]
-        owner, value = None, None
-    own = {int(s[0]): s[1:] for s in tree.get("splits", [])}
-    counted: dict[int, int] = {}
-    nodes = []
-    for i in range(len(left)):
-        if left[i] < 0:
-            text = f"leaf\n{value[i]:.4f}" if value is not None else "leaf"
-            nodes.append({"text": text, "leaf": True})
-        elif i in own:
-            nodes.append({"text": _split_text(columns, thresholds, *own[i]), "left": left[i], "right": right[i],
-                          "own": True})
-        elif owner is None:                 # a feature party knows only that the split is not its own
-            nodes.append({"text": "another party's\nsplit", "left": left[i], "right": right[i], "own": False})
-        else:
-            counted[owner[i]] = counted.get(owner[i], 0) + 1
-            party = parties[owner[i]] if 0 <= owner[i] < len(parties) else "?"
-            nodes.append({"text": f"party {party}\nsplit {counted[owner[i]]}", "left": left[i], "right": right[i],
-                          "own": False})
-    return nodes
-
-
-def _importances(trees, me: int, parties, columns) -> dict:
-    gains: dict[str, float] = {}
-    for tree in trees:
-        shape = tree["tree"]
-        own = {int(s[0]): int(s[1]) for s in tree.get("splits", [])}
-        for i, (owner, gain) in enumerate(zip(shape["owner"], shape["gain"])):
-            if owner < 0:
-                continue
-            name = (columns[own[i]] if i in own and own[i] < len(columns) else
-                    f"party {parties[owner]} (all its columns)" if 0 <= owner < len(parties) else "another party")
-            gains[name] = gains.get(name, 0.0) + float(gain)
-    ranked = sorted(gains.items(), key=lambda kv: -kv[1])[:20]
-    return _section("Gain importances", charts.bar_chart([k for k, _ in ranked], [v for _, v in ranked],
-                                                         "total gain of the splits on each column", "gain",
-                                                         chart_id="importances")
-                    + '<p class="caption">a feature party\'s columns are summed into one bar: the label party '
-                      "knows their splits' gains, not their names</p>", "importances")
-
-
-# -- the credit pipeline ----------------------------------------------------------------------------------
-
-def _credit(model: dict, result: dict) -> list[dict]:
-    columns = model.get("columns", [])
-    order = list(model.get("selected", []))        # the order of the WOE values and points
-    selected = set(order)
-    coding = model.get("coding") or {}
-    woe = coding.get("woe")
-    points = model.get("points", [])
-    thresholds = (model.get("binning") or {}).get("thresholds", [])
-    counts = model.get("bin_counts", [])
-    ivs = result.get("iv") if result.get("iv") is not None else model.get("iv")
-    party = model.get("party")
-    own_iv = ivs.get(party) if isinstance(ivs, dict) else ivs if isinstance(ivs, list) else None
-    plan = (result.get("plan") or {}).get(party) if isinstance(result.get("plan"), dict) else None
-    rows = []
-    for j, name in enumerate(columns):
-        row = {"column": name, "bins": len(counts[j]) if j < len(counts) else "",
-               "IV": own_iv[j] if own_iv is not None and j < len(own_iv) else "–",
-               "selected": "yes" if j in selected else "no"}
-        if plan is not None and j < len(plan) and not plan[j] and j not in selected:
-            row["selected"] = "no (IV or correlation rules)"
-        rows.append(row)
-    out = [_section("Information value and selection (its own columns)", _table(rows), "iv")]
-    if isinstance(ivs, dict) and len(ivs) > 1:
-        ranked = sorted(((iv, p, j) for p, values in ivs.items() for j, iv in enumerate(values)), reverse=True)
-        names = {party: columns}
-        out.append(_section("Information value of every party's columns", _table(
-            [{"party": p, "column": names[p][j] if p in names else f"column {j + 1}", "IV": iv,
-              "selected": "yes" if (result.get("plan") or {}).get(p, [True] * (j + 1))[j] else "no"}
-             for iv, p, j in ranked]), "iv-all"))
-    bins_html = []
-    for k, j in enumerate(order):
-        cuts = thresholds[j] if j < len(thresholds) else []
-        ranges = [f"≤ {cuts[0]:.4g}"] if cuts else ["all"]
-        ranges += [f"({a:.4g}, {b:.4g}]" for a, b in zip(cuts, cuts[1:])]
-        ranges += [f"> {cuts[-1]:.4g}"] if cuts else []
-        ranges.append("missing")
-        table = []
-        for b, rng in enumerate(ranges):
-            entry = {"bin": rng, "training rows": counts[j][b] if j < len(counts) and b < len(counts[j]) else ""}
-            if woe is not None and k < len(woe) and b < len(woe[k]):
-                entry["WOE"] = woe[k][b]
-            if k < len(points) and b < len(points[k]):
-                entry["points"] = points[k][b]
-            table.append(entry)
-        bins_html.append(f"<h4>{escape(columns[j])}</h4>" + _table(table))
-    if bins_html:
-        base = (model.get("scorecard") or {}).get("base_points")
-        head = f"<p>base points {base:.2f}</p>" if isinstance(base, (int, float)) else ""
-        out.append(_section("Scorecard: its bins, WOE and points", head + "".join(bins_html), "scorecard"))
-    return out
+        raise ValueError(f"a view of kind {kind!r}")     # shown as "this part of the record could not be read"
+    return _section(view["title"], html + (f'<p class="caption">{escape(caption, quote=False)}</p>' if caption
+                                           else ""), view["id"])
 
 
 def _stability(rows: list[dict]) -> dict:

@@ -181,10 +181,8 @@ from vfl.errors import ConfigurationError
 from vfl.families import FAMILIES, Family, family_of_table
 from vfl.deploy.compute import ComputeSettings, parse_compute
 from vfl.protocols import Roster
-from vfl.protocols.linear import TrainingSettings
-from vfl.protocols.mlp import MLPSettings
-from vfl.protocols.trees import TreeSettings
 from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
+from vfl.protocols.values import check_keys
 from vfl.deploy.serving_settings import ServingSettings, parse_serving
 from vfl.protocols import psi_secretflow
 from vfl.transport.network import NetworkSettings, parse_address
@@ -194,9 +192,6 @@ from vfl.transport.tls import ROLE_PATTERN, PeerPin, TLSFiles, parse_fingerprint
 KINDS = ("feature", "label", "coordinator")
 #: Yang et al.'s three parties: a file naming exactly these may leave out the ``role`` keys.
 LEGACY_ROLES = {"A": "feature", "B": "label", "C": "coordinator"}
-#: ``[training]`` keys, with the aliases the file may use for TrainingSettings fields.
-_ALIASES = {"model": "objective", "iterations": "max_iter"}
-_TRAINING_KEYS = set(TrainingSettings.__dataclass_fields__) | set(_ALIASES) | {"warm_start", "report_metrics"}
 _SECTIONS = {"federation", "parties", "training", "prediction", "data", "network", "compute", "pipeline", "serving"}
 #: How the parties' rows are matched (``[data] align``).
 ALIGNMENTS = ("psi", "same-ids")
@@ -206,10 +201,6 @@ PSI_BACKENDS = ("vfl", psi_secretflow.BACKEND)
 #: Which of vfl's own PSI protocols runs (``[data] psi_protocol``): Diffie–Hellman, KKRT's OPRF, or the unbalanced PSI.
 PSI_PROTOCOLS = ("dh", "kkrt", "unbalanced")
 PSI_PORT_OFFSET = 1000
-#: The keys a ``[training]`` table of gradient-boosted trees may hold.
-_TREE_KEYS = set(TreeSettings.__dataclass_fields__) | {"model", "iterations", "report_metrics"}
-#: The keys a ``[training]`` table of a split network may hold (scikit-learn's names).
-_MLP_KEYS = (set(MLPSettings.__dataclass_fields__) - {"default_bottom"}) | {"model", "iterations", "report_metrics"}
 
 
 #: A feature party's differential-privacy keys for its releases, with their defaults.
@@ -325,8 +316,8 @@ class FederationConfig:
     #: the federation CA, or None if every party names its own CA (``ca`` in its table)
     ca: Path | None
     parties: dict[str, PartyEntry]
-    #: the linear models' settings, gradient boosting's, or the split network's
-    training: TrainingSettings | TreeSettings | MLPSettings
+    #: the family's settings (its settings dataclass, :attr:`vfl.families.Family.settings`), from ``[training]``
+    training: object
     #: the model family it trains or scores (:mod:`vfl.families`): the one place that says what differs
     family: Family = FAMILIES["linear"]
     prediction_mode: str = "private"
@@ -464,10 +455,12 @@ def load_config(path) -> FederationConfig:
     for name, value in (("warm_start", warm_start), ("report_metrics", report_metrics)):
         if not isinstance(value, bool):
             raise ConfigurationError(f"{where} [training]: {name} must be true or false, got {value!r}")
-    if warm_start and not family.warm_start and family.name != "credit":      # credit: said with [pipeline]
+    if warm_start and not family.warm_start and family.table is None:   # else said by its own table's reader
         raise ConfigurationError(f"{where} [training]: warm_start continues a linear model's weights; "
                                  f"{family.title} trains afresh (leave warm_start out)")
-    training = _READERS[family.name](f"{where} [training]", training_table, parties)
+    training = family.read_training(f"{where} [training]", training_table,
+                                    {name: entry.role for name, entry in parties.items()},
+                                    {"report_metrics", *(["warm_start"] if family.warm_start else [])})
     if warm_start and getattr(training, "reveal", None) == "never":
         raise ConfigurationError(f"{where} [training]: warm_start continues from each party's weights, and with "
                                  "reveal = \"never\" no party holds its weights: leave one of them out")
@@ -504,7 +497,7 @@ def load_config(path) -> FederationConfig:
                                      f"party's CSV, got {weight!r}")
         if weight in (data.get("id_column", "id"), data.get("label", "label")):
             raise ConfigurationError(f"{where} [data]: sample_weight {weight!r} is also the id or label column")
-        if not family.row_weights and family.name != "credit":                # credit: said with [pipeline]
+        if not family.row_weights and family.table is None:             # else said by its own table's reader
             raise ConfigurationError(f"{where} [data]: sample_weight weighs the linear models' loss; "
                                      f"{family.title} does not take row weights (leave sample_weight out)")
         try:
@@ -597,7 +590,7 @@ def _psi_protocol(where: str, table: dict, align: str, backend: str) -> str:
 
 def _pipeline(where: str, table: dict, training, weight) -> CreditSettings:
     """``[pipeline]``: the credit-scoring steps, around logistic regression (one event class)."""
-    if isinstance(training, (TreeSettings, MLPSettings)) or training.objective != "logistic":
+    if training.objective != "logistic":      # (a tree or network model with [pipeline] is refused as chosen)
         raise ConfigurationError(f"{where}: the pipeline's model is logistic regression on the coded bins: set "
                                  "[training] model = \"logistic\"")
     if weight is not None:
@@ -670,78 +663,6 @@ def _parties(where: str, base: Path, table: dict, coordinator: bool = True) -> d
     return parties
 
 
-def _training(where: str, table: dict, parties: dict | None = None) -> TrainingSettings:
-    _unknown(where, table, _TRAINING_KEYS)
-    values = {}
-    for key, value in table.items():
-        name = _ALIASES.get(key, key)
-        if name in values:
-            raise ConfigurationError(f"{where}: {name!r} is given twice (as {key!r} and another name)")
-        values[name] = value
-    # TOML has no null: 0 means "none" for the batch size (full batch) and the tolerance (run every epoch).
-    if values.get("batch_size") == 0:
-        values["batch_size"] = None
-    if values.get("tol") == 0:
-        values["tol"] = None
-    try:
-        return TrainingSettings(**values)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{where}: {exc}") from None
-
-
-def _boosting(where: str, table: dict, parties: dict | None = None) -> TreeSettings:
-    """``[training]`` of gradient boosting: the estimators' parameter names (``iterations`` for ``max_iter``)."""
-    _unknown(where, table, _TREE_KEYS)
-    values = {k: v for k, v in table.items() if k != "model"}
-    if "iterations" in values:
-        if "max_iter" in values:
-            raise ConfigurationError(f"{where}: 'max_iter' is given twice (as 'iterations' and 'max_iter')")
-        values["max_iter"] = values.pop("iterations")
-    try:
-        return TreeSettings(**values)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{where}: {exc}") from None
-
-
-def _mlp(where: str, table: dict, parties: dict | None = None) -> MLPSettings:
-    """``[training]`` of a split network: scikit-learn's names (``iterations`` for ``max_iter``), ``task`` required.
-
-    ``bottom_sizes`` is an array of widths (every data party's bottom) or a table of arrays by party name
-    (a data party it leaves out gets none).
-    """
-    _unknown(where, table, _MLP_KEYS)
-    values = {k: v for k, v in table.items() if k != "model"}
-    if "iterations" in values:
-        if "max_iter" in values:
-            raise ConfigurationError(f"{where}: 'max_iter' is given twice (as 'iterations' and 'max_iter')")
-        values["max_iter"] = values.pop("iterations")
-    if "task" not in values:
-        raise ConfigurationError(f"{where}: 'task' is missing: set task = \"binary\", \"multiclass\" or "
-                                 "\"regression\" (every party, the coordinator too, needs it before the label party "
-                                 "reads a label)")
-    bottoms = values.pop("bottom_sizes", "auto")
-    if isinstance(bottoms, dict):
-        data_parties = sorted(n for n, e in parties.items() if e.role != "coordinator")
-        unknown = sorted(set(bottoms) - set(data_parties))
-        if unknown:
-            raise ConfigurationError(f"{where}: bottom_sizes names {unknown}, not data parties of this federation "
-                                     f"({data_parties})")
-        values["bottom_sizes"] = bottoms
-    elif isinstance(bottoms, list) or bottoms == "auto":
-        values["default_bottom"] = bottoms
-    else:
-        raise ConfigurationError(f"{where}: bottom_sizes must be \"auto\", an array of widths (every data party's "
-                                 f"bottom) or a table of arrays by party name, got {bottoms!r}")
-    try:
-        return MLPSettings(**values)
-    except ConfigurationError as exc:
-        raise ConfigurationError(f"{where}: {exc}") from None
-
-
-#: Each family's reader of ``[training]`` (the credit pipeline's model is a logistic regression's).
-_READERS = {"linear": _training, "credit": _training, "trees": _boosting, "mlp": _mlp}
-
-
 def _section(where: str, raw: dict, name: str, required: bool = True) -> dict:
     if name not in raw:
         if required:
@@ -752,10 +673,8 @@ def _section(where: str, raw: dict, name: str, required: bool = True) -> dict:
     return raw[name]
 
 
-def _unknown(where: str, table: dict, allowed) -> None:
-    extra = sorted(set(table) - set(allowed))
-    if extra:
-        raise ConfigurationError(f"{where}: unknown key(s) {extra}; expected some of {sorted(allowed)}")
+#: The keys of a table not in ``allowed``, refused naming the table.
+_unknown = check_keys
 
 
 def _required(where: str, table: dict, key: str):

@@ -20,16 +20,14 @@ import numpy as np
 
 from vfl.protocols import messages as common
 from vfl.protocols import explain, psi, psi_kkrt, psi_secretflow, psi_unbalanced
-from vfl.protocols.credit.messages import MESSAGES as CREDIT
-from vfl.protocols.linear.messages import MESSAGES as LINEAR
+from vfl.families import FAMILIES as REGISTRY
 from vfl.protocols.messages import lookup
-from vfl.protocols.mlp.messages import MESSAGES as MLP
 from vfl.protocols.roster import TWO_PARTY, Roster
-from vfl.protocols.trees.messages import MESSAGES as TREES
 from vfl.transport.message import BigInts
 
-#: Each family's table of what its messages carry (the alignment runs only the shared messages).
-FAMILIES = {"linear": LINEAR, "trees": TREES, "credit": CREDIT, "mlp": MLP, "alignment": {}}
+#: Each family's table of what its messages carry (its registry entry's ``messages`` module; the alignment runs
+#: only the shared messages).
+FAMILIES = {**{name: family.module("messages").MESSAGES for name, family in REGISTRY.items()}, "alignment": {}}
 #: The messages of every family: the private set intersection and the session's.
 SHARED = (psi.MESSAGES, psi_kkrt.MESSAGES, psi_secretflow.MESSAGES, psi_unbalanced.MESSAGES, explain.MESSAGES,
           common.MESSAGES)

@@ -8,6 +8,7 @@ under ``WORKDIR/runs/`` (a fitted estimator writes one with ``save_run``)::
         events.jsonl    one JSON object per line, appended and flushed as things happen
         result.json     what the run gave this party (written once, at the end)
         model.json ...  copies of the files it wrote that a board shows (its shard, statistics)
+        view.json       a training run's views of its model, by its family's shard module (vfl.deploy.shards)
 
 Nothing in a record is more than the party knew already: its own settings, the
 messages it sent and received (name, kind, size: never their values), its progress
@@ -47,17 +48,21 @@ from pathlib import Path
 import numpy as np
 
 from vfl.deploy.jsonfile import open_private, write_json
+from vfl.families import FAMILIES as REGISTRY
 
 FORMAT = "vfl-run/1"
 #: A run record's id, its folder name: its start (UTC, to the microsecond), its task and the process id (not the
 #: training run id the label party gives every party, :func:`vfl.deploy.checkpoint.run_id`).
 RECORD_ID = re.compile(r"^\d{8}T\d{6}\.\d{6}Z-[a-z]+-\d+\Z")
 #: The files of a summary a record keeps a copy of: summary key -> name in the record.
+#: The views of a training run's model the record keeps (:meth:`RunRecord._keep_view`).
+VIEW = "view.json"
 KEPT = {"model": "model.json", "statistics": "statistics.csv", "psi": "psi.csv", "explanations": "explanations.csv"}
 #: Larger files are not copied (the record then names them only).
 KEEP_BYTES = 64 * 2 ** 20
-#: The families, as ``run.json`` names them.
-FAMILIES = ("linear", "trees", "mlp", "credit", "alignment", "serving")
+#: The families, as ``run.json`` names them: the model families (:data:`vfl.families.FAMILIES`), and the runs of
+#: no model family (``vfl align``, ``vfl serve``).
+FAMILIES = (*REGISTRY, "alignment", "serving")
 
 
 def plain_json(value):
@@ -168,9 +173,27 @@ class RunRecord:
                             and Path(source).stat().st_size <= KEEP_BYTES:
                         _copy_private(Path(source), self.folder / KEPT[key])
                 write_json(self.folder / "result.json", plain_json(result), private=True)
+                self._keep_view(result)
             except OSError as exc:
                 self.broken = self.broken or f"the record of its result could not be written: {exc.strerror or exc}"
         self._end("finished", "")
+
+    def _keep_view(self, result: dict) -> None:
+        """``view.json``: what the board shows of the model a training run kept (``model.json``), as its family's
+        shard module gives it (``board_view``; a family without one: nothing), so that the board reads records only.
+
+        A model the view cannot read is kept as ``{"damaged": why}``: the board says so, the run goes on.
+        """
+        family = REGISTRY.get(self.info["family"])
+        view = getattr(family.module("shard"), "board_view", None) if family is not None else None
+        model = self.folder / KEPT["model"]
+        if view is None or self.info["task"] != "train" or not model.is_file():
+            return
+        try:
+            kept = {"views": view(json.loads(model.read_text(encoding="utf-8")), result)}
+        except Exception as exc:  # noqa: BLE001 - a damaged or foreign shard: said in the record, never fatal
+            kept = {"damaged": f"its model's view could not be made ({type(exc).__name__})"}
+        write_json(self.folder / VIEW, plain_json(kept), private=True)
 
     def fail(self, error: str) -> None:
         self._end("failed", error)

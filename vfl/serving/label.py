@@ -59,7 +59,6 @@ from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import RoundError, error
 from vfl.serving.links import PeerUnavailable, Runtime, serving_coordinator
-from vfl.serving.scorers import round_of
 from vfl.serving.messages import OK
 from vfl.serving.models import latest, load_share
 from vfl.serving.rounds import Layout, row_status
@@ -429,7 +428,7 @@ class LabelService:
         for i in np.flatnonzero(status != OK):
             answers[i] = error(ids[i], "own", self.role, status[i])
         try:
-            round_of(share)(self, share, ids, values, status, deadline, answers)
+            self.config.family.module("scorer").score(self, share, ids, values, status, deadline, answers)
         except ProtocolError as exc:            # a peer's answer broke the protocol: named in the message
             log.warning("party %s: %s", self.role, exc)
             raise RoundError(str(exc), getattr(exc, "party", None), 502, "protocol_error") from None

@@ -31,10 +31,9 @@ import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, file_problem
 from vfl.crypto import ring
-from vfl.deploy.shards import credit as credit_shards
 from vfl.deploy.shards import mlp as mlp_shards
 from vfl.deploy.shards import trees as tree_shards
-from vfl.deploy.shards.linear import read_shard, shard_models, shard_scaler
+from vfl.deploy.shards.linear import shard_models, shard_scaler
 from vfl.deploy.report import plain
 from vfl.parties.binning import Binner
 from vfl.parties.credit.scorecard import Coder, ScorecardScale, flat_codes
@@ -44,6 +43,7 @@ from vfl.parties.scaling import Standardizer
 from vfl.parties.mlp.layers import forward, layer_activations
 from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
 from vfl.deploy.serving_settings import VERSION, check_version
+from vfl.families import FAMILIES
 
 
 def shard_path(models: Path, version: str, party: str) -> Path:
@@ -327,17 +327,11 @@ class MLPShare:
 
 def load_share(models: Path, version: str, party: str, kind: str, family: str, features=()):
     """Party ``party``'s shard of ``version`` of a model of ``family`` (``kind``: ``"feature"`` or ``"label"``),
-    checked."""
+    checked, as its family's scorer reads it (:attr:`vfl.families.Family.scorer`'s ``load_share``)."""
     path = shard_path(models, version, party)
     problem = file_problem(path)
     if problem == "does not exist":
         raise MissingVersion(f"party {party} has no shard of model version {version}: {path} does not exist")
     if problem:
         raise DataError(f"party {party}'s shard of model version {version}, {path}, {problem}")
-    if family == "credit":
-        return PipelineShare(credit_shards.read_shard(path, party, kind), version)
-    if family == "mlp":
-        return MLPShare(mlp_shards.read_shard(path, party, kind), version, features)
-    if family == "trees":
-        return TreeShare(tree_shards.read_shard(path, party, kind), version, features)
-    return LinearShare(read_shard(path, party, kind), version)
+    return FAMILIES[family].module("scorer").load_share(path, version, party, kind, features)

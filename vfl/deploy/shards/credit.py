@@ -101,3 +101,65 @@ def _parameters(values) -> bool:
     """Whether ``values`` are finite numbers within :data:`~vfl.crypto.encoding.MAX_PARAMETER`."""
     values = np.asarray(values, dtype=np.float64)
     return bool(np.all(np.abs(values) <= MAX_PARAMETER))
+
+
+def board_view(model: dict, result: dict) -> list[dict]:
+    """What the board shows of a recorded shard (``model.json`` of a training run) and its ``result.json``: plain
+    data, drawn by the board (the views' kinds are those of :mod:`vfl.deploy.shards`).
+
+    The information value and selection of the party's own columns; at the label party, every party's IVs
+    ranked; the scorecard of its selected columns: each bin's range, training rows, WOE and points.
+    """
+    columns = model.get("columns", [])
+    order = list(model.get("selected", []))        # the order of the WOE values and points
+    selected = set(order)
+    thresholds = (model.get("binning") or {}).get("thresholds", [])
+    counts = model.get("bin_counts", [])
+    ivs = result.get("iv") if result.get("iv") is not None else model.get("iv")
+    party = model.get("party")
+    own_iv = ivs.get(party) if isinstance(ivs, dict) else ivs if isinstance(ivs, list) else None
+    plan = (result.get("plan") or {}).get(party) if isinstance(result.get("plan"), dict) else None
+    rows = []
+    for j, name in enumerate(columns):
+        row = {"column": name, "bins": len(counts[j]) if j < len(counts) else "",
+               "IV": own_iv[j] if own_iv is not None and j < len(own_iv) else "–",
+               "selected": "yes" if j in selected else "no"}
+        if plan is not None and j < len(plan) and not plan[j] and j not in selected:
+            row["selected"] = "no (IV or correlation rules)"
+        rows.append(row)
+    views = [{"kind": "table", "title": "Information value and selection (its own columns)", "id": "iv",
+              "rows": rows}]
+    if isinstance(ivs, dict) and len(ivs) > 1:
+        ranked = sorted(((iv, p, j) for p, values in ivs.items() for j, iv in enumerate(values)), reverse=True)
+        names = {party: columns}
+        views.append({"kind": "table", "title": "Information value of every party's columns", "id": "iv-all",
+                      "rows": [{"party": p, "column": names[p][j] if p in names else f"column {j + 1}", "IV": iv,
+                                "selected": "yes" if (result.get("plan") or {}).get(p, [True] * (j + 1))[j]
+                                else "no"} for iv, p, j in ranked]})
+    tables = [{"heading": columns[j], "rows": _bins(model, k, j, thresholds, counts)} for k, j in enumerate(order)]
+    if tables:
+        base = (model.get("scorecard") or {}).get("base_points")
+        views.append({"kind": "tables", "title": "Scorecard: its bins, WOE and points", "id": "scorecard",
+                      "note": f"base points {base:.2f}" if isinstance(base, (int, float)) else None,
+                      "tables": tables})
+    return views
+
+
+def _bins(model: dict, k: int, j: int, thresholds, counts) -> list[dict]:
+    """The scorecard's rows of column ``j`` (the ``k``-th selected): each bin's range, rows, WOE and points."""
+    woe = (model.get("coding") or {}).get("woe")
+    points = model.get("points", [])
+    cuts = thresholds[j] if j < len(thresholds) else []
+    ranges = [f"≤ {cuts[0]:.4g}"] if cuts else ["all"]
+    ranges += [f"({a:.4g}, {b:.4g}]" for a, b in zip(cuts, cuts[1:])]
+    ranges += [f"> {cuts[-1]:.4g}"] if cuts else []
+    ranges.append("missing")
+    table = []
+    for b, rng in enumerate(ranges):
+        entry = {"bin": rng, "training rows": counts[j][b] if j < len(counts) and b < len(counts[j]) else ""}
+        if woe is not None and k < len(woe) and b < len(woe[k]):
+            entry["WOE"] = woe[k][b]
+        if k < len(points) and b < len(points[k]):
+            entry["points"] = points[k][b]
+        table.append(entry)
+    return table

@@ -110,3 +110,84 @@ def shard_party(shard: dict, features, role: str):
 
 def _plain(value):
     return value.item() if hasattr(value, "item") else value
+
+
+def board_view(model: dict, result: dict) -> list[dict]:
+    """What the board shows of a recorded shard (``model.json`` of a training run): plain data, drawn by the board.
+
+    Every tree (the reader picks one) with this party's own splits in its words and the others' as "party k,
+    split j"; at the label party, the gain of the splits on each column (a feature party's columns summed into
+    one bar: it knows their gains, not their names).  ``result`` is not needed.  The views' kinds are those of
+    :mod:`vfl.deploy.shards`.
+    """
+    trees = model.get("trees") or []
+    if not trees:
+        return []
+    columns = model.get("columns", [])
+    thresholds = (model.get("binning") or {}).get("thresholds", [])
+    label = model.get("role") == "label"
+    parties = model.get("data_parties", [])
+    views = [{"kind": "trees", "title": "Trees", "id": "trees",
+              "trees": [{"name": f"tree {k + 1} of {len(trees)}",
+                         "nodes": _tree_nodes(tree, label, parties, columns, thresholds)}
+                        for k, tree in enumerate(trees)],
+              "caption": "blue: this party's splits, with its thresholds; grey: another party's split, known here "
+                         "only as that party's split number"}]
+    if label:
+        ranked = _gains(trees, parties, columns)
+        views.append({"kind": "bars", "title": "Gain importances", "id": "importances",
+                      "labels": [k for k, _ in ranked], "values": [v for _, v in ranked],
+                      "chart": "total gain of the splits on each column", "axis": "gain",
+                      "caption": "a feature party's columns are summed into one bar: the label party knows their "
+                                 "splits' gains, not their names"})
+    return views
+
+
+def _split_text(columns, thresholds, column: int, bin_: int, missing_left: bool) -> str:
+    name = columns[column] if 0 <= column < len(columns) else f"column {column}"
+    cut = thresholds[column][bin_] if column < len(thresholds) and 0 <= bin_ < len(thresholds[column]) else None
+    text = f"{name} ≤ {cut:.4g}" if cut is not None else f"{name}: bin {bin_}"
+    return text + ("\nmissing go left" if missing_left else "")
+
+
+def _tree_nodes(tree: dict, label: bool, parties, columns, thresholds) -> list[dict]:
+    """One tree's nodes as the board draws them (``{"text", "left", "right", "leaf"/"own"}``, children by index)."""
+    if label:
+        shape = tree["tree"]
+        left, right, owner, value = shape["left"], shape["right"], shape["owner"], shape["value"]
+    else:
+        left, right = tree["left"], tree["right"]
+        owner, value = None, None
+    own = {int(s[0]): s[1:] for s in tree.get("splits", [])}
+    counted: dict[int, int] = {}
+    nodes = []
+    for i in range(len(left)):
+        if left[i] < 0:
+            text = f"leaf\n{value[i]:.4f}" if value is not None else "leaf"
+            nodes.append({"text": text, "leaf": True})
+        elif i in own:
+            nodes.append({"text": _split_text(columns, thresholds, *own[i]), "left": left[i], "right": right[i],
+                          "own": True})
+        elif owner is None:                 # a feature party knows only that the split is not its own
+            nodes.append({"text": "another party's\nsplit", "left": left[i], "right": right[i], "own": False})
+        else:
+            counted[owner[i]] = counted.get(owner[i], 0) + 1
+            party = parties[owner[i]] if 0 <= owner[i] < len(parties) else "?"
+            nodes.append({"text": f"party {party}\nsplit {counted[owner[i]]}", "left": left[i], "right": right[i],
+                          "own": False})
+    return nodes
+
+
+def _gains(trees, parties, columns) -> list[tuple[str, float]]:
+    """The label party's total gain per column (a feature party's columns as one), the 20 largest first."""
+    gains: dict[str, float] = {}
+    for tree in trees:
+        shape = tree["tree"]
+        own = {int(s[0]): int(s[1]) for s in tree.get("splits", [])}
+        for i, (owner, gain) in enumerate(zip(shape["owner"], shape["gain"])):
+            if owner < 0:
+                continue
+            name = (columns[own[i]] if i in own and own[i] < len(columns) else
+                    f"party {parties[owner]} (all its columns)" if 0 <= owner < len(parties) else "another party")
+            gains[name] = gains.get(name, 0.0) + float(gain)
+    return sorted(gains.items(), key=lambda kv: -kv[1])[:20]

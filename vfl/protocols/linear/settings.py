@@ -16,7 +16,7 @@ from vfl.parties import get_objective
 from vfl.parties.linear.optim import OPTIMIZERS, PENALTIES, SCHEDULES, Penalty, learning_rate
 from vfl.parties.linear.shares import SHARED_OPTIMIZERS, SHARED_PENALTIES
 from vfl.protocols.linear.checks import check_settings_safety
-from vfl.protocols.values import is_bool, is_int, is_real, require
+from vfl.protocols.values import built, is_bool, is_int, is_real, require, table_values
 
 INITS = ("random", "zeros")
 #: Who learns what: Yang et al.'s protocol (each party its own gradient) or the shared one (no party any gradient).
@@ -184,6 +184,21 @@ class TrainingSettings:
     sample_weighted: bool = False
     protocol: str = "yang"
     reveal: str = "respectively"
+
+    @classmethod
+    def from_table(cls, where: str, table: dict, roles: Mapping[str, str] | None = None,
+                   also=()) -> "TrainingSettings":
+        """``[training]`` of ``federation.toml``: these fields by name, ``model`` for ``objective`` and
+        ``iterations`` for ``max_iter``.
+
+        TOML has no null: 0 is "none" for ``batch_size`` (full batch) and ``tol`` (every epoch runs).  ``roles``
+        (each party's role, by name) is not needed; ``also``: the keys the caller reads from the table itself.
+        """
+        values = table_values(cls, where, table, {"model": "objective", "iterations": "max_iter"}, also=also)
+        for name in ("batch_size", "tol"):
+            if values.get(name) == 0:
+                values[name] = None
+        return built(cls, where, values)
 
     def __post_init__(self):
         get_objective(self.objective)

@@ -25,7 +25,7 @@ import numpy as np
 from vfl.errors import ConfigurationError, DataError, LabelLeakWarning
 from vfl.parties.mlp.activations import HIDDEN as HIDDEN_ACTIVATIONS
 from vfl.parties.mlp.losses import check_task
-from vfl.protocols.values import is_int, is_real, require
+from vfl.protocols.values import built, is_int, is_real, require, table_values
 
 #: Fractional bits of the ring encoding: a real ``x`` is held as ``round(x 2^40)``.
 DEFAULT_FRAC_BITS = 40
@@ -76,6 +76,35 @@ class MLPSettings:
     dp_epsilon: float | None = None
     dp_delta: float | None = None
     dp_label_bound: float | None = None
+
+    @classmethod
+    def from_table(cls, where: str, table: dict, roles: dict, also=()) -> "MLPSettings":
+        """``[training]`` of ``federation.toml``: scikit-learn's names (``iterations`` for ``max_iter``), ``task``
+        required (``model`` chooses the family; ``also``: the keys the caller reads itself).
+
+        ``bottom_sizes`` is an array of widths (every data party's bottom) or a table of arrays by party name
+        (a data party it leaves out gets none); ``roles`` (each party's role, by name) says the data parties.
+        """
+        values = table_values(cls, where, table, {"model": None, "iterations": "max_iter"}, ("default_bottom",),
+                              also)
+        if "task" not in values:
+            raise ConfigurationError(f"{where}: 'task' is missing: set task = \"binary\", \"multiclass\" or "
+                                     "\"regression\" (every party, the coordinator too, needs it before the label "
+                                     "party reads a label)")
+        bottoms = values.pop("bottom_sizes", "auto")
+        if isinstance(bottoms, dict):
+            data_parties = sorted(n for n, role in roles.items() if role != "coordinator")
+            unknown = sorted(set(bottoms) - set(data_parties))
+            if unknown:
+                raise ConfigurationError(f"{where}: bottom_sizes names {unknown}, not data parties of this "
+                                         f"federation ({data_parties})")
+            values["bottom_sizes"] = bottoms
+        elif isinstance(bottoms, list) or bottoms == "auto":
+            values["default_bottom"] = bottoms
+        else:
+            raise ConfigurationError(f"{where}: bottom_sizes must be \"auto\", an array of widths (every data "
+                                     f"party's bottom) or a table of arrays by party name, got {bottoms!r}")
+        return built(cls, where, values)
 
     def __post_init__(self):
         check_task(self.task)

@@ -18,7 +18,7 @@ import numpy as np
 from vfl.crypto import check_key_bits
 from vfl.parties.binning import check_max_bins
 from vfl.parties.trees import LOSSES, SCORINGS, SplitRules
-from vfl.protocols.values import is_int, is_real, require
+from vfl.protocols.values import built, is_int, is_real, require, table_values
 
 #: Rows from which ``early_stopping="auto"`` turns early stopping on (scikit-learn's rule).
 AUTO_EARLY_STOPPING_ROWS = 10_000
@@ -88,6 +88,13 @@ class TreeSettings:
     key_bits: int = 2048
     insecure: bool = False
     frac_bits: int = 16
+
+    @classmethod
+    def from_table(cls, where: str, table: dict, roles: dict | None = None, also=()) -> "TreeSettings":
+        """``[training]`` of ``federation.toml``: these fields by name, ``iterations`` for ``max_iter``
+        (``model`` chooses the family; ``roles`` is not needed; ``also``: the keys the caller reads itself)."""
+        return built(cls, where, table_values(cls, where, table, {"model": None, "iterations": "max_iter"},
+                                              also=also))
 
     def __post_init__(self):
         require(self.loss in LOSSES, f"loss must be one of {LOSSES}", self.loss)

@@ -10,16 +10,9 @@ party's own rows and their status, the deadline and the answers to fill, one per
   its own for the reasons;
 * :mod:`~vfl.serving.scorers.trees` — trees: each feature party's leaf masks;
 * :mod:`~vfl.serving.scorers.mlp` — split networks: the feature parties' masked parts of the interactive layer.
+
+Each also reads its family's share of a model version (``load_share``).  The registry names a family's scorer
+(:attr:`vfl.families.Family.scorer`): the label party runs ``config.family.module("scorer").score``, and
+:func:`vfl.serving.models.load_share` asks the same module for a version's share.
 """
 
-from __future__ import annotations
-
-from vfl.serving.scorers import credit, linear, mlp, trees
-
-#: A model version's round, by its share's family.
-ROUNDS = {"linear": linear.score, "credit": credit.score, "trees": trees.score, "mlp": mlp.score}
-
-
-def round_of(share):
-    """The round function of ``share``'s family (a linear share of the credit pipeline: the scorecard's)."""
-    return ROUNDS["credit" if getattr(share, "pipeline", False) else share.kind]

@@ -3,8 +3,16 @@ as the sum is) so the reasons can name it; the scorecard's points, the reasons, 
 
 from __future__ import annotations
 
+from vfl.deploy.shards.credit import read_shard
 from vfl.serving.answers import outcome, theirs
+from vfl.serving.models import PipelineShare
 from vfl.serving.scorers import linear
+
+
+def load_share(path, version: str, party: str, kind: str, features=()) -> PipelineShare:
+    """Party ``party``'s share of ``version`` of the pipeline, from its shard at ``path`` (``kind``: its role),
+    checked; ``features`` (the federation's feature parties) is not needed."""
+    return PipelineShare(read_shard(path, party, kind), version)
 
 
 def score(service, share, ids, values, status, deadline, answers) -> None:

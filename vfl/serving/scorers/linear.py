@@ -12,8 +12,16 @@ import numpy as np
 from vfl.crypto import EncryptedVector
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import error, outcome, theirs
+from vfl.deploy.shards.linear import read_shard
 from vfl.serving.messages import OK, pack_ids
+from vfl.serving.models import LinearShare
 from vfl.serving.rounds import masked_total, partial_scores, summed, unmasked
+
+
+def load_share(path, version: str, party: str, kind: str, features=()) -> LinearShare:
+    """Party ``party``'s share of ``version`` of a linear model, from its shard at ``path`` (``kind``: its role),
+    checked; ``features`` (the federation's feature parties) is not needed."""
+    return LinearShare(read_shard(path, party, kind), version)
 
 
 def score(service, share, ids, values, status, deadline, answers, finish=None, per_party: bool = False) -> None:

@@ -14,7 +14,15 @@ from vfl.crypto import ring
 from vfl.errors import ProtocolError
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import error, outcome, theirs
+from vfl.deploy.shards.mlp import read_shard
 from vfl.serving.messages import OK, TOKEN_BYTES, pack_ids
+from vfl.serving.models import MLPShare
+
+
+def load_share(path, version: str, party: str, kind: str, features=()) -> MLPShare:
+    """Party ``party``'s share of ``version`` of a split network, from its shard at ``path`` (``kind``: its role),
+    checked; ``features``: the federation's feature parties, which the label party's network must name."""
+    return MLPShare(read_shard(path, party, kind), version, features)
 
 
 def score(service, share, ids, values, status, deadline, answers) -> None:

@@ -9,7 +9,15 @@ import numpy as np
 from vfl.protocols.trees.training import unbits
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import outcome, theirs
+from vfl.deploy.shards.trees import read_shard
 from vfl.serving.messages import OK, pack_ids
+from vfl.serving.models import TreeShare
+
+
+def load_share(path, version: str, party: str, kind: str, features=()) -> TreeShare:
+    """Party ``party``'s share of ``version`` of a tree ensemble, from its shard at ``path`` (``kind``: its role),
+    checked; ``features``: the federation's feature parties, which the label party's trees must name."""
+    return TreeShare(read_shard(path, party, kind), version, features)
 
 
 def score(service, share, ids, values, status, deadline, answers) -> None:
