@@ -4,7 +4,6 @@ nested too deeply is refused by name at every reader (vfl.deploy.jsonfile)."""
 import json
 import os
 import re
-import stat
 
 import numpy as np
 import pandas as pd
@@ -13,33 +12,7 @@ import pytest
 from vfl.deploy.checkpoint import CheckpointStore
 from vfl.deploy.shards.linear import read_coordinator_shard, read_shard
 from vfl.errors import DataError
-from vfl_net_helpers import assert_succeeded, federation, federation_certs, run_parties  # noqa: F401 - fixtures
-
-
-@pytest.fixture
-def umask_022():
-    old = os.umask(0o022)
-    yield
-    os.umask(old)
-
-
-def _loose(folder):
-    """Files under ``folder`` that someone other than the owner may read."""
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.is_file() and stat.S_IMODE(p.stat().st_mode) & 0o077)
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-def test_vfl_party_and_vfl_predict_write_owner_only_files(federation, umask_022):  # noqa: F811
-    config, data, work = federation["make"](), federation["data"], federation["dir"] / "run"
-    assert_succeeded(run_parties("party", config, data, work, timeout=120))
-    assert_succeeded(run_parties("predict", config, data, work, timeout=120))
-    parties = [work / role for role in ("A", "B", "C")]       # (the test's own captures of stdout/err aside)
-    written = {p.name for folder in parties for p in folder.rglob("*") if p.is_file()}
-    assert {"transcript_train.csv", "transcript_predict.csv", "training_C.json", "scores.csv",
-            "model_A.json", "release_ledger.json"} <= written, written
-    assert [f for folder in parties for f in _loose(folder)] == []
+from vfl_net_helpers import loose_files as _loose
 
 
 def test_the_serving_store_and_the_csv_writers_are_owner_only(tmp_path, umask_022):
