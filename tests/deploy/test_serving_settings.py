@@ -37,3 +37,16 @@ def test_serving_settings_refused_by_name(tmp_path, table, words):
 def test_serving_settings_options():
     settings = ServingSettings().with_options(version="3", store=None)
     assert settings.version == "3" and settings.store is None
+
+
+@pytest.mark.parametrize("table, words", [
+    ({"allow_inline_features": "yes"}, "allow_inline_features must be true or false, got 'yes'"),
+    ({"request_timeout_ms": 0}, "request_timeout_ms must be a whole number from 100"),
+    ({"idle_timeout_ms": True}, "idle_timeout_ms must be a whole number"),
+    ({"token_file": ""}, "token_file must be a non-empty string"),
+    ({"token": "abc"}, "unknown key(s) ['token']"),
+])
+def test_the_new_serving_keys_are_checked_by_name(tmp_path, table, words):
+    with pytest.raises(ConfigurationError) as caught:
+        parse_serving("f.toml", table, ["bank"], tmp_path)
+    assert words in str(caught.value)
