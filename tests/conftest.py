@@ -1,5 +1,7 @@
 """Shared fixtures: key generation is slow, so each session makes one short teaching key."""
 
+import os
+
 import pytest
 
 from vertical_data import make_vertical
@@ -107,3 +109,11 @@ def spy(monkeypatch):
 
     monkeypatch.setattr(compute, "run_joblib", recording)
     return sent
+
+
+@pytest.fixture
+def umask_022():
+    """A umask of 022 (files readable by all unless their writer restricts them) for the test's duration."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)

@@ -1,9 +1,14 @@
-"""Generated credit-like tables: a bank (label party) and a telco (feature party) with a planted column."""
+"""Generated credit-like tables: a bank (label party) and a telco (feature party) with a planted column; their
+federation.toml with a ``[pipeline]`` table."""
 
 import numpy as np
 import pandas as pd
 
 from vfl import VerticalDataset
+from vfl.deploy.config import load_config, write_config
+
+#: Short keys, acknowledged insecure: quick fits for tests.
+KEYS = {"key_bits": 1024, "insecure": True}
 
 
 def credit_frames(n=1500, seed=0, planted=1.0, classes=2):
@@ -34,3 +39,13 @@ def credit_frames(n=1500, seed=0, planted=1.0, classes=2):
 def credit_data(**kwargs):
     telco, bank = credit_frames(**kwargs)
     return VerticalDataset({"telco": telco, "bank": bank}, label="default", id_column="id")
+
+
+def config(tmp_path, pipeline, training=None):
+    """federation.toml of telco (feature party), bank (label party) and hub (coordinator) with ``[pipeline]``
+    ``pipeline`` and ``[training]`` ``training`` (default: logistic regression), loaded."""
+    parties = {name: {"role": role, "address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "c.key"}
+               for i, (name, role) in enumerate({"telco": "feature", "bank": "label", "hub": "coordinator"}.items())}
+    path = write_config(tmp_path / "federation.toml", "ca.pem", parties, training or {"model": "logistic"},
+                        pipeline=pipeline)
+    return load_config(path)

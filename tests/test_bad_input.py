@@ -464,17 +464,3 @@ def test_names_with_a_trailing_newline_and_ports_out_of_range_are_refused_by_nam
         parse_address("127.0.0.1:99999")
     with pytest.raises(ConfigurationError, match=r"port '8o80' is not a number"):
         parse_address("127.0.0.1:8o80")
-
-
-def test_a_fifo_or_a_directory_given_as_a_file_is_named_as_such(tmp_path):
-    import os
-
-    from vfl.deploy.data import load_csv
-    from vfl.deploy.jsonfile import read_json
-
-    fifo = tmp_path / "shard.json"
-    os.mkfifo(fifo)
-    with pytest.raises(DataError, match=r"shard.json is not a regular file \(a FIFO"):      # not a hang
-        read_json(fifo, "model shard")
-    with pytest.raises(DataError, match=r"party A: data file .* is a directory"):
-        load_csv(tmp_path, "A", "id")

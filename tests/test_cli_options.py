@@ -31,14 +31,3 @@ def test_a_secret_given_to_a_prefix_of_an_option_is_refused_and_not_repeated(arg
     assert done.returncode == 2
     assert "unrecognized arguments: --tok" in done.stderr and "s3cr3t" not in done.stderr + done.stdout
     assert not list(tmp_path.rglob("run.json"))                    # nothing ran, nothing was recorded
-
-
-def test_a_token_given_where_its_file_goes_is_not_repeated(tmp_path):
-    from vfl.deploy.webguard import read_token_file
-    from vfl.errors import ConfigurationError
-
-    with pytest.raises(ConfigurationError) as refused:
-        read_token_file("Zx8-secret-token-value-0123456789", "vfl serve: --token-file")
-    assert "looks like a token itself (not shown)" in str(refused.value) and "Zx8" not in str(refused.value)
-    with pytest.raises(ConfigurationError, match=r"no file .*missing.token"):
-        read_token_file(tmp_path / "missing.token", "vfl serve: --token-file")

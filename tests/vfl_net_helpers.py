@@ -85,6 +85,7 @@ import itertools  # noqa: E402
 import multiprocessing  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
+import stat  # noqa: E402
 import sys  # noqa: E402
 import time  # noqa: E402
 
@@ -318,3 +319,9 @@ def same_model(resumed: dict, uninterrupted: dict) -> bool:
     resumed, uninterrupted = dict(resumed), dict(uninterrupted)
     ours, theirs = resumed.pop("trained_with"), uninterrupted.pop("trained_with")
     return ours.split("/")[0] == theirs.split("/")[0] and resumed == uninterrupted
+
+
+def loose_files(folder):
+    """Files under ``folder`` that someone other than the owner may read."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and stat.S_IMODE(p.stat().st_mode) & 0o077)

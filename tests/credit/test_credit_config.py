@@ -1,54 +1,13 @@
-"""``[pipeline]`` in federation.toml and bad input, through the API and the file alike: clear errors, by name."""
-
-import json
+"""The credit pipeline's bad settings and input through the API: clear errors, by name (the file's ``[pipeline]``
+table: tests/deploy/test_config.py)."""
 
 import numpy as np
 import pytest
 
-from credit_data import credit_data, credit_frames
+from credit_data import KEYS, config, credit_data, credit_frames
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.errors import ConfigurationError, DataError
-from vfl.deploy.config import load_config, write_config
-from vfl.deploy.shards.credit import read_shard
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
-
-KEYS = {"key_bits": 1024, "insecure": True}
-
-
-def config(tmp_path, pipeline, training=None):
-    parties = {name: {"role": role, "address": f"127.0.0.1:{7100 + i}", "certificate": "c.pem", "key": "c.key"}
-               for i, (name, role) in enumerate({"telco": "feature", "bank": "label", "hub": "coordinator"}.items())}
-    path = write_config(tmp_path / "federation.toml", "ca.pem", parties, training or {"model": "logistic"},
-                        pipeline=pipeline)
-    return load_config(path)
-
-
-def test_pipeline_table_is_parsed_and_fingerprinted(tmp_path):
-    loaded = config(tmp_path, {"max_bins": 8, "share_woe": True, "top_k": 3, "pdo": 40})
-    assert loaded.pipeline.max_bins == 8 and loaded.pipeline.share_woe is True
-    assert loaded.pipeline.rules.top_k == 3 and loaded.pipeline.rules.iv_threshold == 0.02
-    assert loaded.pipeline.scale.pdo == 40
-    other = config(tmp_path, {"max_bins": 8, "share_woe": False, "top_k": 3, "pdo": 40})
-    assert loaded.fingerprint("train") != other.fingerprint("train")
-
-
-@pytest.mark.parametrize("table, message", [
-    ({"share_woe": "false"}, "share_woe must be true or false"),
-    ({"max_bins": 1}, "max_bins"),
-    ({"strategy": "monotone"}, "only the label party bins monotonically"),
-    ({"top_k": 0}, "top_k"),
-    ({"max_vif": 0.5}, "max_vif"),
-    ({"pdo": -1}, "pdo"),
-    ({"bins": 5}, "unknown key"),
-])
-def test_bad_pipeline_settings_are_refused_by_name(tmp_path, table, message):
-    with pytest.raises(ConfigurationError, match=message):
-        config(tmp_path, table)
-
-
-def test_the_pipeline_needs_logistic_regression(tmp_path):
-    with pytest.raises(ConfigurationError, match="model = \"logistic\""):
-        config(tmp_path, {}, {"model": "linear"})
 
 
 def test_a_model_that_stays_shared_cannot_make_a_scorecard(tmp_path):
@@ -94,32 +53,6 @@ def test_infinity_is_refused_naming_party_column_and_row():
     telco.loc[7, "tenure"] = np.inf
     with pytest.raises(DataError, match="party telco, column 'tenure': infinity at row 7"):
         VerticalWOE(**KEYS).fit(VerticalDataset({"telco": telco, "bank": bank}, label="default", id_column="id"))
-
-
-def test_scoring_rows_without_the_label_and_a_tampered_shard(tmp_path):
-    data = credit_data(n=800)
-    # telco's part of a score names its bins (its release check refuses by default): it opts in
-    pipe = VerticalPipeline([("woe", VerticalWOE(**KEYS)), ("selection", VerticalSelection()),
-                             ("scorecard", VerticalScorecard(VerticalLogisticRegression(
-                                 allow_reconstruction=["telco"], **KEYS)))]).fit(data)
-    telco, bank = credit_frames(n=50, seed=9)
-    new = VerticalDataset({"telco": telco, "bank": bank.drop(columns="default")}, label="default", id_column="id")
-    assert pipe.predict_score(new).shape == (50,)
-    shard = pipe.shards()["telco"]
-    shard["points"][0][0] = float("nan")
-    path = tmp_path / "model_telco.json"
-    path.write_text(json.dumps(shard))
-    with pytest.raises(DataError, match="not a valid pipeline shard: 'points'"):
-        read_shard(path, "telco", "feature")
-    with pytest.raises(DataError, match="is not party bank's pipeline shard"):
-        read_shard(path, "bank", "label")
-    shard = pipe.shards()["telco"]
-    for field, value in (("coef", 1e300), ("scale", float("inf"))):
-        edited = json.loads(json.dumps(shard))
-        edited["model"][field][0] = value
-        path.write_text(json.dumps(edited))
-        with pytest.raises(DataError, match="not a valid pipeline shard: 'model' must hold a finite weight"):
-            read_shard(path, "telco", "feature")
 
 
 def test_the_pipeline_trains_afresh(tmp_path):

@@ -26,7 +26,7 @@ def _fresh(monkeypatch, choice=None):
         monkeypatch.delenv("VFL_CURVE_ENGINE", raising=False)
     else:
         monkeypatch.setenv("VFL_CURVE_ENGINE", choice)
-    monkeypatch.setattr(mb, "_state", None)
+    monkeypatch.setattr(mb._state_now, "_state", None)
 
 
 def _fast_state():

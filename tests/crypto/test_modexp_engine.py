@@ -20,7 +20,7 @@ def _fresh(monkeypatch, choice=None):
         monkeypatch.delenv("VFL_MODEXP_ENGINE", raising=False)
     else:
         monkeypatch.setenv("VFL_MODEXP_ENGINE", choice)
-    monkeypatch.setattr(mbexp, "_state", None)
+    monkeypatch.setattr(mbexp._state_now, "_state", None)
 
 
 @pytest.fixture

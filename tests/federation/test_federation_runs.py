@@ -9,31 +9,12 @@ the party's aligned rows: a resume on other rows is refused by name.
 import json
 import shutil
 
-import numpy as np
 import pandas as pd
 import pytest
 
-from vfl.deploy.checkpoint import CheckpointStore, data_digest, run_id
-from vfl.deploy.data import PartyData
-from vfl.errors import DataError
+from vfl.deploy.checkpoint import run_id
 from vfl_net_helpers import (assert_succeeded, federation, federation_certs, kill_one_midway,  # noqa: F401 - fixtures
                              run_parties)
-
-
-def _rows(n=6, value=1.0):
-    return PartyData(ids=[f"c{i}" for i in range(n)], columns=["x"], features=np.full((n, 1), value),
-                     labels=np.arange(n) % 2)
-
-
-def test_a_checkpoint_of_other_rows_is_refused_and_the_run_id_is_kept_for_a_resume(tmp_path):
-    store = CheckpointStore(tmp_path, "B", "settings", data_digest(_rows()))
-    store.save(0, {"w": [0.0]})
-    assert CheckpointStore(tmp_path, "B", "settings", data_digest(_rows())).load() == {0: {"w": [0.0]}}
-    for other in (_rows(n=5), _rows(value=2.0), PartyData(**{**_rows().__dict__, "labels": np.ones(6)})):
-        with pytest.raises(DataError, match="party B: its aligned rows differ from those of the run"):
-            CheckpointStore(tmp_path, "B", "settings", data_digest(other)).load()
-    first = run_id(tmp_path, resume=False)
-    assert run_id(tmp_path, resume=True) == first and run_id(tmp_path, resume=False) != first
 
 
 @pytest.mark.slow

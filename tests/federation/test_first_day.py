@@ -4,23 +4,18 @@ Real party processes (small data, 1024-bit keys) where the behaviour is about pr
 plain words are checked with transports in threads and fake peers speaking something other than TLS.
 """
 
-import io
 import json
 import socket
 import threading
 import time
 
-import numpy as np
 import pandas as pd
 import pytest
-from sklearn.metrics import r2_score, roc_auc_score
+from sklearn.metrics import roc_auc_score
 
 from vfl.cli import main as vfl_main
 from vfl.errors import ConfigurationError, DataError, HandshakeError
-from vfl.deploy.shards.linear import read_shard, write_shard
 from vfl.deploy.config import load_config
-from vfl.deploy.progress import Progress
-from vfl.deploy.report import class_indices, label_metrics
 from vfl.metrics import ks_statistic
 from vfl.transport.network import NetworkSettings, NetworkTransport
 from vfl.transport.tls import ca_name, load_certificate
@@ -150,53 +145,6 @@ def test_validation_metrics_with_early_stopping_and_none_when_switched_off(feder
     assert " metrics on " not in results["B"][1]
     names = set(pd.read_csv(work / "quiet" / "C" / "transcript_train.csv")["name"])
     assert "masked_scores" not in names                       # no prediction round at all
-
-
-def test_label_metrics_are_scikit_learn_s():
-    rng = np.random.default_rng(3)
-    z, y = rng.normal(size=200), rng.integers(0, 2, 200)
-    assert label_metrics("logistic", z, y) == {"AUC": roc_auc_score(y, z), "KS": ks_statistic(y, z)}
-    t = rng.normal(size=200)
-    got = label_metrics("linear", t + 0.1 * z, t)
-    assert got["R^2"] == pytest.approx(r2_score(t, t + 0.1 * z))
-    assert got["RMSE"] == pytest.approx(np.sqrt(np.mean((0.1 * z) ** 2)))
-    three = rng.normal(size=(200, 3))
-    classes = rng.integers(0, 3, 200)
-    assert set(label_metrics("logistic", three, classes)) == {"AUC (one-vs-rest, macro)", "accuracy"}
-    assert label_metrics("logistic", z, np.ones(200, dtype=int)) == {}          # one class: no AUC, no KS
-    assert class_indices(np.array(["no", "yes", "no"], dtype=object), ["no", "yes"]).tolist() == [0, 1, 0]
-    assert class_indices(np.array(["no", "maybe"], dtype=object), ["no", "yes"]) is None
-
-
-def test_a_shard_stores_its_positive_class_and_one_that_is_not_its_second_class_is_refused(tmp_path):
-    path = write_shard(tmp_path / "model_B.json", "B", "label", "logistic", ["b0"], [0.5, 0.1], True, "f" * 64,
-                       ["bad", "good"], "label")
-    assert read_shard(path, "B", "label")["positive_class"] == "good"
-    path.write_text(json.dumps(dict(json.loads(path.read_text()), positive_class="bad")))
-    with pytest.raises(DataError, match="'positive_class' must be the second of the two 'classes'"):
-        read_shard(path, "B", "label")
-
-
-class _Terminal(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_progress_only_on_a_terminal_unless_forced():
-    piped, terminal, forced = io.StringIO(), _Terminal(), io.StringIO()
-    for stream, enabled in ((piped, None), (terminal, None), (forced, True)):
-        shown = Progress("bank", enabled, stream)
-        shown.waiting(["C", "telco"])
-        shown.model(3)
-        shown.epoch(0, 0.5)
-        shown.epoch(1, 0.25)
-        shown.close()
-    assert piped.getvalue() == ""
-    for stream in (terminal, forced):
-        text = stream.getvalue()
-        assert text.startswith("party bank: waiting for C, telco…\n")
-        assert "2/3" in text and "loss=0.250000" in text
-    assert Progress("bank", False, _Terminal()).enabled is False
 
 
 # --------------------------------------------------------------------------- plain words for common mistakes

@@ -400,19 +400,6 @@ def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold(quer
     assert asked == [["held"]]
 
 
-@pytest.mark.parametrize("table, words", [
-    ({"allow_inline_features": "yes"}, "allow_inline_features must be true or false, got 'yes'"),
-    ({"request_timeout_ms": 0}, "request_timeout_ms must be a whole number from 100"),
-    ({"idle_timeout_ms": True}, "idle_timeout_ms must be a whole number"),
-    ({"token_file": ""}, "token_file must be a non-empty string"),
-    ({"token": "abc"}, "unknown key(s) ['token']"),
-])
-def test_the_new_serving_keys_are_checked_by_name(tmp_path, table, words):
-    with pytest.raises(ConfigurationError) as caught:
-        parse_serving("f.toml", table, ["bank"], tmp_path)
-    assert words in str(caught.value)
-
-
 def test_a_reload_under_way_keeps_rounds_going_and_refuses_a_second_and_the_client_waits_for_it():
     """A reload that takes longer than the client's timeout: the client gets its answer; a second reload meanwhile
     is a 409 naming the first; rounds run in the batcher's own threads, so none waits behind reloads."""

@@ -13,37 +13,9 @@ from vfl.serving.batching import MicroBatcher
 from vfl.serving.label import RoundError
 from vfl.serving.messages import pack_ids, unpack_ids
 from vfl.serving.models import versions
-from vfl.deploy.serving_settings import ServingSettings, parse_serving, resolve_store
+from vfl.deploy.serving_settings import ServingSettings
 from vfl.serving.store import load_csv_into, open_store
 from vfl.transport.message import Message, decode, encode
-
-
-# -- [serving] ----------------------------------------------------------------------------------------
-def test_serving_settings_common_and_per_party(tmp_path):
-    got = parse_serving("f.toml", {"deadline_ms": 500, "bank": {"http": "0.0.0.0:9000", "store": "rows.csv"}},
-                        ["bank", "telco"], tmp_path)
-    assert got["telco"].deadline_ms == 500 and got["telco"].http == ("127.0.0.1", 8080)
-    assert got["bank"].http == ("0.0.0.0", 9000) and got["bank"].store == str(tmp_path / "rows.csv")
-    assert got["bank"].models == tmp_path / "models"
-    assert resolve_store("sqlite:///x.db", tmp_path) == f"sqlite:///{tmp_path / 'x.db'}"
-    assert resolve_store("postgresql://u@h/db", tmp_path) == "postgresql://u@h/db"
-
-
-@pytest.mark.parametrize("table, words", [
-    ({"colour": 1}, "unknown key(s) ['colour']"),
-    ({"shop": {"http": "x:1"}}, "[serving.shop] names no party"),
-    ({"max_ids": 0}, "max_ids must be a whole number"),
-    ({"max_batch": True}, "max_batch must be a whole number"),
-    ({"batch_wait_ms": -1}, "batch_wait_ms must be"),
-    ({"http": "nowhere"}, "http: invalid address"),
-    ({"version": "../2"}, "not a model version name"),
-    ({"table": "x; drop"}, "table must be a table name"),
-    ({"deadline_ms": 9000, "max_deadline_ms": 1000}, "above max_deadline_ms"),
-])
-def test_serving_settings_refused_by_name(tmp_path, table, words):
-    with pytest.raises(ConfigurationError) as caught:
-        parse_serving("f.toml", table, ["bank"], tmp_path)
-    assert words in str(caught.value)
 
 
 def test_versions_sort_numbers_as_numbers(tmp_path):
@@ -96,7 +68,6 @@ def test_store_errors_in_plain_words(tmp_path, rows):
     pd.DataFrame({"id": ["a", "a"], "f": [1, 2]}).to_csv(bad, index=False)
     with pytest.raises(DataError, match="appears twice"):
         load_csv_into(url, "features", bad, "telco")
-
 
 
 @pytest.mark.parametrize("stored, canonical", [(" 7 ", "7"), ("8.0", "8"), ("cafe\u0301", "caf\u00e9")])
@@ -176,11 +147,6 @@ def test_a_failed_round_fails_its_requests_only_and_the_deadline_is_kept():
     assert outcome[1][1][0]["id"] == "fine"
     outcome, _ = run_batched([(["a", "b", "c"], 5.0), (["d", "e"], 5.0)], max_queue=4)
     assert isinstance(outcome[1], RoundError) and outcome[1].code == "overloaded"
-
-
-def test_serving_settings_options():
-    settings = ServingSettings().with_options(version="3", store=None)
-    assert settings.version == "3" and settings.store is None
 
 
 # -- answers ------------------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import argparse
 import socket
 from pathlib import Path
 
-from vfl.deploy.commands import check_installed, run_command, wrap
+from vfl.deploy.commands import add_command, check_installed, party_workdir, run_command
 from vfl.deploy.webguard import Boundary, host_names, is_loopback, port_number, read_token_file
 from vfl.errors import ConfigurationError
 
@@ -20,17 +20,15 @@ DEFAULT_PORT = 8765
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "board", help="this party's runs in a browser: progress, curves, trees, IV, what it learned",
-        description=wrap(
-            "Serve a read-only board of one party's runs (training, prediction, alignment, serving) from its own "
-            "work directory: live progress of a run under way, the loss as it trains, the label party's metrics "
-            "and curves, trees with this party's own thresholds, the credit pipeline's IV and scorecard, the "
-            "messages it received by step beside what its role learns, and a service's metrics. It shows exactly "
-            "what this party knows: nothing is fetched from the other parties. Binds to 127.0.0.1 by default."),
+    p = add_command(
+        subparsers, "board", "this party's runs in a browser: progress, curves, trees, IV, what it learned",
+        "Serve a read-only board of one party's runs (training, prediction, alignment, serving) from its own "
+        "work directory: live progress of a run under way, the loss as it trains, the label party's metrics "
+        "and curves, trees with this party's own thresholds, the credit pipeline's IV and scorecard, the "
+        "messages it received by step beside what its role learns, and a service's metrics. It shows exactly "
+        "what this party knows: nothing is fetched from the other parties. Binds to 127.0.0.1 by default.",
         epilog="examples:\n  vfl board --workdir vfl-B\n  vfl board --run my-run   (a folder an estimator's "
-               "save_run wrote)\n  vfl board --workdir vfl-B --port 8800 --host 0.0.0.0",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+               "save_run wrote)\n  vfl board --workdir vfl-B --port 8800 --host 0.0.0.0")
     where = p.add_mutually_exclusive_group()
     where.add_argument("--workdir", type=Path, default=None,
                        help="the party's work directory (vfl party --workdir; default: ./vfl-NAME with --role, "
@@ -80,7 +78,7 @@ def _directory(args) -> Path:
         return args.run
     if args.workdir is not None:
         return args.workdir
-    return Path(f"vfl-{args.role}") if args.role else Path(".")
+    return party_workdir(None, args.role) if args.role else Path(".")
 
 
 def _token(path: Path | None) -> str | None:

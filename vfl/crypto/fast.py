@@ -154,6 +154,21 @@ def task_ranges(count: int, unit_cost: float, max_per_task: int) -> list:
     return _split(count, parts)
 
 
+def _in_tasks(task, head: tuple, items: list, unit_cost: float) -> list:
+    """``task`` over ``items`` in worker tasks (:func:`task_ranges`, at most ``MAX_OBFUSCATORS_PER_TASK`` items
+    each), one element of the result per item, in order.
+
+    Each task gets ``(*head, its items, large)``, ``large``: whether the whole call is of at least
+    ``LARGE_COMB_CALL`` items (the tasks then use the larger comb tables).
+    """
+    large = len(items) >= LARGE_COMB_CALL
+    out = []
+    ranges = task_ranges(len(items), unit_cost, MAX_OBFUSCATORS_PER_TASK)
+    for chunk in workers.run(task, [(*head, items[lo:hi], large) for lo, hi in ranges]):
+        out.extend(chunk)
+    return out
+
+
 class FastEngine:
     """Batched Paillier arithmetic at speed; see the module docstring.
 
@@ -220,13 +235,7 @@ class FastEngine:
     def _encrypt(self, public_key, plaintexts: list) -> list:
         if self.pool is not None and self.pool.available(public_key):
             return _combine(public_key.n, plaintexts, self.obfuscators(public_key, len(plaintexts)))
-        n = int(public_key.n)
-        ranges = task_ranges(len(plaintexts), 100, MAX_OBFUSCATORS_PER_TASK)
-        out = []
-        large = len(plaintexts) >= LARGE_COMB_CALL
-        for chunk in workers.run(_task_encrypt, [(n, plaintexts[lo:hi], large) for lo, hi in ranges]):
-            out.extend(chunk)
-        return out
+        return _in_tasks(_task_encrypt, (int(public_key.n),), plaintexts, 100)
 
     def encrypt_owned(self, private_key, plaintexts):
         """What :meth:`encrypt` gives, computed by the key owner with half-size tables (the CRT).
@@ -240,26 +249,14 @@ class FastEngine:
         plan = compute.current()
         if plan.kind == "joblib" and not plan.send_private_key:
             return self._encrypt(private_key.public_key, plaintexts)
-        p, q = int(private_key.p), int(private_key.q)
-        ranges = task_ranges(len(plaintexts), 60, MAX_OBFUSCATORS_PER_TASK)
-        large = len(plaintexts) >= LARGE_COMB_CALL
-        out = []
-        for chunk in workers.run(_task_encrypt_owned, [(p, q, plaintexts[lo:hi], large) for lo, hi in ranges]):
-            out.extend(chunk)
-        return out
+        return _in_tasks(_task_encrypt_owned, (int(private_key.p), int(private_key.q)), plaintexts, 60)
 
     def rerandomize(self, public_key, ciphertexts):
         ciphertexts = list(ciphertexts)
         if self.pool is not None and self.pool.available(public_key):
             n2 = public_key.nsquare
             return [c * o % n2 for c, o in zip(ciphertexts, self.obfuscators(public_key, len(ciphertexts)))]
-        n = int(public_key.n)
-        ranges = task_ranges(len(ciphertexts), 100, MAX_OBFUSCATORS_PER_TASK)
-        out = []
-        large = len(ciphertexts) >= LARGE_COMB_CALL
-        for chunk in workers.run(_task_rerandomize, [(n, ciphertexts[lo:hi], large) for lo, hi in ranges]):
-            out.extend(chunk)
-        return out
+        return _in_tasks(_task_rerandomize, (int(public_key.n),), ciphertexts, 100)
 
     # -- cheap element-wise operations -------------------------------------------------
     def add(self, public_key, a, b):

@@ -45,6 +45,35 @@ def engine_choice(env: str, fallback: str) -> tuple[str, dict | None]:
     return choice, None
 
 
+class EngineState:
+    """An engine's state as its module reports it: ``load()``'s answer, computed once per process and again when the
+    environment variable ``env`` (the engine asked for) changes; thread-safe.  Calling it gives the state.
+
+    Parameters
+    ----------
+    env : str
+        The engine's environment variable (``VFL_CURVE_ENGINE``, ``VFL_MODEXP_ENGINE``).
+    load : callable
+        Finds, loads and checks the engine (:func:`load_engine`); returns its state (a dict).
+    """
+
+    def __init__(self, env: str, load):
+        self._env, self._load = env, load
+        self._lock = threading.Lock()
+        self._state: dict | None = None
+
+    def __call__(self) -> dict:
+        state = self._state
+        if state is None or state.get("_env") != os.environ.get(self._env):
+            with self._lock:
+                if self._state is None or self._state.get("_env") != os.environ.get(self._env):
+                    state = self._load()
+                    state["_env"] = os.environ.get(self._env)
+                    self._state = state
+                state = self._state
+        return state
+
+
 class Unavailable(Exception):
     """The library cannot run here; the message says why (for the engines' reports)."""
 

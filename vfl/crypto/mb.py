@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 
 import numpy as np
 from nacl import bindings as sodium
@@ -53,9 +52,6 @@ LANES = ipp.LANES
 _LOW_ORDER = 4                       # MBX_STATUS_LOW_ORDER_ERR
 _ENV = "VFL_CURVE_ENGINE"
 
-_lock = threading.Lock()
-_state: dict | None = None
-
 
 class FastEngineUnavailable(RuntimeError):
     """``VFL_CURVE_ENGINE=ipp`` was asked for and the fast engine cannot run here (the reason is the message)."""
@@ -69,6 +65,10 @@ def _load() -> dict:
     """Find, load and check the fast engine once per process; what :func:`engine` reports."""
     return ipp.load_engine(_ENV, FAST, SODIUM, _bind, _self_test, "libsodium", FastEngineUnavailable,
                            locate=_locate, cpu_has_ifma=_cpu_has_ifma)
+
+
+#: The engine's state (what :func:`engine` reports, and its bound functions), loaded again if ``_ENV`` changes.
+_state_now = ipp.EngineState(_ENV, _load)
 
 
 def _bind(lib) -> dict:
@@ -135,17 +135,6 @@ def engine() -> dict:
     made with ``VFL_CURVE_ENGINE``.
     """
     return {k: v for k, v in _state_now().items() if not k.startswith("_")}
-
-
-def _state_now() -> dict:
-    global _state
-    if _state is None or _state.get("_env") != os.environ.get(_ENV):
-        with _lock:
-            if _state is None or _state.get("_env") != os.environ.get(_ENV):
-                state = _load()
-                state["_env"] = os.environ.get(_ENV)
-                _state = state
-    return _state
 
 
 def describe(report: dict | None = None) -> str:

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-import threading
 
 import gmpy2
 import numpy as np
@@ -49,9 +48,6 @@ LANES = ipp.LANES
 #: Numbers of 52-bit digits of the moduli ``mbx_exp_mb8`` takes, and the size it names them by.
 DIGITS = {20: 1024, 40: 2048, 60: 3072, 79: 4096}
 _ENV = "VFL_MODEXP_ENGINE"
-
-_lock = threading.Lock()
-_state: dict | None = None
 
 
 class FastEngineUnavailable(RuntimeError):
@@ -73,6 +69,10 @@ def _load() -> dict:
     """Find, load and check the fast engine once per process; what :func:`engine` reports."""
     return ipp.load_engine(_ENV, FAST, GMP, _bind, _self_test, "gmpy2", FastEngineUnavailable,
                            locate=_locate, cpu_has_ifma=_cpu_has_ifma, tested="mbx_exp_mb8")
+
+
+#: The engine's state (what :func:`engine` reports, and its bound functions), loaded again if ``_ENV`` changes.
+_state_now = ipp.EngineState(_ENV, _load)
 
 
 def _bind(lib) -> dict:
@@ -129,17 +129,6 @@ def describe(report: dict | None = None) -> str:
     if report.get("fast"):
         return f"{report['engine']} ({report.get('version', '')}, AVX-512 IFMA, 8 exponentiations at a time)"
     return f"{report['engine']} ({report['reason']})" if report.get("reason") else report["engine"]
-
-
-def _state_now() -> dict:
-    global _state
-    if _state is None or _state.get("_env") != os.environ.get(_ENV):
-        with _lock:
-            if _state is None or _state.get("_env") != os.environ.get(_ENV):
-                state = _load()
-                state["_env"] = os.environ.get(_ENV)
-                _state = state
-    return _state
 
 
 def fast() -> bool:

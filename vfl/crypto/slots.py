@@ -32,6 +32,20 @@ from vfl.errors import FixedPointOverflowError
 MAX_GROUPS_PER_TASK = 4_096
 
 
+def _fitting(values, widths, layout: str) -> np.ndarray:
+    """``values`` (rows by slots) as an array, after checking that it has one column per slot of ``widths`` (a
+    ``ValueError`` naming the ``layout`` otherwise) and that each value fits its signed slot (a
+    :class:`FixedPointOverflowError` naming the slot's width otherwise)."""
+    values = np.asarray(values)
+    if values.ndim != 2 or values.shape[1] != len(widths):
+        raise ValueError(f"{layout} and values of shape {values.shape}")
+    if values.size:                 # every slot's largest in one pass over the values, not one per slot
+        for w, largest in zip(widths, np.abs(values).max(axis=0).tolist()):
+            if int(largest) >= 1 << (w - 1):
+                raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
+    return values
+
+
 @dataclass(frozen=True)
 class Group:
     """Slot widths (bits, sign included) of one group of signed values."""
@@ -48,13 +62,7 @@ class Group:
 
     def pack(self, values: np.ndarray) -> list:
         """One integer per row of ``values`` (rows by slots); a value out of its slot's range is refused."""
-        values = np.asarray(values)
-        if values.ndim != 2 or values.shape[1] != len(self.widths):
-            raise ValueError(f"a group of {len(self.widths)} slots and values of shape {values.shape}")
-        if values.size:                 # every slot's largest in one pass over the values, not one per slot
-            for w, largest in zip(self.widths, np.abs(values).max(axis=0).tolist()):
-                if int(largest) >= 1 << (w - 1):
-                    raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
+        values = _fitting(values, self.widths, f"a group of {len(self.widths)} slots")
         out = []
         shifts = np.concatenate([[0], np.cumsum(self.widths)[:-1]]).tolist()
         for row in values.tolist():
@@ -142,13 +150,7 @@ class Lanes:
 
     def pack(self, values: np.ndarray) -> list:
         """One integer per row of ``values`` (items by values); a value out of its width is refused."""
-        values = np.asarray(values)
-        if values.ndim != 2 or values.shape[1] != len(self.widths):
-            raise ValueError(f"lanes of {len(self.widths)} values and values of shape {values.shape}")
-        if values.size:                 # every slot's largest in one pass over the values, not one per slot
-            for w, largest in zip(self.widths, np.abs(values).max(axis=0).tolist()):
-                if int(largest) >= 1 << (w - 1):
-                    raise FixedPointOverflowError(f"a value does not fit its {w}-bit signed slot")
+        values = _fitting(values, self.widths, f"lanes of {len(self.widths)} values")
         lane = self.lane_bits
         return [gmpy2.mpz(sum(int(v) << (t * lane) for t, v in enumerate(row))) for row in values.tolist()]
 

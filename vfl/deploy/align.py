@@ -29,6 +29,7 @@ import pandas as pd
 
 from vfl.deploy.jsonfile import write_private_csv
 from vfl.crypto import group
+from vfl.deploy.commands import party_workdir
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData
 from vfl.protocols import psi_kkrt, psi_secretflow, psi_unbalanced
@@ -62,7 +63,7 @@ def private_intersection(endpoint, config: FederationConfig, role: str, data: Pa
                                          sizes)
     elif config.psi_protocol == "unbalanced":
         cache = {}
-        folder = Path(workdir if workdir is not None else f"vfl-{role}") / "psi-cache"
+        folder = party_workdir(workdir, role) / "psi-cache"
         rows = psi_unbalanced.align_rows(endpoint, data.id_bytes(), roster.label, roster.features, needed,
                                          on_progress, sizes, cache_dir=folder, report=cache,
                                          note=narrator.say if narrator is not None else None)

@@ -1,4 +1,4 @@
-"""What every ``vfl`` command shares: one line per failure, exit codes, wrapped help.
+"""What every ``vfl`` command shares: one line per failure, exit codes, wrapped help, the options naming a party.
 
 Exit codes: 0 success; 1 the federation failed (a peer gone, silent, refused,
 a malformed message...) or an internal error; 2 bad input (configuration, data,
@@ -9,9 +9,11 @@ a traceback.  ``vfl party``, ``vfl predict``, ``vfl align``, ``vfl demo`` and
 
 from __future__ import annotations
 
+import argparse
 import sys
 import textwrap
 import warnings
+from pathlib import Path
 
 from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, VFLError
 
@@ -19,6 +21,65 @@ from vfl.errors import ConfigurationError, DataError, FixedPointOverflowError, V
 def wrap(text: str) -> str:
     """Descriptions keep their own line breaks (the epilogs are laid out by hand), so wrap them here."""
     return textwrap.fill(" ".join(text.split()), 78)
+
+
+def add_command(subparsers, name: str, summary: str, description: str, epilog: str | None = None,
+                raw: bool = True) -> argparse.ArgumentParser:
+    """A subcommand's parser: its one-line ``summary`` in ``vfl --help``, its ``description`` wrapped by :func:`wrap`.
+
+    Parameters
+    ----------
+    subparsers
+        What ``argparse``'s ``add_subparsers`` returned.
+    name : str
+        The subcommand (``vfl NAME``).
+    summary : str
+        Its line in the list of subcommands.
+    description : str
+        Its description, wrapped here (its own line breaks are not kept).
+    epilog : str, optional
+        Text after the options, laid out by hand (its line breaks are kept).
+    raw : bool
+        Keep the laid-out text as it is (``argparse.RawDescriptionHelpFormatter``); False: argparse fills it again
+        to the terminal's width.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
+    kwargs = {"formatter_class": argparse.RawDescriptionHelpFormatter} if raw else {}
+    return subparsers.add_parser(name, help=summary, description=wrap(description), epilog=epilog, **kwargs)
+
+
+def add_party_options(parser: argparse.ArgumentParser,
+                      role_help: str = "which party this process is: its name in the federation file") -> None:
+    """``--config`` (the federation file) and ``--role NAME`` (this party), both required: how every command run
+    by one party of a federation names it.
+
+    Parameters
+    ----------
+    parser : argparse.ArgumentParser
+    role_help : str
+        What ``--role`` says of the party (e.g. that it is not the coordinator).
+    """
+    parser.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
+    parser.add_argument("--role", required=True, metavar="NAME", help=role_help)
+
+
+def party_workdir(workdir, role: str) -> Path:
+    """A party's work directory: ``workdir`` as given (``--workdir``), by default ``./vfl-ROLE``.
+
+    Parameters
+    ----------
+    workdir : path or None
+    role : str
+        The party's name in the federation.
+
+    Returns
+    -------
+    Path
+    """
+    return Path(workdir) if workdir is not None else Path(f"vfl-{role}")
 
 
 def run_command(args, action) -> int:

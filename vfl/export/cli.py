@@ -16,34 +16,30 @@ task ``export``: the format, the files written, who signed), as ``vfl party`` re
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 
-from vfl.deploy.commands import failure_line, run_command, wrap
+from vfl.deploy.commands import add_command, add_party_options, failure_line, run_command
 from vfl.errors import ConfigurationError, DataError
 
 
 def register(subparsers) -> None:
     """Add ``vfl export`` to the ``vfl`` parser."""
-    p = subparsers.add_parser(
-        "export", help="export a trained model (XGBoost JSON, ONNX, split by party) once the parties consent",
-        description=wrap(
-            "Export this party's trained model. 'vfl export consent' signs, with this party's federation key, its "
-            "consent to one export of this model (a format, a recipient); a consent to a whole-model format "
-            "carries this party's shard: whoever receives it learns this party's part of the model. 'vfl export' "
-            "(no action) writes the export at the recipient once every other data party's consent checks out; "
-            "with --format split each party writes its own part, and the label party the combiner. "
-            "See docs/export.md."),
+    p = add_command(
+        subparsers, "export", "export a trained model (XGBoost JSON, ONNX, split by party) once the parties consent",
+        "Export this party's trained model. 'vfl export consent' signs, with this party's federation key, its "
+        "consent to one export of this model (a format, a recipient); a consent to a whole-model format "
+        "carries this party's shard: whoever receives it learns this party's part of the model. 'vfl export' "
+        "(no action) writes the export at the recipient once every other data party's consent checks out; "
+        "with --format split each party writes its own part, and the label party the combiner. "
+        "See docs/export.md.",
         epilog="examples:\n"
                "  vfl export consent --config federation.toml --role telco --model work --format xgboost-json "
                "--to bank --out telco.consent.json\n"
                "  vfl export --config federation.toml --role bank --model work --format xgboost-json "
-               "--consents telco.consent.json --out model.json",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+               "--consents telco.consent.json --out model.json")
     p.add_argument("action", nargs="?", choices=["consent"], default=None,
                    help="'consent': sign this party's consent (without it: write the export)")
-    p.add_argument("--config", type=Path, required=True, help="federation.toml")
-    p.add_argument("--role", required=True, help="this party's name in federation.toml")
+    add_party_options(p, "this party's name in the federation file")
     p.add_argument("--model", type=Path, required=True,
                    help="this party's model shard, or a folder holding it (model.json or model_ROLE.json)")
     p.add_argument("--format", required=True, help="the export's format: trees xgboost-json, onnx or split; linear models and the "

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vfl.deploy.commands import run_command, wrap
+from vfl.deploy.commands import add_command, add_party_options, party_workdir, run_command
 from vfl.errors import ConfigurationError
 from vfl.deploy.align import alignment_line
 
@@ -39,17 +39,16 @@ def _register_certs(subparsers) -> None:
 
     parser_class, subparsers._parser_class = subparsers._parser_class, CertsParser   # vfl certs STEP ...
     try:
-        p = subparsers.add_parser(
-            "certs", help="make a federation CA and one key + certificate per party (or: request, ca, sign, revoke)",
-            description=wrap(
-                "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
-                "(NAME.key, mode 0600) and a certificate signed by the CA (NAME.pem) naming the party. "
-                "Give each machine ca.pem, its own NAME.pem and NAME.key; keep ca.key offline. "
-                "Whoever runs it holds every party's key: between organisations, each makes its own "
-                "(vfl certs request) and a CA signs it (vfl certs sign)."),
+        p = add_command(
+            subparsers, "certs",
+            "make a federation CA and one key + certificate per party (or: request, ca, sign, revoke)",
+            "Make a certificate authority (ca.pem, ca.key) and, for each party, a private key "
+            "(NAME.key, mode 0600) and a certificate signed by the CA (NAME.pem) naming the party. "
+            "Give each machine ca.pem, its own NAME.pem and NAME.key; keep ca.key offline. "
+            "Whoever runs it holds every party's key: between organisations, each makes its own "
+            "(vfl certs request) and a CA signs it (vfl certs sign).",
             epilog="example: vfl certs certs --parties bank telco shop C   (names as in federation.toml)\n\n"
-                   + STEPS_EPILOG,
-            formatter_class=argparse.RawDescriptionHelpFormatter)
+                   + STEPS_EPILOG)
     finally:
         subparsers._parser_class = parser_class
     add_steps(p)
@@ -65,17 +64,15 @@ def _register_certs(subparsers) -> None:
 
 
 def _register_party(subparsers) -> None:
-    p = subparsers.add_parser(
-        "party", help="run one party of federated training (any party of federation.toml) as this process",
-        description=wrap(
-            "Run one party of vertical federated training over mutually authenticated TLS. "
-            "Connects to its peers named in the federation file (retrying while they start): a feature "
-            "party to the label party and the coordinator, those two to every party. Checks that all "
-            "share the same settings, trains, and writes this party's model shard (feature and label "
-            "parties) to WORKDIR/model_NAME.json. With [training] model = \"gradient_boosting\" the parties "
-            "boost trees (SecureBoost) and no coordinator takes part; with model = \"mlp\" they train a split "
-            "neural network (docs/mlp.md)."),
-        epilog=THREE_MACHINES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(
+        subparsers, "party", "run one party of federated training (any party of federation.toml) as this process",
+        "Run one party of vertical federated training over mutually authenticated TLS. "
+        "Connects to its peers named in the federation file (retrying while they start): a feature "
+        "party to the label party and the coordinator, those two to every party. Checks that all "
+        "share the same settings, trains, and writes this party's model shard (feature and label "
+        "parties) to WORKDIR/model_NAME.json. With [training] model = \"gradient_boosting\" the parties "
+        "boost trees (SecureBoost) and no coordinator takes part; with model = \"mlp\" they train a split "
+        "neural network (docs/mlp.md).", epilog=THREE_MACHINES)
     _common(p)
     p.add_argument("--resume", action="store_true",
                    help="continue after the last epoch every party completed (from WORKDIR/checkpoints)")
@@ -83,14 +80,11 @@ def _register_party(subparsers) -> None:
 
 
 def _register_predict(subparsers) -> None:
-    p = subparsers.add_parser(
-        "predict", help="run one party of federated prediction from its model shard",
-        description=wrap(
-            "Score new rows with the trained model, each party using only its own shard and data. "
-            "The label party learns the scores and writes them (id, score, and for logistic models "
-            "probability and prediction)."),
-        epilog=THREE_MACHINES.replace("vfl party", "vfl predict"),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = add_command(
+        subparsers, "predict", "run one party of federated prediction from its model shard",
+        "Score new rows with the trained model, each party using only its own shard and data. "
+        "The label party learns the scores and writes them (id, score, and for logistic models "
+        "probability and prediction).", epilog=THREE_MACHINES.replace("vfl party", "vfl predict"))
     _common(p)
     p.add_argument("--model", type=Path, default=None,
                    help="this party's model shard (default: WORKDIR/model_NAME.json)")
@@ -100,16 +94,13 @@ def _register_predict(subparsers) -> None:
 
 
 def _register_align(subparsers) -> None:
-    p = subparsers.add_parser(
-        "align", help="only align this party's rows with the others' by private set intersection",
-        description=wrap(
-            "Run only the private set intersection that vfl party and vfl predict run first: every data party "
-            "(feature and label parties; not the coordinator) runs this command at once with its own CSV, and "
-            "each writes its own rows of the intersection, in the order common to all, to --out. No id leaves "
-            "its owner; every party learns the others' row counts and how many rows are shared."),
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
-    p.add_argument("--role", required=True, metavar="NAME", help="which party this process is (not the coordinator)")
+    p = add_command(
+        subparsers, "align", "only align this party's rows with the others' by private set intersection",
+        "Run only the private set intersection that vfl party and vfl predict run first: every data party "
+        "(feature and label parties; not the coordinator) runs this command at once with its own CSV, and "
+        "each writes its own rows of the intersection, in the order common to all, to --out. No id leaves "
+        "its owner; every party learns the others' row counts and how many rows are shared.")
+    add_party_options(p, "which party this process is (not the coordinator)")
     p.add_argument("--data", type=Path, required=True, help="this party's CSV with an id column")
     p.add_argument("--out", type=Path, required=True, help="where to write this party's aligned rows (CSV)")
     p.add_argument("--workdir", type=Path, default=None,
@@ -119,14 +110,13 @@ def _register_align(subparsers) -> None:
 
 
 def _register_demo(subparsers) -> None:
-    p = subparsers.add_parser(
-        "demo", help="three parties as three processes on 127.0.0.1, narrated (breast cancer, 2048-bit keys)",
-        description=wrap(
-            "Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
-            "train logistic regression on scikit-learn's breast cancer data split by columns, "
-            "run federated prediction, and compare the AUC with centralized training. "
-            "Narrates every protocol step. With --feature-parties K, the feature parties are A1 ... AK "
-            "and K + 2 processes run."))
+    p = add_command(
+        subparsers, "demo", "three parties as three processes on 127.0.0.1, narrated (breast cancer, 2048-bit keys)",
+        "Make fresh certificates, start parties A, B and C as three processes on 127.0.0.1, "
+        "train logistic regression on scikit-learn's breast cancer data split by columns, "
+        "run federated prediction, and compare the AUC with centralized training. "
+        "Narrates every protocol step. With --feature-parties K, the feature parties are A1 ... AK "
+        "and K + 2 processes run.", raw=False)
     add_demo_arguments(p)
     p.set_defaults(func=_demo)
 
@@ -178,9 +168,7 @@ def demo_options(args: argparse.Namespace) -> dict:
 
 
 def _common(p) -> None:
-    p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
-    p.add_argument("--role", required=True, metavar="NAME",
-                   help="which party this process is: its name in the federation file (e.g. A, B, C, telco)")
+    add_party_options(p, "which party this process is: its name in the federation file (e.g. A, B, C, telco)")
     p.add_argument("--data", type=Path, default=None,
                    help="this party's CSV with an id column (feature and label parties; the label party's "
                         "holds the label); not for the coordinator")
@@ -193,7 +181,7 @@ def _common(p) -> None:
 
 
 def _workdir(args) -> Path:
-    return args.workdir if args.workdir is not None else Path(f"vfl-{args.role}")
+    return party_workdir(args.workdir, args.role)
 
 
 def _certs(args) -> int:

@@ -10,7 +10,6 @@ lost, a model version loaded) on standard error.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import errno
 import logging
@@ -22,7 +21,8 @@ from pathlib import Path
 
 from vfl.deploy.webguard import Boundary, host_names
 from vfl.errors import ConfigurationError
-from vfl.deploy.commands import check_installed, failure_line, run_command, wrap
+from vfl.deploy.commands import (add_command, add_party_options, check_installed, failure_line, party_workdir,
+                                 run_command)
 from vfl.deploy.record import RunRecord
 
 EXAMPLES = """\
@@ -39,16 +39,13 @@ model versions: MODELS/VERSION/model_NAME.json (default MODELS: models/ beside f
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "serve", help="run one party as a long-lived scoring service (the label party: an HTTP API)",
-        description=wrap(
-            "Serve a trained model online. Every party runs this command with its own shard of each model version "
-            "and its own rows (a SQLite database by default, any SQLAlchemy URL, or a CSV); the parties stay linked "
-            "by mutual TLS and relink after a restart. The label party answers POST /score, GET /health and GET "
-            "/metrics over HTTP; only it learns the scores."),
-        epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--config", type=Path, required=True, help="the federation file (federation.toml)")
-    p.add_argument("--role", required=True, metavar="NAME", help="which party this process is")
+    p = add_command(
+        subparsers, "serve", "run one party as a long-lived scoring service (the label party: an HTTP API)",
+        "Serve a trained model online. Every party runs this command with its own shard of each model version "
+        "and its own rows (a SQLite database by default, any SQLAlchemy URL, or a CSV); the parties stay linked "
+        "by mutual TLS and relink after a restart. The label party answers POST /score, GET /health and GET "
+        "/metrics over HTTP; only it learns the scores.", epilog=EXAMPLES)
+    add_party_options(p, "which party this process is")
     p.add_argument("--models", type=Path, default=None,
                    help="the folder of model versions (default: [serving] models, or models/ beside the file)")
     p.add_argument("--version", default=None, help="the label party: the model version to start with "
@@ -137,7 +134,7 @@ def _credentials(role: str, settings):
 
 def _workdir(args, role: str) -> Path:
     """This party's work directory: its default store and its release ledger."""
-    return args.workdir if args.workdir is not None else Path(f"vfl-{role}")
+    return party_workdir(args.workdir, role)
 
 
 def _store(args, config, role: str, kind: str, settings):
