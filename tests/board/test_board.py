@@ -442,3 +442,20 @@ def test_the_demo_prints_each_party_s_board_and_b_s_shows_the_run_s_curves():
         assert demo.wait(60) == 0
     with pytest.raises(httpx.HTTPError):
         httpx.get(addresses["B"], timeout=2)           # the boards stopped with the demo
+
+
+def test_a_record_from_before_records_kept_views_still_shows_its_model(tmp_path):
+    """A finished training record without view.json (written before records kept views) has its views made from
+    the model.json it kept when the board reads it, and nothing is written into it; a running one shows none."""
+    record = _record(tmp_path, family="trees")
+    shard = tmp_path / "model_B.json"
+    json.dump({"format": "vfl-boosting-shard/1", "role": "label", "party": "B", "data_parties": ["A", "B"],
+               "trees": [{"tree": {"left": [1, -1, -1], "right": [2, -1, -1], "owner": [0, -1, -1],
+                                   "value": [0, 1, 2], "gain": [1, 0, 0]}}]}, open(shard, "w"))
+    record.finish({"model": str(shard)})
+    (record.folder / "view.json").unlink()
+    page = _client(tmp_path).get(f"/runs/{record.id}")
+    assert page.status_code == 200 and 'id="trees"' in page.text and "could not be read" not in page.text
+    assert not (record.folder / "view.json").exists()
+    running = _record(tmp_path, family="trees")
+    assert 'id="trees"' not in _client(tmp_path).get(f"/runs/{running.id}").text

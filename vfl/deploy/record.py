@@ -65,6 +65,41 @@ KEEP_BYTES = 64 * 2 ** 20
 FAMILIES = (*REGISTRY, "alignment", "serving")
 
 
+def model_view(info: dict, folder: Path, result: dict) -> dict | None:
+    """The views of a training run's model (``model.json`` in the record ``folder``) as its family's shard module
+    gives them (``board_view``), or None: another task, no model kept, a family without views.
+
+    A model the view cannot read gives ``{"damaged": why}``: the board says so, the run goes on.
+    """
+    family = REGISTRY.get(info.get("family"))
+    view = getattr(family.module("shard"), "board_view", None) if family is not None else None
+    model = folder / KEPT["model"]
+    if view is None or info.get("task") != "train" or not model.is_file():
+        return None
+    try:
+        return {"views": view(json.loads(model.read_text(encoding="utf-8")), result)}
+    except Exception as exc:  # noqa: BLE001 - a damaged or foreign shard: said in the record, never fatal
+        return {"damaged": f"its model's view could not be made ({type(exc).__name__})"}
+
+
+def kept_view(info: dict, folder: Path, result: dict) -> dict | None:
+    """The views the record keeps (``view.json``); a finished training record from before records kept them gets
+    them made now from its ``model.json`` (:func:`model_view`, nothing written: the board only reads).
+
+    Raises
+    ------
+    ValueError
+        ``view.json`` is there but is not a JSON object (the board says this part could not be read).
+    """
+    path = folder / VIEW
+    if not path.is_file():
+        return model_view(info, folder, result) if info.get("status") == "finished" else None
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(kept, dict):
+        raise ValueError(f"{path} is not a JSON object")
+    return kept
+
+
 def plain_json(value):
     """``value`` with numpy arrays and scalars made JSON's, non-finite floats made ``None``."""
     if isinstance(value, dict):
@@ -179,21 +214,11 @@ class RunRecord:
         self._end("finished", "")
 
     def _keep_view(self, result: dict) -> None:
-        """``view.json``: what the board shows of the model a training run kept (``model.json``), as its family's
-        shard module gives it (``board_view``; a family without one: nothing), so that the board reads records only.
-
-        A model the view cannot read is kept as ``{"damaged": why}``: the board says so, the run goes on.
-        """
-        family = REGISTRY.get(self.info["family"])
-        view = getattr(family.module("shard"), "board_view", None) if family is not None else None
-        model = self.folder / KEPT["model"]
-        if view is None or self.info["task"] != "train" or not model.is_file():
-            return
-        try:
-            kept = {"views": view(json.loads(model.read_text(encoding="utf-8")), result)}
-        except Exception as exc:  # noqa: BLE001 - a damaged or foreign shard: said in the record, never fatal
-            kept = {"damaged": f"its model's view could not be made ({type(exc).__name__})"}
-        write_json(self.folder / VIEW, plain_json(kept), private=True)
+        """``view.json``: what the board shows of the model a training run kept (:func:`model_view`), so that the
+        board reads records only."""
+        kept = model_view(self.info, self.folder, result)
+        if kept is not None:
+            write_json(self.folder / VIEW, plain_json(kept), private=True)
 
     def fail(self, error: str) -> None:
         self._end("failed", error)
