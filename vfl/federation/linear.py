@@ -58,7 +58,6 @@ from vfl.federation import explanations
 from vfl.federation.loop import party_run
 from vfl.parties import Coordinator
 from vfl.parties.linear import dp
-from vfl.protocols.linear import run_a, run_b, run_c
 from vfl.runs import linear as run_linear
 from vfl.runs.hooks import Hooks
 from vfl.runs.linear import kept_shared
@@ -160,12 +159,15 @@ def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, res
         shown.model(settings.max_iter, index, n_models, which)
         store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
                                 config.fingerprint("train"), data)
-        return _checkpointing(store, kind, resume, narrator, shown)
+        return checkpointing(store, kind, resume, narrator, shown)
     return on_model
 
 
-def _checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, shown: Progress) -> tuple:
-    """One model's checkpoints to resume from (``resume``), and its ``on_epoch``: save, narrate, show."""
+def checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, shown: Progress) -> tuple:
+    """One model's checkpoints to resume from (``resume``), and its ``on_epoch``: save, narrate, show.
+
+    What an ``on_model`` hook of linear's run returns (:data:`vfl.runs.linear.OnModel`), here and in the credit
+    pipeline's ``vfl party`` (:mod:`vfl.federation.credit`)."""
     checkpoints = store.load() if resume else {}
     if narrator and checkpoints:
         narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
@@ -177,16 +179,6 @@ def _checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, sh
             narrator.loss(epoch, loss)
         shown.epoch(epoch, loss)
     return checkpoints, on_epoch
-
-
-def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
-                resume: bool, narrator, shown: Progress) -> dict:
-    """One model's training with an already built party (the pipeline's), checkpointed after every epoch."""
-    checkpoints, on_epoch = _checkpointing(store, kind, resume, narrator, shown)
-    program = {"feature": run_a, "label": run_b, "coordinator": run_c}[kind]
-    batch_loss = {"on_batch_loss": narrator.batch_loss} if kind == "coordinator" and narrator else {}
-    return program(ep, party, config.training, checkpoints or None, on_epoch, roster=config.roster,
-                   **batch_loss) or {}
 
 
 def agree_on_models(ep: Endpoint, role: str, kind: str, roster, count: int | None) -> int:
