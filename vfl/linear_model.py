@@ -35,6 +35,7 @@ from vfl.protocols.linear import TrainingSettings
 from vfl.protocols.linear.inference import MODES
 from vfl.runs import explained, linear as run_linear
 from vfl.runs.data import RoleData
+from vfl.runs.hooks import Hooks
 from vfl.runs.linear import check_warm_models, scaled
 from vfl.runs.threads import run_in_threads
 from vfl.progressbar import ProgressBar, check_verbose
@@ -164,21 +165,22 @@ class _VerticalLinearModel(VerticalEstimator):
             label = name == roster.label
             own = RoleData(data.columns(name), np.asarray(data.features(name), dtype=np.float64),
                            data.labels if label else None, sample_weight if label else None, data.ids)
-            hooks = dict(scaler=warm["scalers"][name] if warm and warm["scalers"] else None,
-                         starts=self._starts_hook(warm, roster, name) if warm else None,
-                         validation=self._validation_hook(validation, name, label) if validation is not None else None,
-                         engine=self.engine)
+            hooks = Hooks(start=run_linear.WarmStart(warm["scalers"][name] if warm["scalers"] else None,
+                                                     self._starts_hook(warm, roster, name)) if warm else None,
+                          validation=self._validation_hook(validation, name, label) if validation is not None
+                          else None, engine=self.engine)
             if label:
                 programs[name] = partial(run_linear.train_label, data=own, settings=settings, roster=roster,
-                                         peer_columns=peer_columns, **hooks)
+                                         hooks=dataclasses.replace(
+                                             hooks, columns=run_linear.ShareColumns(peer_columns)))
             else:
                 scopes[name] = release_options.scope(roster.label, own.columns, own.features)
+                release = release_options.viewed(self, name, release_options.policy(self, name, scopes[name], allowed))
                 programs[name] = partial(run_linear.train_feature, data=own, settings=settings, roster=roster,
-                                         release=release_options.viewed(self, name, release_options.policy(
-                                             self, name, scopes[name], allowed)), **hooks)
+                                         hooks=dataclasses.replace(hooks, release=release))
         bars = _Bars(self.verbose, self.max_iter)
         programs[roster.coordinator] = partial(run_linear.train_coordinator, coordinator=coordinator,
-                                               settings=settings, roster=roster, on_model=bars.on_model)
+                                               settings=settings, roster=roster, hooks=Hooks(on_model=bars.on_model))
         transcript = Transcript()
         try:
             trained = run_in_threads(roster, programs, transcript, n_jobs=self.n_jobs)
@@ -414,8 +416,9 @@ class _VerticalLinearModel(VerticalEstimator):
         for name in roster.features:
             models = ([s["parties"][name] for s in shares] if shares else list(np.atleast_2d(self.coef_[name])))
             programs[name] = partial(run_linear.predict_feature, features=features[name], scaler=scalers.get(name),
-                                     columns=self.feature_names_[name], models=models, engine=self.engine,
-                                     release=self._release_policy(name, allowed), ids=ids, **run)
+                                     columns=self.feature_names_[name], models=models,
+                                     hooks=Hooks(engine=self.engine, release=self._release_policy(name, allowed)),
+                                     ids=ids, **run)
         own = np.atleast_2d(self.coef_[roster.label])
         models = ([s["parties"][roster.label] for s in shares] if shares else
                   [np.append(own[index], intercept) for index, intercept in enumerate(intercepts)])
@@ -423,7 +426,7 @@ class _VerticalLinearModel(VerticalEstimator):
                                          scaler=scalers.get(roster.label),
                                          columns=self.feature_names_[roster.label], models=models,
                                          fit_intercept=True if not shares else self.fit_intercept,
-                                         engine=self.engine, **run)
+                                         hooks=Hooks(engine=self.engine), **run)
         programs[roster.coordinator] = partial(run_linear.predict_coordinator, coordinator=coordinator,
                                                settings=settings, roster=roster, mode=self.inference,
                                                shares=[s["coordinator"] for s in shares] if shares else None)

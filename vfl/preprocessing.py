@@ -45,6 +45,7 @@ from vfl.parties.credit.selection import SelectionRules
 from vfl.protocols import Roster
 from vfl.protocols.credit.settings import CreditSettings, check_scorecard_model
 from vfl.runs import credit as run
+from vfl.runs.hooks import Hooks
 from vfl.runs.threads import run_in_threads
 from vfl.parties.scaling import Standardizer
 from vfl.transport import Transcript
@@ -209,10 +210,11 @@ class VerticalWOE(BaseEstimator):
         binning.fit(data)
         roster = Roster(data.feature_parties, data.label_party, None).without_coordinator()
         binners, roles = binning.binners_, {p: _role_data(data, p) for p in data.parties}
-        programs = {k: (lambda ep, k=k: run.woe_feature(ep, roles[k], k, binners[k], roster, engine=self.engine))
+        hooks = Hooks(engine=self.engine)
+        programs = {k: (lambda ep, k=k: run.woe_feature(ep, roles[k], k, binners[k], roster, hooks))
                     for k in roster.features}
         programs[roster.label] = lambda ep: run.woe_label(ep, roles[roster.label], roster.label, binners[roster.label],
-                                                          roster, self.key_bits, self.insecure, engine=self.engine)
+                                                          roster, self.key_bits, self.insecure, hooks)
         transcript = Transcript()
         parties = run_in_threads(roster, programs, transcript, n_jobs=self.n_jobs)
         label = parties[roster.label]

@@ -258,7 +258,7 @@ def test_a_resumed_run_equals_an_uninterrupted_one():
 
     with pytest.raises(Exception, match="went down"):
         run_in_threads(roster, run.training_programs(data, settings, roster, starts=starts,
-                                                     hooks={"A": keep("A"), "B": keep("B")}))
+                                                     on_steps={"A": keep("A"), "B": keep("B")}))
     assert max(saved["A"]) == 3 and max(saved["B"]) == 2
     resumed = run_in_threads(roster, run.training_programs(data, settings, roster, checkpoints=saved))
     np.testing.assert_allclose(resumed["B"].record["loss_curve"], whole["B"].record["loss_curve"], atol=1e-9)

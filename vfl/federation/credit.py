@@ -14,9 +14,10 @@ fingerprint):
    when every data party has one;
 5. the model: each party codes its selected columns (WOE values, or bin
    indicators for a feature party not given its WOE values), standardizes them
-   and trains logistic regression with the coordinator
-   (:mod:`vfl.protocols.linear.training`; checkpoints every epoch), then the label
-   party's training metrics by one private prediction;
+   and trains logistic regression with the coordinator through linear's run
+   (:mod:`vfl.runs.linear`, the coded columns as its data; the column counts as
+   ``model_columns``, :func:`model_columns`; checkpoints every epoch), then the
+   label party's training metrics by one private prediction;
 6. the scorecard: each party its own points per bin; the shard
    (:mod:`vfl.deploy.shards.credit`).
 
@@ -44,13 +45,12 @@ from vfl.deploy.compute import uses_compute
 from vfl.deploy.config import FederationConfig
 from vfl.deploy.data import PartyData, load_csv
 from vfl.deploy.report import class_indices, classes_line, rows_report
-from vfl.federation.linear import (agree_on_models, needs_data, release_policy, report_training, score_rows,
-                                  scoring_part, train_model)
+from vfl.federation.linear import (agree_on_models, checkpointing, needs_data, release_policy, report_training,
+                                  score_rows, scoring_part)
 from vfl.deploy.session import check_equations, stops_told
 from vfl.federation import explanations
 from vfl.federation.loop import party_run
-from vfl.parties import Coordinator, row_weights, targets
-from vfl.parties.linear import PartyA, PartyB
+from vfl.parties import Coordinator
 from vfl.parties.binning import Binner
 from vfl.parties.credit.scorecard import Coder
 from vfl.parties.credit.statistics import describe, population_stability
@@ -59,6 +59,8 @@ from vfl.protocols.release import ReleaseWarning, refuse
 from vfl.protocols.fields import count, flag
 from vfl.runs import credit as credit_run
 from vfl.runs import linear as run_linear
+from vfl.runs.data import RoleData
+from vfl.runs.hooks import Hooks
 from vfl.runs.linear import raw_release
 
 #: The format of the checkpoint written after WOE/IV and selection.
@@ -76,7 +78,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     party ``iv`` (every party's columns), ``selected`` and ``metrics``; at a data
     party its own ``selected`` columns.
     """
-    settings, credit, roster = config.training, config.pipeline, config.roster
+    settings, credit = config.training, config.pipeline
     kind = config.role_of(role)
     workdir = Path(workdir)
     with stops_told(config, role, "train"):
@@ -104,21 +106,18 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             step = _woe_and_selection(ep, config, role, kind, data, binner, step_path, fingerprint, resume,
                                       narrator, store.data)
             coder = _coder(credit, role, binner, codes, step, data.columns, config.roster)
-            coded = coder.transform(codes)
-            scaler = Standardizer.fit(coded, role, coder.names) if settings.standardize else None
-            model_x = scaler.transform(coded) if scaler is not None else coded
-            _model_columns(ep, config, role, kind, data.n_rows, len(coder.names))
+            coded = RoleData(coder.names, coder.transform(codes), data.labels if kind == "label" else None,
+                             None, data.ids)
             summary["selected"] = [data.columns[j] for j in coder.selected]
-        n_models = agree_on_models(ep, role, kind, roster, 1 if kind == "label" else None)
-        if n_models != 1:
-            raise ProtocolError(f"{role}: the pipeline trains one model, {roster.label} announced {n_models}")
-        if kind == "label" and classes_line(role, step["classes"]):
-            shown.line(classes_line(role, step["classes"]))
-        party = coordinator if kind == "coordinator" else _model_party(config, role, kind, data, model_x,
-                                                                         coder.names)
-        shown.model(settings.max_iter)
-        result = train_model(ep, config, role, kind, party, store, resume, narrator, shown)
+        on_model = _on_model(config, role, kind, step["classes"] if kind == "label" else None, store, resume,
+                             narrator, shown)
+        trained = _train_model(ep, config, kind, coded if data else None, coordinator, on_model, narrator)
         shown.close()
+        if kind == "coordinator":
+            party, result = coordinator, trained.results[0]
+        else:
+            party, scaler = trained.parties[0], trained.scaler
+            model_x = run_linear.scaled(coded.features, scaler)
         parts = None
         if kind == "feature":
             parts = _check_trained_part(config, role, workdir, data, binner, coder, party, scaler, model_x)
@@ -243,27 +242,42 @@ def _coder(credit, role: str, binner: Binner, codes, step: dict, columns, roster
     return coder
 
 
-def _model_columns(ep, config: FederationConfig, role: str, kind: str, n_rows: int, n_columns: int) -> None:
-    """The label party learns every party's model column count and checks the gradient-equations rule."""
-    roster = config.roster
-    if kind == "feature":
+def _train_model(ep, config: FederationConfig, kind: str, coded: RoleData | None, coordinator, on_model,
+                 narrator) -> run_linear.Trained:
+    """The model: linear's run (:mod:`vfl.runs.linear`) on the coded columns, logistic regression with the
+    coordinator, each data party standardizing its own coded columns; the column counts travel as the pipeline's
+    ``model_columns`` (:func:`model_columns`), not as linear's ``columns``."""
+    settings, roster = config.training, config.roster
+    if kind == "coordinator":
+        return run_linear.train_coordinator(ep, coordinator, settings, roster, Hooks(
+            on_model=on_model, on_batch_loss=narrator.batch_loss if narrator else None))
+    program = run_linear.train_label if kind == "label" else run_linear.train_feature
+    return program(ep, coded, settings, roster, Hooks(on_model=on_model, columns=model_columns))
+
+
+def model_columns(ep, n_rows: int, n_columns: int, settings, roster, separate_validation: bool) -> None:
+    """The pipeline's column-count exchange (``Hooks.columns`` of linear's run): every feature party tells the
+    label party its model column count (message ``model_columns``); the label party checks the
+    gradient-equations rule on every count.  ``separate_validation`` is not used (the pipeline has none)."""
+    if ep.role != roster.label:
         ep.send(roster.label, "model_columns", "public", count=n_columns)
         return
     counts = {k: count(ep.recv(k, "model_columns"), "count", 1 << 20) for k in roster.features}
-    counts[role] = n_columns
-    check_equations(n_rows, counts, config.training, roster)
+    counts[ep.role] = n_columns
+    check_equations(n_rows, counts, settings, roster)
 
 
-def _model_party(config: FederationConfig, role: str, kind: str, data: PartyData, x, columns):
-    settings = config.training
-    if kind == "feature":
-        return PartyA(x, role=role, columns=columns)
-    model_targets, _ = targets(data.labels, "logistic", role)
-    party = PartyB(x, model_targets[0], fit_intercept=settings.fit_intercept, role=role, columns=columns)
-    weights = row_weights(data.labels, settings.class_weight, None, role)
-    if weights is not None:
-        party.set_weights(weights)
-    return party
+def _on_model(config: FederationConfig, role: str, kind: str, classes, store, resume: bool, narrator, shown):
+    """The model's ``on_model`` hook: one model only, the label party's classes shown, its checkpoints (in the
+    party's store) to resume from and its ``on_epoch`` (:func:`vfl.federation.linear.checkpointing`)."""
+    def on_model(index: int, n_models: int, _classes) -> tuple:
+        if n_models != 1:
+            raise ProtocolError(f"{role}: the pipeline trains one model, {config.roster.label} announced {n_models}")
+        if classes is not None and classes_line(role, classes):
+            shown.line(classes_line(role, classes))
+        shown.model(config.training.max_iter)
+        return checkpointing(store, kind, resume, narrator, shown)
+    return on_model
 
 
 def _shard(config: FederationConfig, role: str, kind: str, data: PartyData, binner: Binner, coder: Coder, party,

@@ -58,8 +58,8 @@ from vfl.federation import explanations
 from vfl.federation.loop import party_run
 from vfl.parties import Coordinator
 from vfl.parties.linear import dp
-from vfl.protocols.linear import run_a, run_b, run_c
 from vfl.runs import linear as run_linear
+from vfl.runs.hooks import Hooks
 from vfl.runs.linear import kept_shared
 from vfl.protocols.release import ReleasePolicy
 from vfl.transport import Endpoint
@@ -135,15 +135,14 @@ def _train_role(ep: Endpoint, config: FederationConfig, role: str, kind: str, da
     """This party's training run (:mod:`vfl.runs.linear`), with its session's hooks."""
     settings, roster = config.training, config.roster
     if kind == "coordinator":
-        return run_linear.train_coordinator(ep, coordinator, settings, roster, on_model=on_model,
-                                            on_batch_loss=narrator.batch_loss if narrator else None)
-    hooks = dict(scaler=shard_scaler(previous) if previous else None,
-                 starts=_warm_starts(previous, role) if previous else None, on_model=on_model)
+        return run_linear.train_coordinator(ep, coordinator, settings, roster, Hooks(
+            on_model=on_model, on_batch_loss=narrator.batch_loss if narrator else None))
+    start = run_linear.WarmStart(shard_scaler(previous), _warm_starts(previous, role)) if previous else None
     if kind == "label":
-        return run_linear.train_label(ep, data, settings, roster, **hooks,
-                                      peer_columns=hello_columns(role, theirs, roster))
-    return run_linear.train_feature(ep, data, settings, roster, **hooks,
-                                    release=release_policy(config, role, workdir))
+        return run_linear.train_label(ep, data, settings, roster, Hooks(
+            start=start, on_model=on_model, columns=run_linear.ShareColumns(hello_columns(role, theirs, roster))))
+    return run_linear.train_feature(ep, data, settings, roster, Hooks(
+        start=start, on_model=on_model, release=release_policy(config, role, workdir)))
 
 
 def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, resume: bool, narrator, shown: Progress,
@@ -160,12 +159,15 @@ def _on_model(config: FederationConfig, role: str, kind: str, workdir: Path, res
         shown.model(settings.max_iter, index, n_models, which)
         store = CheckpointStore(_model_folder(workdir / "checkpoints", index, n_models), role,
                                 config.fingerprint("train"), data)
-        return _checkpointing(store, kind, resume, narrator, shown)
+        return checkpointing(store, kind, resume, narrator, shown)
     return on_model
 
 
-def _checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, shown: Progress) -> tuple:
-    """One model's checkpoints to resume from (``resume``), and its ``on_epoch``: save, narrate, show."""
+def checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, shown: Progress) -> tuple:
+    """One model's checkpoints to resume from (``resume``), and its ``on_epoch``: save, narrate, show.
+
+    What an ``on_model`` hook of linear's run returns (:data:`vfl.runs.linear.OnModel`), here and in the credit
+    pipeline's ``vfl party`` (:mod:`vfl.federation.credit`)."""
     checkpoints = store.load() if resume else {}
     if narrator and checkpoints:
         narrator.say(f"resume: has checkpoints after epochs {sorted(k + 1 for k in checkpoints)}")
@@ -177,16 +179,6 @@ def _checkpointing(store: CheckpointStore, kind: str, resume: bool, narrator, sh
             narrator.loss(epoch, loss)
         shown.epoch(epoch, loss)
     return checkpoints, on_epoch
-
-
-def train_model(ep: Endpoint, config: FederationConfig, role: str, kind: str, party, store: CheckpointStore,
-                resume: bool, narrator, shown: Progress) -> dict:
-    """One model's training with an already built party (the pipeline's), checkpointed after every epoch."""
-    checkpoints, on_epoch = _checkpointing(store, kind, resume, narrator, shown)
-    program = {"feature": run_a, "label": run_b, "coordinator": run_c}[kind]
-    batch_loss = {"on_batch_loss": narrator.batch_loss} if kind == "coordinator" and narrator else {}
-    return program(ep, party, config.training, checkpoints or None, on_epoch, roster=config.roster,
-                   **batch_loss) or {}
 
 
 def agree_on_models(ep: Endpoint, role: str, kind: str, roster, count: int | None) -> int:
@@ -356,8 +348,8 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         elif kind == "feature":
             release = release_policy(config, role, workdir)
             summary["rows"] = run_linear.predict_feature(ep, data.features, data.columns, models, settings, roster,
-                                                         scaler=shard_scaler(shard), mode=mode, shared=shared,
-                                                         release=release, ids=data.ids)
+                                                         Hooks(release=release), scaler=shard_scaler(shard),
+                                                         mode=mode, shared=shared, ids=data.ids)
             if explaining is not None:      # the same release as the scores: its ledger adds nothing
                 summary["explained"] = run_linear.explain_feature(ep, data.features, data.columns, explaining,
                                                                   roster.without_coordinator(), release=release,

@@ -36,6 +36,7 @@ from vfl.federation.loop import party_run
 from vfl.parties.mlp.label_party import MLPLabelParty
 from vfl.protocols.release import ReleasePolicy
 from vfl.runs import mlp as run
+from vfl.runs.hooks import Hooks
 
 
 def train(config: FederationConfig, role: str, data_path=None, workdir=".", resume: bool = False,
@@ -108,9 +109,9 @@ def _train_role(ep, config: FederationConfig, role: str, kind: str, data, store:
         shown.epoch(epoch, loss)
 
     if kind == "label":
-        return run.train_label(ep, data, settings, roster, on_step=on_epoch, checkpoints=checkpoints)
-    return run.train_feature(ep, data, settings, roster, on_step=on_epoch, checkpoints=checkpoints,
-                             release=ReleasePolicy.for_party(config.party(role), workdir))
+        return run.train_label(ep, data, settings, roster, Hooks(on_step=on_epoch, checkpoints=checkpoints))
+    return run.train_feature(ep, data, settings, roster, Hooks(
+        on_step=on_epoch, checkpoints=checkpoints, release=ReleasePolicy.for_party(config.party(role), workdir)))
 
 
 def _report_training(ep, config: FederationConfig, role: str, kind: str, data, trained, workdir: Path
@@ -122,7 +123,7 @@ def _report_training(ep, config: FederationConfig, role: str, kind: str, data, t
         return None
     if kind == "feature":
         run.predict_feature(ep, data, trained.party, settings, roster,
-                            ReleasePolicy.for_party(config.party(role), workdir))
+                            Hooks(release=ReleasePolicy.for_party(config.party(role), workdir)))
         return None
     party = trained.party
     out = run.predict_label(ep, data, party, settings, roster)
@@ -180,7 +181,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
             summary["rows"] = data.n_rows
             if kind == "feature":
                 run.predict_feature(this.endpoint, data, party, settings, roster,
-                                    ReleasePolicy.for_party(config.party(role), workdir))
+                                    Hooks(release=ReleasePolicy.for_party(config.party(role), workdir)))
             else:
                 out = run.predict_label(this.endpoint, data, party, settings, roster)
                 summary["scores"] = str(_write_scores(output or workdir / "scores.csv", data.ids, out, party,

@@ -38,6 +38,7 @@ from vfl.parties.trees.label_party import TreeLabelParty
 from vfl.parties.trees.loss import class_probabilities
 from vfl.protocols.release import ReleasePolicy
 from vfl.runs import explained, trees as run
+from vfl.runs.hooks import Hooks
 
 #: What the coordinator's ``vfl party`` / ``vfl predict`` says for gradient boosting.
 NO_COORDINATOR = "gradient boosting has no coordinator (the label party holds the key pair): nothing to run"
@@ -72,12 +73,12 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             shown.epoch(iteration, run.training_loss(held["label"]) if "label" in held else None)
 
         if kind == "feature":
-            result = run.train_feature(this.endpoint, this.data, settings, roster,
-                                       checkpoints=checkpoints, on_step=on_iteration,
-                                       release=ReleasePolicy.for_party(config.party(role), this.workdir))
+            result = run.train_feature(this.endpoint, this.data, settings, roster, Hooks(
+                checkpoints=checkpoints, on_step=on_iteration,
+                release=ReleasePolicy.for_party(config.party(role), this.workdir)))
         else:
-            result = run.train_label(this.endpoint, this.data, settings, roster, checkpoints=checkpoints,
-                                     on_step=on_iteration, on_party=lambda p: held.update(label=p))
+            result = run.train_label(this.endpoint, this.data, settings, roster, Hooks(
+                checkpoints=checkpoints, on_step=on_iteration, on_party=lambda p: held.update(label=p)))
         party = result.party
         shown.close()
     summary = this.summary(iterations=len(party.trees))
@@ -151,7 +152,7 @@ def predict(config: FederationConfig, role: str, data_path=None, model_path=None
         summary = {"rows": this.data.n_rows, "label": roster.label}
         if kind == "feature":
             release = ReleasePolicy.for_party(config.party(role), workdir)
-            run.predict_feature(this.endpoint, this.data, party, roster, release)
+            run.predict_feature(this.endpoint, this.data, party, roster, Hooks(release=release))
             if config.explanations is not None:     # the label party explains from the masks it just received
                 summary["explained"] = {"rows": this.data.n_rows, "named": {}}
         else:

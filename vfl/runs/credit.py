@@ -49,6 +49,7 @@ from vfl.protocols.credit.settings import CreditSettings
 from vfl.protocols.credit.woe import CHUNK_ROWS
 from vfl.protocols.release import ReleasePolicy, check_model, evaluate, table_release
 from vfl.protocols.roster import Roster
+from vfl.runs.hooks import NO_HOOKS, Hooks
 from vfl.transport import Endpoint
 
 
@@ -101,20 +102,26 @@ def bin_codes(binner: Binner, data, role: str) -> np.ndarray:
 
 # --------------------------------------------------------------------------- WOE/IV and selection
 
-def woe_feature(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, *, engine=None) -> WOEFeatureParty:
-    """A feature party's WOE/IV step: it multiplies the encrypted classes into its bins; returns its party."""
+def woe_feature(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, hooks: Hooks = NO_HOOKS
+                ) -> WOEFeatureParty:
+    """A feature party's WOE/IV step: it multiplies the encrypted classes into its bins; returns its party.
+
+    Of its ``hooks`` it reads the crypto ``engine``."""
     party = WOEFeatureParty(binner.transform(data.features, f"party {role}", data.columns), binner, role,
                            data.columns)
-    protocol.run_feature(ep, party, roster.without_coordinator(), engine=engine)
+    protocol.run_feature(ep, party, roster.without_coordinator(), engine=hooks.engine)
     return party
 
 
-def woe_label(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, key_bits: int, insecure: bool, *,
-              engine=None, chunk_rows: int | None = None) -> WOELabelParty:
-    """The label party's WOE/IV step (its key): every party's columns' tables; returns its party."""
+def woe_label(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, key_bits: int, insecure: bool,
+              hooks: Hooks = NO_HOOKS, *, chunk_rows: int | None = None) -> WOELabelParty:
+    """The label party's WOE/IV step (its key): every party's columns' tables; returns its party.
+
+    Of its ``hooks`` it reads the crypto ``engine``."""
     party = WOELabelParty(binner.transform(data.features, f"party {role}", data.columns), binner, data.labels,
                           role, data.columns)
-    protocol.run_label(ep, party, roster.without_coordinator(), key_bits, insecure, engine, chunk_rows or CHUNK_ROWS)
+    protocol.run_label(ep, party, roster.without_coordinator(), key_bits, insecure, hooks.engine,
+                       chunk_rows or CHUNK_ROWS)
     return party
 
 
@@ -143,17 +150,19 @@ def select_label(ep: Endpoint, party: WOELabelParty, data, roster: Roster, rules
             "classes": [c.item() if hasattr(c, "item") else c for c in party.classes]}
 
 
-def train_feature(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, settings: CreditSettings, *,
-                  engine=None) -> tuple[WOEFeatureParty, dict]:
-    """A feature party's WOE/IV and selection: its party and its step (:func:`select_feature`)."""
-    party = woe_feature(ep, data, role, binner, roster, engine=engine)
+def train_feature(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, settings: CreditSettings,
+                  hooks: Hooks = NO_HOOKS) -> tuple[WOEFeatureParty, dict]:
+    """A feature party's WOE/IV and selection: its party and its step (:func:`select_feature`); of its
+    ``hooks`` it reads the crypto ``engine``."""
+    party = woe_feature(ep, data, role, binner, roster, hooks)
     return party, select_feature(ep, party, data, roster, settings.rules, settings.share_woe)
 
 
 def train_label(ep: Endpoint, data, role: str, binner: Binner, roster: Roster, settings: CreditSettings,
-                key_bits: int, insecure: bool, *, engine=None) -> tuple[WOELabelParty, dict]:
-    """The label party's WOE/IV and selection: its party and its step (:func:`select_label`)."""
-    party = woe_label(ep, data, role, binner, roster, key_bits, insecure, engine=engine)
+                key_bits: int, insecure: bool, hooks: Hooks = NO_HOOKS) -> tuple[WOELabelParty, dict]:
+    """The label party's WOE/IV and selection: its party and its step (:func:`select_label`); of its ``hooks``
+    it reads the crypto ``engine``."""
+    party = woe_label(ep, data, role, binner, roster, key_bits, insecure, hooks)
     return party, select_label(ep, party, data, roster, settings.rules, settings.share_woe)
 
 

@@ -24,10 +24,12 @@ and runs, in this order:
 * one protocol run per model (:mod:`vfl.protocols.linear`), under the coordinator's
   one key and on the same rows, each tagged with its index in the transcript.
 
-What differs between the faces comes in as hooks: where checkpoints are kept and
-what is shown after every epoch (``on_model``), the warm starts (fitted attributes
-or a previous shard), a separate validation set (the estimator's
-``fit(validation=...)``) and a feature party's release policy (its ledger, opt-in and DP).
+What differs between the faces comes in as hooks (:class:`vfl.runs.hooks.Hooks`): where
+checkpoints are kept and what is shown after every epoch (``on_model``), the warm starts
+(``start``: fitted attributes or a previous shard), a separate validation set (the
+estimator's ``fit(validation=...)``), a feature party's release policy (its ledger, opt-in
+and DP) and the column-count exchange (``columns``: by default :class:`ShareColumns`; the
+credit pipeline trains its coded columns with its own ``model_columns`` exchange).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from vfl.protocols.linear import TrainingSettings, check_batch_size, check_gradi
 from vfl.protocols.linear import shared as shared_protocol
 from vfl.parties import explain as maths
 from vfl.protocols import explain as explain_protocol
+from vfl.runs.hooks import NO_HOOKS, Hooks
 from vfl.protocols.release import ReleasePolicy, ReleaseWarning, linear_release, reason_release, refuse
 from vfl.protocols.linear.checks import (check_validation_split, warn_clipped_labels,
                                          warn_mini_batch_labels)
@@ -89,12 +92,14 @@ def kept_shared(settings) -> bool:
 
 # --------------------------------------------------------------------------- training
 
-def train_feature(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, **hooks) -> Trained:
-    """A feature party's training run; ``hooks`` as for :func:`train_label` (no ``peer_columns``)."""
-    return _train_data_party(ep, data, settings, roster, **hooks)
+def train_feature(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, hooks: Hooks = NO_HOOKS
+                  ) -> Trained:
+    """A feature party's training run; ``hooks`` as for :func:`train_label`, with its ``release`` policy."""
+    return _train_data_party(ep, data, settings, roster, hooks)
 
 
-def train_label(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, **hooks) -> Trained:
+def train_label(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, hooks: Hooks = NO_HOOKS
+                ) -> Trained:
     """The label party's training run: features, labels and row weights (``data.weights``).
 
     Parameters
@@ -105,40 +110,48 @@ def train_label(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, 
         ``columns``, ``features`` (rows aligned with every party's), ``labels``, ``weights``.
     settings : TrainingSettings
     roster : Roster
-    peer_columns : mapping of str to int
-        The feature parties' column counts, as they told the label party (``vfl party``: in
-        their hellos).
-    scaler : Standardizer, optional
-        The scaling a warm start continues; otherwise (``standardize``) a scaler is fitted.
-    starts : callable, optional
-        ``starts(n_models, classes)`` -> this party's start per model (warm start).
-    release : ReleasePolicy, optional
-        A feature party's release policy: after training, the model's partial scores are
-        checked on its training rows and the verdict kept in its ledger.
-    validation : callable, optional
-        ``validation(index, n_models, party, trained)`` gives model ``index``'s party its separate
-        validation rows (scaled by ``trained.scaler``; the label party's coded for ``trained.classes``).
-    on_model : callable, optional
-        See :data:`OnModel`.
-    engine : str, optional
-        The crypto engine.
+    hooks : Hooks
+        What the run reads of them: ``columns``, the column-count exchange (by default
+        :class:`ShareColumns`: the label party's carries the feature parties' column counts, as
+        they told it; ``vfl party``: in their hellos); ``start``, a :class:`WarmStart`;
+        ``release``, a feature party's release policy (after training, the model's partial
+        scores are checked on its training rows and the verdict kept in its ledger);
+        ``validation``, ``validation(index, n_models, party, trained)`` gives model ``index``'s
+        party its separate validation rows (scaled by ``trained.scaler``; the label party's coded
+        for ``trained.classes``); ``on_model`` (see :data:`OnModel`); ``engine``.
 
     Returns
     -------
     Trained
     """
-    return _train_data_party(ep, data, settings, roster, **hooks)
+    return _train_data_party(ep, data, settings, roster, hooks)
 
 
-def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, *,
-                      peer_columns: Mapping[str, int] | None = None, scaler: Standardizer | None = None,
-                      starts=None, release: ReleasePolicy | None = None,
-                      validation=None, on_model: OnModel | None = None, engine=None) -> Trained:
+@dataclass(frozen=True)
+class WarmStart:
+    """A linear warm start (``Hooks.start``): the previous run's scaling and weights.
+
+    Attributes
+    ----------
+    scaler : Standardizer or None
+        The scaling the previous weights were trained with (kept: the weights continue on it).
+    starts : callable
+        ``starts(n_models, classes)`` -> this party's start per model, checked against the run's models.
+    """
+
+    scaler: Standardizer | None
+    starts: Callable
+
+
+def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Roster, hooks: Hooks) -> Trained:
     role = ep.role
     label = role == roster.label
-    scaler = fit_scaler(settings, scaler, data, role)
+    warm = hooks.start
+    scaler = fit_scaler(settings, warm.scaler if warm else None, data, role)
     features = scaled(data.features, scaler)
-    _check_columns(ep, len(features), len(data.columns), settings, roster, peer_columns, validation is not None)
+    exchange = hooks.columns or ShareColumns()
+    exchange(ep, len(features), len(data.columns), settings, roster, hooks.validation is not None)
+    starts = warm.starts if warm else None
     if label:
         model_targets, classes = targets(data.labels, settings.objective, role)
         weights = row_weights(data.labels, settings.class_weight, data.weights, role)
@@ -156,16 +169,16 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
         party.ids = getattr(data, "ids", None)          # to name a row in an error
         if begin[index] is not None:            # warm start: continue from the previous weights
             party.warm_params = begin[index]
-        if validation is not None:
-            validation(index, n_models, party, trained)
-        checkpoints, on_step = on_model(index, n_models, classes) if on_model else (None, None)
+        if hooks.validation is not None:
+            hooks.validation(index, n_models, party, trained)
+        checkpoints, on_step = hooks.on_model(index, n_models, classes) if hooks.on_model else (None, None)
         ep.model = index if n_models > 1 else None
         program = run_b if label else run_a
-        program(ep, party, settings, checkpoints or None, on_step, engine=engine, roster=roster)
+        program(ep, party, settings, checkpoints or None, on_step, engine=hooks.engine, roster=roster)
         trained.parties.append(party)
     ep.model = None
-    if release is not None and not label:
-        _check_trained(release, roster.label, data, trained)
+    if hooks.release is not None and not label:
+        _check_trained(hooks.release, roster.label, data, trained)
     return trained
 
 
@@ -189,16 +202,33 @@ def _check_trained(release: ReleasePolicy, label_party: str, data, trained: Trai
                           stacklevel=2)
 
 
-def _check_columns(ep: Endpoint, n_rows: int, n_columns: int, settings, roster: Roster,
-                   peer_columns: Mapping[str, int] | None, separate_validation: bool) -> None:
-    """Before any model: the label-leak warning, then every party's column count and the checks on all of them."""
-    if ep.role == roster.label:     # a warning about the settings and the row count: before any refusal of them
-        warn_mini_batch_labels(settings, n_rows, stacklevel=5)
-    counts = share_columns(ep, ep.role, n_columns, peer_columns, roster)
-    if not separate_validation:
-        check_validation_split(n_rows, settings, {name: counts[name] + (name == roster.label)
-                                                  for name in roster.data_parties})
-    check_gradients(n_rows, counts, settings, roster)
+@dataclass(frozen=True)
+class ShareColumns:
+    """Linear's column-count exchange before any model (``Hooks.columns``' default).
+
+    The label-leak warning at the label party, then every data party's column count
+    (:func:`share_columns`, message ``columns``) and the checks on all of them: the validation split
+    (unless a separate validation set is given), every party's batch size and the
+    accumulated-equations rule.
+
+    Attributes
+    ----------
+    peer_columns : mapping of str to int, optional
+        The label party's: the feature parties' column counts, as they told it (``vfl party``: in
+        their hellos); a feature party leaves it out (the label party tells it every count).
+    """
+
+    peer_columns: Mapping[str, int] | None = None
+
+    def __call__(self, ep: Endpoint, n_rows: int, n_columns: int, settings, roster: Roster,
+                 separate_validation: bool) -> None:
+        if ep.role == roster.label:     # a warning about the settings and the row count: before any refusal of them
+            warn_mini_batch_labels(settings, n_rows, stacklevel=5)
+        counts = share_columns(ep, ep.role, n_columns, self.peer_columns, roster)
+        if not separate_validation:
+            check_validation_split(n_rows, settings, {name: counts[name] + (name == roster.label)
+                                                      for name in roster.data_parties})
+        check_gradients(n_rows, counts, settings, roster)
 
 
 def _party(role: str, features: np.ndarray, columns, settings, n_models: int, target=None, weights=None):
@@ -212,19 +242,19 @@ def _party(role: str, features: np.ndarray, columns, settings, n_models: int, ta
     return party
 
 
-def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, roster: Roster, *,
-                      on_model: OnModel | None = None, on_batch_loss=None) -> Trained:
+def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: TrainingSettings, roster: Roster,
+                      hooks: Hooks = NO_HOOKS) -> Trained:
     """The coordinator's training run: one key pair (``coordinator``'s) for every model of the run.
 
-    ``on_model`` as for :func:`train_label`; ``on_batch_loss(epoch, batch, loss)`` after every
-    batch loss it decrypts.  The result holds each model's ``loss_curve``, ``n_iter``,
+    Of its ``hooks``: ``on_model`` as for :func:`train_label`; ``on_batch_loss(epoch, batch, loss)``
+    after every batch loss it decrypts.  The result holds each model's ``loss_curve``, ``n_iter``,
     ``converged`` and ``best_epoch``, and with ``reveal = "never"`` its shares.
     """
     n_models = agree_on_models(ep, ep.role, roster, None)
     trained = Trained(n_models)
-    batch_loss = {"on_batch_loss": on_batch_loss} if on_batch_loss else {}
+    batch_loss = {"on_batch_loss": hooks.on_batch_loss} if hooks.on_batch_loss else {}
     for index in range(n_models):
-        checkpoints, on_step = on_model(index, n_models, None) if on_model else (None, None)
+        checkpoints, on_step = hooks.on_model(index, n_models, None) if hooks.on_model else (None, None)
         ep.model = index if n_models > 1 else None
         trained.results.append(run_c(ep, coordinator, settings, checkpoints or None, on_step, roster=roster,
                                      **batch_loss) or {})
@@ -376,18 +406,19 @@ def agree_on_models(ep: Endpoint, role: str, roster: Roster, count: int | None) 
 
 # --------------------------------------------------------------------------- prediction
 
-def predict_feature(ep: Endpoint, features: np.ndarray, columns, models: list, settings, roster: Roster, *,
-                    scaler: Standardizer | None = None, mode: str = "private", shared: bool = False,
-                    release: ReleasePolicy | None = None, ids=None, engine=None) -> int:
+def predict_feature(ep: Endpoint, features: np.ndarray, columns, models: list, settings, roster: Roster,
+                    hooks: Hooks = NO_HOOKS, *, scaler: Standardizer | None = None, mode: str = "private",
+                    shared: bool = False, ids=None) -> int:
     """A feature party's part of prediction: its rows, scaled by its training ``scaler``, scored by each model.
 
     ``models`` holds this party's weights per model (or, ``shared``, its share of them).
-    Before any score leaves the party, its ``release`` policy checks what the label party
+    Of its ``hooks``: the ``engine``, and its ``release`` policy: before any score leaves the party, it checks what the label party
     could rebuild from them with every earlier release to it
     (:meth:`vfl.protocols.release.ReleasePolicy.release`; with DP, the noisy scores are
     what is sent; ``ids`` name the rows the noise is drawn for).  Returns the number of
     rows scored.
     """
+    release, engine = hooks.release, hooks.engine
     n_models = agree_on_models(ep, ep.role, roster, len(models))
     x = scaled(features, scaler)
     sent = [None] * n_models
@@ -431,12 +462,12 @@ def generic_release(n_columns: int, n_models: int) -> dict:
 
 
 def predict_label(ep: Endpoint, features: np.ndarray, columns, models: list, fit_intercept: bool, settings,
-                  roster: Roster, *, scaler: Standardizer | None = None, mode: str = "private", shared: bool = False,
-                  engine=None) -> np.ndarray:
+                  roster: Roster, hooks: Hooks = NO_HOOKS, *, scaler: Standardizer | None = None,
+                  mode: str = "private", shared: bool = False) -> np.ndarray:
     """The label party's part of prediction: the scores of its rows, shape (n,), or (n, models) for one-vs-rest.
 
     ``models`` holds its weights per model (with the intercept if ``fit_intercept``), or, ``shared``, its
-    shares; its rows are scaled by its training ``scaler``.
+    shares; its rows are scaled by its training ``scaler``; of its ``hooks`` it reads the ``engine``.
     """
     features = scaled(features, scaler)
     n_models = agree_on_models(ep, ep.role, roster, len(models))
@@ -444,14 +475,16 @@ def predict_label(ep: Endpoint, features: np.ndarray, columns, models: list, fit
     for index in range(n_models):
         ep.model = index if n_models > 1 else None
         columns_out.append(score_rows(ep, settings, roster, features, columns, models[index], fit_intercept, None,
-                                      mode, shared=shared, engine=engine))
+                                      mode, shared=shared, engine=hooks.engine))
     ep.model = None
     return columns_out[0] if n_models == 1 else np.column_stack(columns_out)
 
 
-def predict_coordinator(ep: Endpoint, coordinator: Coordinator, settings, roster: Roster, *,
+def predict_coordinator(ep: Endpoint, coordinator: Coordinator, settings, roster: Roster, hooks: Hooks = NO_HOOKS, *,
                         mode: str = "private", shares: list | None = None) -> tuple[int, int]:
     """The coordinator's part of prediction, once per model; ``shares``: its own per model (``reveal="never"``).
+
+    It reads none of its ``hooks`` (it encrypts nothing and releases nothing of its own).
 
     Returns the number of models (as the label party said) and of rows scored.
     """

@@ -9,6 +9,8 @@ party, ``labels``: :class:`vfl.runs.data.RoleData`), makes every check that part
 makes, and runs its protocol program (:mod:`vfl.protocols.mlp`).  ``starts`` (by
 party name) are given starting weights, for the tests that compare the federated
 network with the pooled one; by default every party draws its own secret start.
+Of the run's :class:`~vfl.runs.hooks.Hooks` it reads ``start``, ``checkpoints`` (its saved
+states by epoch, to resume), ``on_step(epoch, state)`` and a feature party's ``release``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from vfl.protocols.mlp import MLPSettings
 from vfl.protocols.mlp import inference as protocol_inference
 from vfl.protocols.mlp.settings import warn_label_leak
 from vfl.protocols.mlp.training import schedule, check_settings_for, validation_count
+from vfl.runs.hooks import NO_HOOKS, Hooks
 from vfl.transport import Endpoint
 
 #: The fewest aligned rows a run takes: a training batch and a validation row besides.
@@ -117,17 +120,17 @@ def label_party(data, role: str, settings: MLPSettings) -> MLPLabelParty:
     return party
 
 
-def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, start=None,
-                  on_step=None, checkpoints: Mapping[int, dict] | None = None,
-                  release: ReleasePolicy | None = None) -> Trained:
-    """A feature party's training run (``checkpoints``: its saved states by epoch, to resume; ``release``: its
-    release policy, which checks every epoch's parts before they leave it, :class:`TrainingReleases`)."""
+def train_feature(ep: Endpoint, data, settings: MLPSettings, roster: Roster, hooks: Hooks = NO_HOOKS) -> Trained:
+    """A feature party's training run (of its ``hooks``: ``start``, ``on_step``, ``checkpoints``, its saved
+    states by epoch, to resume, and ``release``, its release policy, which checks every epoch's parts before
+    they leave it, :class:`TrainingReleases`)."""
     check_settings_for(roster, settings)
     party = feature_party(data, ep.role, settings)
     guard = None
-    if release is not None:
-        guard = TrainingReleases(release, roster.label, data, settings.max_iter)
-    record = protocol.train_feature(ep, party, settings, roster, start, on_step, checkpoints, guard)
+    if hooks.release is not None:
+        guard = TrainingReleases(hooks.release, roster.label, data, settings.max_iter)
+    record = protocol.train_feature(ep, party, settings, roster, hooks.start, hooks.on_step, hooks.checkpoints,
+                                    guard)
     if guard is not None:
         guard.finish(party)
     return Trained(party, record)
@@ -214,16 +217,17 @@ HISTORY_DIRECTIONS = 64
 _PREDICTED = "its part of the interactive layer at prediction"
 
 
-def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, *, start=None,
-                on_step=None, checkpoints: Mapping[int, dict] | None = None) -> Trained:
+def train_label(ep: Endpoint, data, settings: MLPSettings, roster: Roster, hooks: Hooks = NO_HOOKS) -> Trained:
     """The label party's training run: it keeps the loss curve, the validation scores and the stopping rule.
 
-    ``on_step(epoch, state)`` gets the loss, the validation score and the state a checkpoint keeps.
+    Of its ``hooks``: ``start``, ``checkpoints``, and ``on_step(epoch, state)``, which gets the loss, the
+    validation score and the state a checkpoint keeps.
     """
     check_settings_for(roster, settings)
     party = label_party(data, ep.role, settings)
     warn_label_leak(settings, len(party.y))
-    trained = Trained(party, protocol.train_label(ep, party, settings, roster, start, on_step, checkpoints))
+    trained = Trained(party, protocol.train_label(ep, party, settings, roster, hooks.start, hooks.on_step,
+                                                  hooks.checkpoints))
     _warn_if_no_better(ep.role, party, trained.record)
     return trained
 
@@ -242,42 +246,43 @@ def _warn_if_no_better(role: str, party: MLPLabelParty, record: dict) -> None:
                       "learning_rate_init", NoBetterThanChanceWarning, stacklevel=2)
 
 
-def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> dict:
-    """The coordinator's training run: it deals masks and Beaver triples."""
+def train_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster, hooks: Hooks = NO_HOOKS) -> dict:
+    """The coordinator's training run: it deals masks and Beaver triples (it reads none of its ``hooks``: it
+    keeps no state to resume from)."""
     check_settings_for(roster, settings)
     return protocol.train_coordinator(ep, settings, roster)
 
 
 def training_programs(data: Mapping[str, object], settings: MLPSettings, roster: Roster, *,
-                      starts: Mapping[str, object] | None = None, on_step=None, hooks=None,
+                      starts: Mapping[str, object] | None = None, on_step=None, on_steps=None,
                       checkpoints: Mapping[str, Mapping[int, dict]] | None = None,
                       releases: Mapping[str, ReleasePolicy] | None = None) -> dict:
     """Every role's training run as ``{name: program(endpoint)}``, for :func:`vfl.runs.threads.run_in_threads`.
 
-    ``on_step`` goes to the label party; ``hooks`` (by party name) to any data party, e.g. to save
-    checkpoints; ``checkpoints`` (by party name) resume a run.
+    ``on_step`` goes to the label party; ``on_steps`` (by party name) to any data party, e.g. to save
+    checkpoints; ``checkpoints`` (by party name) resume a run: together, each party's :class:`Hooks`.
     """
-    starts, hooks, checkpoints, releases = starts or {}, dict(hooks or {}), checkpoints or {}, releases or {}
+    starts, on_steps, checkpoints, releases = starts or {}, dict(on_steps or {}), checkpoints or {}, releases or {}
     if on_step is not None:
-        hooks[roster.label] = on_step
-    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, start=starts.get(k),
-                                                  on_step=hooks.get(k), checkpoints=checkpoints.get(k),
-                                                  release=releases.get(k)))
+        on_steps[roster.label] = on_step
+    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, Hooks(
+        start=starts.get(k), on_step=on_steps.get(k), checkpoints=checkpoints.get(k), release=releases.get(k))))
                 for k in roster.features}
-    programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster,
-                                                    start=starts.get(roster.label), on_step=hooks.get(roster.label),
-                                                    checkpoints=checkpoints.get(roster.label))
+    label = roster.label
+    programs[label] = lambda ep: train_label(ep, data[label], settings, roster, Hooks(
+        start=starts.get(label), on_step=on_steps.get(label), checkpoints=checkpoints.get(label)))
     programs[roster.coordinator] = lambda ep: train_coordinator(ep, settings, roster)
     return programs
 
 
 def predict_feature(ep: Endpoint, data, party: MLPFeatureParty, settings: MLPSettings, roster: Roster,
-                    release: ReleasePolicy | None = None) -> int:
+                    hooks: Hooks = NO_HOOKS) -> int:
     """A feature party's part of private prediction on its rows ``data``; returns how many rows it scored.
 
-    Before its part leaves it, its ``release`` policy checks what the label party could rebuild from it with
+    Before its part leaves it, its release policy (``hooks.release``) checks what the label party could rebuild from it with
     every earlier release (DP noise added if chosen; ``data.ids`` name the rows the noise is drawn for).
     """
+    release = hooks.release
     raw = _checked(data, party.role)
     part = None
     if release is not None:
@@ -287,13 +292,16 @@ def predict_feature(ep: Endpoint, data, party: MLPFeatureParty, settings: MLPSet
     return protocol.predict_feature(ep, party, raw, settings, roster, part=part)
 
 
-def predict_label(ep: Endpoint, data, party: MLPLabelParty, settings: MLPSettings, roster: Roster) -> np.ndarray:
-    """The label party's part of private prediction: the network's outputs on its rows ``data``."""
+def predict_label(ep: Endpoint, data, party: MLPLabelParty, settings: MLPSettings, roster: Roster,
+                  hooks: Hooks = NO_HOOKS) -> np.ndarray:
+    """The label party's part of private prediction: the network's outputs on its rows ``data`` (it reads none of
+    its ``hooks``)."""
     return protocol.predict_label(ep, party, _checked(data, party.role), settings, roster)
 
 
-def predict_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster) -> int:
-    """The coordinator's part of private prediction (the masks, with two feature parties or more)."""
+def predict_coordinator(ep: Endpoint, settings: MLPSettings, roster: Roster, hooks: Hooks = NO_HOOKS) -> int:
+    """The coordinator's part of private prediction (the masks, with two feature parties or more; it reads none of
+    its ``hooks``)."""
     return protocol.predict_coordinator(ep, settings, roster)
 
 
@@ -302,7 +310,8 @@ def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object
     """Every role's prediction run (``parties``: the trained ones, by name; ``releases``: the feature parties'
     release policies); the label party's returns the outputs."""
     releases = releases or {}
-    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], settings, roster, releases.get(k)))
+    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], settings, roster,
+                                                    Hooks(release=releases.get(k))))
                 for k in roster.features}
     programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], settings, roster)
     programs[roster.coordinator] = lambda ep: predict_coordinator(ep, settings, roster)

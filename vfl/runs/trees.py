@@ -10,10 +10,11 @@ the same error, on both paths.
 ``data`` is any object with ``columns`` (list of str), ``features`` (rows ×
 columns, aligned, NaN a missing value) and, at the label party, ``labels``
 (:class:`vfl.deploy.data.PartyData` has them; the estimators build a
-:class:`vfl.runs.data.RoleData` from their :class:`vfl.VerticalDataset`).  Hooks are plain
-callables: ``checkpoints`` (a completed iteration -> the party's saved state),
-``on_step(iteration, state)`` after every completed iteration (progress bars,
-checkpoint saving), the crypto ``engine``.
+:class:`vfl.runs.data.RoleData` from their :class:`vfl.VerticalDataset`).  Of the
+run's :class:`~vfl.runs.hooks.Hooks` it reads ``checkpoints`` (a completed iteration ->
+the party's saved state), ``on_step(iteration, state)`` after every completed iteration
+(progress bars, checkpoint saving), the crypto ``engine``, a feature party's ``release``
+policy and the label party's ``on_party``.
 
 At prediction the label party learns, per row, the side of every split a feature
 party owns (its leaf masks are made of them): a release
@@ -42,6 +43,7 @@ from vfl.protocols import trees as protocol
 from vfl.protocols.trees import inference
 from vfl.protocols.release import ReleasePolicy, ReleaseWarning, check_model, refuse, split_release
 from vfl.protocols.trees import TreeSettings
+from vfl.runs.hooks import NO_HOOKS, Hooks
 from vfl.transport import Endpoint
 
 
@@ -110,19 +112,17 @@ def label_party(data, role: str, settings: TreeSettings) -> TreeLabelParty:
     return TreeLabelParty(features, data.labels, role, data.columns, max_bins=settings.max_bins)
 
 
-def train_feature(ep: Endpoint, data, settings: TreeSettings, roster: Roster, *,
-                  checkpoints: Mapping[int, dict] | None = None, on_step=None, engine=None,
-                  release: ReleasePolicy | None = None) -> Trained:
+def train_feature(ep: Endpoint, data, settings: TreeSettings, roster: Roster, hooks: Hooks = NO_HOOKS) -> Trained:
     """A feature party's training run: build the party from ``data``, run its program, return it trained.
 
-    ``release``: its release policy; the sides of its splits are then checked on its training rows
-    (:func:`check_trained`).
+    Of its ``hooks``: ``checkpoints``, ``on_step``, ``engine``, and ``release``, its release policy: the
+    sides of its splits are then checked on its training rows (:func:`check_trained`).
     """
     party = feature_party(data, ep.role, settings)
-    protocol.train_feature(ep, party, settings, roster.without_coordinator(), checkpoints or None, on_step,
-                           engine)
-    if release is not None:
-        check_trained(release, roster.label, data, party)
+    protocol.train_feature(ep, party, settings, roster.without_coordinator(), hooks.checkpoints or None,
+                           hooks.on_step, hooks.engine)
+    if hooks.release is not None:
+        check_trained(hooks.release, roster.label, data, party)
     return Trained(party)
 
 
@@ -165,18 +165,17 @@ def released_bits(release: ReleasePolicy | None, label_party: str, party: TreeFe
     return np.asarray(sent) > 0.5
 
 
-def train_label(ep: Endpoint, data, settings: TreeSettings, roster: Roster, *,
-                checkpoints: Mapping[int, dict] | None = None, on_step=None, on_party=None,
-                engine=None) -> Trained:
+def train_label(ep: Endpoint, data, settings: TreeSettings, roster: Roster, hooks: Hooks = NO_HOOKS) -> Trained:
     """The label party's training run: build the party from ``data``, run its program (it holds the key).
 
-    ``on_party(party)`` is called with the party once it is built (a progress bar reads its training loss).
+    Of its ``hooks``: ``checkpoints``, ``on_step``, ``engine``, and ``on_party(party)``, called with the
+    party once it is built (a progress bar reads its training loss).
     """
     party = label_party(data, ep.role, settings)
-    if on_party:
-        on_party(party)
-    result = protocol.train_label(ep, party, settings, roster.without_coordinator(), checkpoints or None,
-                                  on_step, engine)
+    if hooks.on_party:
+        hooks.on_party(party)
+    result = protocol.train_label(ep, party, settings, roster.without_coordinator(), hooks.checkpoints or None,
+                                  hooks.on_step, hooks.engine)
     return Trained(party, result["n_iter"], list(result["validation_scores"]), result["seed"])
 
 
@@ -186,14 +185,14 @@ def training_loss(label) -> float:
     return float(label.loss.loss(label.raw[rows], label.y[rows]))
 
 
-def predict_feature(ep: Endpoint, data, party: TreeFeatureParty, roster: Roster,
-                    release: ReleasePolicy | None = None) -> int:
+def predict_feature(ep: Endpoint, data, party: TreeFeatureParty, roster: Roster, hooks: Hooks = NO_HOOKS) -> int:
     """A feature party's part of private prediction: its rows binned with its training thresholds.
 
-    Before any mask leaves it, its ``release`` policy checks what the label party could rebuild from the sides
+    Before any mask leaves it, its release policy (``hooks.release``) checks what the label party could rebuild from the sides
     of its splits with every earlier release (:func:`released_bits`; ``data.ids`` name the rows the DP noise is
     drawn for); the masks are made of the sides it may send.  Returns how many rows it scored.
     """
+    release = hooks.release
     codes = party.bin_new(data.features)
     sides = None
     if release is not None:
@@ -202,8 +201,10 @@ def predict_feature(ep: Endpoint, data, party: TreeFeatureParty, roster: Roster,
     return protocol.predict_feature(ep, party, codes, roster.without_coordinator(), split_bits=sides)
 
 
-def predict_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster) -> np.ndarray:
-    """The label party's part of private prediction: the raw scores (rows, trees per iteration) of its rows."""
+def predict_label(ep: Endpoint, data, party: TreeLabelParty, roster: Roster, hooks: Hooks = NO_HOOKS) -> np.ndarray:
+    """The label party's part of private prediction: the raw scores (rows, trees per iteration) of its rows.
+
+    It reads none of its ``hooks`` (its masks are its own; it encrypts nothing at prediction)."""
     return protocol.predict_label(ep, party, party.bin_new(data.features), roster.without_coordinator())
 
 
@@ -216,11 +217,11 @@ def training_programs(data: Mapping[str, object], settings: TreeSettings, roster
     """
     roster = roster.without_coordinator()
     releases = releases or {}
-    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster, engine=engine,
-                                                  release=releases.get(k)))
+    programs = {k: (lambda ep, k=k: train_feature(ep, data[k], settings, roster,
+                                                  Hooks(engine=engine, release=releases.get(k))))
                 for k in roster.features}
     programs[roster.label] = lambda ep: train_label(ep, data[roster.label], settings, roster,
-                                                    on_step=on_step, on_party=on_party, engine=engine)
+                                                    Hooks(on_step=on_step, on_party=on_party, engine=engine))
     return programs
 
 
@@ -230,7 +231,8 @@ def prediction_programs(data: Mapping[str, object], parties: Mapping[str, object
     ``releases``: the feature parties' release policies)."""
     roster = roster.without_coordinator()
     releases = releases or {}
-    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], roster, releases.get(k)))
+    programs = {k: (lambda ep, k=k: predict_feature(ep, data[k], parties[k], roster,
+                                                    Hooks(release=releases.get(k))))
                 for k in roster.features}
     programs[roster.label] = lambda ep: predict_label(ep, data[roster.label], parties[roster.label], roster)
     return programs
