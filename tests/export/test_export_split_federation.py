@@ -79,6 +79,9 @@ def test_each_party_exports_its_split_part_from_its_own_work_folder_and_they_com
     assert _vfl_export(config, "B", "--model", work / "B", "--format", "split", "--consents",
                        tmp_path / "A.consent.json", "--out", tmp_path / "B-part") == 0
 
+    if family == "linear":                            # vfl party's linear shards list the model's parties
+        assert all(json.loads((work / p / f"model_{p}.json").read_text())["data_parties"] == ["A", "B"]
+                   for p in ("A", "B"))
     combiner = json.loads((tmp_path / "B-part" / "combiner.json").read_text())
     assert list(combiner["parts"]) == ["A", "B"] and set(combiner["consented"]) == {"A"}
     folders = {"A": tmp_path / "A-part", "B": tmp_path / "B-part"}

@@ -124,7 +124,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
             config.label if kind == "label" else None,
             initial=[p.initial_params for p in parties] if n_models > 1 else parties[0].initial_params,
             scaler=trained.scaler, shares=[p.share.state() for p in parties] if kept_shared(settings) else None,
-            mean=data.features.mean(axis=0)))
+            mean=data.features.mean(axis=0), data_parties=list(config.roster.data_parties)))
     _clear_checkpoints(workdir / "checkpoints", role, config.fingerprint("train"))  # finished: the shard is the result
     return summary
 
