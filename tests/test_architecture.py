@@ -218,3 +218,36 @@ def test_each_registry_entry_names_modules_that_import_and_hold_what_the_faces_c
     table = {"task": "binary"} if name == "mlp" else {}        # a split network's task has no default
     read = family.read_training("federation.toml [training]", table, {"A": "feature", "B": "label"})
     assert isinstance(read, settings) and read == settings(**table)
+
+
+#: Yang et al.'s letters: teaching names, defined beside the role names they alias.
+TEACHING = {"PartyA", "PartyB", "run_a", "run_b", "run_c", "predict_a", "predict_b", "predict_c"}
+#: where they may be used: their definitions and re-exports, and the hand-built teaching face
+TEACHING_HOMES = {"parties/__init__.py", "parties/linear/__init__.py", "parties/linear/feature_party.py",
+                  "parties/linear/label_party.py", "protocols/__init__.py", "protocols/linear/__init__.py",
+                  "protocols/linear/training.py", "protocols/linear/inference.py", "protocols/linear/shared.py",
+                  "inprocess.py"}
+
+
+def teaching_uses(source: str) -> list[str]:
+    """The teaching names ``source`` uses in code: imported, called, named (never in strings or docstrings)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            found += [a.name for a in node.names if a.name in TEACHING]
+        elif isinstance(node, ast.Name) and node.id in TEACHING and isinstance(node.ctx, ast.Load):
+            found.append(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in TEACHING:
+            found.append(node.attr)
+    return found
+
+
+def test_the_code_says_the_role_and_yang_s_letters_stay_teaching_names():
+    """Internal code names a party by its role (LinearLabelParty, train_feature); the letters are aliases for the
+    notebooks and vfl.inprocess, used nowhere else in the package."""
+    assert teaching_uses("from vfl.parties.linear import PartyB\nprotocol.run_a(ep)\n") == ["PartyB", "run_a"]
+    assert teaching_uses('"""PartyA is Yang\'s A."""\n') == []
+    for path in ROOT.rglob("*.py"):
+        where = path.relative_to(ROOT).as_posix()
+        if where not in TEACHING_HOMES and not where.startswith("horizontal/"):
+            assert not teaching_uses(path.read_text()), f"{where} uses Yang's letters {teaching_uses(path.read_text())}"

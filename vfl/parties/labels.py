@@ -131,7 +131,7 @@ def class_weights(labels, class_weight, role: str = "B") -> np.ndarray:
 def row_weights(labels, class_weight=None, sample_weight=None, role: str = "B") -> np.ndarray | None:
     """Each row's weight in the loss: its class weight times its sample weight, or ``None`` for neither.
 
-    Both are the label party's; :meth:`~vfl.parties.PartyB.set_weights` checks the result.  All zero is
+    Both are the label party's; :meth:`~vfl.parties.linear.LinearLabelParty.set_weights` checks the result.  All zero is
     refused: nothing would be fitted.
     """
     weights = None if class_weight is None else class_weights(labels, class_weight, role)

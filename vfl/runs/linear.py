@@ -43,12 +43,13 @@ import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties import Coordinator, row_weights, targets
-from vfl.parties.linear import PartyA, PartyB
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty
 from vfl.parties.linear.shareholders import CoordinatorShares
 from vfl.parties.linear.shares import WeightShare
 from vfl.parties.scaling import Standardizer
 from vfl.protocols import Roster
-from vfl.protocols.linear import TrainingSettings, check_batch_size, check_gradient_equations, predict_a, predict_b, predict_c, run_a, run_b, run_c
+from vfl.protocols import linear as protocol
+from vfl.protocols.linear import TrainingSettings, check_batch_size, check_gradient_equations
 from vfl.protocols.linear import shared as shared_protocol
 from vfl.parties import explain as maths
 from vfl.protocols import explain as explain_protocol
@@ -173,7 +174,7 @@ def _train_data_party(ep: Endpoint, data, settings: TrainingSettings, roster: Ro
             hooks.validation(index, n_models, party, trained)
         checkpoints, on_step = hooks.on_model(index, n_models, classes) if hooks.on_model else (None, None)
         ep.model = index if n_models > 1 else None
-        program = run_b if label else run_a
+        program = protocol.train_label if label else protocol.train_feature
         program(ep, party, settings, checkpoints or None, on_step, engine=hooks.engine, roster=roster)
         trained.parties.append(party)
     ep.model = None
@@ -234,8 +235,8 @@ class ShareColumns:
 def _party(role: str, features: np.ndarray, columns, settings, n_models: int, target=None, weights=None):
     """A data party to train one model: the label party (with ``target``) if ``target`` is given."""
     if target is None:
-        return PartyA(features, role=role, columns=columns)
-    party = PartyB(features, target, fit_intercept=settings.fit_intercept, role=role, columns=columns)
+        return LinearFeatureParty(features, role=role, columns=columns)
+    party = LinearLabelParty(features, target, fit_intercept=settings.fit_intercept, role=role, columns=columns)
     party.dp_models = n_models          # DP noise is calibrated to every model's releases
     if weights is not None:             # the weights stay with the label party
         party.set_weights(weights)
@@ -256,8 +257,8 @@ def train_coordinator(ep: Endpoint, coordinator: Coordinator, settings: Training
     for index in range(n_models):
         checkpoints, on_step = hooks.on_model(index, n_models, None) if hooks.on_model else (None, None)
         ep.model = index if n_models > 1 else None
-        trained.results.append(run_c(ep, coordinator, settings, checkpoints or None, on_step, roster=roster,
-                                     **batch_loss) or {})
+        trained.results.append(protocol.train_coordinator(ep, coordinator, settings, checkpoints or None, on_step,
+                                                          roster=roster, **batch_loss) or {})
         if kept_shared(settings):
             trained.shares.append(coordinator.shares.state())
     ep.model = None
@@ -506,7 +507,7 @@ def score_rows(ep: Endpoint, settings, roster: Roster, features, columns, params
     rows and weights.  A model that stays shared (``shared``) passes its share as
     ``params`` (a data party: its share, a list of integers or ``{"values": [...]}``;
     the coordinator: its share of every party's, by name) and runs the shared scoring
-    round (:func:`vfl.protocols.linear.shared.predict_a`...).  Returns the scores at
+    round (:func:`vfl.protocols.linear.shared.predict_feature`...).  Returns the scores at
     the label party, the number of rows scored elsewhere.
     """
     role = ep.role
@@ -516,15 +517,16 @@ def score_rows(ep: Endpoint, settings, roster: Roster, features, columns, params
                              engine)
     packed = {"packing": settings.packed_prediction, "score_bound": settings.score_bound}
     if kind == "coordinator":
-        return predict_c(ep, coordinator, mode, roster=roster, **packed)
+        return protocol.predict_coordinator(ep, coordinator, mode, roster=roster, **packed)
     if kind == "feature":
-        party = PartyA(features, role=role, columns=columns)
+        party = LinearFeatureParty(features, role=role, columns=columns)
         party.load_state({"params": np.asarray(params, dtype=np.float64)})
-        predict_a(ep, party, features, mode, settings.frac_bits, engine, roster=roster, scores=scores, **packed)
+        protocol.predict_feature(ep, party, features, mode, settings.frac_bits, engine, roster=roster, scores=scores,
+                                 **packed)
         return len(features)
-    party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
+    party = LinearLabelParty(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
     party.load_state({"params": np.asarray(params, dtype=np.float64)})
-    return predict_b(ep, party, features, mode, settings.frac_bits, engine, roster=roster, **packed)
+    return protocol.predict_label(ep, party, features, mode, settings.frac_bits, engine, roster=roster, **packed)
 
 
 def _score_shared(ep: Endpoint, settings, roster: Roster, kind: str, features, columns, fit_intercept, coordinator,
@@ -534,19 +536,20 @@ def _score_shared(ep: Endpoint, settings, roster: Roster, kind: str, features, c
     if kind == "coordinator":
         coordinator.shares = CoordinatorShares(None)
         coordinator.shares.load_state(share)
-        return shared_protocol.predict_c(ep, coordinator, roster)
+        return shared_protocol.predict_coordinator(ep, coordinator, roster)
     values = [int(v) for v in (share["values"] if isinstance(share, dict) else share)]
     if kind == "feature":
-        party = PartyA(features, role=role, columns=columns)
+        party = LinearFeatureParty(features, role=role, columns=columns)
     else:
-        party = PartyB(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role, columns=columns)
+        party = LinearLabelParty(features, np.zeros(len(features)), fit_intercept=fit_intercept, role=role,
+                                 columns=columns)
     if len(values) != party.params.size:
         raise DataError(f"party {role}: its share holds {len(values)} values for {party.params.size} parameters")
     party.share = WeightShare.from_state({"values": values})
     if kind == "feature":
-        shared_protocol.predict_a(ep, party, features, settings.frac_bits, engine, roster=roster)
+        shared_protocol.predict_feature(ep, party, features, settings.frac_bits, engine, roster=roster)
         return len(features)
-    return shared_protocol.predict_b(ep, party, features, settings.frac_bits, engine, roster=roster)
+    return shared_protocol.predict_label(ep, party, features, settings.frac_bits, engine, roster=roster)
 
 
 

@@ -35,7 +35,7 @@ import numpy as np
 
 from vfl.errors import DivergenceError, ProtocolError
 from vfl.parties import Coordinator, get_objective, pack_vector, unpack_vector
-from vfl.parties.linear import PartyA, PartyB
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty
 from vfl.parties.linear import cg
 from vfl.protocols.linear import validation
 from vfl.protocols.linear.passes import pass_a, pass_b, pass_c, receive_gradient
@@ -44,7 +44,8 @@ from vfl.protocols.linear.settings import TrainingSettings
 from vfl.transport import Endpoint
 
 
-def steps_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, start: int, on_epoch, roster: Roster) -> None:
+def steps_a(ep: Endpoint, party: LinearFeatureParty, settings: TrainingSettings, start: int, on_epoch,
+            roster: Roster) -> None:
     """A feature party's steps: its blocks of ``w``, ``g`` and the ``p_i``; the scalars come from C."""
     def sums() -> None:
         ep.send(roster.label, "norm_part", "ciphertext", **pack_vector(party.context.encrypt(
@@ -55,8 +56,8 @@ def steps_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, start: int,
            lambda epoch: on_epoch(epoch, party.state()) if on_epoch else None)
 
 
-def steps_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, start: int, on_epoch, roster: Roster, seed: int,
-            tracker: validation.Tracker) -> None:
+def steps_b(ep: Endpoint, party: LinearLabelParty, settings: TrainingSettings, start: int, on_epoch, roster: Roster,
+            seed: int, tracker: validation.Tracker) -> None:
     """The label party's steps: as a feature party's, and it sums every party's shares for C."""
     objective = get_objective(settings.objective)
 

@@ -29,7 +29,7 @@ import numpy as np
 from vfl.crypto import FixedPoint
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties import Coordinator, pack_residues, pack_vector, unpack_residues, unpack_vector
-from vfl.parties.linear import PartyA, PartyB, prediction_bound
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty, prediction_bound
 from vfl.parties.linear.packed import (DEFAULT_SCORE_BOUND, check_declared, encrypt_scores, mask_scores,
                                        prediction_slots, unmask_scores)
 from vfl.protocols.roster import TWO_PARTY, Roster
@@ -60,7 +60,7 @@ def _receive_key(ep: Endpoint, party, frac_bits: int, engine, roster: Roster) ->
     party.receive_public_key(key, FixedPoint(frac_bits), engine, len(roster.data_parties))
 
 
-def predict_feature(ep: Endpoint, party: PartyA, features, mode: str = "private", frac_bits: int = 32,
+def predict_feature(ep: Endpoint, party: LinearFeatureParty, features, mode: str = "private", frac_bits: int = 32,
               engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
               score_bound: float = DEFAULT_SCORE_BOUND, scores=None) -> None:
     """A feature party's program: its partial scores leave it encrypted (or, for ``table3``, in plaintext to C).
@@ -85,7 +85,7 @@ def predict_feature(ep: Endpoint, party: PartyA, features, mode: str = "private"
         ep.send(roster.coordinator, "partial_scores", "plaintext", scores=u_a)
 
 
-def predict_label(ep: Endpoint, party: PartyB, features, mode: str = "private", frac_bits: int = 32,
+def predict_label(ep: Endpoint, party: LinearLabelParty, features, mode: str = "private", frac_bits: int = 32,
               engine=None, roster: Roster = TWO_PARTY, packing: bool = False,
               score_bound: float = DEFAULT_SCORE_BOUND) -> np.ndarray:
     """The label party's program: returns the scores ``z`` of the rows."""
@@ -109,8 +109,8 @@ def predict_label(ep: Endpoint, party: PartyB, features, mode: str = "private", 
 
 
 # -- one private scoring round, shared by prediction and by validation (early stopping) -------
-def send_scores(ep: Endpoint, party: PartyA, u, roster: Roster, name: str, what: str, advice: str | None = None
-                ) -> None:
+def send_scores(ep: Endpoint, party: LinearFeatureParty, u, roster: Roster, name: str, what: str,
+                advice: str | None = None) -> None:
     """A feature party: its partial scores ``u``, encrypted, to the label party as message ``name``."""
     party.check_range(u, prediction_bound(party.context, party.n_parties), what,
                       **({"advice": advice} if advice else {}))
@@ -118,7 +118,7 @@ def send_scores(ep: Endpoint, party: PartyA, u, roster: Roster, name: str, what:
             **pack_vector(party.context.encrypt(u, what=f"party {party.role} score")))
 
 
-def masked_total(ep: Endpoint, party: PartyB, u_b, roster: Roster, names: tuple[str, str, str], what: str,
+def masked_total(ep: Endpoint, party: LinearLabelParty, u_b, roster: Roster, names: tuple[str, str, str], what: str,
                  advice: str | None = None) -> np.ndarray:
     """The label party: ``z = sum_k u_k + u_B`` through C, hidden from C by a fresh uniform mask.
 
@@ -145,7 +145,7 @@ def decrypt_masked_total(ep: Endpoint, coordinator: Coordinator, roster: Roster,
     return len(masked)
 
 
-def _predict_b_packed(ep: Endpoint, party: PartyB, u_b, roster: Roster, score_bound: float) -> np.ndarray:
+def _predict_b_packed(ep: Endpoint, party: LinearLabelParty, u_b, roster: Roster, score_bound: float) -> np.ndarray:
     """B's packed private prediction: its own packed ``u_B`` under a mask uniform over Z_n, the packed ``[[u_k]]``
     added, C decrypts, B unmasks.
 

@@ -19,7 +19,7 @@ and C returns position ``s - 1`` of each masked product.
 from __future__ import annotations
 
 from vfl.parties import Coordinator, pack_residues, pack_vector, unpack_residues, unpack_vector
-from vfl.parties.linear import PartyA, PartyB
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty
 from vfl.parties.linear.packed import training_layout
 from vfl.protocols.roster import Roster
 from vfl.protocols.linear.settings import TrainingSettings
@@ -31,7 +31,8 @@ def _layout(context, rows: int, settings: TrainingSettings, roster: Roster):
     return training_layout(context, rows, settings.feature_bound, settings.score_bound, len(roster.data_parties))
 
 
-def pass_a(ep: Endpoint, party: PartyA, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+def pass_a(ep: Endpoint, party: LinearFeatureParty, rows, objective, settings: TrainingSettings,
+           roster: Roster) -> None:
     """A feature party: ``[[u_k]]`` to B; ``[[X_k^T d]] + [[R_k]]`` to C and its loss part to B."""
     b, c = roster.label, roster.coordinator
     if settings.packed:
@@ -53,7 +54,7 @@ def pass_a(ep: Endpoint, party: PartyA, rows, objective, settings: TrainingSetti
     ep.send(b, "loss_part", "ciphertext", **pack_vector(loss_part))
 
 
-def pass_b(ep: Endpoint, party: PartyB, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
+def pass_b(ep: Endpoint, party: LinearLabelParty, rows, objective, settings: TrainingSettings, roster: Roster) -> None:
     """The label party: ``[[d]]`` to every feature party; ``[[X_B^T d]] + [[R_B]]`` and ``[[L]]`` to C."""
     c = roster.coordinator
     if settings.packed:

@@ -37,7 +37,7 @@ import numpy as np
 from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import Coordinator, get_objective, pack_residues, pack_vector, unpack_residues, unpack_vector
-from vfl.parties.linear import PartyA, PartyB
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty
 from vfl.parties.linear.shareholders import CoordinatorShares, DataShares, penalty_coefficient, reveal
 from vfl.parties.linear.shares import SharedBounds, UpdateRule
 from vfl.protocols.linear.checks import diverged
@@ -162,7 +162,7 @@ def _pass_c(ep: Endpoint, shares: CoordinatorShares, roster: Roster, bounds: Sha
 
 
 # -- a data party's steps ---------------------------------------------------------------
-def steps_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, start: int, on_epoch, roster: Roster,
+def steps_a(ep: Endpoint, party: LinearFeatureParty, settings: TrainingSettings, start: int, on_epoch, roster: Roster,
             seed: int) -> None:
     """A feature party: its share of its weights; it learns its weights at the end (or never)."""
     objective = get_objective(settings.objective)
@@ -178,7 +178,7 @@ def steps_a(ep: Endpoint, party: PartyA, settings: TrainingSettings, start: int,
                 lambda epoch: on_epoch(epoch, party.state()) if on_epoch else None)
 
 
-def steps_b(ep: Endpoint, party: PartyB, settings: TrainingSettings, start: int, on_epoch, roster: Roster,
+def steps_b(ep: Endpoint, party: LinearLabelParty, settings: TrainingSettings, start: int, on_epoch, roster: Roster,
             seed: int) -> None:
     """The label party: as a feature party, and it forms the residual and sums the loss shares."""
     objective = get_objective(settings.objective)
@@ -327,7 +327,7 @@ def _receive_key(ep: Endpoint, party, frac_bits: int, engine, roster: Roster, x)
     return x
 
 
-def predict_feature(ep: Endpoint, party: PartyA, features, frac_bits: int = 32, engine=None,
+def predict_feature(ep: Endpoint, party: LinearFeatureParty, features, frac_bits: int = 32, engine=None,
               roster: Roster = TWO_PARTY) -> None:
     """A feature party of a shared model: ``[[X w]] = X [[c]] + X a`` to the label party."""
     x = _receive_key(ep, party, frac_bits, engine, roster, features)
@@ -339,7 +339,7 @@ def predict_feature(ep: Endpoint, party: PartyA, features, frac_bits: int = 32, 
     ep.send(roster.label, "scores", "ciphertext", **pack_vector(holder.scores(share, features=x)))
 
 
-def predict_label(ep: Endpoint, party: PartyB, features, frac_bits: int = 32, engine=None,
+def predict_label(ep: Endpoint, party: LinearLabelParty, features, frac_bits: int = 32, engine=None,
               roster: Roster = TWO_PARTY) -> np.ndarray:
     """The label party of a shared model: the scores ``z``, through C under a mask uniform over Z_n."""
     x = _receive_key(ep, party, frac_bits, engine, roster, features)

@@ -16,7 +16,7 @@ Linear and logistic regression differ only in the quadratic loss (see
 loss needs the cross terms ``u_j u_k`` between feature parties, which no party
 holds: each feature party adds ``a u_k`` as one more column of its ``X^T [[d]]``
 and sends that product to B, which assembles ``[[L]]`` (see
-:meth:`vfl.parties.PartyB.batch_loss`).  C decrypts only the batch loss.
+:meth:`vfl.parties.linear.LinearLabelParty.batch_loss`).  C decrypts only the batch loss.
 
 Before step 2 the parties agree on where to start (fresh, or the last epoch
 all of them completed, for ``--resume``) and B tells the feature parties the
@@ -39,7 +39,7 @@ from typing import Callable, Mapping
 from vfl.crypto import FixedPoint
 from vfl.errors import DataError, DivergenceError, ProtocolError
 from vfl.parties import Coordinator, get_objective
-from vfl.parties.linear import PartyA, PartyB, dp
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty, dp
 from vfl.parties.linear.data_party import weight_extra_bits
 from vfl.protocols.linear import conjugate, shared, validation
 from vfl.protocols.linear.checks import DIVERGING_EPOCHS, diverged
@@ -91,8 +91,9 @@ def _begin(party, settings: TrainingSettings, start: int, checkpoints) -> None:
 
 
 # -- a feature party (Yang's A) ----------------------------------------------------------
-def train_feature(ep: Endpoint, party: PartyA, settings: TrainingSettings, checkpoints: Checkpoints | None = None,
-          on_epoch: OnEpoch | None = None, engine=None, roster: Roster = TWO_PARTY) -> PartyA:
+def train_feature(ep: Endpoint, party: LinearFeatureParty, settings: TrainingSettings,
+                  checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None, engine=None,
+                  roster: Roster = TWO_PARTY) -> LinearFeatureParty:
     """A feature party's program: features only; learns its own weights and nothing else."""
     objective = get_objective(settings.objective)
     b, c = roster.label, roster.coordinator
@@ -138,8 +139,9 @@ def train_feature(ep: Endpoint, party: PartyA, settings: TrainingSettings, check
 
 
 # -- the label party (Yang's B) ----------------------------------------------------------
-def train_label(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpoints: Checkpoints | None = None,
-          on_epoch: OnEpoch | None = None, engine=None, roster: Roster = TWO_PARTY) -> PartyB:
+def train_label(ep: Endpoint, party: LinearLabelParty, settings: TrainingSettings,
+                checkpoints: Checkpoints | None = None, on_epoch: OnEpoch | None = None, engine=None,
+                roster: Roster = TWO_PARTY) -> LinearLabelParty:
     """The label party's program: features and labels; learns its own weights and intercept."""
     objective = get_objective(settings.objective)
     c = roster.coordinator
@@ -193,7 +195,7 @@ def train_label(ep: Endpoint, party: PartyB, settings: TrainingSettings, checkpo
     return party
 
 
-def _differential_privacy(party: PartyB, settings: TrainingSettings, kappa: float) -> None:
+def _differential_privacy(party: LinearLabelParty, settings: TrainingSettings, kappa: float) -> None:
     """With DP on: clip linear labels to the bound, and set the noise for every release of the labels.
 
     Each row's label is released once per epoch of every model trained on it

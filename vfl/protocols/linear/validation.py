@@ -15,7 +15,7 @@ nothing per row.
 from __future__ import annotations
 
 from vfl.parties import Coordinator
-from vfl.parties.linear import PartyA, PartyB
+from vfl.parties.linear import LinearFeatureParty, LinearLabelParty
 from vfl.parties.objectives import Objective
 from vfl.parties.scoring import improved, validation_score
 from vfl.protocols.linear.checks import check_validation_split
@@ -62,13 +62,13 @@ class Tracker:
         return {"scores": list(self.scores), "best_epoch": self.best_epoch, "best": self.best, "since": self.since}
 
 
-def score_a(ep: Endpoint, party: PartyA, roster: Roster) -> None:
+def score_a(ep: Endpoint, party: LinearFeatureParty, roster: Roster) -> None:
     """A feature party: its validation partial scores, encrypted, to B."""
     send_scores(ep, party, party.scores(features=party.validation), roster, "validation_scores",
                 "validation partial scores")
 
 
-def score_b(ep: Endpoint, party: PartyB, roster: Roster, objective: Objective, tracker: Tracker,
+def score_b(ep: Endpoint, party: LinearLabelParty, roster: Roster, objective: Objective, tracker: Tracker,
             epoch: int) -> None:
     """B: the validation scores through C, masked; score them; tell C whether to stop and the best epoch."""
     z = masked_total(ep, party, party.scores(features=party.validation), roster,
