@@ -251,3 +251,32 @@ def test_the_code_says_the_role_and_yang_s_letters_stay_teaching_names():
         where = path.relative_to(ROOT).as_posix()
         if where not in TEACHING_HOMES and not where.startswith("horizontal/"):
             assert not teaching_uses(path.read_text()), f"{where} uses Yang's letters {teaching_uses(path.read_text())}"
+
+
+def test_an_estimator_s_defaults_are_its_settings_defaults():
+    """A parameter is declared once: where an estimator takes a field of its family's settings (which
+    ``federation.toml`` reads), its default is the field's, so the estimator and ``vfl party`` train the same
+    model from the same tables by default."""
+    import dataclasses
+    import inspect
+
+    from vfl import ensemble, linear_model, neural_network
+    from vfl.protocols.linear.settings import TrainingSettings
+    from vfl.protocols.mlp.settings import MLPSettings
+    from vfl.protocols.trees.settings import TreeSettings
+    estimators = [(linear_model.VerticalLogisticRegression, TrainingSettings),
+                  (linear_model.VerticalLinearRegression, TrainingSettings),
+                  (ensemble.VerticalGradientBoostingClassifier, TreeSettings),
+                  (ensemble.VerticalGradientBoostingRegressor, TreeSettings),
+                  (neural_network.VerticalMLPClassifier, MLPSettings), (neural_network.VerticalMLPRegressor, MLPSettings)]
+    checked = 0
+    for estimator, settings in estimators:
+        params = inspect.signature(estimator.__init__).parameters
+        for f in dataclasses.fields(settings):
+            if not f.init or f.name not in params or f.default is dataclasses.MISSING:
+                continue                # a factory default (bottom_sizes' table) is the estimator's own form
+            checked += 1
+            assert params[f.name].default == f.default, (
+                f"{estimator.__name__}({f.name}={params[f.name].default!r}) but {settings.__name__}.{f.name} "
+                f"defaults to {f.default!r}")
+    assert checked > 60

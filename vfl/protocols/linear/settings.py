@@ -57,7 +57,7 @@ class TrainingSettings:
     max_iter : int
         Maximum number of epochs (passes over the data; with ``"cg"``, steps).
     alpha : float
-        L2 penalty ``(alpha / 2) ||w||^2``; the intercept is not penalised.
+        L2 penalty ``(alpha / 2) ||w||^2``; the intercept is not penalised.  0.01 by default, as the estimators.
     batch_size : int or None
         Rows per gradient step; ``None`` is full batch.
     tol : float or None
@@ -149,7 +149,7 @@ class TrainingSettings:
     standardize: bool = True
     learning_rate: float = 0.15
     max_iter: int = 100
-    alpha: float = 0.0
+    alpha: float = 0.01
     batch_size: int | None = None
     tol: float | None = 1e-5
     fit_intercept: bool = True
