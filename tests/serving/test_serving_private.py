@@ -28,8 +28,12 @@ def _wire(name, kind, fields):
 
 
 def _share(coef, role="telco"):
+    from vfl.serving.scorers.linear import LinearShare
+
     coef = np.atleast_2d(coef)
-    return SimpleNamespace(kind="linear", role=role, width=len(coef), scores=lambda x: x @ coef.T)
+    share = object.__new__(LinearShare)             # its payloads, of these partial scores
+    share.role, share.width, share.scores = role, len(coef), lambda x: x @ coef.T
+    return share
 
 
 def _held(table, party="telco"):
@@ -177,14 +181,18 @@ def test_a_split_network_of_two_feature_parties_is_served_by_id_and_private_says
 
     service = object.__new__(LabelService)
     service.role, service.features = "bank", ["A1", "A2"]
-    network = SimpleNamespace(kind="mlp", version="3")
+    from vfl.serving.scorers.mlp import MLPShare
+    from vfl.serving.scorers.trees import TreeShare
+
+    network, trees = object.__new__(MLPShare), object.__new__(TreeShare)
+    network.version = trees.version = "3"
     for queries, expected in (("auto", False), ("by_id", False)):
         service.settings = ServingSettings(queries=queries)
         assert service.private(network) is expected
     service.settings = ServingSettings(queries="private")
     with pytest.raises(ConfigurationError, match="split network of 2 feature parties, which is served by id only"):
         service.private(network)
-    assert service.private(SimpleNamespace(kind="trees", version="3"))
+    assert service.private(trees)
     service.features = ["A1"]
     assert service.private(network)
 
@@ -210,7 +218,10 @@ def _feature_service(monkeypatch, tmp_path, store):
     for version in ("1", "2"):
         (tmp_path / version).mkdir()
         (tmp_path / version / "model_A.json").write_text("{}")
-    share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], pipeline=False, trained_with="t")
+    # the stub share has no splits: its release check at load is left out here (tests/trees/test_trees_release.py
+    # runs it on a real share)
+    share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], width=1, keyed=False, trained_with="t",
+                            check_release=lambda *a: None, loaded_fields=lambda role, sign: {})
     monkeypatch.setattr(feature, "load_share", lambda *a, **k: share)
     monkeypatch.setattr(private, "payloads", lambda share, values, layout=None, frac_bits=0, noise=None:
                         np.zeros((len(values), 2), dtype=np.uint8))
@@ -223,9 +234,6 @@ def _feature_service(monkeypatch, tmp_path, store):
     service.settings = SimpleNamespace(models=tmp_path)
     service.store, service.shares, service.tables, service.named = store, {}, {}, {}
     service._tables, service._lock = threading.Lock(), threading.Lock()
-    # the stub share has no splits: its release check at load is left out here (tests/trees/test_trees_release.py
-    # runs it on a real share)
-    service._check_tree_release = lambda share, version: None
     return service
 
 

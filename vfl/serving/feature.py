@@ -37,7 +37,6 @@ of its data (the full story stays in its own log); it never learns a score.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -50,10 +49,6 @@ from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
 from vfl.protocols.trees.training import bits, ints
 from vfl.protocols.release import ReleasePolicy
-from vfl.runs.credit import PART, check_part
-from vfl.runs.linear import REASONS, raw_release, reason_codes
-from vfl.runs.mlp import release_spec as mlp_release_spec
-from vfl.runs.trees import released_bits
 from vfl.serving import messages, private, reasons
 from vfl.serving.links import Runtime, serving_coordinator
 from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
@@ -270,17 +265,7 @@ class FeatureService:
         share = load_share(self.settings.models, version, self.role, "feature", self.config.family.name)
         self.store.check_columns(share.columns)
         consent = reasons.consent(share, self.config.party(self.role).reason_columns or {}, self.role)
-        if share.kind == "linear" and share.pipeline:
-            self._check_pipeline_release(share, version)
-        elif share.kind == "linear":
-            self._check_release(share, version)
-            if sign and consent and tables not in (1, 2) and self.settings.queries != "private" and \
-                    self.release.epsilon is None:
-                self._check_reason_release(share, version, consent, sign)
-        elif share.kind == "mlp":
-            self._check_part_release(share, version)
-        elif share.kind == "trees":
-            self._check_tree_release(share, version)
+        share.check_release(self, version, consent, sign, tables)
         with self._lock:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
@@ -292,69 +277,16 @@ class FeatureService:
         log.info("party %s: model version %s loaded", self.role, version)
         if tables in (1, 2):
             self._build(version, refresh=tables == 2)
-        width = len(share.trees) if share.kind == "trees" else share.width
-        best = {"best_points": share.best_points} if share.pipeline else {}     # for the reasons' party totals
-        if sign and share.kind == "linear" and not share.pipeline:      # its total's constant, the codes it may name
-            names = list(share.reason_model.codes.values()) if share.reason_model is not None else []
-            best = {"constant": reasons.constant(share), "reason_names": json.dumps(names)}
-        if sign and share.kind == "mlp":                                # what stands for it outside a coalition
-            best = {"part_at_mean": reasons.part_at_mean(share, self.role)}
-        return "loaded", "public", {"trained_with": share.trained_with, "width": width, **best}
+        return "loaded", "public", {"trained_with": share.trained_with, "width": share.width,
+                                    **share.loaded_fields(self.role, sign)}
 
     # -- private queries ----------------------------------------------------------------------
     def _check_release(self, share, version: str) -> None:
-        """Before version ``version`` scores any row: this party's release check of its partial scores over every
-        row of its store (:mod:`vfl.protocols.release`), recorded in its ledger; with DP, on the noisy scores."""
-        ids, values = self.store.rows(share.columns)
-        complete = np.all(np.isfinite(values), axis=1)
-        rows = values[complete]
-        self.release.release(self.label, share.columns, rows, raw_release(share.coef, share.scaler),
-                             f"its partial scores in served version {version}",
-                             ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+        """``share``'s release check at load, without reasons (:mod:`vfl.serving.scorers`: its ``check_release``)."""
+        share.check_release(self, version, {}, 0.0, 0)
 
-    def _check_reason_release(self, share, version: str, consent: dict, sign: float) -> None:
-        """Before version ``version`` names any of its columns as a reason: this party's release check of its reason
-        codes (the indicator of the consented column it would name, :func:`vfl.runs.linear.reason_codes`) over every
-        row of its store, with every earlier release to the label party; then its rounds by id send them."""
-        ids, values = self.store.rows(share.columns)
-        rows = values[np.all(np.isfinite(values), axis=1)]
-        model = reasons.explaining(share, consent)
-        x = rows if share.scaler is None else share.scaler.apply(rows)
-        _, _, onehot, spec = reason_codes(x, model, sign)
-        self.release.release(self.label, share.columns, rows, spec, f"{REASONS} in served version {version}",
-                             values=onehot, version=version)
-        share.reason_model, share.reason_sign = model, sign
-
-    def _check_pipeline_release(self, share, version: str) -> None:
-        """Before version ``version`` of the credit pipeline scores any row: this party's release check of its part of
-        a score (one value per bin of its selected columns) over every row of its store, missing values included,
-        against its raw columns and their bins (:func:`vfl.runs.credit.check_part`), recorded in its ledger; with
-        DP, on the noisy parts."""
-        ids, values = self.store.rows(share.columns)
-        check_part(self.release, self.label, share.binner, share.coder, values, raw_release(share.coef, share.scaler),
-                   what=f"{PART} in served version {version}", ids=list(ids), values=share.scores(values),
-                   version=version)
-
-    def _check_part_release(self, share, version: str) -> None:
-        """Before version ``version`` of a split network answers for any row: this party's release check of its part
-        of the interactive layer over every row of its store, recorded in its ledger; with DP, on the noisy parts."""
-        ids, values = self.store.rows(share.columns)
-        complete = np.all(np.isfinite(values), axis=1)
-        parts, finite = share.parts(values[complete])
-        rows = values[complete][finite]
-        kept = [i for i, ok in zip(ids, complete) if ok]
-        self.release.release(self.label, share.columns, rows, mlp_release_spec(share.party),
-                             f"its part of the interactive layer in served version {version}",
-                             ids=[i for i, ok in zip(kept, finite) if ok], values=parts[finite], version=version)
-
-    def _check_tree_release(self, share, version: str) -> None:
-        """Before version ``version`` of the trees answers for any row: this party's release check of the sides of
-        its splits (what its leaf masks are made of) over every row of its store, missing values included, recorded
-        in its ledger; with DP, on the randomized sides."""
-        ids, values = self.store.rows(share.columns)
-        released_bits(self.release, self.label, share.party, values, share.codes(values), ids=list(ids),
-                      version=version, what=f"the side of each of its splits per row (its leaf masks) in served "
-                                            f"version {version}")
+    #: the names the release checks had here before they moved to the shares (tests/trees and tests/credit call them)
+    _check_tree_release = _check_pipeline_release = _check_release
 
     def _noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
         """The partial scores ``u`` (``bits``: the sides of a tree party's splits, randomized response) with this
@@ -389,8 +321,8 @@ class FeatureService:
                     share = self.shares.get(version)
                 if share is None:
                     raise ConfigurationError(f"model version {version} is not loaded here any more")
-                layout = self._key(None, TABLE_KEY_WAIT) if share.kind == "linear" else None
-                if share.kind == "linear" and layout is None:
+                layout = self._key(None, TABLE_KEY_WAIT) if share.keyed else None
+                if share.keyed and layout is None:
                     raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} to encrypt its "
                                              "partial scores under")
                 ids, values = self.store.rows(share.columns)
@@ -403,8 +335,8 @@ class FeatureService:
                 if table is None:
                     how = "built"
                     bodies = private.payloads(share, values, layout, self.config.training.frac_bits,
-                                              noise=lambda u, status: self._noised(version, u, ids, status,
-                                                                                   bits=share.kind == "trees"))
+                                              noise=lambda u, status, bits=False: self._noised(version, u, ids,
+                                                                                               status, bits))
 
                     def progress(done, total):
                         state.percent = int(100 * done / max(1, total))
@@ -489,7 +421,7 @@ class FeatureService:
 
     def _score(self, message):
         share = self._share(message)
-        if share.kind != "linear":
+        if share.request != "score":
             raise ProtocolError("asked for partial scores of a tree model")
         fingerprint = messages.text(message, "key", self.label, 64)
         layout = self._key(fingerprint, KEY_WAIT)
@@ -505,7 +437,7 @@ class FeatureService:
 
     def _part(self, message):
         share = self._share(message)
-        if share.kind != "mlp":
+        if share.request != "part":
             raise ProtocolError(f"asked for the interactive layer's part of a {share.kind} model")
         tag = messages.token(message, self.label) if self.coordinator is not None else None
         wait = messages.integer(message, "wait_ms", self.label, 1, 3_600_000) / 1000.0
@@ -532,7 +464,7 @@ class FeatureService:
 
     def _leaves(self, message):
         share = self._share(message)
-        if share.kind != "trees":
+        if share.request != "leaves":
             raise ProtocolError("asked for leaf masks of a linear model")
         trees = ints(message, "trees", 0, 1 << 30).tolist()
         values, status, ids = self._rows(message, share, complete=False, with_ids=True)

@@ -28,7 +28,7 @@ worst first, ranked by the estimators' own function
   keeping no training mean, trees per class, trees saved without their cover, more than five parties).
 
 The credit pipeline keeps the reasons it always gives (points, ``short``:
-:class:`vfl.serving.models.PipelineShare`), whatever ``reasons`` says.
+:class:`vfl.serving.scorers.credit.PipelineShare`), whatever ``reasons`` says.
 """
 
 from __future__ import annotations
@@ -42,43 +42,29 @@ from vfl.parties import explain as maths
 from vfl.runs import explained
 from vfl.runs import linear as run_linear
 from vfl.runs import mlp as run_mlp
-from vfl.runs.trees import check_explainable, party_values
+from vfl.runs.trees import party_values
 
 
 # ------------------------------------------------------------------------ at load: which versions, what is told once
 
 def wanted(share, settings) -> bool:
-    """Whether rounds of ``share`` answer with reasons here (the credit pipeline gives its own)."""
-    return bool(settings.reasons) and not share.pipeline
+    """Whether rounds of ``share`` answer with reasons here (the credit pipeline gives its own: ``own_reasons``)."""
+    return bool(settings.reasons) and not share.own_reasons
 
 
 def check(share, settings, features, role: str) -> float:
     """The label party, at start and at every reload: the adverse side of ``share``'s reasons (+1: a higher score
     is adverse), 0.0 when none are asked; a :class:`ConfigurationError` naming the fix when ``share`` cannot give
-    them."""
+    them (its family says: ``share.unexplained``, ``share.check_explainable``)."""
     if not wanted(share, settings):
         return 0.0
     fix = f"set reasons = 0 in party {role}'s [serving] table to serve it without reasons"
     where = f"party {role}: reasons = {settings.reasons}, but model version {share.version}"
-    if share.kind == "mlp" and len(features) != 1:
-        raise ConfigurationError(f"{where} is a split network of {len(features)} feature parties, which vfl serve "
-                                 "does not explain: the label party learns only the sum of their parts (each is "
-                                 f"masked), and unmasking them would tell it more than prediction does; {fix}")
+    never = share.unexplained(len(features))
+    if never:
+        raise ConfigurationError(f"{where} is {never}; {fix}")
     try:
-        if share.kind == "mlp":
-            if share.party.n_outputs != 1:
-                raise ConfigurationError(f"reasons take one output (regression or two classes); this network has "
-                                         f"{share.party.n_outputs}")
-            if share.party.has_columns and getattr(share.party, "scaler", None) is None:
-                raise ConfigurationError("reasons take a network trained with standardize = true (an absent party "
-                                         "is fed its training mean, which a standardized shard keeps)")
-            return explained.adverse_sign(share.classes, settings.reasons_adverse)
-        if share.kind == "trees":
-            check_explainable(share.party, share.feature_parties)
-            return explained.adverse_sign(share.classes, settings.reasons_adverse)
-        if share.width != 1:
-            raise ConfigurationError("reasons take one model (regression or two classes), not one-vs-rest")
-        explaining(share)                       # its training mean: kept by the shard
+        share.check_explainable()
         return explained.adverse_sign(share.classes, settings.reasons_adverse)
     except (ConfigurationError, DataError) as exc:      # (DataError: trees saved without their training cover)
         raise ConfigurationError(f"{where} cannot give them: {exc}; {fix}") from None

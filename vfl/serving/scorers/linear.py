@@ -7,21 +7,165 @@ round does."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from vfl.crypto import EncryptedVector
+from vfl.errors import ConfigurationError, DataError
 from vfl.serving import messages, private, reasons
-from vfl.serving.answers import error, outcome, theirs
-from vfl.deploy.shards.linear import read_shard
+from vfl.serving.answers import classified, error, outcome, theirs
+from vfl.deploy.shards.linear import read_shard, shard_models, shard_scaler
+from vfl.runs.linear import REASONS, raw_release, reason_codes
 from vfl.serving.messages import OK, pack_ids
-from vfl.serving.models import LinearShare
 from vfl.serving.rounds import masked_total, partial_scores, summed, unmasked
+
+
+class LinearShare:
+    """One party's shard of a linear or logistic model: its columns, weights and scaling.
+
+    ``scores(x)`` is its partial score of every model (one, or one per class for
+    one-vs-rest): ``(n, models)``; the label party's includes the intercept.  What every
+    share has (:mod:`vfl.serving.scorers`) is documented there.
+    """
+
+    kind = "linear"
+    complete = True
+    keyed = True
+    request = "score"
+    inline_null = False
+    noun = "linear model"
+    own_reasons = False
+
+    def __init__(self, shard: dict, version: str):
+        self.version = version
+        self.role = shard["role"]
+        self.columns = list(shard["columns"])
+        self.trained_with = shard["trained_with"]
+        self.objective = shard["objective"]
+        params = np.asarray(shard_models(shard), dtype=np.float64)
+        m = len(self.columns)
+        self.coef = params[:, :m]
+        self.intercept = params[:, m] if params.shape[1] > m else np.zeros(len(params))
+        self.scaler = shard_scaler(shard)
+        #: the party's training mean per column (raw units; reasons measure contributions from it), or None for a
+        #: shard written before ``vfl party`` kept it
+        self.training_mean = np.asarray(shard["training_mean"], dtype=np.float64) if "training_mean" in shard \
+            else None
+        self.classes = shard.get("classes") or None
+        #: values each row adds to a round: one per model
+        self.width = len(params)
+        #: the columns its partial scores are linear in
+        self.released_columns = self.columns
+        #: reasons (:mod:`vfl.serving.reasons`): the adverse side (0: none asked); the label party's: each feature
+        #: party's ``(constant, codes it may name)`` from its ``loaded`` answer; a feature party's: its consenting
+        #: model (:class:`vfl.runs.linear.Explaining`) where it sends codes
+        self.reason_sign = 0.0
+        self.feature_reasons: dict[str, tuple[float, list]] = {}
+        self.reason_model = None
+
+    def scores(self, x: np.ndarray) -> np.ndarray:
+        x = x if self.scaler is None else self.scaler.apply(x)
+        with np.errstate(all="ignore"):
+            return x @ self.coef.T + self.intercept
+
+    # -- the feature party ----------------------------------------------------------------------------------------
+    def check_release(self, service, version: str, consent: dict, sign: float, tables: int) -> None:
+        """At ``load``: its partial scores' release check, and its reason codes' where it sends them."""
+        check_release(service, self, version)
+        if sign and consent and tables not in (1, 2) and service.settings.queries != "private" and \
+                service.release.epsilon is None:
+            _check_reason_release(service, self, version, consent, sign)
+
+    def loaded_fields(self, role: str, sign: float) -> dict:
+        """What its ``loaded`` answer adds: with reasons, its total's constant and the codes it may name."""
+        if not sign:
+            return {}
+        names = list(self.reason_model.codes.values()) if self.reason_model is not None else []
+        return {"constant": reasons.constant(self), "reason_names": json.dumps(names)}
+
+    def payloads(self, values: np.ndarray, status: np.ndarray, layout, frac_bits: int, noise=None) -> np.ndarray:
+        """Its private table's payloads (:func:`payloads`)."""
+        return payloads(self, layout, values, status, noise)
+
+    # -- the label party ------------------------------------------------------------------------------------------
+    def by_id_only(self, n_features: int) -> str:
+        """Why its rounds cannot be private queries ("": they can)."""
+        return ""
+
+    def take_loaded(self, peer: str, answer, width: int, role: str) -> None:
+        """A feature party's ``loaded`` answer: as many models, and with reasons its constant and codes."""
+        check_models(self, peer, width, role)
+        if self.reason_sign:
+            self.feature_reasons[peer] = reasons.loaded_fields(answer, peer)
+
+    def unexplained(self, n_features: int) -> str:
+        """Why ``vfl serve`` never explains it ("": it may)."""
+        return ""
+
+    def check_explainable(self) -> None:
+        """Raise a :class:`~vfl.errors.ConfigurationError` if its rounds cannot give reasons."""
+        if self.width != 1:
+            raise ConfigurationError("reasons take one model (regression or two classes), not one-vs-rest")
+        reasons.explaining(self)                # its training mean: kept by the shard
+
+    def outcome(self, z: np.ndarray) -> dict:
+        """One id's answer from its scores; several classes: one-vs-rest, each class's sigmoid normalised."""
+        return classified(z, self.classes, regression=self.objective == "linear", one_vs_rest=True)
 
 
 def load_share(path, version: str, party: str, kind: str, features=()) -> LinearShare:
     """Party ``party``'s share of ``version`` of a linear model, from its shard at ``path`` (``kind``: its role),
     checked; ``features`` (the federation's feature parties) is not needed."""
     return LinearShare(read_shard(path, party, kind), version)
+
+
+def check_models(share, peer: str, width: int, role: str) -> None:
+    """The label party: a feature party's shard must hold as many models (``width``, from its ``loaded`` answer)."""
+    if width != share.width:
+        raise DataError(f"party {peer}'s shard of model version {share.version} holds {width} model(s), party "
+                        f"{role}'s {share.width}; use the shards of one training run")
+
+
+def check_release(service, share, version: str) -> None:
+    """Before version ``version`` scores any row: the feature party's release check of its partial scores over every
+    row of its store (:mod:`vfl.protocols.release`), recorded in its ledger; with DP, on the noisy scores."""
+    ids, values = service.store.rows(share.columns)
+    complete = np.all(np.isfinite(values), axis=1)
+    rows = values[complete]
+    service.release.release(service.label, share.columns, rows, raw_release(share.coef, share.scaler),
+                            f"its partial scores in served version {version}",
+                            ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+
+
+def _check_reason_release(service, share, version: str, consent: dict, sign: float) -> None:
+    """Before version ``version`` names any of its columns as a reason: the feature party's release check of its
+    reason codes (the indicator of the consented column it would name, :func:`vfl.runs.linear.reason_codes`) over
+    every row of its store, with every earlier release to the label party; then its rounds by id send them."""
+    ids, values = service.store.rows(share.columns)
+    rows = values[np.all(np.isfinite(values), axis=1)]
+    model = reasons.explaining(share, consent)
+    x = rows if share.scaler is None else share.scaler.apply(rows)
+    _, _, onehot, spec = reason_codes(x, model, sign)
+    service.release.release(service.label, share.columns, rows, spec, f"{REASONS} in served version {version}",
+                            values=onehot, version=version)
+    share.reason_model, share.reason_sign = model, sign
+
+
+def payloads(share, layout, values: np.ndarray, status: np.ndarray, noise=None) -> np.ndarray:
+    """Per row: its status byte and ``[[u_k]]`` (``share.width`` ciphertexts; zeros where the status is not OK);
+    ``noise(u, status)``: the party's release noise added first (DP, :mod:`vfl.protocols.release_dp`)."""
+    u, status = partial_scores(share, values, status, layout.bound)
+    if noise is not None:
+        u = noise(u, status)
+    width = layout.context.public_key.ciphertext_bytes * share.width
+    out = private.bodies(status, width)
+    ok = np.flatnonzero(status == OK)
+    for start in range(0, len(ok), 50_000):           # bounded memory: the ciphertexts of 50,000 rows at a time
+        rows = ok[start:start + 50_000]
+        vector = layout.context.encrypt(u[rows].ravel(), what=f"party {share.role} score")
+        out[rows, 1:] = np.frombuffer(vector.to_bytes(), dtype=np.uint8).reshape(len(rows), width)
+    return out
 
 
 def score(service, share, ids, values, status, deadline, answers, finish=None, per_party: bool = False) -> None:

@@ -11,12 +11,149 @@ import time
 import numpy as np
 
 from vfl.crypto import ring
-from vfl.errors import ProtocolError
+from vfl.errors import ConfigurationError, DataError, ProtocolError
+from vfl.parties.mlp.activations import activate
+from vfl.parties.mlp.layers import forward, layer_activations
+from vfl.runs.mlp import release_spec
 from vfl.serving import messages, private, reasons
-from vfl.serving.answers import error, outcome, theirs
-from vfl.deploy.shards.mlp import read_shard
-from vfl.serving.messages import OK, TOKEN_BYTES, pack_ids
-from vfl.serving.models import MLPShare
+from vfl.serving.answers import classified, error, outcome, theirs
+from vfl.deploy.shards.mlp import read_shard, shard_party
+from vfl.serving.messages import OK, OUT_OF_RANGE, TOKEN_BYTES, pack_ids
+
+
+class MLPShare:
+    """One party's shard of a split network.
+
+    A feature party's ``parts(x)`` is its part ``h_k W_k`` of the interactive layer
+    per row, and which rows have one within the ring's fixed-point range; the label
+    party's ``raw(x, parts)`` adds its own part and the intercept to the sum of the
+    feature parties' and runs the top up to the output layer's pre-activation
+    (``outputs`` applies the output activation, as batch prediction's outputs).  What every
+    share has: :mod:`vfl.serving.scorers`.
+    """
+
+    kind = "mlp"
+    complete = True
+    keyed = False
+    request = "part"
+    inline_null = False
+    noun = "split network"
+    own_reasons = False
+
+    def __init__(self, shard: dict, version: str, features=()):
+        self.version = version
+        self.role = shard["role"]
+        self.columns = list(shard["columns"])
+        self.trained_with = shard["trained_with"]
+        self.party = shard_party(shard, shard["party"])
+        #: values each row adds to a round: the interactive layer's width
+        self.width = self.units = int(shard["units"])
+        #: reasons (one feature party only: :mod:`vfl.serving.reasons`): the adverse side (0: none asked); the label
+        #: party's: the feature party's ``(part at its training mean, [])`` from its ``loaded`` answer
+        self.reason_sign = 0.0
+        self.feature_reasons: dict[str, tuple] = {}
+        if self.role == "feature":
+            return
+        self.task = shard["task"]
+        self.classes = list(shard["classes"]) or None
+        self.feature_parties = list(shard["data_parties"][:-1])
+        if list(features) and list(features) != self.feature_parties:
+            raise DataError(f"version {version}: the network was trained with the feature parties "
+                            f"{self.feature_parties}, but the federation names {list(features)}")
+
+    def parts(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(n, units)`` parts (0 where a row has none) and, per row, whether it has one: finite, below
+        ``2^VALUE_BITS`` in magnitude (what :func:`vfl.crypto.ring.encode` takes)."""
+        party = self.party
+        if getattr(party, "scaler", None) is not None:
+            x = party.scaler.apply(x)
+        with np.errstate(all="ignore"):
+            out = forward(party.bottom, x, [party.activation] * len(party.bottom))[-1] @ party.block
+        ok = np.isfinite(out).all(axis=1) & (np.abs(out) < 2.0 ** ring.VALUE_BITS).all(axis=1)
+        out[~ok] = 0.0
+        return out, ok
+
+    def raw(self, x: np.ndarray, parts: np.ndarray) -> np.ndarray:
+        """The output layer's pre-activation per row (``parts``: the sum of the feature parties' parts)."""
+        party = self.party
+        upper = layer_activations(len(party.hidden_layer_sizes) + 1, party.activation, "identity")
+        with np.errstate(all="ignore"):
+            z = parts + party.bias
+            if party.has_columns:
+                x = x if getattr(party, "scaler", None) is None else party.scaler.apply(x)
+                z = z + forward(party.bottom, x, [party.activation] * len(party.bottom))[-1] @ party.block
+            return forward(party.top, activate(upper[0], z), upper[1:])[-1]
+
+    # -- the feature party ----------------------------------------------------------------------------------------
+    def check_release(self, service, version: str, consent: dict, sign: float, tables: int) -> None:
+        """At ``load``: the feature party's release check of its part of the interactive layer over every row of
+        its store, recorded in its ledger; with DP, on the noisy parts."""
+        ids, values = service.store.rows(self.columns)
+        complete = np.all(np.isfinite(values), axis=1)
+        parts, finite = self.parts(values[complete])
+        rows = values[complete][finite]
+        kept = [i for i, ok in zip(ids, complete) if ok]
+        service.release.release(service.label, self.columns, rows, release_spec(self.party),
+                                f"its part of the interactive layer in served version {version}",
+                                ids=[i for i, ok in zip(kept, finite) if ok], values=parts[finite], version=version)
+
+    def loaded_fields(self, role: str, sign: float) -> dict:
+        """What its ``loaded`` answer adds: with reasons, its part at its training mean (what stands for it outside
+        a coalition)."""
+        return {"part_at_mean": reasons.part_at_mean(self, role)} if sign else {}
+
+    def payloads(self, values: np.ndarray, status: np.ndarray, layout, frac_bits: int, noise=None) -> np.ndarray:
+        """Per row: its status byte and its part ``h_k W_k`` of the interactive layer as ring elements
+        (``noise(parts, status)``: the party's release noise added first, DP)."""
+        ok = status == OK
+        parts, finite = self.parts(np.where(ok[:, None], values, 0.0))
+        status = np.where(ok & ~finite, OUT_OF_RANGE, status)
+        if noise is not None:
+            parts = noise(parts, status)
+        out = private.bodies(status, self.units * ring.RING_BYTES)
+        scored = np.flatnonzero(status == OK)
+        if len(scored):
+            data = ring.to_bytes(ring.encode(parts[scored], frac_bits))
+            out[scored, 1:] = np.frombuffer(data, dtype=np.uint8).reshape(len(scored), -1)
+        return out
+
+    # -- the label party ------------------------------------------------------------------------------------------
+    def by_id_only(self, n_features: int) -> str:
+        """Two feature parties or more: served by id only (their parts are masked per round by the coordinator)."""
+        if n_features == 1:
+            return ""
+        return (f"a split network of {n_features} feature parties, which is served by id only (their parts are "
+                "masked per round by the coordinator)")
+
+    def take_loaded(self, peer: str, answer, width: int, role: str) -> None:
+        """A feature party's ``loaded`` answer: with reasons its part at its training mean; as many units."""
+        if self.reason_sign:
+            self.feature_reasons[peer] = reasons.loaded_part(answer, peer, self.units)
+        if width != self.units:
+            raise DataError(f"party {peer}'s shard of model version {self.version} has an interactive layer of "
+                            f"{width} units, party {role}'s {self.units}; use the shards of one training run")
+
+    def unexplained(self, n_features: int) -> str:
+        """Two feature parties or more: never explained (the label party sees only the sum of their parts)."""
+        if n_features == 1:
+            return ""
+        return (f"a split network of {n_features} feature parties, which vfl serve does not explain: the label "
+                "party learns only the sum of their parts (each is masked), and unmasking them would tell it more "
+                "than prediction does")
+
+    def check_explainable(self) -> None:
+        """Raise unless it has one output and, with columns, was trained standardized."""
+        if self.party.n_outputs != 1:
+            raise ConfigurationError(f"reasons take one output (regression or two classes); this network has "
+                                     f"{self.party.n_outputs}")
+        if self.party.has_columns and getattr(self.party, "scaler", None) is None:
+            raise ConfigurationError("reasons take a network trained with standardize = true (an absent party "
+                                     "is fed its training mean, which a standardized shard keeps)")
+
+    def outcome(self, z: np.ndarray) -> dict:
+        """One id's answer from its outputs; several classes: their softmax; several outputs: each by index."""
+        return classified(z, self.classes)
+
 
 
 def load_share(path, version: str, party: str, kind: str, features=()) -> MLPShare:

@@ -6,12 +6,117 @@ from __future__ import annotations
 
 import numpy as np
 
+from vfl.deploy.report import plain
+from vfl.deploy.shards import trees as tree_shards
+from vfl.errors import DataError
+from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
 from vfl.protocols.trees.training import unbits
+from vfl.runs.trees import check_explainable, released_bits
 from vfl.serving import messages, private, reasons
-from vfl.serving.answers import outcome, theirs
+from vfl.serving.answers import classified, outcome, theirs
 from vfl.deploy.shards.trees import read_shard
 from vfl.serving.messages import OK, pack_ids
-from vfl.serving.models import TreeShare
+
+
+class TreeShare:
+    """One party's shard of gradient-boosted trees.
+
+    A feature party's ``masks(x, trees)`` gives, per row, the leaves its own splits
+    allow in each tree of ``trees``, side by side; the label party's ``raw(x, masks)``
+    adds the leaf values every party's masks leave (its own splits' included).  What every
+    share has: :mod:`vfl.serving.scorers`.
+    """
+
+    kind = "trees"
+    complete = False
+    keyed = False
+    request = "leaves"
+    inline_null = True
+    noun = "tree ensemble"
+    own_reasons = False
+    #: the label party's reasons' adverse side (0: none asked; :mod:`vfl.serving.reasons`)
+    reason_sign = 0.0
+
+    def __init__(self, shard: dict, version: str, features=()):
+        self.version = version
+        self.role = shard["role"]
+        self.columns = list(shard["columns"])
+        self.trained_with = shard["trained_with"]
+        self.party = tree_shards.shard_party(shard, np.empty((0, len(self.columns))), shard["party"])
+        if self.role == "feature":
+            self.trees = [int(t["index"]) for t in shard["trees"]]
+            #: what its ``loaded`` answer says: its trees
+            self.width = len(self.trees)
+            return
+        self.classes = [plain(c) for c in self.party.classes] if self.party.classes is not None else None
+        self.feature_parties = list(shard["data_parties"][:-1])
+        if list(features) and list(features) != self.feature_parties:
+            raise DataError(f"version {version}: the trees were trained with the feature parties "
+                            f"{self.feature_parties}, but the federation names {list(features)}")
+        self.owners = tree_owners(self.party, self.feature_parties)
+        self.widths = mask_widths(self.party, self.owners)
+
+    def codes(self, x: np.ndarray) -> np.ndarray:
+        return self.party.bin_new(x)
+
+    def masks(self, x: np.ndarray, trees: list[int]) -> np.ndarray:
+        return self.party.leaf_masks(trees, self.codes(x))
+
+    def sides(self, x: np.ndarray) -> np.ndarray:
+        """A feature party: per row, the side of each of its splits (True: left), what its masks are made of."""
+        return self.party.split_bits(self.codes(x))
+
+    def masks_of(self, sides: np.ndarray, trees: list[int]) -> np.ndarray:
+        """A feature party: the masks of ``trees`` made of ``sides`` (as :meth:`sides`, perhaps randomized)."""
+        return self.party.masks_from_bits(trees, sides)
+
+    def raw(self, x: np.ndarray, masks: dict[str, np.ndarray]) -> np.ndarray:
+        return raw_scores(self.party, self.codes(x), self.owners, masks)
+
+    # -- the feature party ----------------------------------------------------------------------------------------
+    def check_release(self, service, version: str, consent: dict, sign: float, tables: int) -> None:
+        """At ``load``: the feature party's release check of the sides of its splits (what its leaf masks are made
+        of) over every row of its store, missing values included, recorded in its ledger; with DP, on the randomized
+        sides."""
+        ids, values = service.store.rows(self.columns)
+        released_bits(service.release, service.label, self.party, values, self.codes(values), ids=list(ids),
+                      version=version, what=f"the side of each of its splits per row (its leaf masks) in served "
+                                            f"version {version}")
+
+    def loaded_fields(self, role: str, sign: float) -> dict:
+        return {}
+
+    def payloads(self, values: np.ndarray, status: np.ndarray, layout, frac_bits: int, noise=None) -> np.ndarray:
+        """Per row: its status byte and the leaves its own splits allow in each of its trees (one bit per leaf);
+        ``noise(sides, status, bits=True)``: the party's release noise on the sides of its splits (DP randomized
+        response), the masks made of what it returns."""
+        if noise is None:
+            masks = self.masks(values, self.trees)
+        else:
+            masks = self.masks_of(noise(self.sides(values), status, bits=True), self.trees)
+        bits = np.packbits(masks, axis=1)
+        out = private.bodies(status, bits.shape[1])
+        out[:, 1:] = bits
+        return out
+
+    # -- the label party ------------------------------------------------------------------------------------------
+    def by_id_only(self, n_features: int) -> str:
+        return ""
+
+    def take_loaded(self, peer: str, answer, width: int, role: str) -> None:
+        """A feature party's ``loaded`` answer: nothing more to take (its trees are the label party's shard's)."""
+
+    def unexplained(self, n_features: int) -> str:
+        return ""
+
+    def check_explainable(self) -> None:
+        """Raise unless its trees give the parties' Shapley values (one per class, saved with their cover)."""
+        check_explainable(self.party, self.feature_parties)
+
+    def outcome(self, z: np.ndarray) -> dict:
+        """One id's answer from its raw scores; several classes: their softmax."""
+        return classified(z, self.classes)
+
 
 
 def load_share(path, version: str, party: str, kind: str, features=()) -> TreeShare:
