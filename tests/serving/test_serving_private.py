@@ -206,7 +206,7 @@ def test_a_feature_party_set_to_private_refuses_to_look_ids_up():
     service.settings, service.label = ServingSettings(queries="private"), "bank"
     message = Message("leaves", "public", 1, {"ids": pack_ids(["a"])})
     with pytest.raises(ConfigurationError, match="answers private queries only"):
-        service._rows(message, None, complete=False)
+        service.rows(message, None)
 
 
 # -- a feature party's table builds, and the label party holding them ------------------------------------------
@@ -337,7 +337,7 @@ def test_a_kept_table_and_json_are_owner_only_even_over_a_file_a_crash_left(tmp_
 def test_a_fault_answering_one_message_fails_that_round_and_keeps_the_link(monkeypatch, tmp_path):
     """A feature party's handler that fails unexpectedly: a 'failed' answer naming the party, then the next message."""
     service = _feature_service(monkeypatch, tmp_path, store=None)
-    service._score = lambda message: 1 / 0
+    service._round = lambda message: 1 / 0
     sent = []
 
     class Link:

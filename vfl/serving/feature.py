@@ -37,6 +37,7 @@ of its data (the full story stays in its own log); it never learns a score.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -45,15 +46,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
+from vfl.crypto import Context, FixedPoint, PublicKey, oprf
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
-from vfl.protocols.trees.training import bits, ints
+from vfl.families import FAMILIES
 from vfl.protocols.release import ReleasePolicy
 from vfl.serving import messages, private, reasons
 from vfl.serving.links import Runtime, serving_coordinator
-from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
+from vfl.serving.messages import OK
 from vfl.serving.models import load_share, shard_path
-from vfl.serving.rounds import Layout, encrypted_scores, partial_scores, row_status
+from vfl.serving.rounds import Layout, row_status
 
 log = logging.getLogger("vfl.serving")
 #: Ids in one round at most (the largest ``[serving] max_batch``).
@@ -218,8 +219,8 @@ class FeatureService:
 
     # -- the label party's requests ----------------------------------------------------------------
     def _answer(self, channel) -> None:
-        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves, "part": self._part,
-                    "table": self._table, "evaluate": self._evaluate}
+        handlers = {"load": self._load, "table": self._table, "evaluate": self._evaluate,
+                    **dict.fromkeys(round_requests(), self._round)}
         while True:
             message = channel.recv(1.0)
             if message is None:
@@ -288,7 +289,7 @@ class FeatureService:
     #: the names the release checks had here before they moved to the shares (tests/trees and tests/credit call them)
     _check_tree_release = _check_pipeline_release = _check_release
 
-    def _noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
+    def noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
         """The partial scores ``u`` (``bits``: the sides of a tree party's splits, randomized response) with this
         party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
         if self.release.epsilon is None or (bits and np.shape(u)[1] == 0):
@@ -299,6 +300,8 @@ class FeatureService:
             noisy = self.release.noised(u[ok], [ids[i] for i in ok], version, bits=bits)[0]
             u[ok] = noisy > 0.5 if bits else noisy
         return u
+
+    _noised = noised            # its name before the answers moved to the scorers (tests/trees call it)
 
     def _build(self, version: str, refresh: bool) -> None:
         """Build the table of ``version`` in the background (again if ``refresh``), unless one is built or building."""
@@ -335,7 +338,7 @@ class FeatureService:
                 if table is None:
                     how = "built"
                     bodies = private.payloads(share, values, layout, self.config.training.frac_bits,
-                                              noise=lambda u, status, bits=False: self._noised(version, u, ids,
+                                              noise=lambda u, status, bits=False: self.noised(version, u, ids,
                                                                                                status, bits))
 
                     def progress(done, total):
@@ -412,67 +415,36 @@ class FeatureService:
             raise ConfigurationError("it answers private queries only ([serving] queries = \"private\"): it does "
                                      "not look ids up for the label party")
 
-    def _rows(self, message, share, complete: bool, with_ids: bool = False):
+    def _round(self, message):
+        """A round's request (each family's, :func:`round_requests`), answered by the version's share (its
+        ``answer``); a share of another family refuses it."""
+        share = self._share(message)
+        if share.request != message.name:
+            raise ProtocolError(round_requests()[message.name].format(kind=share.kind))
+        return share.answer(self, message)
+
+    # -- what each family's answers use (vfl.serving.scorers) ----------------------------------------------------
+    def rows(self, message, share):
+        """The rows of the ids ``message`` names (``share``'s columns; none under private queries only): the values,
+        a status per id (:func:`~vfl.serving.rounds.row_status`, ``share.complete``), and the ids."""
         self._by_id()
         ids = messages.unpack_ids(message, self.label, MAX_ROUND_IDS)
         values, found = self.store.lookup(ids, share.columns)
-        status = row_status(values, found, complete)
-        return (values, status, ids) if with_ids else (values, status)
+        return values, row_status(values, found, share.complete), ids
 
-    def _score(self, message):
-        share = self._share(message)
-        if share.request != "score":
-            raise ProtocolError("asked for partial scores of a tree model")
-        fingerprint = messages.text(message, "key", self.label, 64)
-        layout = self._key(fingerprint, KEY_WAIT)
-        if layout is None or layout.context.public_key.fingerprint != fingerprint:
-            raise ConfigurationError(f"it does not hold the coordinator's current key "
-                                     f"({'not linked to ' + str(self.coordinator) if layout is None else 'another key'})")
-        values, status, ids = self._rows(message, share, complete=share.complete, with_ids=True)
-        u, status = partial_scores(share, values, status, layout.bound)
-        u = self._noised(share.version, u, ids, status)
-        named = {} if share.reason_model is None else {
-            "codes": reasons.feature_codes(share, values, status == OK, share.reason_model, share.reason_sign)}
-        return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status, **named)
+    def key(self, fingerprint: str) -> Layout | None:
+        """The layout under the coordinator's key of ``fingerprint``, waiting up to :data:`KEY_WAIT` s for it (the
+        coordinator restarted: the label party may hold its new key a moment before this party); None if unlinked,
+        else the key it holds (perhaps another)."""
+        return self._key(fingerprint, KEY_WAIT)
 
-    def _part(self, message):
-        share = self._share(message)
-        if share.request != "part":
-            raise ProtocolError(f"asked for the interactive layer's part of a {share.kind} model")
-        tag = messages.token(message, self.label) if self.coordinator is not None else None
-        wait = messages.integer(message, "wait_ms", self.label, 1, 3_600_000) / 1000.0
-        values, status, ids = self._rows(message, share, complete=True, with_ids=True)
-        ok = status == OK
-        parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
-        status[ok & ~finite] = OUT_OF_RANGE
-        parts = self._noised(share.version, parts, ids, status)
-        encoded = ring.uniform(parts.shape)             # no part: uniform, hiding the others' in the label's sum
-        scored = status == OK
-        if scored.any():
-            encoded[scored] = ring.encode(parts[scored], self.config.training.frac_bits)
-        if tag is None:
-            return "part", "plaintext", dict(status=status, values=ring.to_bytes(encoded))
-        mask = self.masks.take(tag, wait)
-        if mask is None:
-            raise ConfigurationError(f"no mask came from the coordinator {self.coordinator} for the round within "
-                                     f"{wait * 1000:.0f} ms")
-        try:
-            mask = ring.from_bytes(mask, encoded.shape)
-        except ProtocolError as exc:
-            raise ProtocolError(f"{self.coordinator} dealt a mask that does not fit the round: {exc}") from None
-        return "part", "masked", dict(status=status, values=ring.to_bytes(ring.reduce(encoded + mask)))
 
-    def _leaves(self, message):
-        share = self._share(message)
-        if share.request != "leaves":
-            raise ProtocolError("asked for leaf masks of a linear model")
-        trees = ints(message, "trees", 0, 1 << 30).tolist()
-        values, status, ids = self._rows(message, share, complete=False, with_ids=True)
-        values[status != OK] = np.nan                       # unknown rows: every leaf allowed, ignored by the label
-        sides = self._noised(share.version, share.sides(values), ids, status, bits=True)
-        masks = share.masks_of(sides, trees)
-        masks[status == UNKNOWN] = True
-        return "leaf_masks", "plaintext", dict(bits(masks.ravel()), status=status)
+@functools.cache
+def round_requests() -> dict[str, str]:
+    """The round requests a feature party answers, one per family (its scorer's ``REQUEST``), and what a party whose
+    model answers another says to one (its ``REFUSED``; ``{kind}``: the party's model)."""
+    scorers = [family.module("scorer") for family in FAMILIES.values()]
+    return {scorer.REQUEST: scorer.REFUSED for scorer in scorers}
 
 
 def _public(exc: BaseException) -> str:

@@ -19,6 +19,10 @@ from vfl.serving.answers import outcome, theirs
 from vfl.serving.scorers import linear
 
 
+#: Its feature party answers the linear model's round request.
+REQUEST, REFUSED = linear.REQUEST, linear.REFUSED
+
+
 class PipelineShare:
     """One party's shard of the credit pipeline: raw columns -> bins -> model columns -> partial log-odds.
 
@@ -124,6 +128,10 @@ class PipelineShare:
         check_part(service.release, service.label, self.binner, self.coder, values,
                    raw_release(self.coef, self.scaler), what=f"{PART} in served version {version}", ids=list(ids),
                    values=self.scores(values), version=version)
+
+    def answer(self, service, message) -> tuple:
+        """Its answer to a ``score`` request: a linear model's (:func:`vfl.serving.scorers.linear.answer`)."""
+        return linear.answer(service, self, message)
 
     def loaded_fields(self, role: str, sign: float) -> dict:
         """What its ``loaded`` answer adds: the best points of its columns, for the reasons' party totals."""

@@ -18,7 +18,11 @@ from vfl.serving.answers import classified, error, outcome, theirs
 from vfl.deploy.shards.linear import read_shard, shard_models, shard_scaler
 from vfl.runs.linear import REASONS, raw_release, reason_codes
 from vfl.serving.messages import OK, pack_ids
-from vfl.serving.rounds import masked_total, partial_scores, summed, unmasked
+from vfl.serving.rounds import encrypted_scores, masked_total, partial_scores, summed, unmasked
+
+
+#: The round request a linear model's feature party answers, and what a feature party of another model says to it.
+REQUEST, REFUSED = "score", "asked for partial scores of a tree model"
 
 
 class LinearShare:
@@ -77,6 +81,10 @@ class LinearShare:
                 service.release.epsilon is None:
             _check_reason_release(service, self, version, consent, sign)
 
+    def answer(self, service, message) -> tuple:
+        """Its answer to a ``score`` request (:func:`answer`)."""
+        return answer(service, self, message)
+
     def loaded_fields(self, role: str, sign: float) -> dict:
         """What its ``loaded`` answer adds: with reasons, its total's constant and the codes it may name."""
         if not sign:
@@ -118,6 +126,23 @@ def load_share(path, version: str, party: str, kind: str, features=()) -> Linear
     """Party ``party``'s share of ``version`` of a linear model, from its shard at ``path`` (``kind``: its role),
     checked; ``features`` (the federation's feature parties) is not needed."""
     return LinearShare(read_shard(path, party, kind), version)
+
+
+def answer(service, share, message) -> tuple:
+    """The feature party's ``scores`` answer: a status per id and its partial scores encrypted under the coordinator's
+    key (0 for ids it cannot score), with DP its noise added; where it consented at ``load``, per id the index of
+    the column it names as its reason."""
+    fingerprint = messages.text(message, "key", service.label, 64)
+    layout = service.key(fingerprint)
+    if layout is None or layout.context.public_key.fingerprint != fingerprint:
+        raise ConfigurationError(f"it does not hold the coordinator's current key "
+                                 f"({'not linked to ' + str(service.coordinator) if layout is None else 'another key'})")
+    values, status, ids = service.rows(message, share)
+    u, status = partial_scores(share, values, status, layout.bound)
+    u = service.noised(share.version, u, ids, status)
+    named = {} if share.reason_model is None else {
+        "codes": reasons.feature_codes(share, values, status == OK, share.reason_model, share.reason_sign)}
+    return "scores", "ciphertext", dict(encrypted_scores(layout, u, service.role), status=status, **named)
 
 
 def check_models(share, peer: str, width: int, role: str) -> None:

@@ -21,6 +21,10 @@ from vfl.deploy.shards.mlp import read_shard, shard_party
 from vfl.serving.messages import OK, OUT_OF_RANGE, TOKEN_BYTES, pack_ids
 
 
+#: The round request a split network's feature party answers, and what a feature party of another model says to it.
+REQUEST, REFUSED = "part", "asked for the interactive layer's part of a {kind} model"
+
+
 class MLPShare:
     """One party's shard of a split network.
 
@@ -96,6 +100,33 @@ class MLPShare:
         service.release.release(service.label, self.columns, rows, release_spec(self.party),
                                 f"its part of the interactive layer in served version {version}",
                                 ids=[i for i, ok in zip(kept, finite) if ok], values=parts[finite], version=version)
+
+    def answer(self, service, message) -> tuple:
+        """Its answer to a ``part`` request: a status per id and its part of the interactive layer per id as ring
+        elements (uniform for an id it cannot score, hiding the others' parts in the label party's sum), plus the
+        mask the coordinator dealt for the round's token with two feature parties or more."""
+        tag = messages.token(message, service.label) if service.coordinator is not None else None
+        wait = messages.integer(message, "wait_ms", service.label, 1, 3_600_000) / 1000.0
+        values, status, ids = service.rows(message, self)
+        ok = status == OK
+        parts, finite = self.parts(np.where(ok[:, None], values, 0.0))
+        status[ok & ~finite] = OUT_OF_RANGE
+        parts = service.noised(self.version, parts, ids, status)
+        encoded = ring.uniform(parts.shape)             # no part: uniform, hiding the others' in the label's sum
+        scored = status == OK
+        if scored.any():
+            encoded[scored] = ring.encode(parts[scored], service.config.training.frac_bits)
+        if tag is None:
+            return "part", "plaintext", dict(status=status, values=ring.to_bytes(encoded))
+        mask = service.masks.take(tag, wait)
+        if mask is None:
+            raise ConfigurationError(f"no mask came from the coordinator {service.coordinator} for the round within "
+                                     f"{wait * 1000:.0f} ms")
+        try:
+            mask = ring.from_bytes(mask, encoded.shape)
+        except ProtocolError as exc:
+            raise ProtocolError(f"{service.coordinator} dealt a mask that does not fit the round: {exc}") from None
+        return "part", "masked", dict(status=status, values=ring.to_bytes(ring.reduce(encoded + mask)))
 
     def loaded_fields(self, role: str, sign: float) -> dict:
         """What its ``loaded`` answer adds: with reasons, its part at its training mean (what stands for it outside

@@ -10,12 +10,16 @@ from vfl.deploy.report import plain
 from vfl.deploy.shards import trees as tree_shards
 from vfl.errors import DataError
 from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
-from vfl.protocols.trees.training import unbits
+from vfl.protocols.trees.training import bits, ints, unbits
 from vfl.runs.trees import check_explainable, released_bits
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import classified, outcome, theirs
 from vfl.deploy.shards.trees import read_shard
-from vfl.serving.messages import OK, pack_ids
+from vfl.serving.messages import OK, UNKNOWN, pack_ids
+
+
+#: The round request a tree party answers, and what a feature party of another model says to it.
+REQUEST, REFUSED = "leaves", "asked for leaf masks of a linear model"
 
 
 class TreeShare:
@@ -82,6 +86,17 @@ class TreeShare:
         released_bits(service.release, service.label, self.party, values, self.codes(values), ids=list(ids),
                       version=version, what=f"the side of each of its splits per row (its leaf masks) in served "
                                             f"version {version}")
+
+    def answer(self, service, message) -> tuple:
+        """Its answer to a ``leaves`` request: a status per id and, per id and tree of those asked, the leaves its
+        own splits allow (with DP, of its randomized sides); every leaf for an id it does not hold."""
+        trees = ints(message, "trees", 0, 1 << 30).tolist()
+        values, status, ids = service.rows(message, self)
+        values[status != OK] = np.nan                       # unknown rows: every leaf allowed, ignored by the label
+        sides = service.noised(self.version, self.sides(values), ids, status, bits=True)
+        masks = self.masks_of(sides, trees)
+        masks[status == UNKNOWN] = True
+        return "leaf_masks", "plaintext", dict(bits(masks.ravel()), status=status)
 
     def loaded_fields(self, role: str, sign: float) -> dict:
         return {}
