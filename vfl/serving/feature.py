@@ -31,6 +31,10 @@ a time, what the label party asks (:mod:`vfl.serving.messages`):
   uniform ring elements instead of a part, so that the sum the label party
   opens for that id shows nothing of the other parties' parts.
 
+What differs by family — the release checks at ``load``, the ``loaded`` answer's fields, a table's payloads and
+the answer to a round's request (``score``, ``leaves``, ``part``) — is the share's, in its family's scorer
+(:mod:`vfl.serving.scorers`); this service keeps the links, the key or masks, the versions and the tables.
+
 Anything it cannot do is a ``failed`` answer naming the reason without a value
 of its data (the full story stays in its own log); it never learns a score.
 """

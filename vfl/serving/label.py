@@ -30,6 +30,10 @@ then decrypts each feature party's total on its own, and trees compute the
 parties' Shapley values from the masks the round gives anyway; each answer
 carries the codes of its largest contributions toward the adverse side.
 
+What differs by family (the round itself, a ``loaded`` answer's checks, whether private queries or reasons fit,
+an id's answer) is its scorer's and its share's (:mod:`vfl.serving.scorers`); this service keeps the links, the
+private tables, the versions and their reload, and the deadlines.
+
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
 not linked, a ``failed`` answer, the deadline) is a :class:`RoundError` naming

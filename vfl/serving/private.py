@@ -27,7 +27,7 @@ by shifting, :func:`packed_sum`), masked, and decrypted by the coordinator; tree
 and networks are finished by the label party.
 
 The table is built from the store once, by :func:`build_table`; nothing of it
-depends on the requests.  This module is the numbers of both sides; the services
+depends on the requests.  A payload is its family's (the share's ``payloads``, :mod:`vfl.serving.scorers`).  This module is the numbers of both sides; the services
 (:mod:`vfl.serving.feature`, :mod:`vfl.serving.label`) keep the tables and run the
 messages.
 """
