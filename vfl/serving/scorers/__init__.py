@@ -44,6 +44,8 @@ A share (one class per family, in its module; plain attributes and methods, no b
 ``check_explainable()``                    the label party: a :class:`~vfl.errors.ConfigurationError` (or
                                            ``DataError``) if this version's rounds cannot give reasons
 ``outcome(z)``                             one id's answer from its raw scores (:func:`vfl.serving.answers.classified`)
+``drift()`` (a label party's, if it has    population stability of the rows served so far against training's,
+one: the scorecard's)                      per own column (``/metrics``' ``vfl_serve_psi``)
 =========================================  ======================================================================
 
 The families:
