@@ -20,6 +20,7 @@ from vfl.parties import Coordinator
 from vfl.serving import private
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
 from vfl.serving.rounds import Layout, decrypted, masked_total, unmasked
+from vfl.serving.scorers.linear import packed_sum
 from vfl.transport.message import Message, decode, encode
 
 
@@ -73,7 +74,7 @@ def test_a_private_linear_round_equals_the_sum_of_the_partial_scores(coordinator
     assert opened["telco"][0].tolist() == [OK, OK, UNKNOWN, OK, OK]
     assert opened["shop"][0].tolist() == [OK, OK, UNKNOWN, OK, INCOMPLETE]
     u_b = rng.uniform(-3, 3, (len(asked), width))
-    total = EncryptedVector(layout.context, private.packed_sum(layout, opened, len(asked), width),
+    total = EncryptedVector(layout.context, packed_sum(layout, opened, len(asked), width),
                             layout.context.frac_bits)
     request, secret = masked_total(layout, total, u_b, "bank")
     reply = _wire("decrypted", "masked", decrypted(layout, coordinator.context,

@@ -23,7 +23,7 @@ and opens it (:func:`open_payloads`).  An id the feature party does not hold has
 no entry; the other entries do not open without their ``F_k(x)``, which only
 ``k`` gives.  From there a round ends as by id: linear scores are summed under the
 coordinator's key (the payloads' ciphertexts packed into the public slot layout
-by shifting, :func:`packed_sum`), masked, and decrypted by the coordinator; trees
+by shifting, :func:`vfl.serving.scorers.linear.packed_sum`), masked, and decrypted by the coordinator; trees
 and networks are finished by the label party.
 
 The table is built from the store once, by :func:`build_table`; nothing of it
@@ -41,10 +41,9 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-import gmpy2
 import numpy as np
 
-from vfl.crypto import oprf, ring
+from vfl.crypto import oprf
 from vfl.deploy.jsonfile import open_private
 from vfl.errors import DataError, ProtocolError
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
@@ -286,54 +285,6 @@ def _bad(peer: str, problem: str) -> ProtocolError:
     error = ProtocolError(f"{peer} sent {problem}")
     error.party = peer
     return error
-
-
-# -- finishing a round (the label party) -----------------------------------------------------------------
-
-def packed_sum(layout, answers: dict, n_ids: int, width: int) -> list:
-    """``prod_k [[u_k]]`` per value, packed into the public layout by shifting: the ciphertexts of the sum.
-
-    ``answers`` maps each feature party to its ``(status, bodies)`` of the round's
-    ids; an id's value with no OK payload contributes nothing (an encryption of 0).
-    Value ``j`` (id ``j // width``, model ``j % width``) sits in slot ``j % s`` of
-    ciphertext ``j // s`` (``s`` slots of ``w`` bits each: :func:`vfl.parties.linear.packed.prediction_slots`),
-    so ciphertext ``c`` is ``prod_slot [[v]]^(2^(w slot))``, by Horner's rule: ``w`` squarings per slot.
-    """
-    context = layout.context
-    n2 = gmpy2.mpz(context.public_key.nsquare)
-    count = n_ids * width
-    values = [gmpy2.mpz(1)] * count
-    for status, bodies in answers.values():
-        for i in np.flatnonzero(status == OK):       # each body: ``width`` ciphertexts, checked in Z_{n^2}
-            for m, c in enumerate(context.from_bytes(bodies[i], context.frac_bits).ciphertexts):
-                values[i * width + m] = values[i * width + m] * c % n2
-    if not layout.packed:
-        return values
-    per, shift = len(layout.slots.widths), 1 << layout.slots.widths[0]
-    out = []
-    for start in range(0, count, per):
-        acc = gmpy2.mpz(1)
-        for c in reversed(values[start:start + per]):
-            acc = gmpy2.powmod(acc, shift, n2) * c % n2
-        out.append(acc)
-    return out
-
-
-def summed_parts(answers: dict, n_ids: int, units: int, frac_bits: int) -> np.ndarray:
-    """A split network's parts of the round's ids from the payloads (one feature party: no masks), decoded."""
-    total = np.zeros((n_ids, units), dtype=object)
-    for status, bodies in answers.values():
-        for i in np.flatnonzero(status == OK):
-            total[i] = total[i] + ring.from_bytes(bodies[i], (units,))
-    return ring.decode(ring.reduce(total), frac_bits)
-
-
-def leaf_masks(status: np.ndarray, bodies: list, bits: int) -> np.ndarray:
-    """A feature party's leaf masks of the round's ids from the payloads (every leaf allowed where it has none)."""
-    out = np.ones((len(status), bits), dtype=bool)
-    for i in np.flatnonzero(status == OK):
-        out[i] = np.unpackbits(np.frombuffer(bodies[i], dtype=np.uint8))[:bits].astype(bool)
-    return out
 
 
 def fingerprint(table: Table | HeldTable) -> str:

@@ -1,7 +1,7 @@
 """A split network's round: each feature party's part of the interactive layer, masked (the coordinator deals
 masks that cancel in the sum, with two feature parties or more) or from its private table (one feature party);
 the label party sums them, decodes, and runs its own bottom and the top; with reasons (one feature party only), the
-parties' Shapley values from the same part (:func:`vfl.serving.reasons.network`)."""
+parties' Shapley values from the same part (:func:`reasons_of`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from vfl.crypto import ring
 from vfl.errors import ConfigurationError, DataError, ProtocolError
 from vfl.parties.mlp.activations import activate
 from vfl.parties.mlp.layers import forward, layer_activations
-from vfl.runs.mlp import release_spec
+from vfl.runs import explained
+from vfl.runs.mlp import party_values, release_spec
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import classified, error, outcome, theirs
 from vfl.deploy.shards.mlp import read_shard, shard_party
@@ -131,7 +132,7 @@ class MLPShare:
     def loaded_fields(self, role: str, sign: float) -> dict:
         """What its ``loaded`` answer adds: with reasons, its part at its training mean (what stands for it outside
         a coalition)."""
-        return {"part_at_mean": reasons.part_at_mean(self, role)} if sign else {}
+        return {"part_at_mean": part_at_mean(self, role)} if sign else {}
 
     def payloads(self, values: np.ndarray, status: np.ndarray, layout, frac_bits: int, noise=None) -> np.ndarray:
         """Per row: its status byte and its part ``h_k W_k`` of the interactive layer as ring elements
@@ -159,7 +160,7 @@ class MLPShare:
     def take_loaded(self, peer: str, answer, width: int, role: str) -> None:
         """A feature party's ``loaded`` answer: with reasons its part at its training mean; as many units."""
         if self.reason_sign:
-            self.feature_reasons[peer] = reasons.loaded_part(answer, peer, self.units)
+            self.feature_reasons[peer] = loaded_part(answer, peer, self.units)
         if width != self.units:
             raise DataError(f"party {peer}'s shard of model version {self.version} has an interactive layer of "
                             f"{width} units, party {role}'s {self.units}; use the shards of one training run")
@@ -205,7 +206,7 @@ def score(service, share, ids, values, status, deadline, answers) -> None:
     if service.private(share):                     # one feature party (two or more are served by id)
         opened = service.query_tables(share, service.features, [ids[i] for i in go], deadline, service.next_round())
         their = {k: status for k, (status, _) in opened.items()}
-        parts = private.summed_parts(opened, len(go), share.units, frac_bits)
+        parts = table_parts(opened, len(go), share.units, frac_bits)
         return _answers(service, share, ids, values, go, their, parts, answers)
     fields = {"version": share.version, "ids": pack_ids([ids[i] for i in go]),
               "wait_ms": max(1, int((deadline - time.monotonic()) * 1000))}
@@ -225,8 +226,8 @@ def _answers(service, share, ids, values, go, their, parts, answers) -> None:
     raw = share.raw(values[go][scored], parts[scored])
     given = {}
     if share.reason_sign and len(scored):       # one feature party: its part, as received (reasons.check)
-        given = dict(zip(scored.tolist(), reasons.network(share, values[go][scored], parts[scored],
-                                                          service.settings.reasons)))
+        given = dict(zip(scored.tolist(), reasons_of(share, values[go][scored], parts[scored],
+                                                     service.settings.reasons)))
     at = {int(j): r for r, j in enumerate(scored)}
     for j, i in enumerate(go):
         failed = theirs(ids[i], their, j)
@@ -247,4 +248,50 @@ def summed_parts(replies: dict, features: list, shape: tuple, frac_bits: int) ->
             error = ProtocolError(f"{k} sent a malformed 'part' message: {exc}")
             error.party = k
             raise error from None
+    return ring.decode(ring.reduce(total), frac_bits)
+
+
+# -- its reasons (vfl.serving.reasons), and the parts of its private tables' payloads -----------------------------
+
+def part_at_mean(share, role: str) -> np.ndarray:
+    """A split network's feature party: its part of the interactive layer at its training mean (one vector per
+    version, what stands for it outside a coalition)."""
+    scaler = getattr(share.party, "scaler", None)
+    if scaler is None:
+        raise ConfigurationError(f"party {role}: reasons need its part at its training mean, which a network trained "
+                                 "without standardize does not keep; train with standardize = true, or set reasons "
+                                 "= 0 at the label party")
+    parts, ok = share.parts(np.asarray(scaler.mean, dtype=np.float64)[None, :])
+    if not ok.all():
+        raise ConfigurationError(f"party {role}: its part at its training mean is not finite")
+    return parts[0]
+
+
+def loaded_part(answer, peer: str, units: int) -> tuple[np.ndarray, list]:
+    """The label party: a split network's feature party's part at its training mean, from its ``loaded`` answer."""
+    value = answer.fields.get("part_at_mean")
+    if not isinstance(value, np.ndarray) or value.dtype != np.float64 or value.shape != (units,) or \
+            not np.isfinite(value).all():
+        raise ProtocolError(f"{peer} answered 'load' with reasons asked without its part at its training mean "
+                            f"({units} numbers)")
+    return value, []
+
+
+def reasons_of(share, values: np.ndarray, parts: np.ndarray, k: int) -> list[list[str]]:
+    """The label party's reasons of a split network's scored ids (one feature party): its own rows ``values`` and
+    the feature party's ``parts`` as received, each party absent fed its training mean."""
+    (peer,) = share.feature_parties
+    scaler = getattr(share.party, "scaler", None)
+    mean = np.broadcast_to(scaler.mean if scaler is not None else np.zeros(values.shape[1]), values.shape)
+    values = party_values(share.raw, values, mean, [(parts, share.feature_reasons[peer][0])],
+                          [share.party.role, peer])
+    return reasons.ranked(explained.party_level(values), k, share.reason_sign)
+
+
+def table_parts(answers: dict, n_ids: int, units: int, frac_bits: int) -> np.ndarray:
+    """A split network's parts of the round's ids from the payloads (one feature party: no masks), decoded."""
+    total = np.zeros((n_ids, units), dtype=object)
+    for status, bodies in answers.values():
+        for i in np.flatnonzero(status == OK):
+            total[i] = total[i] + ring.from_bytes(bodies[i], (units,))
     return ring.decode(ring.reduce(total), frac_bits)

@@ -1,6 +1,6 @@
 """Trees' round: each feature party that owns splits sends, per id, the leaves its splits allow (or its private
 table's sealed masks); the label party intersects them with its own splits and sums the leaves; with reasons, the
-parties' Shapley values from the same masks (:func:`vfl.serving.reasons.trees`)."""
+parties' Shapley values from the same masks (:func:`reasons_of`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from vfl.deploy.shards import trees as tree_shards
 from vfl.errors import DataError
 from vfl.protocols.trees.inference import mask_widths, raw_scores, tree_owners
 from vfl.protocols.trees.training import bits, ints, unbits
-from vfl.runs.trees import check_explainable, released_bits
+from vfl.runs import explained
+from vfl.runs.trees import check_explainable, party_values, released_bits
 from vfl.serving import messages, private, reasons
 from vfl.serving.answers import classified, outcome, theirs
 from vfl.deploy.shards.trees import read_shard
@@ -152,7 +153,7 @@ def score(service, share, ids, values, status, deadline, answers) -> None:
         opened = service.query_tables(share, asked, chosen, deadline, round_id)
         their = {k: status for k, (status, _) in opened.items()}
         for k, (status, bodies) in opened.items():
-            masks[k] = private.leaf_masks(status, bodies, share.widths[k])
+            masks[k] = leaf_masks(status, bodies, share.widths[k])
     else:
         replies = service.ask(round_id, {k: ("leaves", "public", {
             "version": share.version, "ids": pack_ids(chosen),
@@ -165,9 +166,26 @@ def score(service, share, ids, values, status, deadline, answers) -> None:
     raw = share.raw(values[go][scored], masks) if len(scored) else None
     given = {}
     if share.reason_sign and len(scored):         # the same masks: the parties' Shapley values, no message more
-        given = dict(zip(scored.tolist(), reasons.trees(share, share.codes(values[go][scored]), masks,
-                                                        service.settings.reasons)))
+        given = dict(zip(scored.tolist(), reasons_of(share, share.codes(values[go][scored]), masks,
+                                                     service.settings.reasons)))
     at = {int(j): r for r, j in enumerate(scored)}
     for j, i in enumerate(go):
         answers[i] = theirs(ids[i], their, j) or {"id": ids[i], **outcome(share, raw[at[j]]),
                                                    **({"reasons": given[j]} if share.reason_sign else {})}
+
+
+# -- its reasons (vfl.serving.reasons), and the leaf masks of its private tables' payloads -------------------------
+
+def reasons_of(share, codes: np.ndarray, masks: dict, k: int) -> list[list[str]]:
+    """The label party's reasons of a trees round's scored ids: the parties' Shapley values from its own splits'
+    bin ``codes`` and the feature parties' leaf ``masks``."""
+    values = party_values(share.party, codes, share.owners, masks, share.feature_parties)
+    return reasons.ranked(explained.party_level(values), k, share.reason_sign)
+
+
+def leaf_masks(status: np.ndarray, bodies: list, bits: int) -> np.ndarray:
+    """A feature party's leaf masks of the round's ids from the payloads (every leaf allowed where it has none)."""
+    out = np.ones((len(status), bits), dtype=bool)
+    for i in np.flatnonzero(status == OK):
+        out[i] = np.unpackbits(np.frombuffer(bodies[i], dtype=np.uint8))[:bits].astype(bool)
+    return out
