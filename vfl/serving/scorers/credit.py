@@ -142,6 +142,7 @@ class PipelineShare:
         return linear.payloads(self, layout, values, status, noise)
 
     def by_id_only(self, n_features: int) -> str:
+        """Its rounds may always be private queries."""
         return ""
 
     def take_loaded(self, peer: str, answer, width: int, role: str) -> None:
@@ -153,6 +154,7 @@ class PipelineShare:
         self.feature_best[peer] = best
 
     def unexplained(self, n_features: int) -> str:
+        """Its reasons are its own; never refused here."""
         return ""
 
     def check_explainable(self) -> None:
@@ -163,7 +165,6 @@ class PipelineShare:
         p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
         return {"score": float(self.scale.score(z[0])), "log_odds": float(z[0]), "probability": p,
                 "prediction": self.classes[1] if p >= 0.5 else self.classes[0]}
-
 
 
 def load_share(path, version: str, party: str, kind: str, features=()) -> PipelineShare:

@@ -187,7 +187,6 @@ class MLPShare:
         return classified(z, self.classes)
 
 
-
 def load_share(path, version: str, party: str, kind: str, features=()) -> MLPShare:
     """Party ``party``'s share of ``version`` of a split network, from its shard at ``path`` (``kind``: its role),
     checked; ``features``: the federation's feature parties, which the label party's network must name."""

@@ -100,6 +100,7 @@ class TreeShare:
         return "leaf_masks", "plaintext", dict(bits(masks.ravel()), status=status)
 
     def loaded_fields(self, role: str, sign: float) -> dict:
+        """Its ``loaded`` answer adds nothing."""
         return {}
 
     def payloads(self, values: np.ndarray, status: np.ndarray, layout, frac_bits: int, noise=None) -> np.ndarray:
@@ -117,12 +118,14 @@ class TreeShare:
 
     # -- the label party ------------------------------------------------------------------------------------------
     def by_id_only(self, n_features: int) -> str:
+        """Its rounds may always be private queries."""
         return ""
 
     def take_loaded(self, peer: str, answer, width: int, role: str) -> None:
         """A feature party's ``loaded`` answer: nothing more to take (its trees are the label party's shard's)."""
 
     def unexplained(self, n_features: int) -> str:
+        """Nothing refuses it outright (:meth:`check_explainable` says what does)."""
         return ""
 
     def check_explainable(self) -> None:
@@ -132,7 +135,6 @@ class TreeShare:
     def outcome(self, z: np.ndarray) -> dict:
         """One id's answer from its raw scores; several classes: their softmax."""
         return classified(z, self.classes)
-
 
 
 def load_share(path, version: str, party: str, kind: str, features=()) -> TreeShare:
