@@ -159,10 +159,32 @@ def _names_family(node) -> bool:
                or (isinstance(n, ast.Constant) and n.value == "family") for n in ast.walk(node))
 
 
+def _names_model_kind(node) -> bool:
+    """Whether an expression names a served model's kind (``share.kind``, ``table.kind``: a share's family word)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "kind" for n in ast.walk(node))
+
+
+def _family_tests(tree, words, serving: bool) -> list:
+    """The comparisons in ``tree`` of a family (in ``vfl/serving`` also a model's ``kind``) with one of ``words``."""
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        named = [s for s in sides if isinstance(s, ast.Constant) and s.value in words] + [
+            e for s in sides if isinstance(s, (ast.Tuple, ast.List, ast.Set)) for e in s.elts
+            if isinstance(e, ast.Constant) and e.value in words]
+        if named and any(_names_family(s) or (serving and _names_model_kind(s)) for s in sides):
+            found.append(node)
+    return found
+
+
 def test_only_a_family_s_own_folders_and_the_registry_test_which_family_it_is():
     """Outside a family's own modules (a part of its dotted name is the family's word) and the registry
     (``vfl/families.py``), nothing compares a family with a family's word: it asks the registry's entry instead
-    (an attribute, or one of the family's modules), so that a fifth family is its folders and one registry line."""
+    (an attribute, or one of the family's modules), so that a fifth family is its folders and one registry line.
+    In ``vfl/serving`` a share's ``kind`` is its family's word: the services ask the share or its family's scorer
+    (``vfl/serving/scorers/<family>.py``), never compare its kind."""
     from vfl.families import FAMILIES as REGISTERED
 
     words = set(REGISTERED)
@@ -171,24 +193,23 @@ def test_only_a_family_s_own_folders_and_the_registry_test_which_family_it_is():
         module = ".".join(path.relative_to(ROOT.parent).with_suffix("").parts).removesuffix(".__init__")
         if family_of(module) is not None or module == "vfl.families":
             continue
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Compare):
-                continue
-            sides = [node.left, *node.comparators]
-            named = [s for s in sides if isinstance(s, ast.Constant) and s.value in words] + [
-                e for s in sides if isinstance(s, (ast.Tuple, ast.List, ast.Set)) for e in s.elts
-                if isinstance(e, ast.Constant) and e.value in words]
-            if named and any(_names_family(s) for s in sides):
-                found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}")
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in _family_tests(tree, words, serving=module.startswith("vfl.serving")):
+            found.append(f"{path.relative_to(ROOT.parent)}:{node.lineno}: {ast.unparse(node)}")
     assert not found, "tests a family's name outside its folders (ask vfl.families):\n" + "\n".join(found)
 
 
 def test_the_family_test_finds_what_it_is_meant_to():
-    """The check above would see the tests it forbids, written any of these ways (and not a model's objective)."""
-    for source, seen in (('family == "trees"', True), ('info.get("family") != "credit"', True),
-                         ('config.family.name in ("mlp", "linear")', True), ('objective == "linear"', False)):
-        sides = (lambda c: [c.left, *c.comparators])(ast.parse(source, mode="eval").body)
-        assert any(_names_family(s) for s in sides) == seen, source
+    """The check above would see the tests it forbids, written any of these ways (and not a model's objective, nor
+    a party's or a message's kind)."""
+    words = set(FAMILIES)
+    for source, serving, seen in (('family == "trees"', False, True), ('info.get("family") != "credit"', False, True),
+                                  ('config.family.name in ("mlp", "linear")', False, True),
+                                  ('objective == "linear"', False, False), ('share.kind == "linear"', True, True),
+                                  ('share.kind != "mlp" or n == 1', True, True), ('"trees" == table.kind', True, True),
+                                  ('share.kind == "linear"', False, False), ('kind == "coordinator"', True, False),
+                                  ('message.kind == "plaintext"', True, False)):
+        assert bool(_family_tests(ast.parse(source), words, serving)) == seen, source
 
 
 #: What the faces call of each module a registry entry names.

@@ -365,6 +365,7 @@ def test_a_chunked_body_over_the_bound_is_a_413(served):
 def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold(queries):
     from types import SimpleNamespace
 
+    from vfl.families import FAMILIES
     from vfl.serving import private
     from vfl.serving.label import LabelService, RoundError
     from vfl.serving.messages import unpack_ids
@@ -375,11 +376,15 @@ def test_the_label_party_asks_no_feature_party_about_an_id_it_does_not_hold(quer
             found = np.array([key == "held" for key in ids])
             return np.where(found[:, None], 1.0, np.nan) * np.ones((len(ids), len(columns))), found
 
+    from vfl.serving.scorers.trees import TreeShare
+
+    share = object.__new__(TreeShare)               # a label party's trees, as far as the round goes
+    share.__dict__.update(version="1", columns=["x"], owners={"telco": [0]}, feature_parties=["telco"],
+                          widths={"telco": 2})
     service = object.__new__(LabelService)          # no links: the requests a round would send are recorded
-    service.shares, service.current, service.store, service.metrics = {"1": SimpleNamespace(
-        kind="trees", version="1", columns=["x"], owners={"telco": [0]}, feature_parties=["telco"],
-        widths={"telco": 2})}, "1", Store(), None
+    service.shares, service.current, service.store, service.metrics = {"1": share}, "1", Store(), None
     service.role, service.features, service._rounds = "bank", ["telco"], iter(range(1, 100))
+    service.config = SimpleNamespace(family=FAMILIES["trees"])      # the round is its family's scorer's
     service.settings = ServingSettings(queries=queries)
     table = private.build_table("telco", "1", "trees", ["held"], np.zeros((1, 2), dtype=np.uint8))
     service.held, service._tables = {("telco", "1"): private.HeldTable(

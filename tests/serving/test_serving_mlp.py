@@ -224,7 +224,7 @@ def test_a_feature_partys_part_is_masked_and_an_id_it_cannot_score_is_uniform(se
         tag = bytes([attempt]) * messages.TOKEN_BYTES
         masks[tag] = ring.uniform((2, share.units))
         service.masks.put(tag, ring.to_bytes(masks[tag]))
-        name, kind, fields = service._part(Message("part", "public", -1, {
+        name, kind, fields = service._round(Message("part", "public", -1, {
             "version": "1", "ids": messages.pack_ids(asked), "token": tag, "wait_ms": 1000}))
         assert (name, kind) == ("part", "masked") and list(fields["status"]) == [messages.UNKNOWN, messages.OK]
         opened = ring.reduce(ring.from_bytes(fields["values"], (2, share.units)) - masks[tag])

@@ -151,20 +151,25 @@ def test_a_failed_round_fails_its_requests_only_and_the_deadline_is_kept():
 
 # -- answers ------------------------------------------------------------------------------------------------
 def test_answers_per_model_kind():
-    from types import SimpleNamespace
-
     from vfl.serving.answers import outcome
+    from vfl.serving.scorers.linear import LinearShare
+    from vfl.serving.scorers.trees import TreeShare
 
-    regression = SimpleNamespace(kind="linear", objective="linear", classes=None)
+    def share(family, **fields):                    # a share's answer needs only these of its shard
+        made = object.__new__(family)
+        made.__dict__.update(fields)
+        return made
+
+    regression = share(LinearShare, objective="linear", classes=None)
     assert outcome(regression, np.array([2.5])) == {"score": 2.5}
-    binary = SimpleNamespace(kind="linear", objective="logistic", classes=["no", "yes"])
+    binary = share(LinearShare, objective="logistic", classes=["no", "yes"])
     got = outcome(binary, np.array([0.0]))
     assert got == {"score": 0.0, "probability": 0.5, "prediction": "yes"}
-    ovr = SimpleNamespace(kind="linear", objective="logistic", classes=["a", "b", "c"])
+    ovr = share(LinearShare, objective="logistic", classes=["a", "b", "c"])
     got = outcome(ovr, np.array([0.0, 2.0, -1.0]))
     sig = 1 / (1 + np.exp(-np.array([0.0, 2.0, -1.0])))
     assert got["prediction"] == "b" and list(got["probabilities"].values()) == pytest.approx(sig / sig.sum())
-    trees = SimpleNamespace(kind="trees", classes=[0, 1, 2])
+    trees = share(TreeShare, classes=[0, 1, 2])
     got = outcome(trees, np.array([1.0, 1.0, 3.0]))
     soft = np.exp([1.0, 1.0, 3.0]) / np.exp([1.0, 1.0, 3.0]).sum()
     assert got["prediction"] == 2 and list(got["probabilities"].values()) == pytest.approx(soft)
@@ -177,8 +182,11 @@ def test_a_malformed_answer_from_a_peer_fails_the_round_with_a_502_naming_it():
     from vfl.serving.label import LabelService
 
     service = object.__new__(LabelService)          # no links: the peer's answer is given to the round directly
-    share = SimpleNamespace(kind="trees", version="1", columns=["x"], owners={"telco": [0]},
-                            feature_parties=["telco"], widths={"telco": 2})
+    from vfl.serving.scorers.trees import TreeShare
+
+    share = object.__new__(TreeShare)               # a label party's trees, as far as the round goes
+    share.__dict__.update(version="1", columns=["x"], owners={"telco": [0]}, feature_parties=["telco"],
+                          widths={"telco": 2})
     service.shares, service.current, service.store, service.metrics = {"1": share}, "1", None, None
     service.role, service.features = "bank", ["telco"]
     service.config = SimpleNamespace(family=FAMILIES["trees"])      # the round is its family's scorer's

@@ -22,7 +22,7 @@ from credit_data import credit_frames
 from vfl import VerticalDataset, VerticalLogisticRegression
 from vfl.deploy.config import write_config
 from vfl.preprocessing import VerticalBinning, VerticalPipeline, VerticalScorecard, VerticalSelection, VerticalWOE
-from vfl.serving.models import PipelineShare
+from vfl.serving.scorers.credit import PipelineShare
 from vfl.transport.tls import write_federation_certs
 from vfl_net_helpers import _free_ports
 from vfl_serve_helpers import Services

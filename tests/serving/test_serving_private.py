@@ -20,6 +20,7 @@ from vfl.parties import Coordinator
 from vfl.serving import private
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
 from vfl.serving.rounds import Layout, decrypted, masked_total, unmasked
+from vfl.serving.scorers.linear import packed_sum
 from vfl.transport.message import Message, decode, encode
 
 
@@ -28,8 +29,12 @@ def _wire(name, kind, fields):
 
 
 def _share(coef, role="telco"):
+    from vfl.serving.scorers.linear import LinearShare
+
     coef = np.atleast_2d(coef)
-    return SimpleNamespace(kind="linear", role=role, width=len(coef), scores=lambda x: x @ coef.T)
+    share = object.__new__(LinearShare)             # its payloads, of these partial scores
+    share.role, share.width, share.scores = role, len(coef), lambda x: x @ coef.T
+    return share
 
 
 def _held(table, party="telco"):
@@ -69,7 +74,7 @@ def test_a_private_linear_round_equals_the_sum_of_the_partial_scores(coordinator
     assert opened["telco"][0].tolist() == [OK, OK, UNKNOWN, OK, OK]
     assert opened["shop"][0].tolist() == [OK, OK, UNKNOWN, OK, INCOMPLETE]
     u_b = rng.uniform(-3, 3, (len(asked), width))
-    total = EncryptedVector(layout.context, private.packed_sum(layout, opened, len(asked), width),
+    total = EncryptedVector(layout.context, packed_sum(layout, opened, len(asked), width),
                             layout.context.frac_bits)
     request, secret = masked_total(layout, total, u_b, "bank")
     reply = _wire("decrypted", "masked", decrypted(layout, coordinator.context,
@@ -177,14 +182,18 @@ def test_a_split_network_of_two_feature_parties_is_served_by_id_and_private_says
 
     service = object.__new__(LabelService)
     service.role, service.features = "bank", ["A1", "A2"]
-    network = SimpleNamespace(kind="mlp", version="3")
+    from vfl.serving.scorers.mlp import MLPShare
+    from vfl.serving.scorers.trees import TreeShare
+
+    network, trees = object.__new__(MLPShare), object.__new__(TreeShare)
+    network.version = trees.version = "3"
     for queries, expected in (("auto", False), ("by_id", False)):
         service.settings = ServingSettings(queries=queries)
         assert service.private(network) is expected
     service.settings = ServingSettings(queries="private")
     with pytest.raises(ConfigurationError, match="split network of 2 feature parties, which is served by id only"):
         service.private(network)
-    assert service.private(SimpleNamespace(kind="trees", version="3"))
+    assert service.private(trees)
     service.features = ["A1"]
     assert service.private(network)
 
@@ -198,7 +207,7 @@ def test_a_feature_party_set_to_private_refuses_to_look_ids_up():
     service.settings, service.label = ServingSettings(queries="private"), "bank"
     message = Message("leaves", "public", 1, {"ids": pack_ids(["a"])})
     with pytest.raises(ConfigurationError, match="answers private queries only"):
-        service._rows(message, None, complete=False)
+        service.rows(message, None)
 
 
 # -- a feature party's table builds, and the label party holding them ------------------------------------------
@@ -210,7 +219,10 @@ def _feature_service(monkeypatch, tmp_path, store):
     for version in ("1", "2"):
         (tmp_path / version).mkdir()
         (tmp_path / version / "model_A.json").write_text("{}")
-    share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], pipeline=False, trained_with="t")
+    # the stub share has no splits: its release check at load is left out here (tests/trees/test_trees_release.py
+    # runs it on a real share)
+    share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], width=1, keyed=False, trained_with="t",
+                            check_release=lambda *a: None, loaded_fields=lambda role, sign: {})
     monkeypatch.setattr(feature, "load_share", lambda *a, **k: share)
     monkeypatch.setattr(private, "payloads", lambda share, values, layout=None, frac_bits=0, noise=None:
                         np.zeros((len(values), 2), dtype=np.uint8))
@@ -223,9 +235,6 @@ def _feature_service(monkeypatch, tmp_path, store):
     service.settings = SimpleNamespace(models=tmp_path)
     service.store, service.shares, service.tables, service.named = store, {}, {}, {}
     service._tables, service._lock = threading.Lock(), threading.Lock()
-    # the stub share has no splits: its release check at load is left out here (tests/trees/test_trees_release.py
-    # runs it on a real share)
-    service._check_tree_release = lambda share, version: None
     return service
 
 
@@ -329,7 +338,7 @@ def test_a_kept_table_and_json_are_owner_only_even_over_a_file_a_crash_left(tmp_
 def test_a_fault_answering_one_message_fails_that_round_and_keeps_the_link(monkeypatch, tmp_path):
     """A feature party's handler that fails unexpectedly: a 'failed' answer naming the party, then the next message."""
     service = _feature_service(monkeypatch, tmp_path, store=None)
-    service._score = lambda message: 1 / 0
+    service._round = lambda message: 1 / 0
     sent = []
 
     class Link:

@@ -124,8 +124,7 @@ class Federation:
                 continue
             self.received[peer].append(message)
             service = self.features[peer]
-            handler = {"score": service._score, "leaves": service._leaves, "part": service._part,
-                       "evaluate": service._evaluate}[name]
+            handler = service._evaluate if name == "evaluate" else service._round   # a round's: its family's
             out[peer] = _wire(*handler(message))
         return out
 

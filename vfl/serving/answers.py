@@ -46,21 +46,23 @@ def error(key: str, whose: str, party: str, status: int) -> dict:
 
 
 def outcome(share, z: np.ndarray) -> dict:
-    """One id's answer from its raw scores: the score, and for classifiers the probabilities and class."""
-    classes = share.classes
-    z = np.asarray(z, dtype=np.float64)
-    if getattr(share, "pipeline", False):       # the scorecard's points, as vfl predict writes them
-        p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
-        return {"score": float(share.scale.score(z[0])), "log_odds": float(z[0]), "probability": p,
-                "prediction": classes[1] if p >= 0.5 else classes[0]}
+    """One id's answer from its raw scores, as ``share``'s family gives it (``share.outcome``): the score, and for
+    classifiers the probabilities and class."""
+    return share.outcome(np.asarray(z, dtype=np.float64))
+
+
+def classified(z: np.ndarray, classes, regression: bool = False, one_vs_rest: bool = False) -> dict:
+    """An answer from raw scores ``z`` (of one id): the score; of a classifier (``classes``), the probabilities and
+    class: one score, its sigmoid; several, their softmax, or (``one_vs_rest``) each class's sigmoid, normalised;
+    ``regression``: the score alone, whatever ``classes`` says."""
     if classes is None and len(z) > 1:          # a split network with several outputs
         return {"scores": {str(j): float(v) for j, v in enumerate(z)}}
-    if classes is None or (share.kind == "linear" and share.objective == "linear"):
+    if classes is None or regression:
         return {"score": float(z[0])}
     if len(z) == 1:
         p = float(1.0 / (1.0 + np.exp(-np.clip(z[0], -700, 700))))
         return {"score": float(z[0]), "probability": p, "prediction": classes[1] if p >= 0.5 else classes[0]}
-    if share.kind == "linear":                  # one-vs-rest: each class's sigmoid, normalised
+    if one_vs_rest:                             # each class's sigmoid, normalised
         p = 1.0 / (1.0 + np.exp(-np.clip(z, -700, 700)))
     else:                                       # multinomial trees, split networks: softmax
         p = np.exp(z - z.max())

@@ -190,9 +190,8 @@ def _features(i: int, row: dict, share) -> dict:
     for column in columns:
         value = row[column]
         if value is None:
-            if share.kind != "trees":
-                raise Invalid(f"features[{i}].{column}: null, but a "
-                              f"{'split network' if share.kind == 'mlp' else 'linear model'} needs every value")
+            if not share.inline_null:
+                raise Invalid(f"features[{i}].{column}: null, but a {share.noun} needs every value")
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise Invalid(f"features[{i}].{column}: {type(value).__name__} is not a number")

@@ -31,13 +31,17 @@ a time, what the label party asks (:mod:`vfl.serving.messages`):
   uniform ring elements instead of a part, so that the sum the label party
   opens for that id shows nothing of the other parties' parts.
 
+What differs by family — the release checks at ``load``, the ``loaded`` answer's fields, a table's payloads and
+the answer to a round's request (``score``, ``leaves``, ``part``) — is the share's, in its family's scorer
+(:mod:`vfl.serving.scorers`); this service keeps the links, the key or masks, the versions and the tables.
+
 Anything it cannot do is a ``failed`` answer naming the reason without a value
 of its data (the full story stays in its own log); it never learns a score.
 """
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import threading
 import time
@@ -46,19 +50,15 @@ from pathlib import Path
 
 import numpy as np
 
-from vfl.crypto import Context, FixedPoint, PublicKey, oprf, ring
+from vfl.crypto import Context, FixedPoint, PublicKey, oprf
 from vfl.errors import ConfigurationError, DataError, ProtocolError, VFLError
-from vfl.protocols.trees.training import bits, ints
+from vfl.families import FAMILIES
 from vfl.protocols.release import ReleasePolicy
-from vfl.runs.credit import PART, check_part
-from vfl.runs.linear import REASONS, raw_release, reason_codes
-from vfl.runs.mlp import release_spec as mlp_release_spec
-from vfl.runs.trees import released_bits
 from vfl.serving import messages, private, reasons
 from vfl.serving.links import Runtime, serving_coordinator
-from vfl.serving.messages import OK, OUT_OF_RANGE, UNKNOWN
+from vfl.serving.messages import OK
 from vfl.serving.models import load_share, shard_path
-from vfl.serving.rounds import Layout, encrypted_scores, partial_scores, row_status
+from vfl.serving.rounds import Layout, row_status
 
 log = logging.getLogger("vfl.serving")
 #: Ids in one round at most (the largest ``[serving] max_batch``).
@@ -223,8 +223,8 @@ class FeatureService:
 
     # -- the label party's requests ----------------------------------------------------------------
     def _answer(self, channel) -> None:
-        handlers = {"load": self._load, "score": self._score, "leaves": self._leaves, "part": self._part,
-                    "table": self._table, "evaluate": self._evaluate}
+        handlers = {"load": self._load, "table": self._table, "evaluate": self._evaluate,
+                    **dict.fromkeys(round_requests(), self._round)}
         while True:
             message = channel.recv(1.0)
             if message is None:
@@ -270,17 +270,7 @@ class FeatureService:
         share = load_share(self.settings.models, version, self.role, "feature", self.config.family.name)
         self.store.check_columns(share.columns)
         consent = reasons.consent(share, self.config.party(self.role).reason_columns or {}, self.role)
-        if share.kind == "linear" and share.pipeline:
-            self._check_pipeline_release(share, version)
-        elif share.kind == "linear":
-            self._check_release(share, version)
-            if sign and consent and tables not in (1, 2) and self.settings.queries != "private" and \
-                    self.release.epsilon is None:
-                self._check_reason_release(share, version, consent, sign)
-        elif share.kind == "mlp":
-            self._check_part_release(share, version)
-        elif share.kind == "trees":
-            self._check_tree_release(share, version)
+        share.check_release(self, version, consent, sign, tables)
         with self._lock:
             self.shares[version] = share
             for old in [v for v in self.shares if v not in keep and v != version]:
@@ -292,71 +282,18 @@ class FeatureService:
         log.info("party %s: model version %s loaded", self.role, version)
         if tables in (1, 2):
             self._build(version, refresh=tables == 2)
-        width = len(share.trees) if share.kind == "trees" else share.width
-        best = {"best_points": share.best_points} if share.pipeline else {}     # for the reasons' party totals
-        if sign and share.kind == "linear" and not share.pipeline:      # its total's constant, the codes it may name
-            names = list(share.reason_model.codes.values()) if share.reason_model is not None else []
-            best = {"constant": reasons.constant(share), "reason_names": json.dumps(names)}
-        if sign and share.kind == "mlp":                                # what stands for it outside a coalition
-            best = {"part_at_mean": reasons.part_at_mean(share, self.role)}
-        return "loaded", "public", {"trained_with": share.trained_with, "width": width, **best}
+        return "loaded", "public", {"trained_with": share.trained_with, "width": share.width,
+                                    **share.loaded_fields(self.role, sign)}
 
     # -- private queries ----------------------------------------------------------------------
     def _check_release(self, share, version: str) -> None:
-        """Before version ``version`` scores any row: this party's release check of its partial scores over every
-        row of its store (:mod:`vfl.protocols.release`), recorded in its ledger; with DP, on the noisy scores."""
-        ids, values = self.store.rows(share.columns)
-        complete = np.all(np.isfinite(values), axis=1)
-        rows = values[complete]
-        self.release.release(self.label, share.columns, rows, raw_release(share.coef, share.scaler),
-                             f"its partial scores in served version {version}",
-                             ids=[i for i, ok in zip(ids, complete) if ok], values=share.scores(rows), version=version)
+        """``share``'s release check at load, without reasons (:mod:`vfl.serving.scorers`: its ``check_release``)."""
+        share.check_release(self, version, {}, 0.0, 0)
 
-    def _check_reason_release(self, share, version: str, consent: dict, sign: float) -> None:
-        """Before version ``version`` names any of its columns as a reason: this party's release check of its reason
-        codes (the indicator of the consented column it would name, :func:`vfl.runs.linear.reason_codes`) over every
-        row of its store, with every earlier release to the label party; then its rounds by id send them."""
-        ids, values = self.store.rows(share.columns)
-        rows = values[np.all(np.isfinite(values), axis=1)]
-        model = reasons.explaining(share, consent)
-        x = rows if share.scaler is None else share.scaler.apply(rows)
-        _, _, onehot, spec = reason_codes(x, model, sign)
-        self.release.release(self.label, share.columns, rows, spec, f"{REASONS} in served version {version}",
-                             values=onehot, version=version)
-        share.reason_model, share.reason_sign = model, sign
+    #: the names the release checks had here before they moved to the shares (tests/trees and tests/credit call them)
+    _check_tree_release = _check_pipeline_release = _check_release
 
-    def _check_pipeline_release(self, share, version: str) -> None:
-        """Before version ``version`` of the credit pipeline scores any row: this party's release check of its part of
-        a score (one value per bin of its selected columns) over every row of its store, missing values included,
-        against its raw columns and their bins (:func:`vfl.runs.credit.check_part`), recorded in its ledger; with
-        DP, on the noisy parts."""
-        ids, values = self.store.rows(share.columns)
-        check_part(self.release, self.label, share.binner, share.coder, values, raw_release(share.coef, share.scaler),
-                   what=f"{PART} in served version {version}", ids=list(ids), values=share.scores(values),
-                   version=version)
-
-    def _check_part_release(self, share, version: str) -> None:
-        """Before version ``version`` of a split network answers for any row: this party's release check of its part
-        of the interactive layer over every row of its store, recorded in its ledger; with DP, on the noisy parts."""
-        ids, values = self.store.rows(share.columns)
-        complete = np.all(np.isfinite(values), axis=1)
-        parts, finite = share.parts(values[complete])
-        rows = values[complete][finite]
-        kept = [i for i, ok in zip(ids, complete) if ok]
-        self.release.release(self.label, share.columns, rows, mlp_release_spec(share.party),
-                             f"its part of the interactive layer in served version {version}",
-                             ids=[i for i, ok in zip(kept, finite) if ok], values=parts[finite], version=version)
-
-    def _check_tree_release(self, share, version: str) -> None:
-        """Before version ``version`` of the trees answers for any row: this party's release check of the sides of
-        its splits (what its leaf masks are made of) over every row of its store, missing values included, recorded
-        in its ledger; with DP, on the randomized sides."""
-        ids, values = self.store.rows(share.columns)
-        released_bits(self.release, self.label, share.party, values, share.codes(values), ids=list(ids),
-                      version=version, what=f"the side of each of its splits per row (its leaf masks) in served "
-                                            f"version {version}")
-
-    def _noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
+    def noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
         """The partial scores ``u`` (``bits``: the sides of a tree party's splits, randomized response) with this
         party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
         if self.release.epsilon is None or (bits and np.shape(u)[1] == 0):
@@ -367,6 +304,8 @@ class FeatureService:
             noisy = self.release.noised(u[ok], [ids[i] for i in ok], version, bits=bits)[0]
             u[ok] = noisy > 0.5 if bits else noisy
         return u
+
+    _noised = noised            # its name before the answers moved to the scorers (tests/trees call it)
 
     def _build(self, version: str, refresh: bool) -> None:
         """Build the table of ``version`` in the background (again if ``refresh``), unless one is built or building."""
@@ -389,8 +328,8 @@ class FeatureService:
                     share = self.shares.get(version)
                 if share is None:
                     raise ConfigurationError(f"model version {version} is not loaded here any more")
-                layout = self._key(None, TABLE_KEY_WAIT) if share.kind == "linear" else None
-                if share.kind == "linear" and layout is None:
+                layout = self._key(None, TABLE_KEY_WAIT) if share.keyed else None
+                if share.keyed and layout is None:
                     raise ConfigurationError(f"it holds no key of the coordinator {self.coordinator} to encrypt its "
                                              "partial scores under")
                 ids, values = self.store.rows(share.columns)
@@ -403,8 +342,8 @@ class FeatureService:
                 if table is None:
                     how = "built"
                     bodies = private.payloads(share, values, layout, self.config.training.frac_bits,
-                                              noise=lambda u, status: self._noised(version, u, ids, status,
-                                                                                   bits=share.kind == "trees"))
+                                              noise=lambda u, status, bits=False: self.noised(version, u, ids,
+                                                                                               status, bits))
 
                     def progress(done, total):
                         state.percent = int(100 * done / max(1, total))
@@ -480,67 +419,36 @@ class FeatureService:
             raise ConfigurationError("it answers private queries only ([serving] queries = \"private\"): it does "
                                      "not look ids up for the label party")
 
-    def _rows(self, message, share, complete: bool, with_ids: bool = False):
+    def _round(self, message):
+        """A round's request (each family's, :func:`round_requests`), answered by the version's share (its
+        ``answer``); a share of another family refuses it."""
+        share = self._share(message)
+        if share.request != message.name:
+            raise ProtocolError(round_requests()[message.name].format(kind=share.kind))
+        return share.answer(self, message)
+
+    # -- what each family's answers use (vfl.serving.scorers) ----------------------------------------------------
+    def rows(self, message, share):
+        """The rows of the ids ``message`` names (``share``'s columns; none under private queries only): the values,
+        a status per id (:func:`~vfl.serving.rounds.row_status`, ``share.complete``), and the ids."""
         self._by_id()
         ids = messages.unpack_ids(message, self.label, MAX_ROUND_IDS)
         values, found = self.store.lookup(ids, share.columns)
-        status = row_status(values, found, complete)
-        return (values, status, ids) if with_ids else (values, status)
+        return values, row_status(values, found, share.complete), ids
 
-    def _score(self, message):
-        share = self._share(message)
-        if share.kind != "linear":
-            raise ProtocolError("asked for partial scores of a tree model")
-        fingerprint = messages.text(message, "key", self.label, 64)
-        layout = self._key(fingerprint, KEY_WAIT)
-        if layout is None or layout.context.public_key.fingerprint != fingerprint:
-            raise ConfigurationError(f"it does not hold the coordinator's current key "
-                                     f"({'not linked to ' + str(self.coordinator) if layout is None else 'another key'})")
-        values, status, ids = self._rows(message, share, complete=share.complete, with_ids=True)
-        u, status = partial_scores(share, values, status, layout.bound)
-        u = self._noised(share.version, u, ids, status)
-        named = {} if share.reason_model is None else {
-            "codes": reasons.feature_codes(share, values, status == OK, share.reason_model, share.reason_sign)}
-        return "scores", "ciphertext", dict(encrypted_scores(layout, u, self.role), status=status, **named)
+    def key(self, fingerprint: str) -> Layout | None:
+        """The layout under the coordinator's key of ``fingerprint``, waiting up to :data:`KEY_WAIT` s for it (the
+        coordinator restarted: the label party may hold its new key a moment before this party); None if unlinked,
+        else the key it holds (perhaps another)."""
+        return self._key(fingerprint, KEY_WAIT)
 
-    def _part(self, message):
-        share = self._share(message)
-        if share.kind != "mlp":
-            raise ProtocolError(f"asked for the interactive layer's part of a {share.kind} model")
-        tag = messages.token(message, self.label) if self.coordinator is not None else None
-        wait = messages.integer(message, "wait_ms", self.label, 1, 3_600_000) / 1000.0
-        values, status, ids = self._rows(message, share, complete=True, with_ids=True)
-        ok = status == OK
-        parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
-        status[ok & ~finite] = OUT_OF_RANGE
-        parts = self._noised(share.version, parts, ids, status)
-        encoded = ring.uniform(parts.shape)             # no part: uniform, hiding the others' in the label's sum
-        scored = status == OK
-        if scored.any():
-            encoded[scored] = ring.encode(parts[scored], self.config.training.frac_bits)
-        if tag is None:
-            return "part", "plaintext", dict(status=status, values=ring.to_bytes(encoded))
-        mask = self.masks.take(tag, wait)
-        if mask is None:
-            raise ConfigurationError(f"no mask came from the coordinator {self.coordinator} for the round within "
-                                     f"{wait * 1000:.0f} ms")
-        try:
-            mask = ring.from_bytes(mask, encoded.shape)
-        except ProtocolError as exc:
-            raise ProtocolError(f"{self.coordinator} dealt a mask that does not fit the round: {exc}") from None
-        return "part", "masked", dict(status=status, values=ring.to_bytes(ring.reduce(encoded + mask)))
 
-    def _leaves(self, message):
-        share = self._share(message)
-        if share.kind != "trees":
-            raise ProtocolError("asked for leaf masks of a linear model")
-        trees = ints(message, "trees", 0, 1 << 30).tolist()
-        values, status, ids = self._rows(message, share, complete=False, with_ids=True)
-        values[status != OK] = np.nan                       # unknown rows: every leaf allowed, ignored by the label
-        sides = self._noised(share.version, share.sides(values), ids, status, bits=True)
-        masks = share.masks_of(sides, trees)
-        masks[status == UNKNOWN] = True
-        return "leaf_masks", "plaintext", dict(bits(masks.ravel()), status=status)
+@functools.cache
+def round_requests() -> dict[str, str]:
+    """The round requests a feature party answers, one per family (its scorer's ``REQUEST``), and what a party whose
+    model answers another says to one (its ``REFUSED``; ``{kind}``: the party's model)."""
+    scorers = [family.module("scorer") for family in FAMILIES.values()]
+    return {scorer.REQUEST: scorer.REFUSED for scorer in scorers}
 
 
 def _public(exc: BaseException) -> str:

@@ -30,6 +30,10 @@ then decrypts each feature party's total on its own, and trees compute the
 parties' Shapley values from the masks the round gives anyway; each answer
 carries the codes of its largest contributions toward the adverse side.
 
+What differs by family (the round itself, a ``loaded`` answer's checks, whether private queries or reasons fit,
+an id's answer) is its scorer's and its share's (:mod:`vfl.serving.scorers`); this service keeps the links, the
+private tables, the versions and their reload, and the deadlines.
+
 Each id gets its own answer: a score, or why not (the party that holds no row
 for it, or a row it cannot score).  What stops a whole round (a party that is
 not linked, a ``failed`` answer, the deadline) is a :class:`RoundError` naming
@@ -149,13 +153,11 @@ class LabelService:
         ConfigurationError
             ``queries = "private"`` for a split network of two feature parties or more, which is served by id only.
         """
-        fits = share.kind != "mlp" or len(self.features) == 1
-        if self.settings.queries == "private" and not fits:
+        why = share.by_id_only(len(self.features))
+        if self.settings.queries == "private" and why:
             raise ConfigurationError(f"party {self.role}: queries = \"private\", but model version {share.version} "
-                                     f"is a split network of {len(self.features)} feature parties, which is served by "
-                                     "id only (their parts are masked per round by the coordinator); set queries = "
-                                     "\"auto\" or \"by_id\"")
-        return self.settings.queries != "by_id" and fits
+                                     f"is {why}; set queries = \"auto\" or \"by_id\"")
+        return self.settings.queries != "by_id" and not why
 
     def _own_share(self, version: str):
         share = load_share(self.settings.models, version, self.role, "label", self.config.family.name,
@@ -222,7 +224,8 @@ class LabelService:
         raise PeerUnavailable(channel.peer, f"it did not load model version {version} within {LOAD_TIMEOUT:g} s")
 
     def _check_loaded(self, peer: str, share, answer) -> None:
-        """A ``loaded`` answer must come from the same training (and, linear, give as many scores per id)."""
+        """A ``loaded`` answer must come from the same training, and match what ``share``'s family checks of it
+        (``share.take_loaded``: as many scores per id, units; the reasons' fields)."""
         if answer.name == "failed":
             raise ConfigurationError(messages.reason(answer, peer))
         if answer.name != "loaded":
@@ -232,21 +235,7 @@ class LabelService:
         if trained_with != share.trained_with:
             raise DataError(f"party {peer}'s shard of model version {share.version} comes from a training with "
                             f"other settings than party {self.role}'s; use the shards of one training run")
-        if share.kind == "linear" and width != share.width:
-            raise DataError(f"party {peer}'s shard of model version {share.version} holds {width} model(s), party "
-                            f"{self.role}'s {share.width}; use the shards of one training run")
-        if getattr(share, "pipeline", False):
-            best = answer.fields.get("best_points")
-            if not isinstance(best, float) or not np.isfinite(best):
-                raise ProtocolError(f"{peer} answered 'load' of a pipeline without the best points of its columns")
-            share.feature_best[peer] = best
-        if share.reason_sign and share.kind == "linear":       # its total's constant, the codes it may name
-            share.feature_reasons[peer] = reasons.loaded_fields(answer, peer)
-        if share.reason_sign and share.kind == "mlp":          # its part at its training mean
-            share.feature_reasons[peer] = reasons.loaded_part(answer, peer, share.units)
-        if share.kind == "mlp" and width != share.units:
-            raise DataError(f"party {peer}'s shard of model version {share.version} has an interactive layer of "
-                            f"{width} units, party {self.role}'s {share.units}; use the shards of one training run")
+        share.take_loaded(peer, answer, width, self.role)     # what its family adds: widths, reasons' fields
 
     # -- private tables -------------------------------------------------------------------------------
     def _fetch(self, peer: str, channel, version: str, held: private.HeldTable | None) -> None:
@@ -452,7 +441,7 @@ class LabelService:
         if looked and self.store is not None:
             rows, hits = self.store.lookup([ids[i] for i in looked], columns)
             values[looked], found[looked] = rows, hits
-        status = row_status(values, found, complete=getattr(share, "complete", share.kind != "trees"))
+        status = row_status(values, found, complete=share.complete)
         status[mismatched] = -1
         return values, status
 
@@ -476,7 +465,7 @@ class LabelService:
                 state = self._tables.get((peer, share.version), "asked for")
                 raise RoundError(f"party {peer}'s private table of model version {share.version} is not here yet "
                                  f"({state})", peer, 503, "table_not_ready")
-            if share.kind == "linear" and table.key_fingerprint != self.layout.context.public_key.fingerprint:
+            if share.keyed and table.key_fingerprint != self.layout.context.public_key.fingerprint:
                 raise RoundError(f"party {peer}'s private table was built under another key of the coordinator "
                                  f"(it restarted); {peer} builds it again", peer, 503, "table_not_ready")
             points, blinds[peer] = private.blind(table, chosen)

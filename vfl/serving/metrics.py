@@ -84,8 +84,9 @@ class _State:
                 version.add_metric([service.current], 1.0)
         drift = GaugeMetricFamily("vfl_serve_psi", "Population stability of the served rows against training's, "
                                   "per column of the label party (the credit pipeline)", labels=["column"])
-        if service is not None and getattr(service.share, "pipeline", False):
-            for column, value in service.share.drift().items():
+        measured = getattr(service.share, "drift", None) if service is not None else None
+        if measured is not None:                # a share that measures its served rows (the scorecard's)
+            for column, value in measured().items():
                 drift.add_metric([column], value)
         yield up
         yield version

@@ -23,11 +23,11 @@ and opens it (:func:`open_payloads`).  An id the feature party does not hold has
 no entry; the other entries do not open without their ``F_k(x)``, which only
 ``k`` gives.  From there a round ends as by id: linear scores are summed under the
 coordinator's key (the payloads' ciphertexts packed into the public slot layout
-by shifting, :func:`packed_sum`), masked, and decrypted by the coordinator; trees
+by shifting, :func:`vfl.serving.scorers.linear.packed_sum`), masked, and decrypted by the coordinator; trees
 and networks are finished by the label party.
 
 The table is built from the store once, by :func:`build_table`; nothing of it
-depends on the requests.  This module is the numbers of both sides; the services
+depends on the requests.  A payload is its family's (the share's ``payloads``, :mod:`vfl.serving.scorers`).  This module is the numbers of both sides; the services
 (:mod:`vfl.serving.feature`, :mod:`vfl.serving.label`) keep the tables and run the
 messages.
 """
@@ -41,14 +41,13 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-import gmpy2
 import numpy as np
 
-from vfl.crypto import oprf, ring
+from vfl.crypto import oprf
 from vfl.deploy.jsonfile import open_private
 from vfl.errors import DataError, ProtocolError
 from vfl.serving.messages import INCOMPLETE, OK, OUT_OF_RANGE, UNKNOWN
-from vfl.serving.rounds import partial_scores, row_status
+from vfl.serving.rounds import row_status
 
 #: Bytes of a table's name (random, fresh per build) and of the AEAD's tag.
 IDENT_BYTES = 16
@@ -74,68 +73,19 @@ def domain(party: str, version: str, ident: bytes) -> bytes:
 
 # -- payloads (the feature party) -------------------------------------------------------------------------
 
-def linear_payloads(share, layout, values: np.ndarray, status: np.ndarray, noise=None) -> np.ndarray:
-    """Per row: its status byte and ``[[u_k]]`` (``share.width`` ciphertexts; zeros where the status is not OK);
-    ``noise(u, status)``: the party's release noise added first (DP, :mod:`vfl.protocols.release_dp`)."""
-    u, status = partial_scores(share, values, status, layout.bound)
-    if noise is not None:
-        u = noise(u, status)
-    width = layout.context.public_key.ciphertext_bytes * share.width
-    out = _bodies(status, width)
-    ok = np.flatnonzero(status == OK)
-    for start in range(0, len(ok), 50_000):           # bounded memory: the ciphertexts of 50,000 rows at a time
-        rows = ok[start:start + 50_000]
-        vector = layout.context.encrypt(u[rows].ravel(), what=f"party {share.role} score")
-        out[rows, 1:] = np.frombuffer(vector.to_bytes(), dtype=np.uint8).reshape(len(rows), width)
-    return out
-
-
-def tree_payloads(share, values: np.ndarray, status: np.ndarray, noise=None) -> np.ndarray:
-    """Per row: its status byte and the leaves its own splits allow in each of its trees (one bit per leaf);
-    ``noise(sides, status)``: the party's release noise on the sides of its splits (DP randomized response), the
-    masks made of what it returns."""
-    if noise is None:
-        masks = share.masks(values, share.trees)
-    else:
-        masks = share.masks_of(noise(share.sides(values), status), share.trees)
-    bits = np.packbits(masks, axis=1)
-    out = _bodies(status, bits.shape[1])
-    out[:, 1:] = bits
-    return out
-
-
-def mlp_payloads(share, values: np.ndarray, status: np.ndarray, frac_bits: int, noise=None) -> np.ndarray:
-    """Per row: its status byte and its part ``h_k W_k`` of the interactive layer as ring elements (``noise(parts,
-    status)``: the party's release noise added first, DP)."""
-    ok = status == OK
-    parts, finite = share.parts(np.where(ok[:, None], values, 0.0))
-    status = np.where(ok & ~finite, OUT_OF_RANGE, status)
-    if noise is not None:
-        parts = noise(parts, status)
-    out = _bodies(status, share.units * ring.RING_BYTES)
-    scored = np.flatnonzero(status == OK)
-    if len(scored):
-        data = ring.to_bytes(ring.encode(parts[scored], frac_bits))
-        out[scored, 1:] = np.frombuffer(data, dtype=np.uint8).reshape(len(scored), -1)
-    return out
-
-
-def _bodies(status: np.ndarray, width: int) -> np.ndarray:
+def bodies(status: np.ndarray, width: int) -> np.ndarray:
+    """Payloads of ``width`` bytes after each row's status byte, zero: what a share's ``payloads`` fills."""
     out = np.zeros((len(status), 1 + width), dtype=np.uint8)
     out[:, 0] = status
     return out
 
 
 def payloads(share, values: np.ndarray, layout=None, frac_bits: int = 0, noise=None) -> np.ndarray:
-    """Every row's payload for ``share`` (its kind's function): ``(rows, payload bytes)``, the first its status;
-    ``noise``: the party's release noise (:func:`linear_payloads`, :func:`tree_payloads`, :func:`mlp_payloads`)."""
-    complete = getattr(share, "complete", share.kind != "trees")
-    status = row_status(values, np.ones(len(values), dtype=bool), complete)
-    if share.kind == "linear":
-        return linear_payloads(share, layout, values, status, noise)
-    if share.kind == "trees":
-        return tree_payloads(share, values, status, noise)
-    return mlp_payloads(share, values, status, frac_bits, noise)
+    """Every row's payload for ``share`` (its family's ``share.payloads``: :mod:`vfl.serving.scorers`):
+    ``(rows, payload bytes)``, the first its status; ``noise(values, status, bits=False)``: the party's release
+    noise (``bits``: on the sides of a tree party's splits, randomized response)."""
+    status = row_status(values, np.ones(len(values), dtype=bool), share.complete)
+    return share.payloads(values, status, layout, frac_bits, noise)
 
 
 # -- the table (the feature party) -----------------------------------------------------------------------
@@ -335,54 +285,6 @@ def _bad(peer: str, problem: str) -> ProtocolError:
     error = ProtocolError(f"{peer} sent {problem}")
     error.party = peer
     return error
-
-
-# -- finishing a round (the label party) -----------------------------------------------------------------
-
-def packed_sum(layout, answers: dict, n_ids: int, width: int) -> list:
-    """``prod_k [[u_k]]`` per value, packed into the public layout by shifting: the ciphertexts of the sum.
-
-    ``answers`` maps each feature party to its ``(status, bodies)`` of the round's
-    ids; an id's value with no OK payload contributes nothing (an encryption of 0).
-    Value ``j`` (id ``j // width``, model ``j % width``) sits in slot ``j % s`` of
-    ciphertext ``j // s`` (``s`` slots of ``w`` bits each: :func:`vfl.parties.linear.packed.prediction_slots`),
-    so ciphertext ``c`` is ``prod_slot [[v]]^(2^(w slot))``, by Horner's rule: ``w`` squarings per slot.
-    """
-    context = layout.context
-    n2 = gmpy2.mpz(context.public_key.nsquare)
-    count = n_ids * width
-    values = [gmpy2.mpz(1)] * count
-    for status, bodies in answers.values():
-        for i in np.flatnonzero(status == OK):       # each body: ``width`` ciphertexts, checked in Z_{n^2}
-            for m, c in enumerate(context.from_bytes(bodies[i], context.frac_bits).ciphertexts):
-                values[i * width + m] = values[i * width + m] * c % n2
-    if not layout.packed:
-        return values
-    per, shift = len(layout.slots.widths), 1 << layout.slots.widths[0]
-    out = []
-    for start in range(0, count, per):
-        acc = gmpy2.mpz(1)
-        for c in reversed(values[start:start + per]):
-            acc = gmpy2.powmod(acc, shift, n2) * c % n2
-        out.append(acc)
-    return out
-
-
-def summed_parts(answers: dict, n_ids: int, units: int, frac_bits: int) -> np.ndarray:
-    """A split network's parts of the round's ids from the payloads (one feature party: no masks), decoded."""
-    total = np.zeros((n_ids, units), dtype=object)
-    for status, bodies in answers.values():
-        for i in np.flatnonzero(status == OK):
-            total[i] = total[i] + ring.from_bytes(bodies[i], (units,))
-    return ring.decode(ring.reduce(total), frac_bits)
-
-
-def leaf_masks(status: np.ndarray, bodies: list, bits: int) -> np.ndarray:
-    """A feature party's leaf masks of the round's ids from the payloads (every leaf allowed where it has none)."""
-    out = np.ones((len(status), bits), dtype=bool)
-    for i in np.flatnonzero(status == OK):
-        out[i] = np.unpackbits(np.frombuffer(bodies[i], dtype=np.uint8))[:bits].astype(bool)
-    return out
 
 
 def fingerprint(table: Table | HeldTable) -> str:

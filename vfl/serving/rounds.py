@@ -102,7 +102,7 @@ def masked_total(layout: Layout, total, u_b: np.ndarray, role: str) -> tuple[dic
     """The label party: ``[[u_B + R]] + total`` as the ``decrypt`` fields, and what removes the mask.
 
     ``total`` is the feature parties' ``sum_k [[u_k]]`` in the round's layout
-    (:func:`summed`; private queries: :func:`vfl.serving.private.packed_sum`), or None.
+    (:func:`summed`; private queries: :func:`vfl.serving.scorers.linear.packed_sum`), or None.
     Packed, ``R`` is uniform over Z_n per ciphertext and its fresh encryption
     re-randomizes the sum (:func:`~vfl.parties.linear.packed.mask_scores`).
     """
