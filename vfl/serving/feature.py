@@ -290,9 +290,6 @@ class FeatureService:
         """``share``'s release check at load, without reasons (:mod:`vfl.serving.scorers`: its ``check_release``)."""
         share.check_release(self, version, {}, 0.0, 0)
 
-    #: the names the release checks had here before they moved to the shares (tests/trees and tests/credit call them)
-    _check_tree_release = _check_pipeline_release = _check_release
-
     def noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
         """The partial scores ``u`` (``bits``: the sides of a tree party's splits, randomized response) with this
         party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
@@ -304,8 +301,6 @@ class FeatureService:
             noisy = self.release.noised(u[ok], [ids[i] for i in ok], version, bits=bits)[0]
             u[ok] = noisy > 0.5 if bits else noisy
         return u
-
-    _noised = noised            # its name before the answers moved to the scorers (tests/trees call it)
 
     def _build(self, version: str, refresh: bool) -> None:
         """Build the table of ``version`` in the background (again if ``refresh``), unless one is built or building."""
