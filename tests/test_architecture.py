@@ -234,6 +234,9 @@ def test_each_registry_entry_names_modules_that_import_and_hold_what_the_faces_c
     assert family_of(messages.__name__) == name and isinstance(messages.MESSAGES, dict)
     board_view = getattr(family.module("shard"), "board_view", None)
     assert board_view is None or callable(board_view)
+    if family.export is not None:               # its consented export: the contract of vfl/export/__init__.py
+        export = family.module("export")
+        assert family_of(export.__name__) == name and isinstance(export.FORMATS, dict) and callable(export.split)
     settings = family.settings_class()
     assert callable(getattr(settings, "from_table", None)) and callable(getattr(settings, "to_dict", None))
     table = {"task": "binary"} if name == "mlp" else {}        # a split network's task has no default

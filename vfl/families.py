@@ -63,6 +63,8 @@ class Family:
         ``score`` (the label party's round).
     unit : str
         What one step of its training is called ("epoch", "iteration"), as the board and the narration count them.
+    export : str or None
+        The module of its consented export (:mod:`vfl.export`: ``FORMATS`` and ``split``); None: it does not export.
     table : str or None
         A table of ``federation.toml`` beside ``[training]`` that chooses it and holds its own steps' settings (the
         credit pipeline's ``[pipeline]``): its reader refuses, in its own words, what the family does not take
@@ -86,9 +88,10 @@ class Family:
     explains: bool = False
     unit: str = "epoch"
     table: str | None = None
+    export: str | None = None
 
     def module(self, part: str) -> ModuleType:
-        """The module of ``part`` (``"run"``, ``"shard"``, ``"party"``, ``"messages"`` or ``"scorer"``), imported."""
+        """The module of ``part`` (``"run"``, ``"shard"``, ``"party"``, ``"messages"``, ``"scorer"`` or ``"export"``), imported."""
         return importlib.import_module(getattr(self, part))
 
     def settings_class(self) -> type:
@@ -110,19 +113,23 @@ FAMILIES: dict[str, Family] = {family.name: family for family in (
     Family("linear", "linear or logistic regression", None, coordinator=True, warm_start=True, row_weights=True,
            table3=True, dealer=False, explains=True, run="vfl.runs.linear", shard="vfl.deploy.shards.linear",
            party="vfl.federation.linear", messages="vfl.protocols.linear.messages",
-           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.linear"),
+           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.linear",
+           export="vfl.export.linear"),
     Family("trees", "gradient boosting", "gradient_boosting", coordinator=False, warm_start=False,
            row_weights=False, table3=False, dealer=False, explains=True, unit="iteration", run="vfl.runs.trees",
            shard="vfl.deploy.shards.trees", party="vfl.federation.trees", messages="vfl.protocols.trees.messages",
-           settings="vfl.protocols.trees.settings.TreeSettings", scorer="vfl.serving.scorers.trees"),
+           settings="vfl.protocols.trees.settings.TreeSettings", scorer="vfl.serving.scorers.trees",
+           export="vfl.export.trees"),
     Family("mlp", "a split network", "mlp", coordinator=True, warm_start=False, row_weights=False, table3=False,
            dealer=True, run="vfl.runs.mlp", shard="vfl.deploy.shards.mlp", party="vfl.federation.mlp",
            messages="vfl.protocols.mlp.messages", settings="vfl.protocols.mlp.settings.MLPSettings",
-           scorer="vfl.serving.scorers.mlp"),
+           scorer="vfl.serving.scorers.mlp",
+           export="vfl.export.mlp"),
     Family("credit", "the credit-scoring pipeline", None, coordinator=True, warm_start=False, row_weights=False,
            table3=True, dealer=False, explains=True, table="pipeline", run="vfl.runs.credit",
            shard="vfl.deploy.shards.credit", party="vfl.federation.credit", messages="vfl.protocols.credit.messages",
-           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.credit"),
+           settings="vfl.protocols.linear.settings.TrainingSettings", scorer="vfl.serving.scorers.credit",
+           export="vfl.export.credit"),
 )}
 
 #: ``[training] model`` words that choose the linear family (its objective).

@@ -9,8 +9,8 @@ files, for the estimators' ``export`` and for ``vfl export`` alike.  See docs/ex
 
 The registry
 ------------
-:data:`EXPORTERS` maps a family's word (:data:`vfl.families.FAMILIES`) to the dotted name of its export
-module; a family is exportable once it has a line there.
+:data:`EXPORTERS` maps a family's word to the dotted name of its export module, as the family's entry in
+:data:`vfl.families.FAMILIES` names it (``export``); a family is exportable once its entry names one.
 
 The contract of a family's export module
 ----------------------------------------
@@ -60,14 +60,10 @@ import importlib
 from types import ModuleType
 
 from vfl.errors import ConfigurationError
+from vfl.families import FAMILIES
 
-#: Each exportable family's export module, by the family's word.  Adding a family is one line.
-EXPORTERS: dict[str, str] = {
-    "linear": "vfl.export.linear",
-    "trees": "vfl.export.trees",
-    "mlp": "vfl.export.mlp",
-    "credit": "vfl.export.credit",
-}
+#: Each exportable family's export module, by the family's word (its registry entry's ``export``).
+EXPORTERS: dict[str, str] = {name: family.export for name, family in FAMILIES.items() if family.export}
 
 #: The format word of the split export (each party keeps its own part; the label party gets the combiner).
 SPLIT = "split"
