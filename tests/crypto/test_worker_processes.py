@@ -206,17 +206,15 @@ def _curve_engine(monkeypatch, choice):
     return mb._state_now()
 
 
-def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_workers, monkeypatch):
+def _curve_work_on_lanes(monkeypatch, after_first=lambda: None) -> None:
+    """Hash-and-blind 3,000 ids and blind their points on two lanes (``after_first()`` checked after the first
+    call); the same bytes in this thread alone; a bad point in the second task named at its position."""
     from vfl.crypto import group
 
-    _curve_engine(monkeypatch, "libsodium")             # libsodium's ladder: worker processes
-    workers.shutdown()
-    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)
     scalar = group.random_scalar()
     messages = [b"id-%d" % i for i in range(3000)]
     shared = group.hash_and_blind(messages, b"d", scalar)
-    assert workers.get_pool(1, smallest=1) is not None and len(workers._POOLS[1].workers) == 1   # one process
-    assert 2 not in workers._POOLS or not workers._POOLS[2].workers                             # not two
+    after_first()
     digests = group.blind_digests(shared, scalar, b"k", 16)
     monkeypatch.setenv("VFL_WORKERS", "0")
     assert group.hash_and_blind(messages, b"d", scalar) == shared
@@ -228,6 +226,20 @@ def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_worke
     assert info.value.index == 2000
 
 
+def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_workers, monkeypatch):
+    from vfl.crypto import group
+
+    _curve_engine(monkeypatch, "libsodium")             # libsodium's ladder: worker processes
+    workers.shutdown()
+    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)
+
+    def one_process():
+        assert workers.get_pool(1, smallest=1) is not None and len(workers._POOLS[1].workers) == 1
+        assert 2 not in workers._POOLS or not workers._POOLS[2].workers                         # not two
+
+    _curve_work_on_lanes(monkeypatch, one_process)
+
+
 def test_the_fast_engine_s_curve_work_runs_on_threads_and_starts_no_process(two_workers, monkeypatch):
     from vfl.crypto import group, mb
 
@@ -237,20 +249,13 @@ def test_the_fast_engine_s_curve_work_runs_on_threads_and_starts_no_process(two_
     monkeypatch.setattr(group, "MIN_THREAD_ITEMS", 0)
     started = []
     monkeypatch.setattr(workers.WorkerPool, "_ensure", lambda self: started.append(1))
-    scalar = group.random_scalar()
-    messages = [b"id-%d" % i for i in range(3000)]
     before = workers.STATS["thread tasks"]
-    shared = group.hash_and_blind(messages, b"d", scalar)
-    digests = group.blind_digests(shared, scalar, b"k", 16)
-    assert not started and workers.STATS["thread tasks"] >= before + 4
-    monkeypatch.setenv("VFL_WORKERS", "0")
-    assert group.hash_and_blind(messages, b"d", scalar) == shared
-    assert group.blind_digests(shared, scalar, b"k", 16) == digests
-    monkeypatch.setenv("VFL_WORKERS", "2")
-    bad = shared[:32 * 2000] + (2).to_bytes(32, "little") + shared[32 * 2001:]       # u = 2: on the twist
-    with pytest.raises(group.InvalidPointError) as info:
-        group.blind(bad, scalar)
-    assert info.value.index == 2000 and not started
+
+    def on_threads():
+        assert not started and workers.STATS["thread tasks"] >= before + 2
+
+    _curve_work_on_lanes(monkeypatch, on_threads)
+    assert not started and workers.STATS["thread tasks"] >= before + 6
 
 
 def test_thread_lanes_raise_the_first_failing_task_s_error():
