@@ -96,8 +96,10 @@ TASK_POINTS = 1 << 13
 #: running already (an interpreter with numpy costs about 0.3 s of CPU to start, the time of ~40,000 ladders).
 MIN_POOL_ITEMS = 1 << 14
 #: Fewest points split over threads on the fast engine (:func:`vfl.crypto.workers.run_threads`): fewer run in the
-#: calling thread.  A thread costs about 0.1 ms to start and join; 1,024 points are about 10 ms of curve work.
-MIN_THREAD_ITEMS = 1 << 10
+#: calling thread.  A thread starts in about 0.1 ms, but each batch of hashes holds the GIL for up to a few ms
+#: (the other lane then waits up to the 5 ms switch interval): measured on a loaded 2-core machine, two threads
+#: were slower than one up to 10^4 points and at par at 16,384; the PSI's chunks (32,768 points) are split.
+MIN_THREAD_ITEMS = 1 << 14
 #: Bytes of a seed (the first hash of a message).
 SEED_BYTES = 32
 _MAP_TAG = b"vfl-x25519/map"
