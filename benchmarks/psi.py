@@ -2,7 +2,8 @@
 
 For each size, the hub (B) and one spoke (A) run as two processes talking TLS
 1.3 over loopback (fresh certificates in a temporary folder), exactly as two
-parties of a federation would, each with its own worker processes.  B holds
+parties of a federation would, each with its own lanes for the curve work
+(threads of its process on the fast engine, worker processes on libsodium).  B holds
 ids ``0..n-1`` and A holds ``n/2..3n/2-1``, each in its own random order, so
 half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones, so
 ``F*n`` are in common).  Each party process reports, as one JSON line:
@@ -230,7 +231,8 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")
     print(f"load average at start: {load()}")
-    print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own worker processes;")
+    print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own curve lanes (threads on "
+          "the fast engine, worker processes on libsodium);")
     print(f"on one machine they share its cores.  {overlap:.0%} of each party's ids are in common.")
     import os
 
