@@ -2,7 +2,8 @@
 
 For each size, the hub (B) and one spoke (A) run as two processes talking TLS
 1.3 over loopback (fresh certificates in a temporary folder), exactly as two
-parties of a federation would, each with its own worker processes.  B holds
+parties of a federation would, each with its own lanes for the curve work
+(threads of its process on the fast engine, worker processes on libsodium).  B holds
 ids ``0..n-1`` and A holds ``n/2..3n/2-1``, each in its own random order, so
 half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones, so
 ``F*n`` are in common).  Each party process reports, as one JSON line:
@@ -11,8 +12,9 @@ half are in common (``--psi-overlap F``: A holds the ``n - F*n`` following ones,
 * ``own_seconds``: of which hashing and blinding its own ids;
 * ``cpu_seconds``: CPU time of the party process and its workers (``main_cpu_seconds``: the party process's);
 * ``rss_mb`` / ``worker_rss_mb``: peak RSS of the party process / of its largest worker; ``workers``: how many
-  worker processes it ran (the DH PSI's curve work: one per core but one, the party's own thread working
-  as the last lane).
+  worker processes it ran (the DH PSI's curve work on libsodium: one per core but one, the party's own thread
+  working as the last lane); ``threads``: the lanes of its curve work when they were threads of the party
+  process (the fast engine: one per core, the party's own thread among them), else 0.
 
 * ``curve_engine``: the X25519 engine its ladders ran on (:func:`vfl.crypto.group.engine`), and if not
   Intel's multi-buffer one, why.
@@ -120,6 +122,7 @@ def run_party(role: str, n: int, folder: str, ports: tuple[int, int], progress: 
             "main_cpu_seconds": me.ru_utime + me.ru_stime - cpu0.ru_utime - cpu0.ru_stime,
             "rss_mb": me.ru_maxrss / 1024, "worker_rss_mb": worker_rss,
             "workers": worker_count,
+            "threads": workers.thread_lanes() if workers.STATS["thread tasks"] else 0,
             "bytes_sent": sum(r[5] for r in endpoint.transcript.records),
             "curve_engine": {k: engine.get(k) for k in ("engine", "reason", "ran", "curve_check", "version")}}
 
@@ -139,10 +142,11 @@ def _worker_peak_rss_mb() -> float:
 
 
 def micro(count: int = 1 << 15) -> list[dict]:
-    """Hash-and-blind and blind rates, in this process alone and with the worker processes (both cores)."""
+    """Hash-and-blind and blind rates, in this thread alone and on the plan's lanes (threads on the fast engine,
+    worker processes on libsodium; both cores)."""
     import os
 
-    from vfl.crypto import group, workers
+    from vfl.crypto import group, mb, workers
 
     ids = [b"customer-%09d" % i for i in range(count)]
     scalar = group.random_scalar()
@@ -163,6 +167,8 @@ def micro(count: int = 1 << 15) -> list[dict]:
                 group.blind(points, scalar)
                 end = time.perf_counter()
                 best = [min(best[0], middle - start), min(best[1], end - middle)]
+            if setting is None:
+                label = f"{workers.thread_lanes()} lanes ({'threads' if mb.releases_gil() else 'worker processes'})"
             out.append({"how": label, "workers": workers.worker_count() if setting is None else 0,
                         "hash_and_blind_per_s": count / best[0], "blind_per_s": count / best[1],
                         "engine": group.engine()["engine"]})
@@ -225,7 +231,8 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
     info = machine()
     print(f"machine: {info['cpu']}, {info['cores']} cores, {info['memory_gb']} GB; Python {info['python']}")
     print(f"load average at start: {load()}")
-    print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own worker processes;")
+    print("PSI: hub B and spoke A as two processes over TLS on loopback, each with its own curve lanes (threads on "
+          "the fast engine, worker processes on libsodium);")
     print(f"on one machine they share its cores.  {overlap:.0%} of each party's ids are in common.")
     import os
 
@@ -262,14 +269,15 @@ def main_psi(sizes, json_path=None, overlap: float = OVERLAP, against: str | Non
             body.append([f"{result['n']:,}", how, f"{role} ({'hub' if role == HUB else 'spoke'})",
                          _fmt_s(r["seconds"]), _fmt_s(r["own_seconds"]), _fmt_s(r["cpu_seconds"]),
                          f"{r['cpu_seconds'] / result['n'] * 1e6:.1f}", f"{result['n'] / r['seconds']:,.0f}",
-                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt" or r.get("workers") == 0
-                                                    else 2)),
+                         _fmt_s(r["cpu_seconds"] / (1 if result.get("protocol") == "kkrt"
+                                                    or (r.get("workers") == 0 and not r.get("threads")) else 2)),
+                         f"{r['rss_mb']:.0f} MB, {r['threads']} threads" if r.get("threads") else
                          f"{r['rss_mb']:.0f} + {r.get('workers', 2)} x {r['worker_rss_mb']:.0f} MB",
                          f"{r['bytes_sent'] / 2 ** 20:.1f} MB", f"{r['bytes_sent'] / result['n']:.0f}",
                          f"{r['intersection']:,}"])
     print(table(body, header))
-    print("est. s on 2 own cores = the party's CPU seconds (its process and its workers) / 2 (kkrt, and a small set "
-          "whose curve work stayed in the party's process: its CPU seconds, one core); CPU µs per id = CPU s / ids "
+    print("est. s on 2 own cores = the party's CPU seconds (its process, its threads and its workers) / 2 (kkrt, and a "
+          "small set whose curve work stayed in the party's thread: its CPU seconds, one core); CPU µs per id = CPU s / ids "
           "per party")
     for result in results:
         both = sum(r["bytes_sent"] for r in result["reports"].values())

@@ -145,8 +145,9 @@ def test_a_ragged_point_string_is_refused():
         group.blind(group.hash_to_group(MESSAGES[:2], b"d")[:-1], group.random_scalar())
 
 
-def test_worker_processes_and_this_process_agree(monkeypatch):
-    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)                 # to the workers, however few the points
+def test_the_lanes_and_this_thread_agree(monkeypatch):
+    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)                 # to the lanes (worker processes or, on the
+    monkeypatch.setattr(group, "MIN_THREAD_ITEMS", 0)               # fast engine, threads), however few the points
     a = group.random_scalar()
     with_workers = group.hash_and_blind(MESSAGES, b"d", a)
     monkeypatch.setenv("VFL_WORKERS", "0")

@@ -197,16 +197,24 @@ def test_shutdown_leaves_no_unclosed_file(tmp_path):
     assert "ResourceWarning" not in done.stderr, done.stderr
 
 
-def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_workers, monkeypatch):
+def _curve_engine(monkeypatch, choice):
+    """``VFL_CURVE_ENGINE=choice`` for this test, the engine chosen afresh."""
+    from vfl.crypto import mb
+
+    monkeypatch.setenv("VFL_CURVE_ENGINE", choice)
+    monkeypatch.setattr(mb, "_state", None)
+    return mb._state_now()
+
+
+def _curve_work_on_lanes(monkeypatch, after_first=lambda: None) -> None:
+    """Hash-and-blind 3,000 ids and blind their points on two lanes (``after_first()`` checked after the first
+    call); the same bytes in this thread alone; a bad point in the second task named at its position."""
     from vfl.crypto import group
 
-    workers.shutdown()
-    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)
     scalar = group.random_scalar()
     messages = [b"id-%d" % i for i in range(3000)]
     shared = group.hash_and_blind(messages, b"d", scalar)
-    assert workers.get_pool(1, smallest=1) is not None and len(workers._POOLS[1].workers) == 1   # one process
-    assert 2 not in workers._POOLS or not workers._POOLS[2].workers                             # not two
+    after_first()
     digests = group.blind_digests(shared, scalar, b"k", 16)
     monkeypatch.setenv("VFL_WORKERS", "0")
     assert group.hash_and_blind(messages, b"d", scalar) == shared
@@ -216,3 +224,47 @@ def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_worke
     with pytest.raises(group.InvalidPointError) as info:
         group.blind(bad, scalar)
     assert info.value.index == 2000
+
+
+def test_the_psi_s_curve_work_shares_its_lanes_with_the_calling_thread(two_workers, monkeypatch):
+    from vfl.crypto import group
+
+    _curve_engine(monkeypatch, "libsodium")             # libsodium's ladder: worker processes
+    workers.shutdown()
+    monkeypatch.setattr(group, "MIN_POOL_ITEMS", 0)
+
+    def one_process():
+        assert workers.get_pool(1, smallest=1) is not None and len(workers._POOLS[1].workers) == 1
+        assert 2 not in workers._POOLS or not workers._POOLS[2].workers                         # not two
+
+    _curve_work_on_lanes(monkeypatch, one_process)
+
+
+def test_the_fast_engine_s_curve_work_runs_on_threads_and_starts_no_process(two_workers, monkeypatch):
+    from vfl.crypto import group, mb
+
+    if not _curve_engine(monkeypatch, "auto")["fast"] or not mb.releases_gil():
+        pytest.skip(f"the fast X25519 engine and its field arithmetic do not run here: {mb.engine()['reason']}")
+    workers.shutdown()
+    monkeypatch.setattr(group, "MIN_THREAD_ITEMS", 0)
+    started = []
+    monkeypatch.setattr(workers.WorkerPool, "_ensure", lambda self: started.append(1))
+    before = workers.STATS["thread tasks"]
+
+    def on_threads():
+        assert not started and workers.STATS["thread tasks"] >= before + 2
+
+    _curve_work_on_lanes(monkeypatch, on_threads)
+    assert not started and workers.STATS["thread tasks"] >= before + 6
+
+
+def test_thread_lanes_raise_the_first_failing_task_s_error():
+    def task(k):
+        if k in (3, 5):
+            raise ValueError(f"task {k}")
+        return k * k
+
+    with pytest.raises(ValueError, match="task 3"):
+        workers.run_threads(task, [(k,) for k in range(9)], 2)
+    assert workers.run_threads(task, [(k,) for k in (0, 1, 2, 4)], 2) == [0, 1, 4, 16]
+    assert workers.run_threads(task, [(7,)], 2) == [49]

@@ -32,14 +32,22 @@ which x-only Diffie–Hellman never needs to tell apart.
   one pass, each digest binding its message's seed (:func:`seeds`): the outputs
   of the unbalanced PSI's OPRF (:mod:`vfl.crypto.upsi`).
 
-Work on many points is split into tasks and spread over the worker processes
-of :mod:`vfl.crypto.workers` and the calling thread (:func:`vfl.crypto.workers.run_sharing`:
-with two cores, one worker process and this thread); fewer than :data:`MIN_POOL_ITEMS`
-points run in the calling thread unless the workers are running.  A task's points and results cross
-the pipe as arrays of 64-bit words (the scalar as hex text), never pickled.
-The secret scalar thus reaches the party's own worker processes (its children,
-on its machine), or under a joblib backend the party's own cluster
-(:mod:`vfl.crypto.compute`), and nothing else.  The ladders run on
+Work on many points is split into tasks shared by the calling thread and the
+lanes of its plan (:mod:`vfl.crypto.compute`: with two cores, two lanes).  On
+the fast engine the heavy work (the ladders, and the power of each curve test)
+runs in Intel's library, which :mod:`ctypes` calls with the GIL released, so
+the other lanes are threads of this process
+(:func:`vfl.crypto.workers.run_threads`; from :data:`MIN_THREAD_ITEMS` points):
+no interpreter to start, nothing through a pipe, and the secret scalar stays
+in this process.  On libsodium (a ladder a call from a Python loop, and GMP's
+Jacobi symbol, which holds the GIL: two threads measured slower than one) they
+are worker processes
+(:func:`vfl.crypto.workers.run_sharing`: one worker process and this thread),
+started only for :data:`MIN_POOL_ITEMS` points or more unless they are running;
+a task's points and results cross the pipe as arrays of 64-bit words (the
+scalar as hex text), never pickled, and the secret scalar thus reaches the
+party's own worker processes (its children, on its machine), or under a joblib
+backend the party's own cluster, and nothing else.  The ladders run on
 :mod:`vfl.crypto.mb`: Intel's 8-way multi-buffer X25519 (``vfl[fast-crypto]``,
 AVX-512 IFMA; about 7.5 µs a point) where it runs, libsodium's
 ``crypto_scalarmult`` (about 31 µs) otherwise, with the same bytes and the same
@@ -87,6 +95,11 @@ TASK_POINTS = 1 << 13
 #: Fewest points worth starting the worker processes for: fewer run in the calling thread unless the workers are
 #: running already (an interpreter with numpy costs about 0.3 s of CPU to start, the time of ~40,000 ladders).
 MIN_POOL_ITEMS = 1 << 14
+#: Fewest points split over threads on the fast engine (:func:`vfl.crypto.workers.run_threads`): fewer run in the
+#: calling thread.  A thread starts in about 0.1 ms, but each batch of hashes holds the GIL for up to a few ms
+#: (the other lane then waits up to the 5 ms switch interval): measured on a loaded 2-core machine, two threads
+#: were slower than one up to 10^4 points and at par at 16,384; the PSI's chunks (32,768 points) are split.
+MIN_THREAD_ITEMS = 1 << 14
 #: Bytes of a seed (the first hash of a message).
 SEED_BYTES = 32
 _MAP_TAG = b"vfl-x25519/map"
@@ -132,9 +145,9 @@ def _unwords(words: np.ndarray) -> bytes:
     return np.asarray(words).astype("<u8").tobytes()
 
 
-def _tasks(n: int, width: int) -> list[tuple[int, int]]:
-    """Byte ranges splitting ``n`` items of ``width`` bytes into tasks: at least one per worker, each bounded."""
-    parts = max(1, min(n, max(workers.worker_count(), -(-n // TASK_POINTS))))
+def _tasks(n: int, width: int, lanes: int) -> list[tuple[int, int]]:
+    """Byte ranges splitting ``n`` items of ``width`` bytes into tasks: at least one per lane, each bounded."""
+    parts = max(1, min(n, max(lanes, -(-n // TASK_POINTS))))
     bounds = [n * k // parts for k in range(parts + 1)]
     return [(lo * width, hi * width) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
 
@@ -147,8 +160,14 @@ def _parallel(fn, data: bytes, width: int, *extra) -> bytes:
     n = len(data) // width
     if n == 0:
         return b""
-    ranges = [(0, n * width)] if n < MIN_POOL_ITEMS and not workers.started() else _tasks(n, width)
-    results = workers.run_sharing(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
+    lanes = workers.thread_lanes() if mb.releases_gil() else 0
+    if lanes >= 2:          # the fast engine: threads of this process (the ladders and curve tests free the GIL)
+        ranges = [(0, n * width)] if n < MIN_THREAD_ITEMS else _tasks(n, width, lanes)
+        results = workers.run_threads(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges], lanes)
+    else:
+        ranges = [(0, n * width)] if n < MIN_POOL_ITEMS and not workers.started() \
+            else _tasks(n, width, workers.worker_count())
+        results = workers.run_sharing(fn, [(_words(data[lo:hi]),) + extra for lo, hi in ranges])
     out = []
     for (lo, _), (words, bad, used) in zip(ranges, results):
         if used:

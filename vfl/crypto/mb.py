@@ -86,11 +86,16 @@ def _field_functions(lib) -> tuple[str, tuple | None]:
     after they have computed, on random and edge values, exactly the Legendre symbols GMP computes;
     otherwise (or if a release drops them) the curve test stays with GMP's Jacobi symbol.
     """
+    # The power (about 8 µs for 8 lanes) is called as ctypes calls a CDLL's functions, releasing the GIL; the
+    # others take tens of nanoseconds, less than releasing and taking back the GIL, and under a second thread's
+    # contention each hand-over could wait for the scheduler: they are called through a PyDLL handle (the same
+    # library, loaded once), which keeps the GIL.
+    holding = ctypes.PyDLL(lib._name, handle=lib._handle)
     try:
         funcs = []
         for name, arity in (("fe52_mb_add_mod25519", 3), ("fe52_mb_mul_mod25519", 3), ("fe52_mb_sqr_mod25519", 2),
                             ("fe52_pow_2_252m3_mod25519", 2), ("fe52mb8_red_p25519", 2)):
-            f = getattr(lib, name)
+            f = getattr(lib if name.startswith("fe52_pow") else holding, name)
             f.restype, f.argtypes = None, [ctypes.c_void_p] * arity
             funcs.append(f)
     except AttributeError:
@@ -135,6 +140,15 @@ def engine() -> dict:
     made with ``VFL_CURVE_ENGINE``.
     """
     return {k: v for k, v in _state_now().items() if not k.startswith("_")}
+
+
+def releases_gil() -> bool:
+    """Whether this process's curve work runs in the fast engine's library, which :mod:`ctypes` calls with the GIL
+    released: its ladder and its field arithmetic for the curve test (:func:`on_curve_many`).  Then threads of one
+    process share the cores (:func:`vfl.crypto.workers.run_threads`); libsodium's ladder is called once per point
+    and GMP's Jacobi symbol holds the GIL, so without them the work goes to worker processes."""
+    state = _state_now()
+    return bool(state["fast"]) and state.get("_field") is not None
 
 
 def describe(report: dict | None = None) -> str:

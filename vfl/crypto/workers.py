@@ -1,7 +1,8 @@
 """Worker processes for the fast engine: both cores, started safely, stopped cleanly.
 
 Modular multiplication in ``gmpy2`` holds the GIL, so a second core needs a
-second process.  The workers are plain child interpreters started with
+second process.  (Work that runs in C with the GIL released, the fast curve
+engine's, takes threads of the calling process instead: :func:`run_threads`.)  The workers are plain child interpreters started with
 ``subprocess`` (``python -c <bootstrap>``) and fed tasks over
 their stdin/stdout pipes, one task at a time, in an explicit binary format
 (:mod:`vfl.crypto._codec`: integers, ``mpz``, integer arrays, lists; no pickle).
@@ -331,6 +332,58 @@ def run_sharing(fn, tasks: list) -> list:
             except Exception as exc:                  # raised below, as a worker's error would be
                 future.set_exception(exc)
     return _collected(pool, futures, fn, tasks)
+
+
+def thread_lanes() -> int:
+    """Lanes this thread's plan gives work that runs with the GIL released (:func:`run_threads`): its local lanes
+    (``VFL_WORKERS``, else one per usable core; an estimator's ``n_jobs``), 0 under a joblib backend or inline."""
+    plan = compute.current()
+    return plan.workers if plan.kind == "local" else 0
+
+
+def run_threads(fn, tasks: list, lanes: int) -> list:
+    """``[fn(*args) for args in tasks]`` on ``lanes`` threads of this process, the calling thread one of them.
+
+    For work whose heavy parts run in C with the GIL released (the fast curve engine's ladders and field
+    arithmetic, called through :mod:`ctypes`): no interpreter to start (about 0.3 s of CPU each), nothing copied
+    through a pipe, and the secret scalar never leaves this process.  The lanes take tasks in order from one
+    counter, first come, first served; threads start with the call and end with it.  A task that raises stops the
+    lanes from taking more, and the first failing task's exception (in task order) is raised here once every lane
+    has stopped.
+    """
+    if len(tasks) < 2 or lanes < 2:
+        return [fn(*args) for args in tasks]
+    with _LOCK:
+        STATS["thread calls"] += 1
+        STATS["thread tasks"] += len(tasks)
+    results: list = [None] * len(tasks)
+    errors: dict[int, BaseException] = {}
+    taken = iter(range(len(tasks)))
+    take = threading.Lock()
+
+    def lane() -> None:
+        while not errors:
+            with take:
+                k = next(taken, None)
+            if k is None:
+                return
+            try:
+                results[k] = fn(*tasks[k])
+            except BaseException as exc:                # raised in the calling thread below
+                errors[k] = exc
+
+    threads = [threading.Thread(target=lane, name="vfl-curve-lane", daemon=True)
+               for _ in range(min(lanes, len(tasks)) - 1)]
+    for thread in threads:
+        thread.start()
+    try:
+        lane()
+    finally:
+        for thread in threads:
+            thread.join()
+    if errors:
+        raise errors[min(errors)]
+    return results
 
 
 def _collected(pool, futures: list, fn, tasks: list) -> list:

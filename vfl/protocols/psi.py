@@ -162,6 +162,14 @@ def recv_chunks(ep: Endpoint, peer: str, name: str, total: int, width: int):
         done += len(data) // width
 
 
+def recv_all(ep: Endpoint, peer: str, name: str, total: int, width: int) -> bytes:
+    """The ``total`` items of ``width`` bytes that ``peer`` sends as ``name`` (:func:`recv_chunks`), joined."""
+    joined = bytearray()
+    for _, data in recv_chunks(ep, peer, name, total, width):
+        joined += data
+    return bytes(joined)
+
+
 def _own_chunks(ids: Sequence[bytes], order: np.ndarray, domain: bytes, scalar: bytes, progress: "Progress"):
     """Yield ``(start, scalar·H(id) for the ids in the shuffled order from start)``, :data:`CHUNK_IDS` at a time.
 
@@ -209,6 +217,8 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         Fewest rows the intersection may have.
     on_progress : callable, optional
         ``on_progress(done, total)`` as points are hashed, blinded and matched.
+    sizes_out : dict, optional
+        Receives every party's row count.
 
     Returns
     -------
@@ -240,12 +250,10 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
         for start, points in recv_chunks(ep, spoke, "psi_spoke_points", sizes[spoke], group.POINT_BYTES):
             theirs += _blind_from(ep, spoke, "psi_spoke_points", points, scalar, salt, start)
             progress.add(len(points) // group.POINT_BYTES)
-        mine = bytearray()
-        for _, digests in recv_chunks(ep, spoke, "psi_hub_digests", len(ids), DIGEST_BYTES):
-            mine += digests
+        mine_d = np.frombuffer(recv_all(ep, spoke, "psi_hub_digests", len(ids), DIGEST_BYTES), _DIGEST)
         # Step 4: match (positions in the hub's shuffled list, in the spoke's shuffled list)
-        mine_d, theirs_d = np.frombuffer(bytes(mine), _DIGEST), np.frombuffer(bytes(theirs), _DIGEST)
-        del mine, theirs
+        theirs_d = np.frombuffer(bytes(theirs), _DIGEST)
+        del theirs
         hub_pos, spoke_pos = _match(ep, spoke, mine_d, theirs_d)
         pairs[spoke] = (hub_pos, spoke_pos)
         matched_rows = (hub_pos if matched_rows is None
@@ -269,19 +277,8 @@ def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows:
 # -- a spoke (feature party) ------------------------------------------------------------------
 def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
               on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
-    """A spoke's program.
-
-    Parameters
-    ----------
-    ep : Endpoint
-    ids : sequence of bytes
-        The spoke's canonical ids, one per row.
-    hub : str
-        The hub's role.
-    min_rows : int
-        Fewest rows the intersection may have.
-    on_progress : callable, optional
-        ``on_progress(done, total)`` as points are hashed and blinded.
+    """A spoke's program: the parameters of :func:`run_hub` (the spoke's own ids), ``hub`` (the hub's role) in
+    place of ``spokes``; ``on_progress(done, total)`` as points are hashed and blinded.
 
     Returns
     -------
@@ -434,12 +431,18 @@ def spoke_hello(ep: Endpoint, hub: str, n_rows: int, prefix: str, version: str, 
     shares = [shares[i:i + SALT_BYTES] for i in range(0, len(shares), SALT_BYTES)]
     if share not in shares:
         raise ProtocolError(f"{ep.role}: {hub} left {ep.role}'s salt share out of the combined salt")
+    spoke_accepts(ep, sizes, setup["refusal"], min_rows, sizes_out)
+    return sizes, shares, setup
+
+
+def spoke_accepts(ep: Endpoint, sizes: dict[str, int], refusal: str, min_rows: int, sizes_out: dict | None) -> None:
+    """A spoke's last step of every protocol's setup: every party's row count into ``sizes_out``; the hub's
+    ``refusal``, or too few rows for ``min_rows``, raised as a :class:`DataError` naming this party."""
     if sizes_out is not None:
         sizes_out.update(sizes)
-    refusal = setup["refusal"] or too_small(sizes, min_rows)
+    refusal = refusal or too_small(sizes, min_rows)
     if refusal:
         raise DataError(f"{ep.role}: {refusal}")
-    return sizes, shares, setup
 
 
 def parse_sizes(ep: Endpoint, hub: str, text, message: str = "psi_setup") -> dict[str, int]:
@@ -466,8 +469,16 @@ def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[st
     numpy.ndarray
         This party's rows (positions in ``ids``) in the intersection, in the order common to all parties.
     """
+    return by_role(ep, hub, spokes, lambda: run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out),
+                   lambda: run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out))
+
+
+def by_role(ep: Endpoint, hub: str, spokes: Sequence[str], as_hub: Callable[[], np.ndarray],
+            as_spoke: Callable[[], np.ndarray]) -> np.ndarray:
+    """Every PSI protocol's ``align_rows``: ``as_hub()`` if ``ep.role`` is the hub, ``as_spoke()`` if it is one of
+    the spokes; a :class:`ValueError` naming the role otherwise."""
     if ep.role == hub:
-        return run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out)
+        return as_hub()
     if ep.role not in spokes:
         raise ValueError(f"role {ep.role!r} is neither the hub {hub!r} nor one of the spokes {list(spokes)}")
-    return run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out)
+    return as_spoke()

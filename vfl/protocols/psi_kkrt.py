@@ -41,8 +41,8 @@ import numpy as np
 
 from vfl.crypto import cuckoo, kkrt, ot
 from vfl.errors import DataError, ProtocolError
-from vfl.protocols.psi import (OnProgress, Progress, check_ids, distinct, final_positions, hub_hellos, hub_setup,
-                               recv_chunks, spoke_hello, too_small)
+from vfl.protocols.psi import (OnProgress, Progress, by_role, check_ids, distinct, final_positions, hub_hellos,
+                               hub_setup, recv_chunks, spoke_hello, too_small)
 from vfl.transport import Endpoint
 
 VERSION = "vfl-psi-kkrt-1"
@@ -93,26 +93,10 @@ def _sorted_order(values: np.ndarray) -> np.ndarray:
 # -- the hub (label party): OPRF receiver with every spoke --------------------------------------
 def run_hub(ep: Endpoint, ids: Sequence[bytes], spokes: Sequence[str], min_rows: int = 1,
             on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
-    """The hub's program.
+    """The hub's program: the parameters and the result of the DH protocol's :func:`vfl.protocols.psi.run_hub`.
 
-    Parameters
-    ----------
-    ep : Endpoint
-    ids : sequence of bytes
-        The hub's canonical ids, one per row.
-    spokes : sequence of str
-        The spokes' roles; the hub's OPRF outputs with the first one set the common order.
-    min_rows : int
-        Fewest rows the intersection may have.
-    on_progress : callable, optional
-        ``on_progress(done, total)`` as bins are sent and outputs matched.
-    sizes_out : dict, optional
-        Receives every party's row count.
-
-    Returns
-    -------
-    numpy.ndarray
-        The hub's rows (positions in ``ids``) in the intersection, in the common order.
+    The hub's OPRF outputs with the first spoke set the common order; ``on_progress(done, total)`` counts the
+    bins sent and the outputs matched.
     """
     spokes = list(spokes)
     if not spokes or len(set(spokes)) != len(spokes) or ep.role in spokes:
@@ -227,26 +211,9 @@ def _match(ep, spoke, mine, chosen, theirs) -> tuple[np.ndarray, np.ndarray]:
 # -- a spoke (feature party): OPRF sender -----------------------------------------------------
 def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, min_rows: int = 1,
               on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
-    """A spoke's program.
+    """A spoke's program: the parameters and the result of the DH protocol's :func:`vfl.protocols.psi.run_spoke`.
 
-    Parameters
-    ----------
-    ep : Endpoint
-    ids : sequence of bytes
-        The spoke's canonical ids, one per row.
-    hub : str
-        The hub's role.
-    min_rows : int
-        Fewest rows the intersection may have.
-    on_progress : callable, optional
-        ``on_progress(done, total)`` as columns are received and outputs sent.
-    sizes_out : dict, optional
-        Receives every party's row count.
-
-    Returns
-    -------
-    numpy.ndarray
-        The spoke's rows (positions in ``ids``) in the intersection, in the common order.
+    ``on_progress(done, total)`` counts the columns received and the outputs sent.
     """
     ids = check_ids(ids, ep.role)
     n = len(ids)
@@ -319,15 +286,7 @@ def _evaluate(ep, hub, keys, bins, m, code, choices, streams, size, progress) ->
 # -- either role ------------------------------------------------------------------------------
 def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[str], min_rows: int = 1,
                on_progress: OnProgress | None = None, sizes_out: dict | None = None) -> np.ndarray:
-    """Run this endpoint's role of the KKRT PSI (hub if ``ep.role == hub``, else a spoke).
-
-    Returns
-    -------
-    numpy.ndarray
-        This party's rows (positions in ``ids``) in the intersection, in the order common to all parties.
-    """
-    if ep.role == hub:
-        return run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out)
-    if ep.role not in spokes:
-        raise ValueError(f"role {ep.role!r} is neither the hub {hub!r} nor one of the spokes {list(spokes)}")
-    return run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out)
+    """Run this endpoint's role of the KKRT PSI: the parameters and the result of the DH protocol's
+    :func:`vfl.protocols.psi.align_rows`."""
+    return by_role(ep, hub, spokes, lambda: run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out),
+                   lambda: run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out))

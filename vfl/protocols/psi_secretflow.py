@@ -48,7 +48,7 @@ from typing import Sequence
 import numpy as np
 
 from vfl.errors import ConfigurationError, DataError, ProtocolError
-from vfl.protocols.psi import check_ids, final_positions, parse_sizes, too_small
+from vfl.protocols.psi import by_role, check_ids, final_positions, parse_sizes, spoke_accepts, too_small
 from vfl.transport import Endpoint
 from vfl.transport.tls import TLSFiles
 
@@ -370,11 +370,7 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, index: int, min_rows
     sizes = parse_sizes(ep, hub, setup["sizes"], "sfpsi_setup")
     if sizes.get(ep.role) != len(ids) or hub not in sizes or not re.fullmatch(r"[0-9a-f]{32}", str(setup["link_id"])):
         raise ProtocolError(f"{ep.role}: {hub} sent a malformed 'sfpsi_setup'")
-    if sizes_out is not None:
-        sizes_out.update(sizes)
-    refusal = setup["refusal"] or too_small(sizes, min_rows)
-    if refusal:
-        raise DataError(f"{ep.role}: {refusal}")
+    spoke_accepts(ep, sizes, setup["refusal"], min_rows, sizes_out)
     pair = _Pair(ep.role, hub, ids, 1, links.pair(hub, ep.role, index), links, setup["link_id"])
     try:
         pairwise = pair.rows()
@@ -389,11 +385,8 @@ def run_spoke(ep: Endpoint, ids: Sequence[bytes], hub: str, index: int, min_rows
 def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[str], min_rows: int,
                links: EngineLinks, sizes_out: dict | None = None) -> np.ndarray:
     """This endpoint's role (hub if ``ep.role == hub``, else a spoke); its rows in the order common to all."""
-    if ep.role == hub:
-        return run_hub(ep, ids, spokes, min_rows, links, sizes_out)
-    if ep.role not in spokes:
-        raise ValueError(f"role {ep.role!r} is neither the hub {hub!r} nor one of the spokes {list(spokes)}")
-    return run_spoke(ep, ids, hub, list(spokes).index(ep.role), min_rows, links, sizes_out)
+    return by_role(ep, hub, spokes, lambda: run_hub(ep, ids, spokes, min_rows, links, sizes_out),
+                   lambda: run_spoke(ep, ids, hub, list(spokes).index(ep.role), min_rows, links, sizes_out))
 
 
 if __name__ == "__main__":

@@ -45,8 +45,8 @@ import numpy as np
 from vfl.crypto import group, upsi
 from vfl.errors import DataError, ProtocolError
 from vfl.protocols import upsi_cache
-from vfl.protocols.psi import (check_unique, final_positions, hub_hellos, hub_setup, recv_chunks, spoke_hello,
-                               too_small)
+from vfl.protocols.psi import (by_role, check_unique, final_positions, hub_hellos, hub_setup, recv_all,
+                               recv_chunks, spoke_hello, too_small)
 from vfl.transport import Endpoint
 
 VERSION = "vfl-upsi-1"
@@ -193,10 +193,7 @@ def _as_large(st: _State, peer: str, n_small: int) -> _Pair:
     count = ep.recv(peer, "upsi_matches")["count"]
     if type(count) is not int or not 0 <= count <= n_small:
         raise ProtocolError(f"{ep.role}: {peer} sent a malformed 'upsi_matches'")
-    matched = bytearray()
-    for _, data in recv_chunks(ep, peer, "upsi_match_chunk", count, used):
-        matched += data
-    outputs = np.frombuffer(bytes(matched), dtype=f"S{used}")
+    outputs = np.frombuffer(recv_all(ep, peer, "upsi_match_chunk", count, used), dtype=f"S{used}")
     if not _sorted(outputs, strict=True):
         raise ProtocolError(f"{ep.role}: {peer} sent matched outputs that are not sorted and distinct")
     at, found, ambiguous = own.find(outputs)
@@ -224,10 +221,7 @@ def _as_small(st: _State, peer: str, n_large: int) -> _Pair:
     used = width if copy is None else copy.width
     ep.send(peer, "upsi_want", "public", fetch=copy is None, width=used)
     if copy is None:
-        received = bytearray()
-        for _, data in recv_chunks(ep, peer, "upsi_outputs", n_large, used):
-            received += data
-        outputs = np.frombuffer(bytes(received), dtype=f"S{used}")
+        outputs = np.frombuffer(recv_all(ep, peer, "upsi_outputs", n_large, used), dtype=f"S{used}")
         if not _sorted(outputs, strict=False):
             raise ProtocolError(f"{ep.role}: {peer} sent its outputs out of order; stopping")
         copy = upsi_cache.write_peer(st.cache_dir, ep.role, peer, key_id, outputs)
@@ -324,19 +318,12 @@ def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[st
                note: Note | None = None, report: dict | None = None) -> np.ndarray:
     """Run this endpoint's role of the unbalanced PSI (hub if ``ep.role == hub``, else a spoke).
 
+    ``ep``, ``ids``, ``hub``, ``spokes``, ``min_rows`` and ``sizes_out`` as for the DH protocol's
+    :func:`vfl.protocols.psi.align_rows`; ``on_progress(done, total)`` counts the queried points evaluated or
+    unblinded.
+
     Parameters
     ----------
-    ep : Endpoint
-    ids : sequence of bytes
-        This party's canonical ids, one per row.
-    hub, spokes
-        The hub's role (the label party) and the spokes' (the feature parties).
-    min_rows : int
-        Fewest rows the intersection may have.
-    on_progress : callable, optional
-        ``on_progress(done, total)`` as the queried points are evaluated or unblinded.
-    sizes_out : dict, optional
-        Receives every party's row count.
     cache_dir : path
         This party's own cache folder (owner-only files; :mod:`vfl.protocols.upsi_cache`).
     note : callable, optional
@@ -351,12 +338,9 @@ def align_rows(ep: Endpoint, ids: Sequence[bytes], hub: str, spokes: Sequence[st
     numpy.ndarray
         This party's rows (positions in ``ids``) in the intersection, in the order common to all parties.
     """
-    if ep.role == hub:
-        return run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out, cache_dir=cache_dir, note=note,
-                       report=report)
-    if ep.role not in spokes:
-        raise ValueError(f"role {ep.role!r} is neither the hub {hub!r} nor one of the spokes {list(spokes)}")
-    return run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out, cache_dir=cache_dir, note=note, report=report)
+    options = {"cache_dir": cache_dir, "note": note, "report": report}
+    return by_role(ep, hub, spokes, lambda: run_hub(ep, ids, spokes, min_rows, on_progress, sizes_out, **options),
+                   lambda: run_spoke(ep, ids, hub, min_rows, on_progress, sizes_out, **options))
 
 
 def prepare(ids: Sequence[bytes], party: str, cache_dir, note: Note | None = None) -> dict:
