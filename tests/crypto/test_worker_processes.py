@@ -202,7 +202,7 @@ def _curve_engine(monkeypatch, choice):
     from vfl.crypto import mb
 
     monkeypatch.setenv("VFL_CURVE_ENGINE", choice)
-    monkeypatch.setattr(mb, "_state", None)
+    monkeypatch.setattr(mb._state_now, "_state", None)
     return mb._state_now()
 
 
