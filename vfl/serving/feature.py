@@ -237,7 +237,7 @@ class FeatureService:
                 name, kind, fields = handler(message)
             except (DataError, ConfigurationError, ProtocolError) as exc:
                 log.warning("party %s: %s: %s", self.role, message.name, exc)
-                name, kind, fields = "failed", "public", {"reason": f"party {self.role}: {_public(exc)}"}
+                name, kind, fields = "failed", "public", {"reason": _named(self.role, _public(exc))}
             except Exception as exc:  # noqa: BLE001 - a fault answering one message fails that round, not the link
                 log.exception("party %s: answering %r failed", self.role, message.name)
                 name, kind, fields = "failed", "public", {
@@ -444,6 +444,11 @@ def round_requests() -> dict[str, str]:
     model answers another says to one (its ``REFUSED``; ``{kind}``: the party's model)."""
     scorers = [family.module("scorer") for family in FAMILIES.values()]
     return {scorer.REQUEST: scorer.REFUSED for scorer in scorers}
+
+
+def _named(role: str, reason: str) -> str:
+    """``reason`` starting with the party's name, once (most of its errors name it already)."""
+    return reason if reason.startswith(f"party {role}:") else f"party {role}: {reason}"
 
 
 def _public(exc: BaseException) -> str:
