@@ -9,5 +9,7 @@ roles (:mod:`~vfl.serving.feature`, :mod:`~vfl.serving.coordinator`,
 :mod:`~vfl.serving.label`), and the label party's HTTP side
 (:mod:`~vfl.serving.batching`, :mod:`~vfl.serving.metrics`, :mod:`~vfl.serving.api`),
 its tokens (:mod:`~vfl.serving.auth`), its Python client (:mod:`~vfl.serving.client`) and the command
-(:mod:`~vfl.serving.cli`).  Private queries and each family's payloads: :mod:`~vfl.serving.private`.
+(:mod:`~vfl.serving.cli`).  Private queries: :mod:`~vfl.serving.private`.  What differs by family (its share of a
+model version, its round, its payloads, answers and reasons) is its scorer, :mod:`vfl.serving.scorers`, which
+the family's entry in :mod:`vfl.families` names.
 """
