@@ -93,7 +93,9 @@ def test_three_boards_follow_a_federation_and_show_each_party_only_its_own(tmp_p
     ours, _ = federation_certs
     data = write_party_data(tmp_path, n_rows=300)
     config = write_federation_file(tmp_path / "federation.toml", ours, _free_ports(3),
-                                   training={"iterations": EPOCHS, "batch_size": 0, "learning_rate": 0.5})
+                                   # every epoch runs (tol 0): a run that converged early could end before the
+                                   # boards are up, and this test follows one while it is under way
+                                   training={"iterations": EPOCHS, "batch_size": 0, "learning_rate": 0.5, "tol": 0})
     work = tmp_path / "work"
     parties = start_parties("party", config, data, work)
     boards = {}
