@@ -52,6 +52,7 @@ def test_a_scorecard_part_is_refused_without_the_opt_in_and_reasons_name_consent
     flat = {v for v in reasons.stack().tolist() if isinstance(v, str)}
     assert "CALLS-01" in flat and "tenure" not in flat
     assert flat <= {"CALLS-01", "information from telco", "income", "utilization", "age"}
-    with pytest.raises(ConfigurationError, match="party telco has no column 'nope'"):
+    with pytest.raises(ConfigurationError,
+                       match="party telco: its reason_columns names 'nope', a column its model does not have"):
         pipe.named_steps["scorecard"].set_params(reason_columns={"telco": ["nope"]})
         pipe.predict_reasons(data)

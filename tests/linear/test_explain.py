@@ -148,7 +148,8 @@ def test_reasons_name_consented_columns_and_parties_otherwise():
 def test_bad_reason_columns_name_the_party_and_the_column():
     d, _ = data()
     model = VerticalLogisticRegression(reason_columns={"telco": ["nope"]}, **KEYS).fit(d)
-    with pytest.raises(ConfigurationError, match="party telco has no column 'nope'"):
+    with pytest.raises(ConfigurationError,
+                       match="party telco: its reason_columns names 'nope', a column its model does not have"):
         model.predict_reasons(d)
     model.set_params(reason_columns={"bank": ["b0"]})
     with pytest.raises(ConfigurationError, match="'bank', which is not a feature party"):

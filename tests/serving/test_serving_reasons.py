@@ -276,7 +276,7 @@ def test_a_consent_naming_a_column_the_party_does_not_have_is_refused_at_load(lo
     folder = logistic.folder
     served = Federation(folder, "linear", logistic.frames, _settings(
         folder, {"queries": "by_id", "reasons": 3}), logistic.coordinator, consents={"telco": {"calls": "T01"}})
-    with pytest.raises(ConfigurationError, match=r"party telco: reason_columns names the column 'calls', which model "
+    with pytest.raises(ConfigurationError, match=r"party telco: its reason_columns names 'calls', a column model "
                                                  r"version 1 does not have \(its columns: \['t0', 't1'\]\)"):
         served.load()
 

@@ -29,12 +29,8 @@ def sign(settings: Explanations, classes) -> float:
 def consent(config: FederationConfig, role: str, columns) -> dict:
     """Feature party ``role``'s ``reason_columns`` (``{column: code}``; its form checked with the file), checked
     against the columns of its model: a :class:`DataError`, which the party tells its peers before it stops."""
-    codes = config.party(role).reason_columns or {}
-    unknown = [c for c in codes if c not in list(columns)]
-    if unknown:
-        raise DataError(f"party {role}: its reason_columns names {unknown[0]!r}, a column its model does not have "
-                        f"(its columns: {list(columns)}): fix [parties.{role}] reason_columns in {config.path}")
-    return dict(codes)
+    return explained.consented(config.party(role).reason_columns or {}, columns, role, "its model",
+                               f"fix [parties.{role}] reason_columns in {config.path}", DataError)
 
 
 def path_beside(scores: str | Path) -> Path:

@@ -113,13 +113,26 @@ def check_reason_columns(reason_columns, feature_columns: dict) -> dict:
             raise ConfigurationError(f"reason_columns[{party!r}] must be a list of its columns (or a dict of "
                                      f"column to code), got {named!r}")
         codes = dict(named) if isinstance(named, dict) else {c: c for c in named}
-        unknown = [c for c in codes if c not in feature_columns[party]]
-        if unknown:
-            raise ConfigurationError(f"reason_columns: party {party} has no column {unknown[0]!r} (its columns: "
-                                     f"{list(feature_columns[party])})")
         bad = [c for c, code in codes.items() if not isinstance(code, str) or not code]
         if bad:
             raise ConfigurationError(f"reason_columns: party {party}'s code for column {bad[0]!r} must be a "
                                      "non-empty string")
-        out[party] = codes
+        out[party] = consented(codes, feature_columns[party], party, "its model",
+                               f"name only its own columns in reason_columns[{party!r}]")
     return out
+
+
+def consented(codes: dict, columns, party: str, model: str, fix: str, error: type = ConfigurationError) -> dict:
+    """Party ``party``'s consent ``{column: code}`` checked against the columns of its model, in their order: the
+    one check of a consent's columns the estimators, ``vfl predict`` and ``vfl serve`` make.
+
+    ``model`` names the model in the message ("its model", "model version 3"), ``fix`` says how to mend the
+    consent, ``error`` is the exception the caller raises (``vfl predict``: a :class:`~vfl.errors.DataError`,
+    which a party tells its peers before it stops).
+    """
+    columns = list(columns)
+    unknown = [c for c in codes if c not in columns]
+    if unknown:
+        raise error(f"party {party}: its reason_columns names {unknown[0]!r}, a column {model} does not have (its "
+                    f"columns: {columns}); {fix}")
+    return {c: codes[c] for c in columns if c in codes}

@@ -69,13 +69,8 @@ def check(share, settings, features, role: str) -> float:
 
 def consent(share, reason_columns, role: str) -> dict:
     """A feature party's ``reason_columns`` as ``{column: code}``, every column checked against ``share``'s."""
-    pairs = dict(reason_columns)
-    unknown = [c for c in pairs if c not in share.columns]
-    if unknown:
-        raise ConfigurationError(f"party {role}: reason_columns names the column {unknown[0]!r}, which model version "
-                                 f"{share.version} does not have (its columns: {list(share.columns)}); name only "
-                                 f"its own columns in its [parties.{role}] reason_columns")
-    return {c: pairs[c] for c in share.columns if c in pairs}
+    return explained.consented(dict(reason_columns), share.columns, role, f"model version {share.version}",
+                               f"name only its own columns in its [parties.{role}] reason_columns")
 
 
 # ------------------------------------------------------------------------ in a round
