@@ -88,8 +88,8 @@ def blinding() -> tuple[bytes, bytes]:
 
 def query(ids, key_id: bytes, r: bytes) -> tuple[bytes, bytes]:
     """The small party's ``(seeds, r · H(y))`` for its ids (the seeds stay with it, for :func:`finalize`)."""
-    d = domain(key_id)
-    return group.seeds(ids, d), group.hash_and_blind(ids, d, r)
+    own = group.seeds(ids, domain(key_id))
+    return own, group.map_and_blind(own, r)       # the seeds hashed once
 
 
 def evaluate(points: bytes, key: bytes) -> bytes:
