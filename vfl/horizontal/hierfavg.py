@@ -139,10 +139,11 @@ class HierFAVG(FederatedClassifierMixin):
         kappa2 = check_positive_int("kappa2 (edge rounds per cloud round)", self.kappa2)
         check_positive_float("learning_rate", self.learning_rate)
         check_batch_size(self.batch_size)
+        assigned = []                   # the edges, assigned once: checked before the test sets
         run = start(self, clients, X_test, y_test, client_tests, classes,
-                    check=lambda n_clients: assign_edges(n_clients, self.edges))  # before the test sets
+                    check=lambda n_clients: assigned.append(assign_edges(n_clients, self.edges)))
         data, model, rng, w, metrics, K = run.data, run.model, run.rng, run.w, run.metrics, run.n_clients
-        edge_of = assign_edges(K, self.edges)
+        edge_of = assigned[0]
         L = int(edge_of.max()) + 1
         n_k = metrics.n_k
         vector_bytes = run.vector_bytes
