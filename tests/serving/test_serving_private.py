@@ -221,7 +221,7 @@ def _feature_service(monkeypatch, tmp_path, store):
         (tmp_path / version / "model_A.json").write_text("{}")
     # the stub share has no splits: its release check at load is left out here (tests/trees/test_trees_release.py
     # runs it on a real share)
-    share = SimpleNamespace(kind="trees", columns=["x"], trees=[0], width=1, keyed=False, trained_with="t",
+    share = SimpleNamespace(kind="trees", version="1", columns=["x"], trees=[0], width=1, keyed=False, trained_with="t",
                             check_release=lambda *a: None, loaded_fields=lambda role, sign: {})
     monkeypatch.setattr(feature, "load_share", lambda *a, **k: share)
     monkeypatch.setattr(private, "payloads", lambda share, values, layout=None, frac_bits=0, noise=None:

@@ -69,8 +69,6 @@ def check(share, settings, features, role: str) -> float:
 
 def consent(share, reason_columns, role: str) -> dict:
     """A feature party's ``reason_columns`` as ``{column: code}``, every column checked against ``share``'s."""
-    if not reason_columns:
-        return {}
     return explained.consented(dict(reason_columns), share.columns, role, f"model version {share.version}",
                                f"name only its own columns in its [parties.{role}] reason_columns")
 
