@@ -152,8 +152,8 @@ def test_vfl_serve_checks_telco_s_part_at_every_load_of_a_version(tmp_path):
             with pytest.raises(ConfigurationError, match=r"party telco: releasing its part of each score \(one value "
                                                          r"per bin of its selected columns\) in served version 1 would "
                                                          r"let the label party bank rebuild column '\w+ \(bin\)'"):
-                service._check_release(share, "1")
+                share.check_release(service, "1", {}, 0.0, 0)
         else:
-            service._check_release(share, "1")
+            share.check_release(service, "1", {}, 0.0, 0)
             ledger = json.loads((tmp_path / "True" / "release_ledger.json").read_text())["releases"]
             assert ledger[0]["spec"]["kind"] == "table" and ledger[0]["columns"][-1].endswith(" (bin)")

@@ -192,9 +192,9 @@ def test_vfl_serve_checks_each_version_at_load_and_answers_with_the_sides_it_may
                                                  r"leaf masks\) in served version 1 would let the label party B "
                                                  r"rebuild column '(flag|grade)' .*allow_reconstruction = true in "
                                                  r"its own \[parties.A\] table"):
-        service._check_release(share, "1")
+        share.check_release(service, "1", {}, 0.0, 0)
     service, share = served_telco(tmp_path / "opted-in", model, a, allowed=True)
-    service._check_release(share, "1")
+    share.check_release(service, "1", {}, 0.0, 0)
     ledger = (tmp_path / "opted-in" / "release_ledger.json").read_text()
     assert '"kind": "splits"' in ledger and "served version 1" in ledger
     x = a.to_numpy()
@@ -204,7 +204,7 @@ def test_vfl_serve_checks_each_version_at_load_and_answers_with_the_sides_it_may
     np.testing.assert_array_equal(share.masks_of(share.sides(x), share.trees), share.masks(x, share.trees))
 
     service, share = served_telco(tmp_path / "dp", model, a, epsilon=5.0)
-    service._check_release(share, "1")             # randomized sides: passes without the opt-in
+    share.check_release(service, "1", {}, 0.0, 0)             # randomized sides: passes without the opt-in
     noisy = service.noised("1", share.sides(x), ids, status, bits=True)
     assert 0.3 < np.mean(noisy != share.sides(x)) < 0.5     # ~70 sides per row at epsilon 5: most flips near 1/2
     np.testing.assert_array_equal(noisy, service.noised("1", share.sides(x), ids, status, bits=True))   # per id

@@ -286,10 +286,6 @@ class FeatureService:
                                     **share.loaded_fields(self.role, sign)}
 
     # -- private queries ----------------------------------------------------------------------
-    def _check_release(self, share, version: str) -> None:
-        """``share``'s release check at load, without reasons (:mod:`vfl.serving.scorers`: its ``check_release``)."""
-        share.check_release(self, version, {}, 0.0, 0)
-
     def noised(self, version: str, u: np.ndarray, ids, status, bits: bool = False) -> np.ndarray:
         """The partial scores ``u`` (``bits``: the sides of a tree party's splits, randomized response) with this
         party's noise for ``ids`` in ``version`` (with DP; the same each time)."""
