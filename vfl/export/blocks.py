@@ -206,7 +206,7 @@ def write_split(folder, parts: dict[str, bytes], combiner: dict | None, suffix: 
     ``combiner`` (as ``combiner.json``, when given) into ``folder`` (made if missing), every file whole or none.
     Returns ``{party: path}`` and, with a combiner, ``{"combiner": path}``."""
     if not parts and combiner is None:
-        raise DataError(f"the shards of {sorted(parts) or 'the parties given'} make no part of this model: they hold "
+        raise DataError(f"the shards of the parties given make no part of this model: they hold "
                         "no column it reads")
     folder = Path(folder)
     files = {name: folder / part_file(name, suffix) for name in parts}
