@@ -236,8 +236,7 @@ def get_pool(size: int | None = None, smallest: int = 2) -> WorkerPool | None:
     """The shared pool of ``size`` processes (default: this thread's plan), or ``None`` to work in-process
     (fewer than ``smallest``)."""
     if size is None:
-        plan = compute.current()
-        size = plan.workers if plan.kind == "local" else 0
+        size = thread_lanes()           # this thread's plan's local lanes
     if size < max(1, smallest) or _DISABLED:
         return None
     with _LOCK:
