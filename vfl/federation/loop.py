@@ -78,7 +78,7 @@ class PartyRun:
 @contextmanager
 def party_run(config: FederationConfig, role: str, task: str, data: PartyData | None, workdir, *,
               resume: bool = False, narrate: bool = False, progress: bool | None = False, record=None,
-              min_rows: int = 1, trained_with: str | None = None, unit: str = "epoch", checkpoints: bool = True):
+              min_rows: int = 1, trained_with: str | None = None, checkpoints: bool = True):
     """Party ``role``'s session for ``task`` (``"train"`` or ``"predict"``), its rows aligned; yields a
     :class:`PartyRun` and saves the transcript after it.
 
@@ -90,8 +90,6 @@ def party_run(config: FederationConfig, role: str, task: str, data: PartyData | 
         The fewest shared rows the family can train on (alignment refuses fewer).
     trained_with : str, optional
         ``"predict"``: the training fingerprint of the shard the party scores with.
-    unit : str
-        What the narration counts in training: ``"epoch"`` or ``"iteration"``.
     checkpoints : bool
         ``"train"``: whether this run keeps its checkpoints in ``WORKDIR/checkpoints`` (the linear family keeps
         one folder per model itself).
@@ -105,7 +103,7 @@ def party_run(config: FederationConfig, role: str, task: str, data: PartyData | 
     narrator = None
     if narrate:
         family = config.family.name
-        narrator = (Narrator(role, config.training.max_iter, unit=unit, family=family, kind=kind) if task == "train"
+        narrator = (Narrator(role, config.training.max_iter, unit=config.family.unit, family=family, kind=kind) if task == "train"
                     else Narrator(role, phase=task, family=family, kind=kind))
     shown = Progress(role, progress, record=record)
     try:

@@ -60,7 +60,7 @@ def train(config: FederationConfig, role: str, data_path=None, workdir=".", resu
     with stops_told(config, role, "train"):
         data = _load(config, role, kind, data_path)
     with party_run(config, role, "train", data, workdir, resume=resume, narrate=narrate, progress=progress,
-                   record=record, min_rows=run.min_rows(settings), unit="iteration") as this:
+                   record=record, min_rows=run.min_rows(settings)) as this:
         store, narrator, shown = this.store, this.narrator, this.shown
         checkpoints = store.load() if resume else {}
         if narrator and checkpoints:
