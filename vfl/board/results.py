@@ -16,7 +16,7 @@ from html import escape
 from pathlib import Path
 
 from vfl.board import charts
-from vfl.deploy.record import kept_view
+from vfl.deploy.record import VIEW, model_view
 from vfl.families import FAMILIES
 
 
@@ -45,7 +45,7 @@ def sections(info: dict, result: dict | None, folder: Path, live=None, tree: int
               ("Loss", lambda: [_losses(result["loss_curve"])] if result.get("loss_curve") else []),
               ("Early stopping", lambda: [_early_stopping(model["validation_scores"], family)]
                if model and model.get("validation_scores") else []),
-              ("Model", lambda: _views(kept_view(info, folder, result), tree)),
+              ("Model", lambda: _views(_kept_view(folder, info, model, result), tree)),
               ("Table statistics", lambda: [_section("Table statistics (its own columns)", _table(rows), "statistics")
                                             for rows in [_csv(folder / "statistics.csv")] if rows]),
               ("Population stability", lambda: [_stability(rows) for rows in [_csv(folder / "psi.csv")] if rows]),
@@ -218,12 +218,21 @@ def unit_of(family) -> str:
 
 # -- the family's views of its model ------------------------------------------------------------------------
 
+def _kept_view(folder: Path, info: dict, model, result: dict):
+    """The views of its model the record keeps (``view.json``); a finished training record from before records kept
+    them has them made now from the ``model.json`` read above (nothing written: the board only reads)."""
+    kept = _json(folder / VIEW)
+    if kept is None and info.get("status") == "finished" and isinstance(model, dict):
+        return model_view(info, lambda: model, result)
+    return kept
+
+
 def _views(kept, tree: int) -> list[dict]:
     """The sections of the views of its model the record keeps (``view.json``, made by its family's shard module:
     :mod:`vfl.deploy.shards`); ``tree``: the tree the reader picked."""
     if kept is None:
         return []
-    if "damaged" in kept:
+    if kept is _DAMAGED or "damaged" in kept:
         raise ValueError("a damaged view")      # shown as "this part of the record could not be read"
     return [_view(view, tree) for view in kept["views"]]
 

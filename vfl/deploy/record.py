@@ -65,39 +65,22 @@ KEEP_BYTES = 64 * 2 ** 20
 FAMILIES = (*REGISTRY, "alignment", "serving")
 
 
-def model_view(info: dict, folder: Path, result: dict) -> dict | None:
-    """The views of a training run's model (``model.json`` in the record ``folder``) as its family's shard module
-    gives them (``board_view``), or None: another task, no model kept, a family without views.
+def model_view(info: dict, read, result: dict) -> dict | None:
+    """The views of a training run's model (``read()``: its ``model.json``, read, or None) as its family's shard
+    module gives them (``board_view``), or None: another task, no model kept, a family without views.
 
-    A model the view cannot read gives ``{"damaged": why}``: the board says so, the run goes on.
+    A model the view cannot read gives ``{"damaged": why}``: the board says so, the run goes on.  The record keeps
+    them (``view.json``); the board makes them so from a record written before records kept them.
     """
     family = REGISTRY.get(info.get("family"))
     view = getattr(family.module("shard"), "board_view", None) if family is not None else None
-    model = folder / KEPT["model"]
-    if view is None or info.get("task") != "train" or not model.is_file():
+    if view is None or info.get("task") != "train":
         return None
     try:
-        return {"views": view(json.loads(model.read_text(encoding="utf-8")), result)}
+        model = read()
+        return None if model is None else {"views": view(model, result)}
     except Exception as exc:  # noqa: BLE001 - a damaged or foreign shard: said in the record, never fatal
         return {"damaged": f"its model's view could not be made ({type(exc).__name__})"}
-
-
-def kept_view(info: dict, folder: Path, result: dict) -> dict | None:
-    """The views the record keeps (``view.json``); a finished training record from before records kept them gets
-    them made now from its ``model.json`` (:func:`model_view`, nothing written: the board only reads).
-
-    Raises
-    ------
-    ValueError
-        ``view.json`` is there but is not a JSON object (the board says this part could not be read).
-    """
-    path = folder / VIEW
-    if not path.is_file():
-        return model_view(info, folder, result) if info.get("status") == "finished" else None
-    kept = json.loads(path.read_text(encoding="utf-8"))
-    if not isinstance(kept, dict):
-        raise ValueError(f"{path} is not a JSON object")
-    return kept
 
 
 def plain_json(value):
@@ -216,7 +199,9 @@ class RunRecord:
     def _keep_view(self, result: dict) -> None:
         """``view.json``: what the board shows of the model a training run kept (:func:`model_view`), so that the
         board reads records only."""
-        kept = model_view(self.info, self.folder, result)
+        model = self.folder / KEPT["model"]
+        kept = model_view(self.info, lambda: json.loads(model.read_text(encoding="utf-8")) if model.is_file() else None,
+                          result)
         if kept is not None:
             write_json(self.folder / VIEW, plain_json(kept), private=True)
 
